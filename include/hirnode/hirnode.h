@@ -1,0 +1,41 @@
+/* hirnode public API: run one host program on N devices from one process. */
+#ifndef HIRNODE_H
+#define HIRNODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HN_VERSION_MAJOR 0
+#define HN_VERSION_MINOR 1
+#define HN_VERSION_PATCH 0
+
+/* Status codes: 0 is success, every error is negative. */
+typedef enum hn_status {
+    HN_OK = 0,
+    HN_ERR_NOMEM = -1,       /* an allocation failed */
+    HN_ERR_INVALID = -2,     /* bad argument to an API call */
+    HN_ERR_PARSE = -3,       /* the program text does not parse */
+    HN_ERR_VERIFY = -4,      /* the program is rejected by the verifier */
+    HN_ERR_RUNTIME = -5,     /* an instruction failed while running */
+    HN_ERR_TIMEOUT = -6,     /* a rank waited past its deadline */
+    HN_ERR_MISMATCH = -7,    /* ranks diverged on a communication */
+    HN_ERR_UNSUPPORTED = -8, /* the backend does not implement this */
+    HN_ERR_IO = -9,          /* a file could not be read or written */
+    HN_ERR_ABORTED = -10,    /* another rank failed; this one stopped */
+    HN_ERR_DEVICE = -11,     /* the device layer failed */
+} hn_status_t;
+
+/* A short lowercase text for a status; never NULL, static storage. */
+const char *hn_status_string(hn_status_t status);
+
+/* Library version as "major.minor.patch"; static storage. */
+const char *hn_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,81 @@
+/* hirnode runtime API: programs, the runtime (one thread per device), device
+ * memory, and runs. Thread safety: a hn_program is immutable once parsed
+ * and may be shared by any threads; a hn_runtime serves one caller thread
+ * at a time (calls on one runtime must not overlap). */
+#ifndef HIRNODE_RUNTIME_H
+#define HIRNODE_RUNTIME_H
+
+#include "hirnode.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hn_program hn_program;
+typedef struct hn_runtime hn_runtime;
+
+/* Parses program text (len bytes). On success *out owns the program. On
+ * failure, if diag is not NULL, *diag receives `file:line:col: error: ...`
+ * lines (free with hn_string_free). The program is verified statically
+ * (names, kinds, dtypes); HN_ERR_VERIFY if that fails. */
+hn_status_t hn_program_parse(const char *text, size_t len, const char *filename,
+                             hn_program **out, char **diag);
+/* Same, reading a file. HN_ERR_IO if it cannot be read. */
+hn_status_t hn_program_load(const char *path, hn_program **out, char **diag);
+void hn_program_destroy(hn_program *p);
+/* Canonical text (what the parser reads back); free with hn_string_free. */
+char *hn_program_print(const hn_program *p);
+void hn_string_free(char *s);
+
+typedef struct hn_runtime_config {
+    int ndev;             /* ranks, one per device */
+    const char *backend;  /* "auto" (default), "cuda" or "host" */
+    int nstreams;         /* value of `nstreams` in programs (default 3) */
+    double timeout_s;     /* deadline of any wait (default 60) */
+    double host_delay_us; /* host backend: random delay before each piece of
+                             stream work, up to this (0: off) */
+    uint64_t seed;        /* for the random delays */
+} hn_runtime_config;
+
+void hn_runtime_config_default(hn_runtime_config *cfg);
+
+/* Starts one thread per rank and the device and comm backends. A failed
+ * create leaves nothing to destroy. HN_ERR_INVALID for a backend with fewer
+ * devices than ndev, or an unknown backend name. */
+hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out);
+void hn_runtime_destroy(hn_runtime *rt);
+int hn_runtime_size(const hn_runtime *rt);
+const char *hn_runtime_backend(const hn_runtime *rt);
+
+/* Device memory of one rank, and synchronous copies to and from it. */
+hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr);
+void hn_runtime_free(hn_runtime *rt, int rank, void *ptr);
+hn_status_t hn_runtime_upload(hn_runtime *rt, int rank, void *dst, const void *src, size_t n);
+hn_status_t hn_runtime_download(hn_runtime *rt, int rank, void *dst, const void *src, size_t n);
+
+/* A tensor for each input and output, by name: one device pointer per rank,
+ * contiguous, of the declared per-rank shape. */
+typedef struct hn_binding {
+    const char *name;
+    void *const *data; /* [ndev] */
+} hn_binding;
+
+typedef struct hn_run_args {
+    int nparams;                    /* parameter overrides */
+    const char *const *param_names;
+    const int64_t *param_values;
+    int nbindings;
+    const hn_binding *bindings;     /* every input and output */
+} hn_run_args;
+
+/* Verifies the program for this configuration (cached), then runs it on
+ * every rank and waits for the end. On failure hn_runtime_error() says which
+ * rank and instruction failed; the runtime stays usable. */
+hn_status_t hn_runtime_run(hn_runtime *rt, const hn_program *p, const hn_run_args *args);
+/* Text of the last failure ("" if none); owned by the runtime. */
+const char *hn_runtime_error(const hn_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,80 @@
+/* Communication layer: a table of function pointers per backend. Teams are
+ * ordered lists of global ranks; member i of a team owns chunk i. */
+#ifndef HN_COMM_H
+#define HN_COMM_H
+
+#include "../core/device.h"
+
+typedef enum hn_coll_kind {
+    HN_COLL_ALLGATHER,
+    HN_COLL_ALLREDUCE,
+    HN_COLL_REDUCE_SCATTER,
+    HN_COLL_BROADCAST,
+    HN_COLL_REDUCE,
+    HN_COLL_GATHER,
+    HN_COLL_SCATTER,
+    HN_COLL_ALL_TO_ALL,
+    HN_COLL_COUNT
+} hn_coll_kind;
+
+const char *hn_coll_name(hn_coll_kind k);
+
+/* Reductions (same order as the IR's hn_redop). */
+enum { HN_REDUCE_SUM, HN_REDUCE_PROD, HN_REDUCE_MAX, HN_REDUCE_MIN, HN_REDUCE_AVG };
+
+typedef struct hn_coll_args {
+    hn_coll_kind kind;
+    const void *send;
+    void *recv;
+    /* Elements of one member's chunk: the send count of allgather/gather,
+     * the recv count of reduce_scatter/scatter, the whole count of
+     * allreduce/broadcast/reduce, one peer's block of all_to_all. */
+    size_t count;
+    hn_dtype dtype;
+    int redop;
+    int root; /* index into the team */
+} hn_coll_args;
+
+typedef struct hn_p2p_op {
+    int is_send;
+    int peer; /* global rank */
+    void *buf;
+    size_t bytes;
+} hn_p2p_op;
+
+typedef struct hn_comm_world hn_comm_world;
+typedef struct hn_comm_team hn_comm_team;
+
+typedef struct hn_comm_config {
+    int nranks;
+    const hn_device_ops *dev;
+    void *dev_ctx;
+    const hn_fault_sink *sink;
+} hn_comm_config;
+
+typedef struct hn_comm_ops {
+    const char *name;
+    hn_status_t (*init)(const hn_comm_config *cfg, hn_comm_world **w);
+    void (*fini)(hn_comm_world *w);
+    /* Once per team, from the runtime's thread, before any run uses it. */
+    hn_status_t (*team_create)(hn_comm_world *w, const int *ranks, int n, hn_comm_team **t);
+    void (*team_destroy)(hn_comm_team *t);
+    /* Issued by member `me` (team index) on its stream; returns at once. */
+    hn_status_t (*collective)(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s,
+                              const hn_origin *o);
+    /* A group of sends and receives of `rank`, posted together: no order of
+     * them across ranks deadlocks. */
+    hn_status_t (*p2p)(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s,
+                       const hn_origin *o);
+    /* Wakes every waiter after a failure; waiters then give up. */
+    void (*abort)(hn_comm_world *w);
+    /* Between runs, with all streams idle: forget sequence numbers. */
+    void (*reset)(hn_comm_world *w);
+} hn_comm_ops;
+
+extern const hn_comm_ops hn_comm_host;
+
+/* Reduces `n` elements of src into acc (float accumulation), in place. */
+void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, int redop, int first);
+
+#endif

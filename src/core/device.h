@@ -1,0 +1,126 @@
+/* Device layer: a table of function pointers per backend, shaped after
+ * CUDA's model (memory, streams, events, cross-device waits, copies), and
+ * the compute-op table each backend provides beside it. */
+#ifndef HN_DEVICE_H
+#define HN_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "util.h"
+
+#define HN_TENSOR_MAX_DIMS 8
+
+typedef struct hn_dstream hn_dstream; /* a backend stream */
+typedef struct hn_devent hn_devent;   /* a backend event */
+
+/* Where asynchronous failures are reported: the runtime's error slot. */
+typedef struct hn_fault_sink {
+    void (*report)(void *ctx, int rank, int instr, hn_status_t st, const char *msg);
+    void *ctx;
+    const int *abort_flag; /* non-zero once any rank failed */
+    double timeout_s;      /* deadline of any blocking wait */
+} hn_fault_sink;
+
+/* Which rank and instruction issued a piece of asynchronous work. */
+typedef struct hn_origin {
+    const hn_fault_sink *sink;
+    int rank;
+    int instr;
+} hn_origin;
+
+void hn_origin_fail(const hn_origin *o, hn_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int hn_origin_aborted(const hn_origin *o)
+{
+    return o->sink != NULL && o->sink->abort_flag != NULL &&
+           __atomic_load_n(o->sink->abort_flag, __ATOMIC_ACQUIRE);
+}
+
+/* A strided tensor as the backends see it: element strides, data pointer
+ * already offset to element [0,...,0]. */
+typedef struct hn_tensor {
+    void *data;
+    hn_dtype dtype;
+    int ndim;
+    int64_t shape[HN_TENSOR_MAX_DIMS];
+    int64_t stride[HN_TENSOR_MAX_DIMS];
+} hn_tensor;
+
+int64_t hn_tensor_numel(const hn_tensor *t);
+int hn_tensor_is_contiguous(const hn_tensor *t);
+size_t hn_tensor_bytes(const hn_tensor *t); /* numel * element size */
+
+typedef hn_status_t (*hn_host_fn)(void *arg, const hn_origin *origin);
+
+typedef struct hn_device_config {
+    int ndev;
+    double host_delay_us; /* host backend: max random delay per closure */
+    uint64_t seed;
+    const hn_fault_sink *sink;
+} hn_device_config;
+
+typedef struct hn_device_ops {
+    const char *name;
+    /* How many devices this machine has for the backend (0: none). */
+    int (*device_count)(void);
+    hn_status_t (*init)(const hn_device_config *cfg, void **ctx);
+    void (*fini)(void *ctx);
+    /* Called first on each rank thread (cudaSetDevice). */
+    hn_status_t (*thread_init)(void *ctx, int dev);
+    hn_status_t (*mem_alloc)(void *ctx, int dev, size_t bytes, void **ptr);
+    void (*mem_free)(void *ctx, int dev, void *ptr);
+    /* Synchronous copies between host memory and a device, for I/O. */
+    hn_status_t (*copy_to_device)(void *ctx, int dev, void *dst, const void *src, size_t n);
+    hn_status_t (*copy_to_host)(void *ctx, int dev, void *dst, const void *src, size_t n);
+    hn_status_t (*stream_create)(void *ctx, int dev, hn_dstream **s);
+    void (*stream_destroy)(hn_dstream *s);
+    /* Blocks the calling host thread until all work issued so far is done. */
+    hn_status_t (*stream_sync)(hn_dstream *s);
+    hn_status_t (*event_create)(void *ctx, int dev, hn_devent **e);
+    void (*event_destroy)(hn_devent *e);
+    hn_status_t (*event_record)(hn_devent *e, hn_dstream *s);
+    /* Later work on s waits for the event's last record (any device). */
+    hn_status_t (*stream_wait_event)(hn_dstream *s, hn_devent *e, const hn_origin *o);
+    /* Byte copy between any two device buffers (peers included). */
+    hn_status_t (*memcpy_async)(void *dst, const void *src, size_t n, hn_dstream *s,
+                                const hn_origin *o);
+    /* Runs fn(arg) in stream order; release(arg) afterwards (may be NULL).
+     * The host backend runs compute and emulated communication this way. */
+    hn_status_t (*launch_host)(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),
+                               const hn_origin *o);
+    /* Drops work not yet started after an abort; streams stay usable. */
+    void (*recover)(void *ctx);
+} hn_device_ops;
+
+/* Compute ops, issued on a stream. fp32 accumulation for bf16/f16. */
+typedef struct hn_compute_ops {
+    hn_status_t (*copy)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *src, const hn_origin *o);
+    hn_status_t (*fill)(hn_dstream *s, const hn_tensor *dst, double value, const hn_origin *o);
+    hn_status_t (*iota)(hn_dstream *s, const hn_tensor *dst, double start, double step, const hn_origin *o);
+    /* Uniform in [lo, hi), a function of (seed, element index) only. */
+    hn_status_t (*random)(hn_dstream *s, const hn_tensor *dst, uint64_t seed, double lo, double hi,
+                          const hn_origin *o);
+    /* op: 0 add, 1 mul */
+    hn_status_t (*binary)(hn_dstream *s, int op, const hn_tensor *dst, const hn_tensor *a,
+                          const hn_tensor *b, const hn_origin *o);
+    hn_status_t (*scale)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a, double f,
+                         const hn_origin *o);
+    hn_status_t (*sum)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a, int axis,
+                       const hn_origin *o);
+    /* dst[.., M, N] = a[.., M, K] @ b[.., K, N] (+ bias[N]); b may be 2-d
+     * and shared by every batch. transb: b is [N, K] (linear's weight). */
+    hn_status_t (*matmul)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a,
+                          const hn_tensor *b, int transb, const hn_tensor *bias, const hn_origin *o);
+} hn_compute_ops;
+
+extern const hn_device_ops hn_device_host;
+extern const hn_compute_ops hn_compute_host;
+
+/* The registered device backends, NULL-terminated; "auto" picks the first
+ * with devices. */
+const hn_device_ops *hn_device_find(const char *name);
+const hn_device_ops *const *hn_device_backends(void);
+
+#endif

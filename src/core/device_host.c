@@ -1,0 +1,375 @@
+/* CPU emulation device backend: each device is a set of host allocations,
+ * each stream a worker thread draining a FIFO of closures. Issuing returns
+ * before the work runs, events and cross-device waits are real, and an
+ * optional random delay before each closure shakes out missing waits. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device.h"
+
+typedef enum { CL_FN, CL_WAIT, CL_COPY } closure_kind;
+
+typedef struct closure {
+    closure_kind kind;
+    hn_host_fn fn;
+    void *arg;
+    void (*release)(void *);
+    hn_origin origin;
+    hn_dstream *wait_stream;
+    uint64_t wait_ticket;
+    void *dst;
+    const void *src;
+    size_t n;
+    struct closure *next;
+} closure;
+
+typedef struct host_ctx {
+    int ndev;
+    double delay_us;
+    uint64_t seed;
+    const hn_fault_sink *sink;
+    pthread_mutex_t mu;
+    uint64_t nstreams;
+} host_ctx;
+
+struct hn_dstream {
+    host_ctx *ctx;
+    int dev;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    closure *head, *tail;
+    uint64_t issued, completed;
+    int stop;
+    uint64_t rng;
+};
+
+struct hn_devent {
+    pthread_mutex_t mu;
+    hn_dstream *s;
+    uint64_t ticket;
+};
+
+static int host_device_count(void) { return 1024; }
+
+static hn_status_t host_init(const hn_device_config *cfg, void **out)
+{
+    host_ctx *c = hn_calloc(1, sizeof(*c));
+    if (c == NULL)
+        return HN_ERR_NOMEM;
+    c->ndev = cfg->ndev;
+    c->delay_us = cfg->host_delay_us;
+    c->seed = cfg->seed;
+    c->sink = cfg->sink;
+    pthread_mutex_init(&c->mu, NULL);
+    *out = c;
+    return HN_OK;
+}
+
+static void host_fini(void *ctx)
+{
+    host_ctx *c = ctx;
+    if (c == NULL)
+        return;
+    pthread_mutex_destroy(&c->mu);
+    hn_free(c);
+}
+
+static hn_status_t host_thread_init(void *ctx, int dev)
+{
+    (void)ctx;
+    (void)dev;
+    return HN_OK;
+}
+
+static hn_status_t host_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
+{
+    void *p;
+    (void)ctx;
+    (void)dev;
+    /* 256-byte alignment like cudaMalloc; the size is rounded to match */
+    p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    if (p == NULL) {
+        HN_ERROR("host device %d: cannot allocate %zu bytes", dev, bytes);
+        return HN_ERR_NOMEM;
+    }
+    *ptr = p;
+    return HN_OK;
+}
+
+static void host_mem_free(void *ctx, int dev, void *ptr)
+{
+    (void)ctx;
+    (void)dev;
+    free(ptr);
+}
+
+static hn_status_t host_copy_sync(void *ctx, int dev, void *dst, const void *src, size_t n)
+{
+    (void)ctx;
+    (void)dev;
+    memcpy(dst, src, n);
+    return HN_OK;
+}
+
+static void sleep_us(double us)
+{
+    struct timespec ts;
+    if (us <= 0)
+        return;
+    ts.tv_sec = (time_t)(us / 1e6);
+    ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
+    nanosleep(&ts, NULL);
+}
+
+static void deadline_in(struct timespec *ts, double s)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += (long)(s * 1e9);
+    ts->tv_sec += ts->tv_nsec / 1000000000L;
+    ts->tv_nsec %= 1000000000L;
+}
+
+/* A worker waits for another stream to reach a ticket (an event). */
+static void run_wait(closure *cl)
+{
+    hn_dstream *src = cl->wait_stream;
+    double start = hn_now();
+    double timeout = cl->origin.sink ? cl->origin.sink->timeout_s : 60.0;
+    pthread_mutex_lock(&src->mu);
+    while (src->completed < cl->wait_ticket) {
+        struct timespec ts;
+        if (hn_origin_aborted(&cl->origin))
+            break;
+        if (hn_now() - start > timeout) {
+            pthread_mutex_unlock(&src->mu);
+            hn_origin_fail(&cl->origin, HN_ERR_TIMEOUT,
+                           "stream wait timed out after %.0f s (device %d waits on device %d)",
+                           timeout, cl->origin.rank, src->dev);
+            return;
+        }
+        deadline_in(&ts, 0.05);
+        pthread_cond_timedwait(&src->cv_done, &src->mu, &ts);
+    }
+    pthread_mutex_unlock(&src->mu);
+}
+
+static void *worker(void *arg)
+{
+    hn_dstream *s = arg;
+    for (;;) {
+        closure *cl;
+        pthread_mutex_lock(&s->mu);
+        while (s->head == NULL && !s->stop)
+            pthread_cond_wait(&s->cv_work, &s->mu);
+        if (s->head == NULL) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        cl = s->head;
+        s->head = cl->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->mu);
+
+        if (s->ctx->delay_us > 0)
+            sleep_us((double)(hn_splitmix64(&s->rng) % 1000) / 1000.0 * s->ctx->delay_us);
+        /* after a failure anywhere, queued work is dropped, not run */
+        if (!hn_origin_aborted(&cl->origin)) {
+            switch (cl->kind) {
+            case CL_FN: cl->fn(cl->arg, &cl->origin); break;
+            case CL_WAIT: run_wait(cl); break;
+            case CL_COPY: memmove(cl->dst, cl->src, cl->n); break;
+            }
+        }
+        if (cl->release != NULL)
+            cl->release(cl->arg);
+        hn_free(cl);
+
+        pthread_mutex_lock(&s->mu);
+        s->completed++;
+        pthread_cond_broadcast(&s->cv_done);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
+}
+
+static hn_status_t host_stream_create(void *ctx, int dev, hn_dstream **out)
+{
+    host_ctx *c = ctx;
+    hn_dstream *s = hn_calloc(1, sizeof(*s));
+    if (s == NULL)
+        return HN_ERR_NOMEM;
+    s->ctx = c;
+    s->dev = dev;
+    pthread_mutex_lock(&c->mu);
+    s->rng = c->seed ^ (0x1234567ull * ++c->nstreams);
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv_work, NULL);
+    pthread_cond_init(&s->cv_done, NULL);
+    if (pthread_create(&s->thread, NULL, worker, s) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv_work);
+        pthread_cond_destroy(&s->cv_done);
+        hn_free(s);
+        HN_ERROR("host device %d: cannot start a stream worker", dev);
+        return HN_ERR_DEVICE;
+    }
+    *out = s;
+    return HN_OK;
+}
+
+static void host_stream_destroy(hn_dstream *s)
+{
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv_work);
+    pthread_cond_destroy(&s->cv_done);
+    hn_free(s);
+}
+
+static hn_status_t host_stream_sync(hn_dstream *s)
+{
+    uint64_t target;
+    pthread_mutex_lock(&s->mu);
+    target = s->issued;
+    while (s->completed < target)
+        pthread_cond_wait(&s->cv_done, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    return HN_OK;
+}
+
+static hn_status_t enqueue(hn_dstream *s, closure *cl)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->tail != NULL)
+        s->tail->next = cl;
+    else
+        s->head = cl;
+    s->tail = cl;
+    s->issued++;
+    pthread_cond_signal(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+    return HN_OK;
+}
+
+static closure *new_closure(closure_kind kind, const hn_origin *o)
+{
+    closure *cl = hn_calloc(1, sizeof(*cl));
+    if (cl == NULL)
+        return NULL;
+    cl->kind = kind;
+    if (o != NULL)
+        cl->origin = *o;
+    return cl;
+}
+
+static hn_status_t host_event_create(void *ctx, int dev, hn_devent **out)
+{
+    hn_devent *e = hn_calloc(1, sizeof(*e));
+    (void)ctx;
+    (void)dev;
+    if (e == NULL)
+        return HN_ERR_NOMEM;
+    pthread_mutex_init(&e->mu, NULL);
+    *out = e;
+    return HN_OK;
+}
+
+static void host_event_destroy(hn_devent *e)
+{
+    if (e == NULL)
+        return;
+    pthread_mutex_destroy(&e->mu);
+    hn_free(e);
+}
+
+static hn_status_t host_event_record(hn_devent *e, hn_dstream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&e->mu);
+    e->s = s;
+    e->ticket = s->issued;
+    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_unlock(&s->mu);
+    return HN_OK;
+}
+
+static hn_status_t host_stream_wait_event(hn_dstream *s, hn_devent *e, const hn_origin *o)
+{
+    closure *cl;
+    hn_dstream *src;
+    uint64_t ticket;
+    pthread_mutex_lock(&e->mu);
+    src = e->s;
+    ticket = e->ticket;
+    pthread_mutex_unlock(&e->mu);
+    if (src == NULL) /* never recorded: like CUDA, nothing to wait for */
+        return HN_OK;
+    if ((cl = new_closure(CL_WAIT, o)) == NULL)
+        return HN_ERR_NOMEM;
+    cl->wait_stream = src;
+    cl->wait_ticket = ticket;
+    return enqueue(s, cl);
+}
+
+static hn_status_t host_memcpy_async(void *dst, const void *src, size_t n, hn_dstream *s,
+                                     const hn_origin *o)
+{
+    closure *cl = new_closure(CL_COPY, o);
+    if (cl == NULL)
+        return HN_ERR_NOMEM;
+    cl->dst = dst;
+    cl->src = src;
+    cl->n = n;
+    return enqueue(s, cl);
+}
+
+static hn_status_t host_launch(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),
+                               const hn_origin *o)
+{
+    closure *cl = new_closure(CL_FN, o);
+    if (cl == NULL) {
+        if (release != NULL)
+            release(arg);
+        return HN_ERR_NOMEM;
+    }
+    cl->fn = fn;
+    cl->arg = arg;
+    cl->release = release;
+    return enqueue(s, cl);
+}
+
+static void host_recover(void *ctx) { (void)ctx; }
+
+const hn_device_ops hn_device_host = {
+    .name = "host",
+    .device_count = host_device_count,
+    .init = host_init,
+    .fini = host_fini,
+    .thread_init = host_thread_init,
+    .mem_alloc = host_mem_alloc,
+    .mem_free = host_mem_free,
+    .copy_to_device = host_copy_sync,
+    .copy_to_host = host_copy_sync,
+    .stream_create = host_stream_create,
+    .stream_destroy = host_stream_destroy,
+    .stream_sync = host_stream_sync,
+    .event_create = host_event_create,
+    .event_destroy = host_event_destroy,
+    .event_record = host_event_record,
+    .stream_wait_event = host_stream_wait_event,
+    .memcpy_async = host_memcpy_async,
+    .launch_host = host_launch,
+    .recover = host_recover,
+};

@@ -1,0 +1,593 @@
+/* Host IR construction, destruction, equality and scalar evaluation. */
+#include "ir.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const hn_op_info hn_op_table[HN_OP_COUNT] = {
+#define HN_OP(e, kw, form, sig, flags) {kw, form, sig, flags},
+#include "ops.def"
+};
+
+int hn_op_lookup(const char *word, int len)
+{
+    for (int i = 0; i < HN_OP_COUNT; i++) {
+        const char *kw = hn_op_table[i].keyword;
+        if ((int)strlen(kw) == len && strncmp(kw, word, (size_t)len) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static const char *redop_names[HN_RED_COUNT] = {"sum", "prod", "max", "min", "avg"};
+static const char *backend_names[HN_VIA_COUNT] = {"default", "nccl", "p2p"};
+
+const char *hn_redop_name(hn_redop r) { return (unsigned)r < HN_RED_COUNT ? redop_names[r] : "?"; }
+const char *hn_backend_name(hn_backend_kind b)
+{
+    return (unsigned)b < HN_VIA_COUNT ? backend_names[b] : "?";
+}
+
+/* ---- expressions ---- */
+
+static hn_expr *ex_new(hn_expr_kind kind)
+{
+    hn_expr *e = hn_calloc(1, sizeof(*e));
+    if (e != NULL) {
+        e->kind = kind;
+        e->var = -1;
+    }
+    return e;
+}
+
+hn_expr *hn_ex_int(int64_t v)
+{
+    hn_expr *e = ex_new(HN_EX_INT);
+    if (e != NULL)
+        e->ival = v;
+    return e;
+}
+
+hn_expr *hn_ex_float(double v)
+{
+    hn_expr *e = ex_new(HN_EX_FLOAT);
+    if (e != NULL)
+        e->fval = v;
+    return e;
+}
+
+hn_expr *hn_ex_var(int var)
+{
+    hn_expr *e = var >= 0 ? ex_new(HN_EX_VAR) : NULL;
+    if (e != NULL)
+        e->var = var;
+    return e;
+}
+
+hn_expr *hn_ex_leaf(hn_expr_kind kind) { return ex_new(kind); }
+
+hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a)
+{
+    hn_expr *e = a != NULL ? ex_new(kind) : NULL;
+    if (e == NULL) {
+        hn_expr_free(a);
+        return NULL;
+    }
+    e->a = a;
+    return e;
+}
+
+hn_expr *hn_ex_bin(hn_binop op, hn_expr *a, hn_expr *b)
+{
+    hn_expr *e = (a != NULL && b != NULL) ? ex_new(HN_EX_BIN) : NULL;
+    if (e == NULL) {
+        hn_expr_free(a);
+        hn_expr_free(b);
+        return NULL;
+    }
+    e->op = op;
+    e->a = a;
+    e->b = b;
+    return e;
+}
+
+hn_expr *hn_ex_call(hn_expr_kind kind, hn_expr *a, hn_expr *b)
+{
+    hn_expr *e = hn_ex_bin(HN_B_ADD, a, b);
+    if (e != NULL)
+        e->kind = kind;
+    return e;
+}
+
+hn_expr *hn_expr_clone(const hn_expr *e)
+{
+    hn_expr *c;
+    if (e == NULL)
+        return NULL;
+    c = ex_new(e->kind);
+    if (c == NULL)
+        return NULL;
+    *c = *e;
+    c->a = NULL;
+    c->b = NULL;
+    if ((e->a && (c->a = hn_expr_clone(e->a)) == NULL) ||
+        (e->b && (c->b = hn_expr_clone(e->b)) == NULL)) {
+        hn_expr_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void hn_expr_free(hn_expr *e)
+{
+    if (e == NULL)
+        return;
+    hn_expr_free(e->a);
+    hn_expr_free(e->b);
+    hn_free(e);
+}
+
+int hn_expr_equal(const hn_expr *a, const hn_expr *b)
+{
+    if (a == NULL || b == NULL)
+        return a == b;
+    if (a->kind != b->kind)
+        return 0;
+    switch (a->kind) {
+    case HN_EX_INT: return a->ival == b->ival;
+    case HN_EX_FLOAT: return a->fval == b->fval;
+    case HN_EX_VAR: return a->var == b->var;
+    case HN_EX_BIN:
+        if (a->op != b->op)
+            return 0;
+        break;
+    default: break;
+    }
+    return hn_expr_equal(a->a, b->a) && hn_expr_equal(a->b, b->b);
+}
+
+int hn_binop_prec(hn_binop op)
+{
+    static const int prec[] = {1, 2, 3, 3, 4, 4, 4, 4, 5, 5, 6, 6, 6};
+    return prec[op];
+}
+
+const char *hn_binop_text(hn_binop op)
+{
+    static const char *text[] = {"||", "&&", "==", "!=", "<", "<=", ">", ">=",
+                                 "+",  "-",  "*",  "/",  "%"};
+    return text[op];
+}
+
+static int64_t floordiv(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
+                         int64_t *out, char *err, int errlen)
+{
+    int64_t x = 0, y = 0;
+    hn_status_t st;
+    switch (e->kind) {
+    case HN_EX_INT: *out = e->ival; return HN_OK;
+    case HN_EX_FLOAT:
+        snprintf(err, (size_t)errlen, "a float literal is not an integer");
+        return HN_ERR_RUNTIME;
+    case HN_EX_VAR: *out = env->vals[e->var]; return HN_OK;
+    case HN_EX_RANK: *out = env->rank; return HN_OK;
+    case HN_EX_WORLD: *out = env->world; return HN_OK;
+    case HN_EX_NSTREAMS: *out = env->nstreams; return HN_OK;
+    default: break;
+    }
+    if ((st = hn_expr_eval(e->a, env, &x, err, errlen)) != HN_OK)
+        return st;
+    if (e->kind == HN_EX_NEG) {
+        *out = (int64_t)(0 - (uint64_t)x);
+        return HN_OK;
+    }
+    if (e->kind == HN_EX_NOT) {
+        *out = !x;
+        return HN_OK;
+    }
+    /* short-circuit like C */
+    if (e->kind == HN_EX_BIN && e->op == HN_B_AND && !x) {
+        *out = 0;
+        return HN_OK;
+    }
+    if (e->kind == HN_EX_BIN && e->op == HN_B_OR && x) {
+        *out = 1;
+        return HN_OK;
+    }
+    if ((st = hn_expr_eval(e->b, env, &y, err, errlen)) != HN_OK)
+        return st;
+    if (e->kind == HN_EX_MIN) {
+        *out = x < y ? x : y;
+        return HN_OK;
+    }
+    if (e->kind == HN_EX_MAX) {
+        *out = x > y ? x : y;
+        return HN_OK;
+    }
+    switch (e->op) {
+    case HN_B_OR: *out = x || y; break;
+    case HN_B_AND: *out = x && y; break;
+    case HN_B_EQ: *out = x == y; break;
+    case HN_B_NE: *out = x != y; break;
+    case HN_B_LT: *out = x < y; break;
+    case HN_B_LE: *out = x <= y; break;
+    case HN_B_GT: *out = x > y; break;
+    case HN_B_GE: *out = x >= y; break;
+    /* wrap instead of undefined behaviour on overflow */
+    case HN_B_ADD: *out = (int64_t)((uint64_t)x + (uint64_t)y); break;
+    case HN_B_SUB: *out = (int64_t)((uint64_t)x - (uint64_t)y); break;
+    case HN_B_MUL: *out = (int64_t)((uint64_t)x * (uint64_t)y); break;
+    case HN_B_DIV:
+    case HN_B_MOD:
+        if (y == 0) {
+            snprintf(err, (size_t)errlen, "%s by zero",
+                     e->op == HN_B_DIV ? "division" : "modulo");
+            return HN_ERR_RUNTIME;
+        }
+        if (y == -1) { /* INT64_MIN / -1 overflows */
+            *out = e->op == HN_B_DIV ? (int64_t)(0 - (uint64_t)x) : 0;
+            break;
+        }
+        *out = e->op == HN_B_DIV ? floordiv(x, y) : x - floordiv(x, y) * y;
+        break;
+    }
+    return HN_OK;
+}
+
+hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,
+                             double *out, char *err, int errlen)
+{
+    int64_t v;
+    hn_status_t st;
+    if (e->kind == HN_EX_FLOAT) {
+        *out = e->fval;
+        return HN_OK;
+    }
+    if (e->kind == HN_EX_NEG && e->a->kind == HN_EX_FLOAT) {
+        *out = -e->a->fval;
+        return HN_OK;
+    }
+    st = hn_expr_eval(e, env, &v, err, errlen);
+    if (st == HN_OK)
+        *out = (double)v;
+    return st;
+}
+
+/* ---- instructions ---- */
+
+hn_instr *hn_instr_new(hn_op op, int line, int col)
+{
+    hn_instr *in = hn_calloc(1, sizeof(*in));
+    if (in == NULL)
+        return NULL;
+    in->op = op;
+    in->line = line;
+    in->col = col;
+    in->dst = -1;
+    in->a.var = -1;
+    in->b.var = -1;
+    in->sref_var = -1;
+    in->wait_var = -1;
+    in->id = -1;
+    return in;
+}
+
+void hn_tref_clear(hn_tref *t)
+{
+    for (int i = 0; i < t->nidx; i++)
+        hn_expr_free(t->idx[i]);
+    t->nidx = 0;
+    t->var = -1;
+}
+
+void hn_type_clear(hn_type *t)
+{
+    for (int i = 0; i < t->ndim; i++)
+        hn_expr_free(t->shape[i]);
+    t->ndim = 0;
+}
+
+void hn_block_free(hn_block *b)
+{
+    for (int i = 0; i < b->n; i++)
+        hn_instr_free(b->items[i]);
+    hn_free(b->items);
+    memset(b, 0, sizeof(*b));
+}
+
+void hn_instr_free(hn_instr *in)
+{
+    if (in == NULL)
+        return;
+    hn_tref_clear(&in->a);
+    hn_tref_clear(&in->b);
+    hn_type_clear(&in->type);
+    for (int i = 0; i < 3; i++)
+        hn_expr_free(in->e[i]);
+    hn_expr_free(in->sref_index);
+    for (int i = 0; i < in->nteam; i++)
+        hn_expr_free(in->team[i]);
+    hn_free(in->team);
+    for (int i = 0; i < in->nargs; i++) {
+        hn_tref_clear(&in->args[i].t);
+        hn_expr_free(in->args[i].e);
+    }
+    hn_block_free(&in->body);
+    hn_block_free(&in->orelse);
+    hn_free(in);
+}
+
+int hn_block_push(hn_block *b, hn_instr *in)
+{
+    if (in == NULL || hn_grow((void **)&b->items, &b->cap, b->n, sizeof(*b->items)) != 0)
+        return -1;
+    b->items[b->n++] = in;
+    return 0;
+}
+
+/* ---- program ---- */
+
+hn_program *hn_prog_new(const char *filename)
+{
+    hn_program *p = hn_calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    p->filename = hn_strdup(filename ? filename : "<program>");
+    if (p->filename == NULL) {
+        hn_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void io_free(hn_io *io, int n)
+{
+    for (int i = 0; i < n; i++)
+        hn_type_clear(&io[i].type);
+    hn_free(io);
+}
+
+void hn_prog_free(hn_program *p)
+{
+    if (p == NULL)
+        return;
+    for (int i = 0; i < p->nvars; i++)
+        hn_free(p->names[i]);
+    hn_free(p->names);
+    for (int i = 0; i < p->nparams; i++)
+        hn_expr_free(p->params[i].value);
+    hn_free(p->params);
+    io_free(p->inputs, p->ninputs);
+    io_free(p->outputs, p->noutputs);
+    hn_block_free(&p->body);
+    hn_block_free(&p->reference);
+    hn_free(p->instrs);
+    hn_free(p->filename);
+    hn_free(p);
+}
+
+int hn_prog_find_var(const hn_program *p, const char *name)
+{
+    for (int i = 0; i < p->nvars; i++)
+        if (strcmp(p->names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+int hn_prog_var(hn_program *p, const char *name, int len)
+{
+    char *copy;
+    for (int i = 0; i < p->nvars; i++)
+        if ((int)strlen(p->names[i]) == len && strncmp(p->names[i], name, (size_t)len) == 0)
+            return i;
+    if (hn_grow((void **)&p->names, &p->names_cap, p->nvars, sizeof(*p->names)) != 0)
+        return -1;
+    if ((copy = hn_strndup(name, (size_t)len)) == NULL)
+        return -1;
+    p->names[p->nvars] = copy;
+    return p->nvars++;
+}
+
+int hn_prog_add_param(hn_program *p, int var, hn_expr *value, int line, int col)
+{
+    if (value == NULL ||
+        hn_grow((void **)&p->params, &p->params_cap, p->nparams, sizeof(*p->params)) != 0) {
+        hn_expr_free(value);
+        return -1;
+    }
+    p->params[p->nparams].var = var;
+    p->params[p->nparams].value = value;
+    p->params[p->nparams].line = line;
+    p->params[p->nparams].col = col;
+    p->nparams++;
+    return 0;
+}
+
+int hn_prog_add_io(hn_program *p, int is_output, int var, hn_type *type,
+                   int shard_axis, int line, int col)
+{
+    hn_io **arr = is_output ? &p->outputs : &p->inputs;
+    int *n = is_output ? &p->noutputs : &p->ninputs;
+    int *cap = is_output ? &p->outputs_cap : &p->inputs_cap;
+    hn_io *io;
+    if (hn_grow((void **)arr, cap, *n, sizeof(**arr)) != 0) {
+        hn_type_clear(type);
+        return -1;
+    }
+    io = &(*arr)[(*n)++];
+    io->var = var;
+    io->type = *type; /* takes ownership of the shape expressions */
+    memset(type, 0, sizeof(*type));
+    io->shard_axis = shard_axis;
+    io->line = line;
+    io->col = col;
+    return 0;
+}
+
+static int count_block(const hn_block *b)
+{
+    int n = 0;
+    for (int i = 0; i < b->n; i++)
+        n += 1 + count_block(&b->items[i]->body) + count_block(&b->items[i]->orelse);
+    return n;
+}
+
+static void number_block(hn_program *p, const hn_block *b, int *next)
+{
+    for (int i = 0; i < b->n; i++) {
+        hn_instr *in = b->items[i];
+        in->id = (*next)++;
+        p->instrs[in->id] = in;
+        number_block(p, &in->body, next);
+        number_block(p, &in->orelse, next);
+    }
+}
+
+hn_status_t hn_prog_finish(hn_program *p)
+{
+    int next = 0;
+    int n = count_block(&p->body) + count_block(&p->reference);
+    hn_free(p->instrs);
+    p->instrs = hn_calloc((size_t)(n ? n : 1), sizeof(*p->instrs));
+    if (p->instrs == NULL)
+        return HN_ERR_NOMEM;
+    number_block(p, &p->body, &next);
+    number_block(p, &p->reference, &next);
+    p->ninstrs = n;
+    return HN_OK;
+}
+
+int hn_prog_input_index(const hn_program *p, int var)
+{
+    for (int i = 0; i < p->ninputs; i++)
+        if (p->inputs[i].var == var)
+            return i;
+    return -1;
+}
+
+int hn_prog_output_index(const hn_program *p, int var)
+{
+    for (int i = 0; i < p->noutputs; i++)
+        if (p->outputs[i].var == var)
+            return i;
+    return -1;
+}
+
+/* ---- equality ---- */
+
+/* Variables are slots; programs are compared by the names behind them. */
+typedef struct eq_ctx {
+    const hn_program *pa, *pb;
+} eq_ctx;
+
+static int name_equal(const eq_ctx *c, int a, int b)
+{
+    if (a < 0 || b < 0)
+        return a == b;
+    return strcmp(c->pa->names[a], c->pb->names[b]) == 0;
+}
+
+static int expr_eq(const eq_ctx *c, const hn_expr *a, const hn_expr *b)
+{
+    if (a == NULL || b == NULL)
+        return a == b;
+    if (a->kind != b->kind)
+        return 0;
+    if (a->kind == HN_EX_VAR)
+        return name_equal(c, a->var, b->var);
+    if (a->kind == HN_EX_INT)
+        return a->ival == b->ival;
+    if (a->kind == HN_EX_FLOAT)
+        return a->fval == b->fval;
+    if (a->kind == HN_EX_BIN && a->op != b->op)
+        return 0;
+    return expr_eq(c, a->a, b->a) && expr_eq(c, a->b, b->b);
+}
+
+static int tref_eq(const eq_ctx *c, const hn_tref *a, const hn_tref *b)
+{
+    if (!name_equal(c, a->var, b->var) || a->nidx != b->nidx)
+        return 0;
+    for (int i = 0; i < a->nidx; i++)
+        if (!expr_eq(c, a->idx[i], b->idx[i]))
+            return 0;
+    return 1;
+}
+
+static int type_eq(const eq_ctx *c, const hn_type *a, const hn_type *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (!expr_eq(c, a->shape[i], b->shape[i]))
+            return 0;
+    return 1;
+}
+
+static int block_eq(const eq_ctx *c, const hn_block *a, const hn_block *b);
+
+static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
+{
+    if (a->op != b->op || !name_equal(c, a->dst, b->dst) || !tref_eq(c, &a->a, &b->a) ||
+        !tref_eq(c, &a->b, &b->b) || !type_eq(c, &a->type, &b->type) ||
+        !name_equal(c, a->sref_var, b->sref_var) || !expr_eq(c, a->sref_index, b->sref_index) ||
+        a->redop != b->redop || a->via != b->via || a->team_kind != b->team_kind ||
+        a->nteam != b->nteam || !name_equal(c, a->wait_var, b->wait_var) ||
+        a->nargs != b->nargs)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        if (!expr_eq(c, a->e[i], b->e[i]))
+            return 0;
+    for (int i = 0; i < a->nteam; i++)
+        if (!expr_eq(c, a->team[i], b->team[i]))
+            return 0;
+    for (int i = 0; i < a->nargs; i++)
+        if (a->args[i].is_tensor != b->args[i].is_tensor ||
+            !tref_eq(c, &a->args[i].t, &b->args[i].t) || !expr_eq(c, a->args[i].e, b->args[i].e))
+            return 0;
+    return block_eq(c, &a->body, &b->body) && block_eq(c, &a->orelse, &b->orelse);
+}
+
+static int block_eq(const eq_ctx *c, const hn_block *a, const hn_block *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (int i = 0; i < a->n; i++)
+        if (!instr_eq(c, a->items[i], b->items[i]))
+            return 0;
+    return 1;
+}
+
+static int io_eq(const eq_ctx *c, const hn_io *a, int na, const hn_io *b, int nb)
+{
+    if (na != nb)
+        return 0;
+    for (int i = 0; i < na; i++)
+        if (!name_equal(c, a[i].var, b[i].var) || a[i].shard_axis != b[i].shard_axis ||
+            !type_eq(c, &a[i].type, &b[i].type))
+            return 0;
+    return 1;
+}
+
+int hn_prog_equal(const hn_program *a, const hn_program *b)
+{
+    eq_ctx c = {a, b};
+    if (a->nparams != b->nparams || a->has_reference != b->has_reference)
+        return 0;
+    for (int i = 0; i < a->nparams; i++)
+        if (!name_equal(&c, a->params[i].var, b->params[i].var) ||
+            !expr_eq(&c, a->params[i].value, b->params[i].value))
+            return 0;
+    return io_eq(&c, a->inputs, a->ninputs, b->inputs, b->ninputs) &&
+           io_eq(&c, a->outputs, a->noutputs, b->outputs, b->noutputs) &&
+           block_eq(&c, &a->body, &b->body) && block_eq(&c, &a->reference, &b->reference);
+}

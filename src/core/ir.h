@@ -1,0 +1,240 @@
+/* The host IR: scalar expressions, tensor types, instructions, programs, and
+ * the C builder API that the parser, the tests and embedders use. */
+#ifndef HN_IR_H
+#define HN_IR_H
+
+#include <stdint.h>
+
+#include "dtype.h"
+#include "util.h"
+
+#define HN_MAX_DIMS 8
+
+typedef enum hn_form {
+    HN_FORM_ALLOC,
+    HN_FORM_FREE,
+    HN_FORM_VIEW,
+    HN_FORM_SELECT,
+    HN_FORM_CHUNK,
+    HN_FORM_TRANSPOSE,
+    HN_FORM_LET,
+    HN_FORM_CURRENT_STREAM,
+    HN_FORM_STREAM,
+    HN_FORM_STREAMREF,
+    HN_FORM_BARE,
+    HN_FORM_FOR,
+    HN_FORM_IF,
+    HN_FORM_COLL,
+    HN_FORM_P2P,
+    HN_FORM_GROUP,
+    HN_FORM_WAIT,
+    HN_FORM_COMPUTE,
+} hn_form;
+
+enum {
+    HN_OPF_DEF = 1,   /* written `name = ...`: defines a variable */
+    HN_OPF_COMM = 2,  /* a communication (may be named, waited on) */
+    HN_OPF_REDOP = 4, /* takes `op sum|prod|max|min|avg` */
+    HN_OPF_ROOT = 8,  /* takes `root expr` */
+};
+
+typedef enum hn_op {
+#define HN_OP(e, kw, form, sig, flags) HN_OP_##e,
+#include "ops.def"
+    HN_OP_COUNT
+} hn_op;
+
+typedef struct hn_op_info {
+    const char *keyword;
+    hn_form form;
+    const char *sig;
+    int flags;
+} hn_op_info;
+
+extern const hn_op_info hn_op_table[HN_OP_COUNT];
+/* -1 if the word is no instruction keyword. */
+int hn_op_lookup(const char *word, int len);
+
+/* ---- scalar expressions ---- */
+typedef enum hn_expr_kind {
+    HN_EX_INT,
+    HN_EX_FLOAT, /* only as a whole numeric operand of a compute op */
+    HN_EX_VAR,
+    HN_EX_RANK,
+    HN_EX_WORLD,
+    HN_EX_NSTREAMS,
+    HN_EX_NEG,
+    HN_EX_NOT,
+    HN_EX_BIN,
+    HN_EX_MIN,
+    HN_EX_MAX,
+} hn_expr_kind;
+
+typedef enum hn_binop {
+    HN_B_OR,
+    HN_B_AND,
+    HN_B_EQ,
+    HN_B_NE,
+    HN_B_LT,
+    HN_B_LE,
+    HN_B_GT,
+    HN_B_GE,
+    HN_B_ADD,
+    HN_B_SUB,
+    HN_B_MUL,
+    HN_B_DIV,
+    HN_B_MOD,
+} hn_binop;
+
+typedef struct hn_expr hn_expr;
+struct hn_expr {
+    hn_expr_kind kind;
+    hn_binop op;
+    int64_t ival;
+    double fval;
+    int var;
+    hn_expr *a, *b;
+    int line, col;
+};
+
+/* Values the evaluator needs; `vals` is indexed by variable slot. */
+typedef struct hn_scalar_env {
+    const int64_t *vals;
+    int64_t rank, world, nstreams;
+} hn_scalar_env;
+
+hn_expr *hn_ex_int(int64_t v);
+hn_expr *hn_ex_float(double v);
+hn_expr *hn_ex_var(int var);
+hn_expr *hn_ex_leaf(hn_expr_kind kind); /* rank, world, nstreams */
+hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a);
+hn_expr *hn_ex_bin(hn_binop op, hn_expr *a, hn_expr *b);
+hn_expr *hn_ex_call(hn_expr_kind kind, hn_expr *a, hn_expr *b); /* min/max */
+hn_expr *hn_expr_clone(const hn_expr *e);
+void hn_expr_free(hn_expr *e);
+int hn_expr_equal(const hn_expr *a, const hn_expr *b);
+/* Binding strength of a binary operator (higher binds tighter). */
+int hn_binop_prec(hn_binop op);
+const char *hn_binop_text(hn_binop op);
+/* Integer evaluation; floor division and modulo. On error writes a message
+ * into err (size errlen) and returns HN_ERR_RUNTIME. */
+hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
+                         int64_t *out, char *err, int errlen);
+/* Numeric operand: a float literal, or an int expression as double. */
+hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,
+                             double *out, char *err, int errlen);
+
+/* ---- instructions ---- */
+typedef enum hn_redop { HN_RED_SUM, HN_RED_PROD, HN_RED_MAX, HN_RED_MIN, HN_RED_AVG, HN_RED_COUNT } hn_redop;
+typedef enum hn_backend_kind { HN_VIA_DEFAULT, HN_VIA_NCCL, HN_VIA_P2P, HN_VIA_COUNT } hn_backend_kind;
+typedef enum hn_team_kind { HN_TEAM_ALL, HN_TEAM_LIST, HN_TEAM_RANGE } hn_team_kind;
+
+const char *hn_redop_name(hn_redop r);
+const char *hn_backend_name(hn_backend_kind b);
+
+/* A tensor operand: a variable, optionally indexed `t[i][j]` (each index
+ * selects along the leading axis). */
+typedef struct hn_tref {
+    int var;
+    int nidx;
+    hn_expr *idx[HN_MAX_DIMS];
+    int line, col;
+} hn_tref;
+
+typedef struct hn_type {
+    hn_dtype dtype;
+    int ndim;
+    hn_expr *shape[HN_MAX_DIMS];
+} hn_type;
+
+typedef struct hn_arg {
+    int is_tensor;
+    hn_tref t;
+    hn_expr *e;
+} hn_arg;
+
+typedef struct hn_instr hn_instr;
+
+typedef struct hn_block {
+    hn_instr **items;
+    int n, cap;
+} hn_block;
+
+struct hn_instr {
+    hn_op op;
+    int id;         /* program-wide, in print order */
+    int line, col;  /* of the first token */
+    int dst;        /* variable defined, or -1 */
+    hn_tref a;      /* out / free target / view source / p2p buffer */
+    hn_tref b;      /* collective input */
+    hn_type type;   /* alloc type; view shape */
+    hn_expr *e[3];  /* form-specific: see parse.c */
+    int sref_var;   /* stream operand: a variable ... */
+    hn_expr *sref_index; /* ... or stream(expr) */
+    hn_redop redop;
+    hn_backend_kind via;
+    hn_team_kind team_kind;
+    int nteam;
+    hn_expr **team; /* list members, or range start, count[, stride] */
+    int wait_var;   /* `wait name`; -1 = the last communication */
+    int nargs;
+    hn_arg args[4];
+    hn_block body, orelse;
+    int else_if; /* orelse is one `if`, written `else if` */
+};
+
+hn_instr *hn_instr_new(hn_op op, int line, int col);
+void hn_instr_free(hn_instr *in);
+int hn_block_push(hn_block *b, hn_instr *in);
+void hn_block_free(hn_block *b);
+void hn_tref_clear(hn_tref *t);
+void hn_type_clear(hn_type *t);
+
+/* ---- program ---- */
+typedef struct hn_param {
+    int var;
+    hn_expr *value;
+    int line, col;
+} hn_param;
+
+typedef struct hn_io {
+    int var;
+    hn_type type;    /* per-rank (local) shape */
+    int shard_axis;  /* -1: replicated */
+    int line, col;
+} hn_io;
+
+typedef struct hn_program {
+    char *filename;
+    char **names;
+    int nvars, names_cap;
+    hn_param *params;
+    int nparams, params_cap;
+    hn_io *inputs;
+    int ninputs, inputs_cap;
+    hn_io *outputs;
+    int noutputs, outputs_cap;
+    hn_block body;
+    int has_reference;
+    hn_block reference;
+    int ninstrs; /* ids 0..ninstrs-1 after hn_prog_finish */
+    hn_instr **instrs; /* by id, after hn_prog_finish */
+} hn_program;
+
+hn_program *hn_prog_new(const char *filename);
+void hn_prog_free(hn_program *p);
+/* Slot of `name`, created if new; -1 when out of memory. */
+int hn_prog_var(hn_program *p, const char *name, int len);
+int hn_prog_find_var(const hn_program *p, const char *name);
+int hn_prog_add_param(hn_program *p, int var, hn_expr *value, int line, int col);
+int hn_prog_add_io(hn_program *p, int is_output, int var, hn_type *type,
+                   int shard_axis, int line, int col);
+/* Numbers instructions and builds the id table; call once, when built. */
+hn_status_t hn_prog_finish(hn_program *p);
+/* Structural equality, ignoring source positions. */
+int hn_prog_equal(const hn_program *a, const hn_program *b);
+/* Index of an input/output named by var, or -1. */
+int hn_prog_input_index(const hn_program *p, int var);
+int hn_prog_output_index(const hn_program *p, int var);
+
+#endif

@@ -1,0 +1,71 @@
+/* Public program API: parse (with static verification), load, print. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hirnode/runtime.h"
+#include "parse.h"
+#include "verify.h"
+
+static void hand_over(hn_strbuf *sb, char **diag)
+{
+    if (diag != NULL)
+        *diag = hn_sb_take(sb);
+    else
+        hn_sb_free(sb);
+}
+
+hn_status_t hn_program_parse(const char *text, size_t len, const char *filename, hn_program **out,
+                             char **diag)
+{
+    hn_strbuf sb;
+    hn_program *p = NULL;
+    hn_status_t st;
+    if (text == NULL || out == NULL)
+        return HN_ERR_INVALID;
+    hn_sb_init(&sb);
+    st = hn_parse(text, len, filename, &p, &sb);
+    if (st == HN_OK && (st = hn_verify_static(p, &sb)) != HN_OK) {
+        hn_prog_free(p);
+        p = NULL;
+    }
+    hand_over(&sb, diag);
+    if (st == HN_OK)
+        *out = p;
+    return st;
+}
+
+hn_status_t hn_program_load(const char *path, hn_program **out, char **diag)
+{
+    FILE *f = fopen(path, "rb");
+    hn_strbuf text;
+    char buf[8192];
+    size_t n;
+    hn_status_t st;
+    if (f == NULL) {
+        if (diag != NULL) {
+            hn_strbuf sb;
+            hn_sb_init(&sb);
+            hn_sb_printf(&sb, "%s: error: cannot read: %s\n", path, strerror(errno));
+            *diag = hn_sb_take(&sb);
+        }
+        return HN_ERR_IO;
+    }
+    hn_sb_init(&text);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        hn_sb_appendn(&text, buf, n);
+    fclose(f);
+    if (text.failed) {
+        hn_sb_free(&text);
+        return HN_ERR_NOMEM;
+    }
+    st = hn_program_parse(text.data ? text.data : "", text.len, path, out, diag);
+    hn_sb_free(&text);
+    return st;
+}
+
+void hn_program_destroy(hn_program *p) { hn_prog_free(p); }
+
+char *hn_program_print(const hn_program *p) { return p != NULL ? hn_print_program(p) : NULL; }
+
+void hn_string_free(char *s) { hn_free(s); }

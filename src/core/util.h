@@ -1,0 +1,86 @@
+/* Internal utilities: logging, checked allocation with failure injection, strings. */
+#ifndef HN_UTIL_H
+#define HN_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hirnode/hirnode.h"
+
+typedef enum hn_log_level {
+    HN_LOG_ERROR = 0,
+    HN_LOG_WARN,
+    HN_LOG_INFO,
+    HN_LOG_DEBUG,
+    HN_LOG_TRACE,
+} hn_log_level_t;
+
+/* Level from HIRNODE_LOG (error|warn|info|debug|trace), read once. */
+hn_log_level_t hn_log_level(void);
+void hn_log_set_level(hn_log_level_t level);
+void hn_log_emit(hn_log_level_t level, const char *file, int line,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+#define HN_LOG(level, ...)                                                   \
+    do {                                                                     \
+        if ((level) <= hn_log_level())                                       \
+            hn_log_emit((level), __FILE__, __LINE__, __VA_ARGS__);           \
+    } while (0)
+#define HN_ERROR(...) HN_LOG(HN_LOG_ERROR, __VA_ARGS__)
+#define HN_WARN(...) HN_LOG(HN_LOG_WARN, __VA_ARGS__)
+#define HN_INFO(...) HN_LOG(HN_LOG_INFO, __VA_ARGS__)
+#define HN_DEBUG(...) HN_LOG(HN_LOG_DEBUG, __VA_ARGS__)
+#define HN_TRACE(...) HN_LOG(HN_LOG_TRACE, __VA_ARGS__)
+
+/* All internal allocations go through these, so tests can make the Nth fail. */
+void *hn_malloc(size_t size);
+void *hn_calloc(size_t n, size_t size);
+void *hn_realloc(void *ptr, size_t size);
+char *hn_strdup(const char *s);
+char *hn_strndup(const char *s, size_t n);
+void hn_free(void *ptr);
+
+/* Make the allocation numbered `n` from now (1 = next) and every later one
+ * fail; 0 turns injection off. Returns how many allocations were counted
+ * since the last call (to size sweeps). Not thread-safe: tests only. */
+long hn_alloc_fail_after(long n);
+
+/* Growable string. */
+typedef struct hn_strbuf {
+    char *data;
+    size_t len;
+    size_t cap;
+    int failed; /* an append ran out of memory; data stays valid */
+} hn_strbuf;
+
+void hn_sb_init(hn_strbuf *sb);
+void hn_sb_free(hn_strbuf *sb);
+void hn_sb_append(hn_strbuf *sb, const char *s);
+void hn_sb_appendn(hn_strbuf *sb, const char *s, size_t n);
+void hn_sb_printf(hn_strbuf *sb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void hn_sb_vprintf(hn_strbuf *sb, const char *fmt, va_list ap);
+/* Hands the buffer to the caller (NULL if an append failed). */
+char *hn_sb_take(hn_strbuf *sb);
+
+/* Grows *arr (element size `elem`) so that index `need` fits. */
+int hn_grow(void **arr, int *cap, int need, size_t elem);
+
+/* Monotonic clock in seconds. */
+double hn_now(void);
+
+/* splitmix64: the one seeded generator used everywhere (portable results). */
+static inline uint64_t hn_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+#define HN_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define HN_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define HN_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif

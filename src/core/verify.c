@@ -1,0 +1,297 @@
+/* Static verifier: every name is defined before use and used as what it is
+ * (scalar, tensor, stream, communication), dtypes agree, nothing assigns to
+ * parameters, inputs, outputs or loop variables, the reference block does
+ * not communicate. All errors are reported, not just the first. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "parse.h"
+#include "verify.h"
+
+typedef enum { K_NONE, K_INT, K_TENSOR, K_STREAM, K_COMM } kind;
+
+static const char *kind_name[] = {"undefined", "a scalar", "a tensor", "a stream", "a communication"};
+
+typedef struct sym {
+    kind k;
+    hn_dtype dtype;
+    int owned; /* an allocation (may be freed) */
+    int fixed; /* parameter, input, output or loop variable */
+} sym;
+
+typedef struct vstate {
+    const hn_program *p;
+    hn_strbuf *diag;
+    int errors;
+    sym *syms;
+    int in_reference;
+} vstate;
+
+static void err(vstate *v, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void err(vstate *v, int line, int col, const char *fmt, ...)
+{
+    va_list ap;
+    hn_sb_printf(v->diag, "%s:%d:%d: error: ", v->p->filename, line, col);
+    va_start(ap, fmt);
+    hn_sb_vprintf(v->diag, fmt, ap);
+    va_end(ap);
+    hn_sb_append(v->diag, "\n");
+    v->errors++;
+}
+
+static const char *nm(const vstate *v, int var) { return v->p->names[var]; }
+
+static void check_expr(vstate *v, const hn_expr *e, int line, int col, int allow_rank)
+{
+    if (e == NULL)
+        return;
+    if (e->line > 0) {
+        line = e->line;
+        col = e->col;
+    }
+    if (e->kind == HN_EX_VAR && v->syms[e->var].k != K_INT) {
+        if (v->syms[e->var].k == K_NONE)
+            err(v, line, col, "'%s' is not defined here", nm(v, e->var));
+        else
+            err(v, line, col, "'%s' is %s, not a scalar", nm(v, e->var), kind_name[v->syms[e->var].k]);
+    }
+    if (e->kind == HN_EX_RANK && !allow_rank)
+        err(v, line, col, "'rank' is not allowed here");
+    check_expr(v, e->a, line, col, allow_rank);
+    check_expr(v, e->b, line, col, allow_rank);
+}
+
+/* Checks a tensor operand; returns its dtype, or -1. */
+static int check_tref(vstate *v, const hn_tref *t)
+{
+    const sym *s = &v->syms[t->var];
+    for (int i = 0; i < t->nidx; i++)
+        check_expr(v, t->idx[i], t->line, t->col, 1);
+    if (s->k != K_TENSOR) {
+        if (s->k == K_NONE)
+            err(v, t->line, t->col, "'%s' is not defined here", nm(v, t->var));
+        else
+            err(v, t->line, t->col, "'%s' is %s, not a tensor", nm(v, t->var), kind_name[s->k]);
+        return -1;
+    }
+    return (int)s->dtype;
+}
+
+static void define(vstate *v, const hn_instr *in, int var, kind k, int dtype, int owned)
+{
+    sym *s = &v->syms[var];
+    if (s->fixed) {
+        err(v, in->line, in->col, "cannot assign to '%s'", nm(v, var));
+        return;
+    }
+    if (s->k != K_NONE && s->k != k) {
+        err(v, in->line, in->col, "'%s' is %s; it cannot become %s", nm(v, var), kind_name[s->k],
+            kind_name[k]);
+        return;
+    }
+    s->k = k;
+    s->dtype = dtype >= 0 ? (hn_dtype)dtype : HN_F32;
+    s->owned = owned;
+}
+
+static void same_dtype(vstate *v, const hn_instr *in, int a, int b, const char *what)
+{
+    if (a >= 0 && b >= 0 && a != b)
+        err(v, in->line, in->col, "%s: %s and %s differ", what, hn_dtype_name((hn_dtype)a),
+            hn_dtype_name((hn_dtype)b));
+}
+
+static void block(vstate *v, const hn_block *b);
+
+static void check_streamref(vstate *v, const hn_instr *in)
+{
+    if (in->sref_index != NULL) {
+        check_expr(v, in->sref_index, in->line, in->col, 1);
+    } else if (v->syms[in->sref_var].k != K_STREAM) {
+        err(v, in->line, in->col, "'%s' is %s, not a stream", nm(v, in->sref_var),
+            kind_name[v->syms[in->sref_var].k]);
+    }
+}
+
+static void no_comm_in_reference(vstate *v, const hn_instr *in)
+{
+    if (v->in_reference)
+        err(v, in->line, in->col, "the reference block runs on one device: no %s",
+            hn_op_table[in->op].keyword);
+}
+
+static void instr(vstate *v, const hn_instr *in)
+{
+    const hn_op_info *info = &hn_op_table[in->op];
+    int da, db;
+    switch (info->form) {
+    case HN_FORM_ALLOC:
+        for (int i = 0; i < in->type.ndim; i++)
+            check_expr(v, in->type.shape[i], in->line, in->col, 1);
+        define(v, in, in->dst, K_TENSOR, (int)in->type.dtype, 1);
+        break;
+    case HN_FORM_FREE:
+        if (v->syms[in->a.var].k != K_TENSOR || !v->syms[in->a.var].owned) {
+            err(v, in->line, in->col, "'%s' is not an allocation of this program", nm(v, in->a.var));
+        } else {
+            v->syms[in->a.var].k = K_NONE;
+        }
+        break;
+    case HN_FORM_VIEW:
+    case HN_FORM_SELECT:
+    case HN_FORM_CHUNK:
+    case HN_FORM_TRANSPOSE:
+        da = check_tref(v, &in->a);
+        for (int i = 0; i < in->type.ndim; i++)
+            check_expr(v, in->type.shape[i], in->line, in->col, 1);
+        for (int i = 0; i < 3; i++)
+            check_expr(v, in->e[i], in->line, in->col, 1);
+        define(v, in, in->dst, K_TENSOR, da, 0);
+        break;
+    case HN_FORM_LET:
+        check_expr(v, in->e[0], in->line, in->col, 1);
+        define(v, in, in->dst, K_INT, -1, 0);
+        break;
+    case HN_FORM_CURRENT_STREAM:
+    case HN_FORM_STREAM:
+        check_expr(v, in->e[0], in->line, in->col, 1);
+        define(v, in, in->dst, K_STREAM, -1, 0);
+        break;
+    case HN_FORM_STREAMREF: check_streamref(v, in); break;
+    case HN_FORM_BARE: break;
+    case HN_FORM_FOR: {
+        sym saved = v->syms[in->dst];
+        for (int i = 0; i < 3; i++)
+            check_expr(v, in->e[i], in->line, in->col, 1);
+        if (saved.fixed) {
+            err(v, in->line, in->col, "cannot use '%s' as a loop variable", nm(v, in->dst));
+            break;
+        }
+        v->syms[in->dst].k = K_INT;
+        v->syms[in->dst].fixed = 1;
+        block(v, &in->body);
+        v->syms[in->dst] = saved;
+        break;
+    }
+    case HN_FORM_IF:
+        check_expr(v, in->e[0], in->line, in->col, 1);
+        block(v, &in->body);
+        block(v, &in->orelse);
+        break;
+    case HN_FORM_COLL:
+        no_comm_in_reference(v, in);
+        da = check_tref(v, &in->a);
+        db = check_tref(v, &in->b);
+        same_dtype(v, in, da, db, info->keyword);
+        check_expr(v, in->e[0], in->line, in->col, 1);
+        for (int i = 0; i < in->nteam; i++)
+            check_expr(v, in->team[i], in->line, in->col, 1);
+        if (in->dst >= 0)
+            define(v, in, in->dst, K_COMM, -1, 0);
+        break;
+    case HN_FORM_P2P:
+        no_comm_in_reference(v, in);
+        check_tref(v, &in->a);
+        check_expr(v, in->e[0], in->line, in->col, 1);
+        if (in->dst >= 0)
+            define(v, in, in->dst, K_COMM, -1, 0);
+        break;
+    case HN_FORM_GROUP:
+        no_comm_in_reference(v, in);
+        for (int i = 0; i < in->body.n; i++)
+            instr(v, in->body.items[i]);
+        if (in->dst >= 0)
+            define(v, in, in->dst, K_COMM, -1, 0);
+        break;
+    case HN_FORM_WAIT:
+        if (in->wait_var >= 0 && v->syms[in->wait_var].k != K_COMM)
+            err(v, in->line, in->col, "'%s' is %s, not a communication", nm(v, in->wait_var),
+                kind_name[v->syms[in->wait_var].k]);
+        break;
+    case HN_FORM_COMPUTE: {
+        int dt[4] = {-1, -1, -1, -1};
+        da = check_tref(v, &in->a);
+        for (int i = 0; i < in->nargs; i++) {
+            if (in->args[i].is_tensor)
+                dt[i] = check_tref(v, &in->args[i].t);
+            else
+                check_expr(v, in->args[i].e, in->line, in->col, 1);
+        }
+        if (in->op != HN_OP_CAST)
+            for (int i = 0; i < in->nargs; i++)
+                same_dtype(v, in, da, dt[i], info->keyword);
+        break;
+    }
+    }
+}
+
+static void block(vstate *v, const hn_block *b)
+{
+    /* names defined inside a block are not visible after it */
+    sym *saved = hn_malloc((size_t)v->p->nvars * sizeof(sym) + 1);
+    if (saved == NULL) {
+        err(v, 1, 1, "out of memory");
+        return;
+    }
+    memcpy(saved, v->syms, (size_t)v->p->nvars * sizeof(sym));
+    for (int i = 0; i < b->n; i++)
+        instr(v, b->items[i]);
+    memcpy(v->syms, saved, (size_t)v->p->nvars * sizeof(sym));
+    hn_free(saved);
+}
+
+static void init_scope(vstate *v)
+{
+    const hn_program *p = v->p;
+    memset(v->syms, 0, (size_t)p->nvars * sizeof(sym));
+    for (int i = 0; i < p->nparams; i++) {
+        v->syms[p->params[i].var].k = K_INT;
+        v->syms[p->params[i].var].fixed = 1;
+    }
+    for (int k = 0; k < p->ninputs + p->noutputs; k++) {
+        const hn_io *io = k < p->ninputs ? &p->inputs[k] : &p->outputs[k - p->ninputs];
+        v->syms[io->var].k = K_TENSOR;
+        v->syms[io->var].dtype = io->type.dtype;
+        v->syms[io->var].fixed = 1;
+    }
+}
+
+hn_status_t hn_verify_static(const hn_program *p, hn_strbuf *diag)
+{
+    vstate v;
+    memset(&v, 0, sizeof(v));
+    v.p = p;
+    v.diag = diag;
+    v.syms = hn_calloc((size_t)p->nvars + 1, sizeof(sym));
+    if (v.syms == NULL)
+        return HN_ERR_NOMEM;
+    /* parameters see only earlier parameters */
+    for (int i = 0; i < p->nparams; i++) {
+        const hn_param *pa = &p->params[i];
+        int dup = 0;
+        for (int j = 0; j < i; j++)
+            dup |= p->params[j].var == pa->var;
+        if (dup)
+            err(&v, pa->line, pa->col, "parameter '%s' is declared twice", nm(&v, pa->var));
+        check_expr(&v, pa->value, pa->line, pa->col, 0);
+        v.syms[pa->var].k = K_INT;
+    }
+    init_scope(&v);
+    for (int k = 0; k < p->ninputs + p->noutputs; k++) {
+        const hn_io *io = k < p->ninputs ? &p->inputs[k] : &p->outputs[k - p->ninputs];
+        for (int i = 0; i < p->nparams; i++)
+            if (p->params[i].var == io->var)
+                err(&v, io->line, io->col, "'%s' is a parameter", nm(&v, io->var));
+        for (int i = 0; i < io->type.ndim; i++)
+            check_expr(&v, io->type.shape[i], io->line, io->col, 0);
+    }
+    block(&v, &p->body);
+    if (p->has_reference) {
+        init_scope(&v);
+        v.in_reference = 1;
+        block(&v, &p->reference);
+    }
+    hn_free(v.syms);
+    return v.errors ? HN_ERR_VERIFY : HN_OK;
+}

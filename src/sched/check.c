@@ -1,0 +1,332 @@
+/* The --check driver: builds global inputs (seeded random or .npy), shards
+ * them per the input declarations, runs the program, gathers the outputs
+ * and compares them with the reference block, run on rank 0's device in
+ * f32 (bf16/f16 tensors promoted). Outputs are poisoned before the run. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/npy.h"
+#include "sched.h"
+
+typedef struct io_buf {
+    const hn_io *io;
+    hn_tensor local, global; /* global.data: host buffer */
+    void **dev;              /* per rank */
+    size_t local_bytes;
+} io_buf;
+
+static size_t es_of(hn_dtype t) { return (size_t)hn_dtype_size(t); }
+
+/* Copies shard r (along axis) between a global host tensor and a local one. */
+static void shard_move(const hn_tensor *g, const hn_tensor *l, int axis, int r, void *local, int to_local)
+{
+    size_t es = es_of(g->dtype);
+    int64_t outer = 1, inner = 1, ga = g->shape[axis], la = l->shape[axis];
+    size_t chunk;
+    for (int i = 0; i < axis; i++)
+        outer *= g->shape[i];
+    for (int i = axis + 1; i < g->ndim; i++)
+        inner *= g->shape[i];
+    chunk = (size_t)(la * inner) * es;
+    for (int64_t o = 0; o < outer; o++) {
+        char *lp = (char *)local + (size_t)o * chunk;
+        char *gp = (char *)g->data + (size_t)((o * ga + (int64_t)r * la) * inner) * es;
+        if (to_local)
+            memcpy(lp, gp, chunk);
+        else
+            memcpy(gp, lp, chunk);
+    }
+}
+
+static void poison(void *buf, hn_dtype t, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        hn_store(t, buf, i, hn_dtype_is_float(t) ? NAN : -123456789.0);
+}
+
+static double tolerance(hn_dtype t)
+{
+    switch (t) {
+    case HN_F32: return 1e-5;
+    case HN_F16: return 2e-3;
+    case HN_BF16: return 1.6e-2;
+    default: return 0;
+    }
+}
+
+typedef struct cmp {
+    double max_abs, max_rel, rel_l2;
+    int64_t nan_count;
+    int ok;
+} cmp;
+
+static cmp compare(const hn_tensor *out, const void *ref, hn_dtype ref_t)
+{
+    cmp c = {0, 0, 0, 0, 1};
+    int64_t n = hn_tensor_numel(out);
+    double num = 0, den = 0, refmax = 0;
+    for (int64_t i = 0; i < n; i++)
+        refmax = fmax(refmax, fabs(hn_load(ref_t, ref, i)));
+    for (int64_t i = 0; i < n; i++) {
+        double o = hn_load(out->dtype, out->data, i), r = hn_load(ref_t, ref, i);
+        double d = fabs(o - r);
+        if (isnan(o) != isnan(r) || (!isnan(o) && isinf(o) != isinf(r))) {
+            c.nan_count++;
+            continue;
+        }
+        if (isnan(o) || isinf(o))
+            continue;
+        num += d * d;
+        den += r * r;
+        c.max_abs = fmax(c.max_abs, d);
+        c.max_rel = fmax(c.max_rel, d / fmax(fabs(r), 1e-6 * refmax + 1e-30));
+    }
+    c.rel_l2 = den > 0 ? sqrt(num / den) : sqrt(num);
+    c.ok = c.nan_count == 0 && c.rel_l2 <= tolerance(out->dtype);
+    return c;
+}
+
+static void fill_random(hn_tensor *t, uint64_t seed)
+{
+    int64_t n = hn_tensor_numel(t);
+    uint64_t st = seed;
+    for (int64_t i = 0; i < n; i++) {
+        double u = (double)(hn_splitmix64(&st) >> 11) * (1.0 / 9007199254740992.0);
+        hn_store(t->dtype, t->data, i, hn_dtype_is_float(t->dtype) ? 2 * u - 1 : floor(16 * u) - 8);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void free_bufs(hn_runtime *rt, io_buf *b, int n)
+{
+    for (int k = 0; k < n; k++) {
+        if (b[k].dev != NULL)
+            for (int r = 0; r < rt->n; r++)
+                hn_runtime_free(rt, r, b[k].dev[r]);
+        hn_free(b[k].dev);
+        hn_free(b[k].global.data);
+    }
+    hn_free(b);
+}
+
+/* Runs the reference block on rank 0; ref[k] receives output k (f32 for
+ * floating outputs). */
+static hn_status_t run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                 io_buf *b, void **ref, hn_dtype *ref_t)
+{
+    int nio = p->ninputs + p->noutputs;
+    void **dev = hn_calloc((size_t)nio + 1, sizeof(void *));
+    hn_status_t st = HN_OK;
+    if (dev == NULL)
+        return HN_ERR_NOMEM;
+    for (int k = 0; k < nio && st == HN_OK; k++) {
+        hn_dtype t = b[k].global.dtype;
+        hn_dtype pt = (t == HN_BF16 || t == HN_F16) ? HN_F32 : t;
+        int64_t n = hn_tensor_numel(&b[k].global);
+        size_t bytes = (size_t)n * es_of(pt);
+        void *host = hn_malloc(bytes + 1);
+        if (host == NULL) {
+            st = HN_ERR_NOMEM;
+            break;
+        }
+        if (k < p->ninputs) {
+            for (int64_t i = 0; i < n; i++)
+                hn_store(pt, host, i, hn_load(t, b[k].global.data, i));
+        } else {
+            poison(host, pt, n);
+        }
+        st = hn_runtime_alloc(rt, 0, bytes, &dev[k]);
+        if (st == HN_OK)
+            st = hn_runtime_upload(rt, 0, dev[k], host, bytes);
+        if (k >= p->ninputs) {
+            ref[k - p->ninputs] = host;
+            ref_t[k - p->ninputs] = pt;
+        } else {
+            hn_free(host);
+        }
+    }
+    if (st == HN_OK)
+        st = hn_runtime_run_reference(rt, p, params, dev);
+    for (int k = p->ninputs; k < nio && st == HN_OK; k++)
+        st = hn_runtime_download(rt, 0, ref[k - p->ninputs], dev[k],
+                                 (size_t)hn_tensor_numel(&b[k].global) * es_of(ref_t[k - p->ninputs]));
+    for (int k = 0; k < nio; k++)
+        hn_runtime_free(rt, 0, dev[k]);
+    hn_free(dev);
+    return st;
+}
+
+static void report(FILE *f, const char *what, const cmp *c, hn_dtype t)
+{
+    if (f == NULL)
+        return;
+    fprintf(f, "check %s: max abs err %.3g, max rel err %.3g, rel l2 err %.3g (tol %.3g)%s: %s\n", what,
+            c->max_abs, c->max_rel, c->rel_l2, tolerance(t),
+            c->nan_count ? " with unwritten or non-finite elements" : "", c->ok ? "ok" : "MISMATCH");
+}
+
+hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opts *o,
+                         hn_check_result *res, hn_strbuf *diag)
+{
+    int nio = p->ninputs + p->noutputs, world = rt->n;
+    int64_t *params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t));
+    io_buf *b = hn_calloc((size_t)nio + 1, sizeof(*b));
+    void ***io_ptrs = hn_calloc((size_t)nio + 1, sizeof(void **));
+    double *times = hn_calloc((size_t)HN_MAX(o->iters, 1), sizeof(double));
+    void **ref = hn_calloc((size_t)p->noutputs + 1, sizeof(void *));
+    hn_dtype *ref_t = hn_calloc((size_t)p->noutputs + 1, sizeof(hn_dtype));
+    hn_status_t st = HN_OK;
+    int iters = HN_MAX(o->iters, 1);
+    memset(res, 0, sizeof(*res));
+    res->passed = 1;
+    if (params == NULL || b == NULL || io_ptrs == NULL || times == NULL || ref == NULL || ref_t == NULL) {
+        st = HN_ERR_NOMEM;
+        goto done;
+    }
+    if (o->check && !p->has_reference) {
+        hn_sb_printf(diag, "%s: error: --check needs a reference block\n", p->filename);
+        st = HN_ERR_INVALID;
+        goto done;
+    }
+    if ((st = hn_params_resolve(p, world, rt->cfg.nstreams, o->noverrides, o->names, o->values, params,
+                                diag)) != HN_OK ||
+        (st = hn_runtime_prepare(rt, p, params, diag)) != HN_OK)
+        goto done;
+
+    /* global host tensors, per-rank device buffers */
+    for (int k = 0; k < nio && st == HN_OK; k++) {
+        io_buf *x = &b[k];
+        x->io = k < p->ninputs ? &p->inputs[k] : &p->outputs[k - p->ninputs];
+        for (int r = 0; r < world && st == HN_OK; r++) {
+            hn_tensor t;
+            st = hn_io_tensor(p, x->io, params, r, world, rt->cfg.nstreams, 0, &t, diag);
+            if (st == HN_OK && r > 0 && memcmp(t.shape, x->local.shape, sizeof(t.shape)) != 0) {
+                hn_sb_printf(diag, "%s:%d:%d: error: the shape of '%s' differs between ranks\n",
+                             p->filename, x->io->line, x->io->col, p->names[x->io->var]);
+                st = HN_ERR_VERIFY;
+            }
+            x->local = t;
+        }
+        if (st != HN_OK ||
+            (st = hn_io_tensor(p, x->io, params, 0, world, rt->cfg.nstreams, 1, &x->global, diag)) != HN_OK)
+            break;
+        x->local_bytes = hn_tensor_bytes(&x->local);
+        x->global.data = hn_malloc(hn_tensor_bytes(&x->global) + 1);
+        x->dev = hn_calloc((size_t)world, sizeof(void *));
+        if (x->global.data == NULL || x->dev == NULL) {
+            st = HN_ERR_NOMEM;
+            break;
+        }
+        if (k < p->ninputs) {
+            if (o->load_dir != NULL) {
+                char path[4096];
+                snprintf(path, sizeof(path), "%s/%s.npy", o->load_dir, p->names[x->io->var]);
+                st = hn_npy_read(path, &x->global, diag);
+            } else {
+                fill_random(&x->global, o->seed * 1000003u + (uint64_t)k);
+            }
+        }
+        for (int r = 0; r < world && st == HN_OK; r++)
+            st = hn_runtime_alloc(rt, r, x->local_bytes, &x->dev[r]);
+        io_ptrs[k] = x->dev;
+    }
+    if (st != HN_OK)
+        goto done;
+    for (int k = 0; k < nio && st == HN_OK; k++) {
+        io_buf *x = &b[k];
+        void *h = hn_malloc(x->local_bytes + 1);
+        if (h == NULL) {
+            st = HN_ERR_NOMEM;
+            break;
+        }
+        for (int r = 0; r < world && st == HN_OK; r++) {
+            if (k >= p->ninputs)
+                poison(h, x->local.dtype, hn_tensor_numel(&x->local));
+            else if (x->io->shard_axis >= 0)
+                shard_move(&x->global, &x->local, x->io->shard_axis, r, h, 1);
+            else
+                memcpy(h, x->global.data, x->local_bytes);
+            st = hn_runtime_upload(rt, r, x->dev[r], h, x->local_bytes);
+        }
+        hn_free(h);
+    }
+    if (st != HN_OK)
+        goto done;
+
+    for (int it = 0; it < iters; it++) {
+        double t0 = hn_now();
+        if ((st = hn_runtime_run_bound(rt, p, params, (void *const *const *)io_ptrs, 0)) != HN_OK)
+            goto done;
+        times[it] = hn_now() - t0;
+    }
+    qsort(times, (size_t)iters, sizeof(double), cmp_double);
+    res->median_s = times[iters / 2];
+
+    if (o->check && (st = run_reference(rt, p, params, b, ref, ref_t)) != HN_OK)
+        goto done;
+
+    /* gather outputs; compare each rank's copy of a replicated output */
+    for (int k = p->ninputs; k < nio && st == HN_OK; k++) {
+        io_buf *x = &b[k];
+        int q = k - p->ninputs;
+        void *h = hn_malloc(x->local_bytes + 1);
+        if (h == NULL) {
+            st = HN_ERR_NOMEM;
+            break;
+        }
+        for (int r = 0; r < world && st == HN_OK; r++) {
+            if ((st = hn_runtime_download(rt, r, h, x->dev[r], x->local_bytes)) != HN_OK)
+                break;
+            if (x->io->shard_axis >= 0) {
+                shard_move(&x->global, &x->local, x->io->shard_axis, r, h, 0);
+            } else {
+                if (r == 0)
+                    memcpy(x->global.data, h, x->local_bytes);
+                if (o->check) {
+                    hn_tensor t = x->local;
+                    char what[160];
+                    cmp c;
+                    t.data = h;
+                    c = compare(&t, ref[q], ref_t[q]);
+                    snprintf(what, sizeof(what), "%s on rank %d", p->names[x->io->var], r);
+                    report(o->out, what, &c, t.dtype);
+                    res->checked++;
+                    res->passed &= c.ok;
+                    res->worst_rel_l2 = fmax(res->worst_rel_l2, c.nan_count ? INFINITY : c.rel_l2);
+                }
+            }
+        }
+        hn_free(h);
+        if (st == HN_OK && o->check && x->io->shard_axis >= 0) {
+            cmp c = compare(&x->global, ref[q], ref_t[q]);
+            report(o->out, p->names[x->io->var], &c, x->global.dtype);
+            res->checked++;
+            res->passed &= c.ok;
+            res->worst_rel_l2 = fmax(res->worst_rel_l2, c.nan_count ? INFINITY : c.rel_l2);
+        }
+        if (st == HN_OK && o->save_dir != NULL) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/%s.npy", o->save_dir, p->names[x->io->var]);
+            st = hn_npy_write(path, &x->global, diag);
+        }
+    }
+done:
+    if (ref != NULL)
+        for (int q = 0; q < p->noutputs; q++)
+            hn_free(ref[q]);
+    hn_free(ref);
+    hn_free(ref_t);
+    if (b != NULL)
+        free_bufs(rt, b, nio);
+    hn_free(io_ptrs);
+    hn_free(times);
+    hn_free(params);
+    return st;
+}

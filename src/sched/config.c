@@ -1,0 +1,42 @@
+/* The runtime's settings: one table of name, variable, default and help.
+ * Values come from HIRNODE_* variables; the CLI's flags override them and
+ * `hirnode info` prints the effective values. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched.h"
+
+static const hn_setting settings[] = {
+    {"backend", "HIRNODE_BACKEND", "auto", "device backend: auto, cuda or host"},
+    {"streams", "HIRNODE_STREAMS", "3", "value of `nstreams` in programs (1-16)"},
+    {"timeout", "HIRNODE_TIMEOUT", "60", "seconds any wait may last before the run fails"},
+    {"host_delay_us", "HIRNODE_HOST_DELAY_US", "0",
+     "host backend: random delay before each piece of stream work, microseconds"},
+    {"seed", "HIRNODE_SEED", "1", "seed of generated inputs and of the random delays"},
+    {"log", "HIRNODE_LOG", "warn", "log level: error, warn, info, debug, trace"},
+};
+
+int hn_settings_count(void) { return HN_ARRAY_LEN(settings); }
+
+const hn_setting *hn_setting_at(int i) { return &settings[i]; }
+
+const char *hn_setting_get(const char *name)
+{
+    for (int i = 0; i < HN_ARRAY_LEN(settings); i++)
+        if (strcmp(settings[i].name, name) == 0) {
+            const char *env = getenv(settings[i].env);
+            return env != NULL && *env ? env : settings[i].def;
+        }
+    return NULL;
+}
+
+void hn_runtime_config_default(hn_runtime_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->ndev = 1;
+    cfg->backend = hn_setting_get("backend");
+    cfg->nstreams = atoi(hn_setting_get("streams"));
+    cfg->timeout_s = atof(hn_setting_get("timeout"));
+    cfg->host_delay_us = atof(hn_setting_get("host_delay_us"));
+    cfg->seed = strtoull(hn_setting_get("seed"), NULL, 10);
+}

@@ -1,0 +1,723 @@
+/* The runtime: one long-lived thread per rank, each driving its device;
+ * jobs are handed to all rank threads at once and joined. Also the per-rank
+ * stream and event pools, the caching allocator and error propagation. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/parse.h"
+#include "sched.h"
+
+/* ---- errors ---- */
+
+void hn_format_fault(hn_strbuf *sb, const hn_program *p, int rank, int instr, const char *msg)
+{
+    if (p != NULL && instr >= 0 && instr < p->ninstrs) {
+        const hn_instr *in = p->instrs[instr];
+        hn_sb_printf(sb, "%s:%d:%d: error: rank %d: ", p->filename, in->line, in->col, rank);
+        hn_print_instr_short(sb, p, in);
+        hn_sb_printf(sb, ": %s", msg);
+    } else {
+        hn_sb_printf(sb, "%s: error: rank %d: %s", p != NULL ? p->filename : "hirnode", rank, msg);
+    }
+}
+
+void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const char *msg)
+{
+    pthread_mutex_lock(&rt->err_mu);
+    /* the first real failure wins over the "aborted" echoes it causes */
+    if (rt->err_status == HN_OK || (rt->err_status == HN_ERR_ABORTED && st != HN_ERR_ABORTED)) {
+        hn_strbuf sb;
+        hn_sb_init(&sb);
+        hn_format_fault(&sb, rt->err_prog, rank, instr, msg);
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", sb.data ? sb.data : msg);
+        hn_sb_free(&sb);
+        rt->err_status = st;
+        HN_DEBUG("%s", rt->err_text);
+    }
+    pthread_mutex_unlock(&rt->err_mu);
+    /* waiters poll this flag; no lock of theirs is taken here */
+    __atomic_store_n(&rt->abort_flag, 1, __ATOMIC_RELEASE);
+}
+
+static void sink_report(void *ctx, int rank, int instr, hn_status_t st, const char *msg)
+{
+    hn_runtime_fail(ctx, rank, instr, st, msg);
+}
+
+void hn_runtime_clear_error(hn_runtime *rt)
+{
+    pthread_mutex_lock(&rt->err_mu);
+    rt->err_status = HN_OK;
+    rt->err_text[0] = '\0';
+    pthread_mutex_unlock(&rt->err_mu);
+    __atomic_store_n(&rt->abort_flag, 0, __ATOMIC_RELEASE);
+}
+
+const char *hn_runtime_error(const hn_runtime *rt) { return rt->err_text; }
+
+/* ---- rank threads ---- */
+
+static void *rank_main(void *arg)
+{
+    hn_rank *r = arg;
+    hn_runtime *rt = r->rt;
+    uint64_t seen = 0;
+    for (;;) {
+        hn_status_t (*fn)(hn_rank *, void *);
+        void *job_arg;
+        hn_status_t st;
+        pthread_mutex_lock(&rt->mu);
+        while (rt->job_gen == seen && !rt->quit)
+            pthread_cond_wait(&rt->cv_job, &rt->mu);
+        if (rt->quit) {
+            pthread_mutex_unlock(&rt->mu);
+            break;
+        }
+        seen = rt->job_gen;
+        fn = rt->job_fn;
+        job_arg = rt->job_arg;
+        pthread_mutex_unlock(&rt->mu);
+
+        st = fn(r, job_arg);
+
+        pthread_mutex_lock(&rt->mu);
+        rt->job_status[r->rank] = st;
+        if (--rt->job_pending == 0)
+            pthread_cond_signal(&rt->cv_done);
+        pthread_mutex_unlock(&rt->mu);
+    }
+    return NULL;
+}
+
+hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, void *arg), void *arg)
+{
+    hn_status_t st = HN_OK;
+    pthread_mutex_lock(&rt->mu);
+    rt->job_fn = fn;
+    rt->job_arg = arg;
+    rt->job_pending = rt->n;
+    rt->job_gen++;
+    pthread_cond_broadcast(&rt->cv_job);
+    while (rt->job_pending > 0)
+        pthread_cond_wait(&rt->cv_done, &rt->mu);
+    pthread_mutex_unlock(&rt->mu);
+    for (int i = 0; i < rt->n; i++)
+        if (rt->job_status[i] != HN_OK && (st == HN_OK || st == HN_ERR_ABORTED))
+            st = rt->job_status[i];
+    return st;
+}
+
+/* ---- per-rank pools ---- */
+
+hn_status_t hn_rank_stream(hn_rank *r, int idx, hn_dstream **out)
+{
+    hn_runtime *rt = r->rt;
+    if (r->streams[idx] == NULL) {
+        hn_status_t st = rt->dev->stream_create(rt->dev_ctx, r->rank, &r->streams[idx]);
+        if (st != HN_OK)
+            return st;
+    }
+    *out = r->streams[idx];
+    return HN_OK;
+}
+
+hn_status_t hn_rank_comm_event(hn_rank *r, int idx, hn_devent **out)
+{
+    hn_runtime *rt = r->rt;
+    if (idx >= r->ncomm_events) {
+        int n = HN_MAX(idx + 1, r->ncomm_events * 2);
+        hn_devent **grown = hn_realloc(r->comm_events, (size_t)n * sizeof(*grown));
+        if (grown == NULL)
+            return HN_ERR_NOMEM;
+        r->comm_events = grown;
+        for (int i = r->ncomm_events; i < n; i++) {
+            hn_status_t st = rt->dev->event_create(rt->dev_ctx, r->rank, &grown[i]);
+            if (st != HN_OK) {
+                r->ncomm_events = i;
+                return st;
+            }
+        }
+        r->ncomm_events = n;
+    }
+    *out = r->comm_events[idx];
+    return HN_OK;
+}
+
+hn_status_t hn_rank_alloc_cached(hn_rank *r, const hn_program *p, int instr, int occurrence,
+                                 size_t bytes, void **out)
+{
+    hn_runtime *rt = r->rt;
+    hn_block_cache *b = NULL;
+    int is_new = 0;
+    for (int i = 0; i < r->nblocks; i++)
+        if (r->blocks[i].prog == p && r->blocks[i].instr == instr &&
+            r->blocks[i].occurrence == occurrence) {
+            b = &r->blocks[i];
+            break;
+        }
+    if (b != NULL && b->bytes >= bytes) {
+        *out = b->ptr;
+        return HN_OK;
+    }
+    if (b == NULL) {
+        if (hn_grow((void **)&r->blocks, &r->blocks_cap, r->nblocks, sizeof(*r->blocks)) != 0)
+            return HN_ERR_NOMEM;
+        b = &r->blocks[r->nblocks++];
+        memset(b, 0, sizeof(*b));
+        b->prog = p;
+        b->instr = instr;
+        b->occurrence = occurrence;
+        is_new = 1;
+    } else {
+        /* grows only between runs (hn_runtime_prepare sizes the cache) */
+        rt->dev->mem_free(rt->dev_ctx, r->rank, b->ptr);
+        b->ptr = NULL;
+        b->bytes = 0;
+    }
+    if (rt->dev->mem_alloc(rt->dev_ctx, r->rank, bytes, &b->ptr) != HN_OK) {
+        if (is_new)
+            r->nblocks--;
+        return HN_ERR_NOMEM;
+    }
+    b->bytes = bytes;
+    *out = b->ptr;
+    return HN_OK;
+}
+
+static void rank_free_blocks(hn_rank *r)
+{
+    for (int i = 0; i < r->nblocks; i++)
+        if (r->blocks[i].ptr != NULL)
+            r->rt->dev->mem_free(r->rt->dev_ctx, r->rank, r->blocks[i].ptr);
+    hn_free(r->blocks);
+    r->blocks = NULL;
+    r->nblocks = r->blocks_cap = 0;
+}
+
+static hn_status_t rank_init(hn_rank *r, void *arg)
+{
+    hn_runtime *rt = r->rt;
+    hn_status_t st;
+    (void)arg;
+    if ((st = rt->dev->thread_init(rt->dev_ctx, r->rank)) != HN_OK)
+        return st;
+    if ((st = rt->dev->stream_create(rt->dev_ctx, r->rank, &r->caller)) != HN_OK)
+        return st;
+    for (int i = 0; i <= HN_MAX_STREAMS; i++)
+        if ((st = rt->dev->event_create(rt->dev_ctx, r->rank, &r->stream_event[i])) != HN_OK)
+            return st;
+    return HN_OK;
+}
+
+static hn_status_t sync_all(hn_rank *r)
+{
+    hn_runtime *rt = r->rt;
+    hn_status_t st = HN_OK, s2;
+    if (r->caller != NULL && (s2 = rt->dev->stream_sync(r->caller)) != HN_OK)
+        st = s2;
+    for (int i = 0; i < HN_MAX_STREAMS; i++)
+        if (r->streams[i] != NULL && (s2 = rt->dev->stream_sync(r->streams[i])) != HN_OK)
+            st = s2;
+    return st;
+}
+
+/* Undoes rank_init and everything created since; safe on partial state. */
+static hn_status_t rank_fini(hn_rank *r, void *arg)
+{
+    hn_runtime *rt = r->rt;
+    (void)arg;
+    sync_all(r);
+    for (int i = 0; i < HN_MAX_STREAMS; i++)
+        if (r->streams[i] != NULL) {
+            rt->dev->stream_destroy(r->streams[i]);
+            r->streams[i] = NULL;
+        }
+    if (r->caller != NULL) {
+        rt->dev->stream_destroy(r->caller);
+        r->caller = NULL;
+    }
+    for (int i = 0; i <= HN_MAX_STREAMS; i++)
+        if (r->stream_event[i] != NULL) {
+            rt->dev->event_destroy(r->stream_event[i]);
+            r->stream_event[i] = NULL;
+        }
+    for (int i = 0; i < r->ncomm_events; i++)
+        rt->dev->event_destroy(r->comm_events[i]);
+    hn_free(r->comm_events);
+    r->comm_events = NULL;
+    r->ncomm_events = 0;
+    rank_free_blocks(r);
+    return HN_OK;
+}
+
+/* ---- teams ---- */
+
+static hn_team_entry *find_team(hn_runtime *rt, const int *ranks, int n)
+{
+    for (int i = 0; i < rt->nteams; i++)
+        if (rt->teams[i].n == n && memcmp(rt->teams[i].ranks, ranks, (size_t)n * sizeof(int)) == 0)
+            return &rt->teams[i];
+    return NULL;
+}
+
+hn_comm_team *hn_runtime_team(hn_runtime *rt, const int *ranks, int n)
+{
+    hn_team_entry *e = find_team(rt, ranks, n);
+    return e != NULL ? e->team : NULL;
+}
+
+hn_status_t hn_runtime_ensure_team(hn_runtime *rt, const int *ranks, int n)
+{
+    hn_team_entry *e;
+    hn_status_t st;
+    if (find_team(rt, ranks, n) != NULL)
+        return HN_OK;
+    if (hn_grow((void **)&rt->teams, &rt->teams_cap, rt->nteams, sizeof(*rt->teams)) != 0)
+        return HN_ERR_NOMEM;
+    e = &rt->teams[rt->nteams];
+    e->ranks = hn_malloc((size_t)n * sizeof(int));
+    if (e->ranks == NULL)
+        return HN_ERR_NOMEM;
+    memcpy(e->ranks, ranks, (size_t)n * sizeof(int));
+    e->n = n;
+    if ((st = rt->comm->team_create(rt->world, ranks, n, &e->team)) != HN_OK) {
+        hn_free(e->ranks);
+        return st;
+    }
+    rt->nteams++;
+    return HN_OK;
+}
+
+/* ---- create / destroy ---- */
+
+static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, hn_status_t *st)
+{
+    const char *name = cfg->backend != NULL ? cfg->backend : "auto";
+    const hn_device_ops *d;
+    if (strcmp(name, "auto") == 0) {
+        const hn_device_ops *const *all = hn_device_backends();
+        for (int i = 0; all[i] != NULL; i++)
+            if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() >= cfg->ndev)
+                return all[i];
+        HN_INFO("no GPU backend has %d devices; using the host (CPU emulation) backend", cfg->ndev);
+        return &hn_device_host;
+    }
+    d = hn_device_find(name);
+    if (d == NULL) {
+        HN_ERROR("unknown backend '%s'", name);
+        *st = HN_ERR_INVALID;
+        return NULL;
+    }
+    if (d->device_count() < cfg->ndev) {
+        HN_ERROR("backend '%s' has %d devices, %d requested", name, d->device_count(), cfg->ndev);
+        *st = HN_ERR_INVALID;
+        return NULL;
+    }
+    return d;
+}
+
+static void teardown(hn_runtime *rt, int nthreads)
+{
+    for (int i = 0; i < rt->nteams; i++) {
+        rt->comm->team_destroy(rt->teams[i].team);
+        hn_free(rt->teams[i].ranks);
+    }
+    hn_free(rt->teams);
+    if (rt->world != NULL)
+        rt->comm->fini(rt->world);
+    if (nthreads == rt->n)
+        hn_runtime_exec_all(rt, rank_fini, NULL);
+    pthread_mutex_lock(&rt->mu);
+    rt->quit = 1;
+    pthread_cond_broadcast(&rt->cv_job);
+    pthread_mutex_unlock(&rt->mu);
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(rt->ranks[i].thread, NULL);
+    if (rt->dev_ctx != NULL)
+        rt->dev->fini(rt->dev_ctx);
+    pthread_mutex_destroy(&rt->mu);
+    pthread_cond_destroy(&rt->cv_job);
+    pthread_cond_destroy(&rt->cv_done);
+    pthread_mutex_destroy(&rt->err_mu);
+    hn_free(rt->verified_params);
+    hn_free(rt->job_status);
+    hn_free(rt->ranks);
+    hn_free(rt);
+}
+
+hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
+{
+    hn_runtime_config cfg;
+    hn_runtime *rt;
+    hn_device_config dcfg;
+    hn_comm_config ccfg;
+    hn_status_t st = HN_OK;
+    int nthreads = 0;
+    if (cfg_in == NULL || out == NULL)
+        return HN_ERR_INVALID;
+    cfg = *cfg_in;
+    if (cfg.ndev < 1 || cfg.ndev > 256) {
+        HN_ERROR("device count %d out of range [1, 256]", cfg.ndev);
+        return HN_ERR_INVALID;
+    }
+    if (cfg.nstreams < 1 || cfg.nstreams > HN_MAX_STREAMS) {
+        HN_ERROR("stream count %d out of range [1, %d]", cfg.nstreams, HN_MAX_STREAMS);
+        return HN_ERR_INVALID;
+    }
+    if (cfg.timeout_s <= 0)
+        cfg.timeout_s = 60.0;
+    if ((rt = hn_calloc(1, sizeof(*rt))) == NULL)
+        return HN_ERR_NOMEM;
+    rt->cfg = cfg;
+    rt->n = cfg.ndev;
+    pthread_mutex_init(&rt->mu, NULL);
+    pthread_cond_init(&rt->cv_job, NULL);
+    pthread_cond_init(&rt->cv_done, NULL);
+    pthread_mutex_init(&rt->err_mu, NULL);
+    rt->ranks = hn_calloc((size_t)rt->n, sizeof(*rt->ranks));
+    rt->job_status = hn_calloc((size_t)rt->n, sizeof(*rt->job_status));
+    if (rt->ranks == NULL || rt->job_status == NULL) {
+        st = HN_ERR_NOMEM;
+        goto undo;
+    }
+    if ((rt->dev = pick_backend(&cfg, &st)) == NULL)
+        goto undo;
+    rt->compute = &hn_compute_host;
+    rt->comm = &hn_comm_host;
+    rt->sink.report = sink_report;
+    rt->sink.ctx = rt;
+    rt->sink.abort_flag = &rt->abort_flag;
+    rt->sink.timeout_s = cfg.timeout_s;
+    memset(&dcfg, 0, sizeof(dcfg));
+    dcfg.ndev = rt->n;
+    dcfg.host_delay_us = cfg.host_delay_us;
+    dcfg.seed = cfg.seed;
+    dcfg.sink = &rt->sink;
+    if ((st = rt->dev->init(&dcfg, &rt->dev_ctx)) != HN_OK)
+        goto undo;
+    for (nthreads = 0; nthreads < rt->n; nthreads++) {
+        rt->ranks[nthreads].rt = rt;
+        rt->ranks[nthreads].rank = nthreads;
+        if (pthread_create(&rt->ranks[nthreads].thread, NULL, rank_main, &rt->ranks[nthreads]) != 0) {
+            HN_ERROR("cannot start the thread of rank %d", nthreads);
+            st = HN_ERR_RUNTIME;
+            goto undo;
+        }
+    }
+    if ((st = hn_runtime_exec_all(rt, rank_init, NULL)) != HN_OK)
+        goto undo;
+    memset(&ccfg, 0, sizeof(ccfg));
+    ccfg.nranks = rt->n;
+    ccfg.dev = rt->dev;
+    ccfg.dev_ctx = rt->dev_ctx;
+    ccfg.sink = &rt->sink;
+    if ((st = rt->comm->init(&ccfg, &rt->world)) != HN_OK)
+        goto undo;
+    HN_INFO("runtime: %d ranks on the %s backend", rt->n, rt->dev->name);
+    *out = rt;
+    return HN_OK;
+undo:
+    teardown(rt, nthreads);
+    return st;
+}
+
+void hn_runtime_destroy(hn_runtime *rt)
+{
+    if (rt != NULL)
+        teardown(rt, rt->n);
+}
+
+int hn_runtime_size(const hn_runtime *rt) { return rt->n; }
+const char *hn_runtime_backend(const hn_runtime *rt) { return rt->dev->name; }
+
+/* ---- device memory on a rank's thread ---- */
+
+typedef struct mem_job {
+    int rank, op;
+    size_t bytes;
+    void *ptr;
+    void *dst;
+    const void *src;
+} mem_job;
+
+static hn_status_t mem_on_rank(hn_rank *r, void *arg)
+{
+    mem_job *j = arg;
+    hn_runtime *rt = r->rt;
+    if (r->rank != j->rank)
+        return HN_OK;
+    switch (j->op) {
+    case 0: return rt->dev->mem_alloc(rt->dev_ctx, r->rank, j->bytes, &j->ptr);
+    case 1: rt->dev->mem_free(rt->dev_ctx, r->rank, j->ptr); return HN_OK;
+    case 2: return rt->dev->copy_to_device(rt->dev_ctx, r->rank, j->dst, j->src, j->bytes);
+    default: return rt->dev->copy_to_host(rt->dev_ctx, r->rank, j->dst, j->src, j->bytes);
+    }
+}
+
+static hn_status_t mem_call(hn_runtime *rt, mem_job *j)
+{
+    if (rt == NULL || j->rank < 0 || j->rank >= rt->n)
+        return HN_ERR_INVALID;
+    return hn_runtime_exec_all(rt, mem_on_rank, j);
+}
+
+hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
+{
+    mem_job j = {rank, 0, bytes, NULL, NULL, NULL};
+    hn_status_t st = mem_call(rt, &j);
+    if (st == HN_OK)
+        *ptr = j.ptr;
+    return st;
+}
+
+void hn_runtime_free(hn_runtime *rt, int rank, void *ptr)
+{
+    mem_job j = {rank, 1, 0, ptr, NULL, NULL};
+    if (ptr != NULL)
+        mem_call(rt, &j);
+}
+
+hn_status_t hn_runtime_upload(hn_runtime *rt, int rank, void *dst, const void *src, size_t n)
+{
+    mem_job j = {rank, 2, n, NULL, dst, src};
+    return mem_call(rt, &j);
+}
+
+hn_status_t hn_runtime_download(hn_runtime *rt, int rank, void *dst, const void *src, size_t n)
+{
+    mem_job j = {rank, 3, n, NULL, dst, src};
+    return mem_call(rt, &j);
+}
+
+/* ---- runs ---- */
+
+hn_status_t hn_io_tensor(const hn_program *p, const hn_io *io, const int64_t *params, int rank,
+                         int world, int nstreams, int global, hn_tensor *out, hn_strbuf *err)
+{
+    int64_t *ivals = hn_calloc((size_t)p->nvars, sizeof(int64_t));
+    hn_scalar_env env = {ivals, rank, world, nstreams};
+    char msg[160];
+    if (ivals == NULL)
+        return HN_ERR_NOMEM;
+    for (int i = 0; i < p->nparams; i++)
+        ivals[p->params[i].var] = params[i];
+    memset(out, 0, sizeof(*out));
+    out->dtype = io->type.dtype;
+    out->ndim = io->type.ndim;
+    for (int i = 0; i < out->ndim; i++) {
+        if (hn_expr_eval(io->type.shape[i], &env, &out->shape[i], msg, sizeof(msg)) != HN_OK ||
+            out->shape[i] < 0) {
+            hn_sb_printf(err, "%s:%d:%d: error: shape of '%s': %s\n", p->filename, io->line, io->col,
+                         p->names[io->var], out->shape[i] < 0 ? "negative dimension" : msg);
+            hn_free(ivals);
+            return HN_ERR_VERIFY;
+        }
+    }
+    hn_free(ivals);
+    if (global && io->shard_axis >= 0)
+        out->shape[io->shard_axis] *= world;
+    {
+        int64_t s = 1;
+        for (int i = out->ndim - 1; i >= 0; i--) {
+            out->stride[i] = s;
+            s *= out->shape[i];
+        }
+    }
+    return HN_OK;
+}
+
+typedef struct run_job {
+    const hn_program *p;
+    const int64_t *params;
+    void *const *const *io_ptrs;
+    int poison;
+    int reference;
+} run_job;
+
+static hn_status_t bind_io(hn_exec *x, const run_job *j, int rank)
+{
+    hn_strbuf err;
+    hn_status_t st = HN_OK;
+    hn_sb_init(&err);
+    for (int k = 0; k < j->p->ninputs + j->p->noutputs && st == HN_OK; k++) {
+        const hn_io *io = k < j->p->ninputs ? &j->p->inputs[k] : &j->p->outputs[k - j->p->ninputs];
+        hn_value *v = &x->vals[io->var];
+        st = hn_io_tensor(j->p, io, j->params, rank, x->world, x->nstreams, j->reference, &v->t, &err);
+        if (st != HN_OK)
+            break;
+        if (j->reference && (v->t.dtype == HN_BF16 || v->t.dtype == HN_F16))
+            v->t.dtype = HN_F32;
+        v->t.data = j->reference ? ((void *const *)j->io_ptrs)[k] : j->io_ptrs[k][rank];
+        v->kind = HN_V_TENSOR;
+        v->owned = 0;
+    }
+    if (st != HN_OK)
+        hn_runtime_fail(x->rt, rank, -1, st, err.data ? err.data : "cannot bind inputs");
+    hn_sb_free(&err);
+    return st;
+}
+
+static hn_status_t run_on_rank(hn_rank *r, void *arg)
+{
+    run_job *j = arg;
+    hn_runtime *rt = r->rt;
+    hn_exec x;
+    hn_status_t st, sync_st;
+    if (j->reference && r->rank != 0)
+        return HN_OK;
+    if ((st = hn_exec_prepare(&x, j->p, r->rank, rt->n, rt->cfg.nstreams, j->params)) != HN_OK) {
+        hn_runtime_fail(rt, r->rank, -1, st, "out of memory");
+        return st;
+    }
+    x.rt = rt;
+    x.r = r;
+    x.poison = j->poison;
+    x.reference = j->reference;
+    x.promote = j->reference;
+    st = bind_io(&x, j, r->rank);
+    if (st == HN_OK)
+        st = hn_exec_block(&x, j->reference ? &j->p->reference : &j->p->body);
+    /* the end of a run joins every stream of this rank */
+    sync_st = sync_all(r);
+    hn_exec_release(&x);
+    return st != HN_OK ? st : sync_st;
+}
+
+static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
+{
+    if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
+        rt->comm->abort(rt->world);
+        rt->dev->recover(rt->dev_ctx);
+        if (rt->err_status != HN_OK)
+            st = rt->err_status;
+        else if (st == HN_OK)
+            st = HN_ERR_RUNTIME;
+    }
+    rt->comm->reset(rt->world);
+    return st;
+}
+
+static void begin_run(hn_runtime *rt, const hn_program *p)
+{
+    hn_runtime_clear_error(rt);
+    rt->err_prog = p;
+    rt->comm->reset(rt->world);
+}
+
+hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                 void *const *const *io_ptrs, int poison)
+{
+    run_job j = {p, params, io_ptrs, poison, 0};
+    begin_run(rt, p);
+    return finish_run(rt, hn_runtime_exec_all(rt, run_on_rank, &j));
+}
+
+hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                     void *const *io_ptrs)
+{
+    run_job j = {p, params, (void *const *const *)io_ptrs, 0, 1};
+    begin_run(rt, p);
+    return finish_run(rt, hn_runtime_exec_all(rt, run_on_rank, &j));
+}
+
+typedef struct prealloc_job {
+    const hn_program *p;
+    hn_comm_log *logs;
+} prealloc_job;
+
+static hn_status_t prealloc_on_rank(hn_rank *r, void *arg)
+{
+    prealloc_job *j = arg;
+    const hn_comm_log *l = &j->logs[r->rank];
+    for (int i = 0; i < l->nallocs; i++) {
+        void *ptr;
+        hn_status_t st = hn_rank_alloc_cached(r, j->p, l->allocs[i].instr, l->allocs[i].occurrence,
+                                              l->allocs[i].bytes, &ptr);
+        if (st != HN_OK)
+            return st;
+    }
+    return HN_OK;
+}
+
+hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                               hn_strbuf *diag)
+{
+    hn_comm_log *logs;
+    hn_status_t st;
+    prealloc_job pj;
+    if (rt->verified_prog == p && rt->verified_nparams == p->nparams &&
+        (p->nparams == 0 || memcmp(rt->verified_params, params, (size_t)p->nparams * sizeof(int64_t)) == 0))
+        return HN_OK;
+    logs = hn_calloc((size_t)rt->n, sizeof(*logs));
+    if (logs == NULL)
+        return HN_ERR_NOMEM;
+    st = hn_verify_run(p, rt->n, rt->cfg.nstreams, params, diag, logs);
+    for (int r = 0; r < rt->n && st == HN_OK; r++)
+        for (int i = 0; i < logs[r].n && st == HN_OK; i++)
+            if (!logs[r].recs[i].is_p2p)
+                st = hn_runtime_ensure_team(rt, logs[r].recs[i].team, logs[r].recs[i].nteam);
+    if (st == HN_OK) {
+        pj.p = p;
+        pj.logs = logs;
+        st = hn_runtime_exec_all(rt, prealloc_on_rank, &pj);
+        if (st != HN_OK)
+            hn_sb_printf(diag, "%s: error: cannot allocate the program's buffers\n", p->filename);
+    }
+    hn_comm_logs_free(logs, rt->n);
+    if (st == HN_OK) {
+        int64_t *copy = hn_malloc((size_t)(p->nparams + 1) * sizeof(int64_t));
+        if (copy != NULL) {
+            memcpy(copy, params, (size_t)p->nparams * sizeof(int64_t));
+            hn_free(rt->verified_params);
+            rt->verified_params = copy;
+            rt->verified_prog = p;
+            rt->verified_nparams = p->nparams;
+        }
+    }
+    return st;
+}
+
+hn_status_t hn_runtime_run(hn_runtime *rt, const hn_program *p, const hn_run_args *args)
+{
+    int64_t *params = NULL;
+    void ***io = NULL;
+    hn_strbuf diag;
+    hn_status_t st;
+    int nio;
+    if (rt == NULL || p == NULL || args == NULL)
+        return HN_ERR_INVALID;
+    hn_sb_init(&diag);
+    hn_runtime_clear_error(rt);
+    nio = p->ninputs + p->noutputs;
+    params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t));
+    io = hn_calloc((size_t)nio + 1, sizeof(*io));
+    if (params == NULL || io == NULL) {
+        st = HN_ERR_NOMEM;
+        goto done;
+    }
+    st = hn_params_resolve(p, rt->n, rt->cfg.nstreams, args->nparams, args->param_names,
+                           args->param_values, params, &diag);
+    for (int k = 0; k < nio && st == HN_OK; k++) {
+        const hn_io *x = k < p->ninputs ? &p->inputs[k] : &p->outputs[k - p->ninputs];
+        for (int b = 0; b < args->nbindings; b++)
+            if (strcmp(args->bindings[b].name, p->names[x->var]) == 0)
+                io[k] = (void **)args->bindings[b].data;
+        if (io[k] == NULL) {
+            hn_sb_printf(&diag, "%s: error: no binding for %s '%s'\n", p->filename,
+                         k < p->ninputs ? "input" : "output", p->names[x->var]);
+            st = HN_ERR_INVALID;
+        }
+    }
+    if (st == HN_OK)
+        st = hn_runtime_prepare(rt, p, params, &diag);
+    if (st == HN_OK)
+        st = hn_runtime_run_bound(rt, p, params, (void *const *const *)io, 0);
+    else
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", diag.data ? diag.data : hn_status_string(st));
+done:
+    hn_sb_free(&diag);
+    hn_free(params);
+    hn_free(io);
+    return st;
+}

@@ -1,0 +1,230 @@
+/* Scheduler internals: the runtime (one thread per rank), per-rank
+ * contexts with their stream and event pools and caching allocator, and
+ * the evaluator that issues a program's instructions onto streams. The
+ * same evaluator runs in "dry" mode (shapes only, no device) to verify a
+ * program for one configuration before anything is launched. */
+#ifndef HN_SCHED_H
+#define HN_SCHED_H
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include "../comm/comm.h"
+#include "../core/device.h"
+#include "../core/ir.h"
+#include "../core/verify.h"
+#include "hirnode/runtime.h"
+
+#define HN_MAX_STREAMS 16
+#define HN_CALLER_STREAM (-1)
+
+typedef enum hn_vkind { HN_V_UNDEF, HN_V_INT, HN_V_TENSOR, HN_V_STREAM, HN_V_COMM } hn_vkind;
+
+typedef struct hn_value {
+    hn_vkind kind;
+    hn_tensor t;   /* tensors */
+    int owned;     /* tensor came from alloc (may be freed) */
+    int stream;    /* streams: HN_CALLER_STREAM or pool index */
+    int comm;      /* communications: event index, -1 = nothing to wait for */
+} hn_value;
+
+/* One cached device block: the same alloc returns it run after run. */
+typedef struct hn_block_cache {
+    const hn_program *prog;
+    int instr, occurrence;
+    void *ptr;
+    size_t bytes;
+} hn_block_cache;
+
+/* What the dry run records of one communication, for matching. */
+typedef struct hn_comm_rec {
+    int instr;
+    int is_p2p;
+    int kind;       /* hn_coll_kind, or 0 recv / 1 send */
+    int nteam;      /* collectives */
+    int team[64];   /* members (first 64) */
+    int peer;       /* p2p */
+    size_t count;
+    hn_dtype dtype;
+    int redop, root;
+} hn_comm_rec;
+
+/* What the dry run records of one allocation, to size the cache up front. */
+typedef struct hn_alloc_rec {
+    int instr, occurrence;
+    size_t bytes;
+} hn_alloc_rec;
+
+/* One rank's dry run: its communications in issue order, its allocations. */
+typedef struct hn_comm_log {
+    hn_comm_rec *recs;
+    int n, cap;
+    hn_alloc_rec *allocs;
+    int nallocs, allocs_cap;
+} hn_comm_log;
+
+typedef struct hn_runtime hn_runtime;
+
+typedef struct hn_rank {
+    hn_runtime *rt;
+    int rank;
+    pthread_t thread;
+    hn_dstream *caller;                   /* the runtime's stream for this rank */
+    hn_dstream *streams[HN_MAX_STREAMS];  /* pool, created on first use */
+    hn_devent *stream_event[HN_MAX_STREAMS + 1]; /* [0] caller, [k+1] pool k */
+    hn_devent **comm_events;              /* pool, reused every run */
+    int ncomm_events;
+    hn_block_cache *blocks;
+    int nblocks, blocks_cap;
+} hn_rank;
+
+typedef struct hn_team_entry {
+    int n;
+    int *ranks;
+    hn_comm_team *team;
+} hn_team_entry;
+
+struct hn_runtime {
+    hn_runtime_config cfg;
+    int n;
+    const hn_device_ops *dev;
+    const hn_compute_ops *compute;
+    const hn_comm_ops *comm;
+    void *dev_ctx;
+    hn_comm_world *world;
+    hn_fault_sink sink;
+    int abort_flag;
+    hn_rank *ranks;
+    /* job handoff to rank threads */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_job, cv_done;
+    uint64_t job_gen;
+    int job_pending;
+    int quit;
+    hn_status_t (*job_fn)(hn_rank *r, void *arg);
+    void *job_arg;
+    hn_status_t *job_status;
+    /* first error of a run */
+    pthread_mutex_t err_mu;
+    hn_status_t err_status;
+    char err_text[1024];
+    const hn_program *err_prog; /* to name instructions */
+    /* the last configuration verified (runs of it skip the dry run) */
+    const hn_program *verified_prog;
+    int64_t *verified_params;
+    int verified_nparams;
+    /* teams the programs use */
+    hn_team_entry *teams;
+    int nteams, teams_cap;
+};
+
+/* Per-run evaluation state of one rank. */
+typedef struct hn_exec {
+    hn_runtime *rt;       /* NULL in a dry run */
+    hn_rank *r;           /* NULL in a dry run */
+    const hn_program *p;
+    int rank, world, nstreams;
+    int dry;
+    int reference;        /* running the reference block: no communication */
+    int promote;          /* reference: bf16/f16 allocations become f32 */
+    int poison;           /* fill fresh allocations with NaN / a pattern */
+    hn_value *vals;
+    int64_t *ivals;
+    int cur;              /* current stream */
+    int last_comm;        /* event index of the last communication, -1 none */
+    int comm_next;        /* next free comm event */
+    int *occurrence;      /* per instruction: allocs so far this run */
+    hn_comm_log *log;     /* dry run: communications issued */
+    /* dry run: the first error of this rank */
+    hn_status_t status;
+    int err_instr;
+    char err[512];
+} hn_exec;
+
+/* Evaluates the body (or the reference block) with values bound already.
+ * On failure x->status/err/err_instr describe the first error. */
+hn_status_t hn_exec_block(hn_exec *x, const hn_block *b);
+hn_status_t hn_exec_prepare(hn_exec *x, const hn_program *p, int rank, int world, int nstreams,
+                            const int64_t *param_values);
+void hn_exec_release(hn_exec *x);
+
+/* Team of one instruction as this rank sees it: members into `out`
+ * (capacity `cap`), count into *n. */
+hn_status_t hn_exec_team(hn_exec *x, const hn_instr *in, int *out, int cap, int *n);
+
+/* Parameter values: defaults, then overrides by name. world is known. */
+hn_status_t hn_params_resolve(const hn_program *p, int world, int nstreams, int noverrides,
+                              const char *const *names, const int64_t *values, int64_t *out,
+                              hn_strbuf *err);
+
+/* Verifier. Static: names, kinds, dtypes (configuration-independent).
+ * Dynamic: a dry run of every rank, then matching of communications.
+ * Diagnostics are appended to diag, all at once. */
+hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const int64_t *params,
+                          hn_strbuf *diag, hn_comm_log *logs /* world entries, or NULL */);
+void hn_comm_logs_free(hn_comm_log *logs, int world);
+
+/* Runtime internals used by the evaluator and check. */
+hn_status_t hn_rank_stream(hn_rank *r, int idx, hn_dstream **out);
+hn_status_t hn_rank_comm_event(hn_rank *r, int idx, hn_devent **out);
+hn_status_t hn_rank_alloc_cached(hn_rank *r, const hn_program *p, int instr, int occurrence,
+                                 size_t bytes, void **out);
+hn_comm_team *hn_runtime_team(hn_runtime *rt, const int *ranks, int n);
+hn_status_t hn_runtime_ensure_team(hn_runtime *rt, const int *ranks, int n);
+/* Runs fn on every rank thread (all at once) and waits for all. */
+hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, void *arg), void *arg);
+/* Records an error of a rank (first one wins) and stops everybody. */
+void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const char *msg);
+void hn_runtime_clear_error(hn_runtime *rt);
+/* Dry-runs p for this configuration unless just done, creates its teams
+ * and sizes every rank's allocation cache. Diagnostics into diag. */
+hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                               hn_strbuf *diag);
+/* Runs a prepared program; io_ptrs[i][rank] for inputs then outputs. */
+hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                 void *const *const *io_ptrs, int poison);
+/* The tensor of input/output `io` on `rank` (global: the unsharded one). */
+hn_status_t hn_io_tensor(const hn_program *p, const hn_io *io, const int64_t *params, int rank,
+                         int world, int nstreams, int global, hn_tensor *out, hn_strbuf *err);
+/* Runs the reference block on rank 0 with global tensors. */
+hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                     void *const *io_ptrs);
+
+/* Settings table (config.c). */
+typedef struct hn_setting {
+    const char *name, *env, *def, *help;
+} hn_setting;
+int hn_settings_count(void);
+const hn_setting *hn_setting_at(int i);
+/* Effective value: the variable if set, else the default. */
+const char *hn_setting_get(const char *name);
+
+/* The --check driver (check.c): global inputs (random or .npy), shards,
+ * runs, gathers outputs and compares them with the reference block. */
+typedef struct hn_check_opts {
+    int iters;
+    uint64_t seed;
+    int check;
+    const char *load_dir, *save_dir;
+    int noverrides;
+    const char *const *names;
+    const int64_t *values;
+    FILE *out; /* report; NULL: quiet */
+} hn_check_opts;
+
+typedef struct hn_check_result {
+    int checked, passed;
+    double worst_rel_l2;
+    double median_s;
+} hn_check_result;
+
+/* HN_OK when the program ran (see res->passed); HN_ERR_VERIFY, HN_ERR_INVALID
+ * or HN_ERR_IO for a bad program or bad input (diag says why); other errors
+ * for failed runs (hn_runtime_error says which rank and instruction). */
+hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opts *o,
+                         hn_check_result *res, hn_strbuf *diag);
+
+/* Formats "file:line:col: error: rank R: <instr>: msg". */
+void hn_format_fault(hn_strbuf *sb, const hn_program *p, int rank, int instr, const char *msg);
+
+#endif

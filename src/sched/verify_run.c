@@ -1,0 +1,280 @@
+/* Dynamic verification: a dry run of every rank's control flow for one
+ * configuration (shapes, ranges, teams, peers), then a check that every
+ * collective is reached by all members of its team in the same order with
+ * matching sizes, and that every send has its receive. A program that would
+ * hang a communicator is rejected here, naming the instruction and ranks. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/parse.h"
+#include "sched.h"
+
+typedef struct rank_error {
+    int instr;
+    char msg[512];
+    int ranks[256];
+    int nranks;
+} rank_error;
+
+void hn_comm_logs_free(hn_comm_log *logs, int world)
+{
+    if (logs == NULL)
+        return;
+    for (int i = 0; i < world; i++) {
+        hn_free(logs[i].recs);
+        hn_free(logs[i].allocs);
+    }
+    hn_free(logs);
+}
+
+static void where(hn_strbuf *sb, const hn_program *p, int instr)
+{
+    if (instr >= 0 && instr < p->ninstrs)
+        hn_sb_printf(sb, "%s:%d:%d", p->filename, p->instrs[instr]->line, p->instrs[instr]->col);
+    else
+        hn_sb_append(sb, p->filename);
+}
+
+static void ranks_text(hn_strbuf *sb, const int *ranks, int n)
+{
+    hn_sb_append(sb, n == 1 ? "rank " : "ranks ");
+    for (int i = 0; i < n; i++)
+        hn_sb_printf(sb, i ? ", %d" : "%d", ranks[i]);
+}
+
+static void rec_text(hn_strbuf *sb, const hn_program *p, const hn_comm_rec *r)
+{
+    if (r->is_p2p)
+        hn_sb_printf(sb, "%s of %zu x %s", r->kind ? "send" : "recv", r->count, hn_dtype_name(r->dtype));
+    else
+        hn_sb_printf(sb, "%s of %zu x %s", hn_coll_name((hn_coll_kind)r->kind), r->count,
+                     hn_dtype_name(r->dtype));
+    if (!r->is_p2p && (r->kind == HN_COLL_ALLREDUCE || r->kind == HN_COLL_REDUCE_SCATTER ||
+                       r->kind == HN_COLL_REDUCE))
+        hn_sb_printf(sb, " op %s", hn_redop_name((hn_redop)r->redop));
+    if (!r->is_p2p && (r->kind == HN_COLL_BROADCAST || r->kind == HN_COLL_REDUCE ||
+                       r->kind == HN_COLL_GATHER || r->kind == HN_COLL_SCATTER))
+        hn_sb_printf(sb, " root %d", r->root);
+    hn_sb_append(sb, " (");
+    where(sb, p, r->instr);
+    hn_sb_append(sb, ")");
+}
+
+static int same_team(const hn_comm_rec *r, const int *team, int n)
+{
+    return !r->is_p2p && r->nteam == n && memcmp(r->team, team, (size_t)HN_MIN(n, 64) * sizeof(int)) == 0;
+}
+
+static int same_sig(const hn_comm_rec *a, const hn_comm_rec *b)
+{
+    return a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->redop == b->redop &&
+           a->root == b->root;
+}
+
+/* k-th record of `log` on team; NULL if there is none. */
+static const hn_comm_rec *nth_on_team(const hn_comm_log *log, const int *team, int n, int k)
+{
+    for (int i = 0; i < log->n; i++)
+        if (same_team(&log->recs[i], team, n) && k-- == 0)
+            return &log->recs[i];
+    return NULL;
+}
+
+static int match_teams(const hn_program *p, int world, const hn_comm_log *logs, hn_strbuf *diag)
+{
+    int errors = 0;
+    for (int r = 0; r < world; r++)
+        for (int i = 0; i < logs[r].n; i++) {
+            const hn_comm_rec *rec = &logs[r].recs[i];
+            int first = 1;
+            if (rec->is_p2p)
+                continue;
+            /* check each team once: at its first record of its first member */
+            if (rec->team[0] != r)
+                continue;
+            for (int j = 0; j < i; j++)
+                if (same_team(&logs[r].recs[j], rec->team, rec->nteam))
+                    first = 0;
+            if (!first)
+                continue;
+            for (int k = 0;; k++) {
+                const hn_comm_rec *lead = nth_on_team(&logs[r], rec->team, rec->nteam, k);
+                int bad = 0;
+                for (int m = 1; m < rec->nteam && !bad; m++) {
+                    int other = rec->team[m];
+                    const hn_comm_rec *o = nth_on_team(&logs[other], rec->team, rec->nteam, k);
+                    if (lead == NULL && o == NULL)
+                        continue;
+                    bad = 1;
+                    if (lead == NULL || o == NULL) {
+                        const hn_comm_rec *has = lead ? lead : o;
+                        where(diag, p, has->instr);
+                        hn_sb_printf(diag, ": error: ranks diverge on team [");
+                        for (int t = 0; t < rec->nteam; t++)
+                            hn_sb_printf(diag, t ? ", %d" : "%d", rec->team[t]);
+                        hn_sb_printf(diag, "]: rank %d reaches ", lead ? r : other);
+                        rec_text(diag, p, has);
+                        hn_sb_printf(diag, " as communication #%d, but rank %d has only %d on this team; "
+                                     "it would hang\n", k, lead ? other : r, k);
+                    } else if (!same_sig(lead, o)) {
+                        where(diag, p, lead->instr);
+                        hn_sb_printf(diag, ": error: ranks diverge on team [");
+                        for (int t = 0; t < rec->nteam; t++)
+                            hn_sb_printf(diag, t ? ", %d" : "%d", rec->team[t]);
+                        hn_sb_printf(diag, "], communication #%d: rank %d issues ", k, r);
+                        rec_text(diag, p, lead);
+                        hn_sb_printf(diag, ", rank %d issues ", other);
+                        rec_text(diag, p, o);
+                        hn_sb_append(diag, "\n");
+                    } else {
+                        bad = 0;
+                    }
+                }
+                if (bad) {
+                    errors++;
+                    break;
+                }
+                if (lead == NULL)
+                    break;
+            }
+        }
+    return errors;
+}
+
+static const hn_comm_rec *nth_p2p(const hn_comm_log *log, int is_send, int peer, int k)
+{
+    for (int i = 0; i < log->n; i++) {
+        const hn_comm_rec *r = &log->recs[i];
+        if (r->is_p2p && r->kind == is_send && r->peer == peer && k-- == 0)
+            return r;
+    }
+    return NULL;
+}
+
+static int match_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn_strbuf *diag)
+{
+    int errors = 0;
+    for (int s = 0; s < world; s++)
+        for (int d = 0; d < world; d++)
+            for (int k = 0;; k++) {
+                const hn_comm_rec *snd = nth_p2p(&logs[s], 1, d, k);
+                const hn_comm_rec *rcv = nth_p2p(&logs[d], 0, s, k);
+                if (snd == NULL && rcv == NULL)
+                    break;
+                if (snd == NULL || rcv == NULL) {
+                    where(diag, p, (snd ? snd : rcv)->instr);
+                    if (snd)
+                        hn_sb_printf(diag, ": error: rank %d sends message #%d to rank %d, which "
+                                     "never receives it; it would hang\n", s, k, d);
+                    else
+                        hn_sb_printf(diag, ": error: rank %d receives message #%d from rank %d, "
+                                     "which never sends it; it would hang\n", d, k, s);
+                    errors++;
+                    break;
+                }
+                if (snd->count != rcv->count || snd->dtype != rcv->dtype) {
+                    where(diag, p, rcv->instr);
+                    hn_sb_printf(diag, ": error: message #%d from rank %d to rank %d: ", k, s, d);
+                    rec_text(diag, p, snd);
+                    hn_sb_append(diag, " against ");
+                    rec_text(diag, p, rcv);
+                    hn_sb_append(diag, "\n");
+                    errors++;
+                    break;
+                }
+            }
+    return errors;
+}
+
+/* Binds inputs and outputs to fake buffers of their shapes. */
+static hn_status_t bind_dry(hn_exec *x, const hn_program *p, const int64_t *params, int global,
+                            hn_strbuf *diag)
+{
+    for (int k = 0; k < p->ninputs + p->noutputs; k++) {
+        const hn_io *io = k < p->ninputs ? &p->inputs[k] : &p->outputs[k - p->ninputs];
+        hn_value *v = &x->vals[io->var];
+        hn_status_t st = hn_io_tensor(p, io, params, x->rank, x->world, x->nstreams, global, &v->t, diag);
+        if (st != HN_OK)
+            return st;
+        if (global && (v->t.dtype == HN_BF16 || v->t.dtype == HN_F16))
+            v->t.dtype = HN_F32;
+        v->t.data = (void *)((uintptr_t)(k + 1) << 32);
+        v->kind = HN_V_TENSOR;
+    }
+    return HN_OK;
+}
+
+static void add_error(rank_error **errs, int *n, int *cap, const hn_exec *x)
+{
+    for (int i = 0; i < *n; i++)
+        if ((*errs)[i].instr == x->err_instr && strcmp((*errs)[i].msg, x->err) == 0) {
+            if ((*errs)[i].nranks < 256)
+                (*errs)[i].ranks[(*errs)[i].nranks++] = x->rank;
+            return;
+        }
+    if (hn_grow((void **)errs, cap, *n, sizeof(**errs)) != 0)
+        return;
+    (*errs)[*n].instr = x->err_instr;
+    snprintf((*errs)[*n].msg, sizeof((*errs)[*n].msg), "%s", x->err);
+    (*errs)[*n].ranks[0] = x->rank;
+    (*errs)[*n].nranks = 1;
+    (*n)++;
+}
+
+hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const int64_t *params,
+                          hn_strbuf *diag, hn_comm_log *logs_out)
+{
+    hn_comm_log *logs = logs_out;
+    rank_error *errs = NULL;
+    int nerrs = 0, errs_cap = 0, mismatches = 0;
+    hn_status_t st = HN_OK;
+    if (logs == NULL && (logs = hn_calloc((size_t)world, sizeof(*logs))) == NULL)
+        return HN_ERR_NOMEM;
+    for (int r = 0; r <= world; r++) {
+        hn_exec x;
+        int reference = r == world;
+        if (reference && !p->has_reference)
+            break;
+        if ((st = hn_exec_prepare(&x, p, reference ? 0 : r, world, nstreams, params)) != HN_OK)
+            break;
+        x.dry = 1;
+        x.log = reference ? NULL : &logs[r];
+        x.reference = x.promote = reference;
+        if ((st = bind_dry(&x, p, params, reference, diag)) != HN_OK) {
+            hn_exec_release(&x);
+            break;
+        }
+        if (hn_exec_block(&x, reference ? &p->reference : &p->body) != HN_OK) {
+            if (x.status == HN_ERR_NOMEM) {
+                st = HN_ERR_NOMEM;
+                hn_exec_release(&x);
+                break;
+            }
+            add_error(&errs, &nerrs, &errs_cap, &x);
+        }
+        hn_exec_release(&x);
+    }
+    for (int i = 0; i < nerrs; i++) {
+        const rank_error *e = &errs[i];
+        where(diag, p, e->instr);
+        hn_sb_append(diag, ": error: ");
+        if (e->instr >= 0 && e->nranks == world && world > 1) {
+            hn_sb_append(diag, "all ranks");
+        } else {
+            ranks_text(diag, e->ranks, e->nranks);
+        }
+        if (e->instr >= 0) {
+            hn_sb_append(diag, ": ");
+            hn_print_instr_short(diag, p, p->instrs[e->instr]);
+        }
+        hn_sb_printf(diag, ": %s\n", e->msg);
+    }
+    if (st == HN_OK && nerrs == 0)
+        mismatches = match_teams(p, world, logs, diag) + match_p2p(p, world, logs, diag);
+    if (st == HN_OK && (nerrs > 0 || mismatches > 0))
+        st = HN_ERR_VERIFY;
+    hn_free(errs);
+    if (logs != logs_out)
+        hn_comm_logs_free(logs, world);
+    return st;
+}

@@ -1,0 +1,31 @@
+/* Shared test helpers and the list of suites. */
+#ifndef HN_TEST_H
+#define HN_TEST_H
+
+#include <CUnit/CUnit.h>
+
+#include "core/ir.h"
+#include "core/parse.h"
+
+#define HN_SUITES                                                            \
+    HN_SUITE(expr)                                                           \
+    HN_SUITE(parse)                                                          \
+    HN_SUITE(print)                                                          \
+    HN_SUITE(verify)                                                         \
+    HN_SUITE(device_host)                                                    \
+    HN_SUITE(compute_host)                                                   \
+    HN_SUITE(comm_host)                                                      \
+    HN_SUITE(runtime)                                                        \
+    HN_SUITE(examples)
+
+#define HN_SUITE(name) void hn_suite_##name(void);
+HN_SUITES
+#undef HN_SUITE
+
+/* Adds a suite with the given tests ({name, fn} pairs, NULL-terminated). */
+void hn_test_add_suite(const char *name, CU_TestInfo *tests);
+
+/* Parses text; NULL and diag in *diag on failure (caller frees diag). */
+hn_program *hn_test_parse(const char *text, char **diag);
+
+#endif
