@@ -74,7 +74,7 @@ $(CLI): $(TOOL_OBJ) $(LIB)
 $(TESTS): $(TEST_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIB) $(LDLIBS) -lcunit
 
-$(TEST_OBJ): CFLAGS += -Wno-missing-prototypes -Isrc
+$(TEST_OBJ): CFLAGS += -Wno-missing-prototypes -Isrc -Itests
 
 # CUnit comes from the distribution; install it when missing (CI runs as root)
 check-deps:

@@ -58,10 +58,14 @@ static void elementwise(job *j)
         case J_BINARY: {
             double a = hn_load(j->a.dtype, j->a.data, offset_of(&j->a, i));
             double b = hn_load(j->b.dtype, j->b.data, offset_of(&j->b, i));
+            switch (j->op) {
+            case 0: v = a + b; break;
+            case 1: v = a * b; break;
+            case 2: v = a > b ? a : b; break;
+            default: v = a < b ? a : b; break;
+            }
             if (hn_dtype_is_float(dt)) /* fp32 arithmetic, like the GPU */
-                v = j->op == 0 ? (double)((float)a + (float)b) : (double)((float)a * (float)b);
-            else
-                v = j->op == 0 ? a + b : a * b;
+                v = (double)(float)v;
             break;
         }
         case J_SCALE: {

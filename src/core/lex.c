@@ -108,8 +108,11 @@ hn_token hn_lex_next(hn_lexer *lx)
         }
         t.len = (int)n;
         if (is_ident_start(at(lx, n))) {
+            while (is_ident_start(at(lx, n)) || is_digit(at(lx, n)))
+                n++;
             t.kind = HN_T_ERROR;
             t.error = "malformed number";
+            t.len = (int)n;
             advance(lx, n);
             return t;
         }

@@ -486,7 +486,13 @@ static int compute(parser *ps, hn_instr *in)
 {
     const char *sig = hn_op_table[in->op].sig;
     int optional = 0;
-    if (!tref(ps, &in->a) || !expect_punct(ps, HN_P_ARROW))
+    if (!tref(ps, &in->a))
+        return 0;
+    /* `iota t`: with every operand optional, `<-` may go too */
+    if (sig[0] == '?' && (ps->tok.kind == HN_T_NL || ps->tok.kind == HN_T_EOF ||
+                          is_punct(ps, HN_P_RBRACE) || is_punct(ps, HN_P_SEMI)))
+        return 1;
+    if (!expect_punct(ps, HN_P_ARROW))
         return 0;
     for (const char *s = sig; *s; s++) {
         hn_arg *arg;
@@ -504,7 +510,8 @@ static int compute(parser *ps, hn_instr *in)
             if (in->nargs > 0 && !expect_punct(ps, HN_P_COMMA))
                 return 0;
         }
-        arg = &in->args[in->nargs];
+        /* counted before it is parsed, so that a half-parsed operand is freed */
+        arg = &in->args[in->nargs++];
         arg->t.var = -1;
         if (*s == 't') {
             arg->is_tensor = 1;
@@ -513,7 +520,6 @@ static int compute(parser *ps, hn_instr *in)
         } else if ((arg->e = (*s == 'n' ? number(ps) : expr(ps))) == NULL) {
             return 0;
         }
-        in->nargs++;
     }
     return 1;
 }

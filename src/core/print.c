@@ -198,7 +198,8 @@ static void instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in, int in
     case HN_FORM_COMPUTE:
         hn_sb_append(sb, " ");
         tref(sb, p, &in->a);
-        hn_sb_append(sb, " <-");
+        if (in->nargs > 0)
+            hn_sb_append(sb, " <-");
         for (int i = 0; i < in->nargs; i++) {
             hn_sb_append(sb, i ? ", " : " ");
             if (in->args[i].is_tensor)

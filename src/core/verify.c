@@ -25,6 +25,7 @@ typedef struct vstate {
     int errors;
     sym *syms;
     int in_reference;
+    int nomem;
 } vstate;
 
 static void err(vstate *v, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -231,7 +232,7 @@ static void block(vstate *v, const hn_block *b)
     /* names defined inside a block are not visible after it */
     sym *saved = hn_malloc((size_t)v->p->nvars * sizeof(sym) + 1);
     if (saved == NULL) {
-        err(v, 1, 1, "out of memory");
+        v->nomem = 1;
         return;
     }
     memcpy(saved, v->syms, (size_t)v->p->nvars * sizeof(sym));
@@ -293,5 +294,5 @@ hn_status_t hn_verify_static(const hn_program *p, hn_strbuf *diag)
         block(&v, &p->reference);
     }
     hn_free(v.syms);
-    return v.errors ? HN_ERR_VERIFY : HN_OK;
+    return v.nomem ? HN_ERR_NOMEM : v.errors ? HN_ERR_VERIFY : HN_OK;
 }

@@ -856,6 +856,8 @@ static hn_status_t exec_binary(hn_exec *x, const hn_instr *in, int op)
 
 static hn_status_t exec_ADD(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, 0); }
 static hn_status_t exec_MUL(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, 1); }
+static hn_status_t exec_MAXIMUM(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, 2); }
+static hn_status_t exec_MINIMUM(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, 3); }
 
 static hn_status_t exec_SCALE(hn_exec *x, const hn_instr *in)
 {
@@ -956,6 +958,9 @@ hn_status_t hn_exec_block(hn_exec *x, const hn_block *b)
 {
     for (int i = 0; i < b->n; i++) {
         const hn_instr *in = b->items[i];
+        if (x->dry && --x->budget < 0)
+            return fail(x, in, HN_ERR_VERIFY, "the dry run gave up after %d instructions",
+                        HN_DRY_RUN_BUDGET);
         if (dispatch[in->op](x, in) != HN_OK)
             return x->status != HN_OK ? x->status : HN_ERR_RUNTIME;
         if (stopped(x))
@@ -975,6 +980,7 @@ hn_status_t hn_exec_prepare(hn_exec *x, const hn_program *p, int rank, int world
     x->cur = HN_CALLER_STREAM;
     x->last_comm = -1;
     x->err_instr = -1;
+    x->budget = HN_DRY_RUN_BUDGET;
     x->vals = hn_calloc((size_t)p->nvars, sizeof(*x->vals));
     x->ivals = hn_calloc((size_t)p->nvars, sizeof(*x->ivals));
     x->occurrence = hn_calloc((size_t)p->ninstrs, sizeof(int));

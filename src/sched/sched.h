@@ -17,6 +17,7 @@
 
 #define HN_MAX_STREAMS 16
 #define HN_CALLER_STREAM (-1)
+#define HN_DRY_RUN_BUDGET 20000000 /* instructions a dry run may execute */
 
 typedef enum hn_vkind { HN_V_UNDEF, HN_V_INT, HN_V_TENSOR, HN_V_STREAM, HN_V_COMM } hn_vkind;
 
@@ -135,6 +136,7 @@ typedef struct hn_exec {
     int comm_next;        /* next free comm event */
     int *occurrence;      /* per instruction: allocs so far this run */
     hn_comm_log *log;     /* dry run: communications issued */
+    int64_t budget;       /* dry run: instructions left before giving up */
     /* dry run: the first error of this rank */
     hn_status_t status;
     int err_instr;

@@ -1,0 +1,173 @@
+/* Tests of src/core/device_host.c: asynchrony, stream order, events and
+ * cross-device waits, random delays. */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/device.h"
+#include "test.h"
+
+static const hn_device_ops *D = &hn_device_host;
+
+typedef struct gate {
+    int open;
+    int ran;
+    int *log;
+    int *nlog;
+    int value;
+    pthread_mutex_t *mu;
+} gate;
+
+static hn_status_t wait_gate(void *arg, const hn_origin *o)
+{
+    gate *g = arg;
+    (void)o;
+    while (!__atomic_load_n(&g->open, __ATOMIC_ACQUIRE))
+        usleep(100);
+    __atomic_store_n(&g->ran, 1, __ATOMIC_RELEASE);
+    return HN_OK;
+}
+
+static hn_status_t append(void *arg, const hn_origin *o)
+{
+    gate *g = arg;
+    (void)o;
+    pthread_mutex_lock(g->mu);
+    g->log[(*g->nlog)++] = g->value;
+    pthread_mutex_unlock(g->mu);
+    return HN_OK;
+}
+
+static void *ctx_new(double delay)
+{
+    void *ctx = NULL;
+    hn_device_config cfg = {4, delay, 7, NULL};
+    CU_ASSERT_EQUAL(D->init(&cfg, &ctx), HN_OK);
+    return ctx;
+}
+
+static void test_asynchronous(void)
+{
+    void *ctx = ctx_new(0);
+    hn_dstream *s;
+    gate g = {0};
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &s), HN_OK);
+    /* issuing returns before the work runs */
+    CU_ASSERT_EQUAL(D->launch_host(s, wait_gate, &g, NULL, NULL), HN_OK);
+    usleep(10000);
+    CU_ASSERT_EQUAL(__atomic_load_n(&g.ran, __ATOMIC_ACQUIRE), 0);
+    __atomic_store_n(&g.open, 1, __ATOMIC_RELEASE);
+    CU_ASSERT_EQUAL(D->stream_sync(s), HN_OK);
+    CU_ASSERT_EQUAL(g.ran, 1);
+    D->stream_destroy(s);
+    D->fini(ctx);
+}
+
+static void test_fifo_order(void)
+{
+    void *ctx = ctx_new(20);
+    hn_dstream *s;
+    int log[64], nlog = 0;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    gate g[64];
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &s), HN_OK);
+    for (int i = 0; i < 64; i++) {
+        g[i] = (gate){.log = log, .nlog = &nlog, .value = i, .mu = &mu};
+        D->launch_host(s, append, &g[i], NULL, NULL);
+    }
+    D->stream_sync(s);
+    CU_ASSERT_EQUAL(nlog, 64);
+    for (int i = 0; i < 64; i++)
+        CU_ASSERT_EQUAL(log[i], i);
+    D->stream_destroy(s);
+    D->fini(ctx);
+}
+
+/* Stream b on device 1 waits for an event recorded on stream a of device
+ * 0 after a gate; b's work must not run before the gate opens. */
+static void test_cross_device_wait(void)
+{
+    void *ctx = ctx_new(0);
+    hn_dstream *a, *b;
+    hn_devent *e;
+    gate g = {0};
+    int log[4], nlog = 0;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    gate after = {.log = log, .nlog = &nlog, .value = 1, .mu = &mu};
+    gate mark = {.log = log, .nlog = &nlog, .value = 0, .mu = &mu};
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &a), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 1, &b), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->event_create(ctx, 0, &e), HN_OK);
+    D->launch_host(a, wait_gate, &g, NULL, NULL);
+    D->launch_host(a, append, &mark, NULL, NULL);
+    D->event_record(e, a);
+    /* re-recording after the wait does not change the earlier wait */
+    D->stream_wait_event(b, e, NULL);
+    D->launch_host(b, append, &after, NULL, NULL);
+    D->event_record(e, b);
+    usleep(20000);
+    CU_ASSERT_EQUAL(nlog, 0);
+    __atomic_store_n(&g.open, 1, __ATOMIC_RELEASE);
+    D->stream_sync(b);
+    CU_ASSERT_EQUAL(nlog, 2);
+    CU_ASSERT_EQUAL(log[0], 0);
+    CU_ASSERT_EQUAL(log[1], 1);
+    D->event_destroy(e);
+    D->stream_destroy(a);
+    D->stream_destroy(b);
+    D->fini(ctx);
+}
+
+/* An event never recorded: waiting on it waits for nothing (like CUDA). */
+static void test_unrecorded_event(void)
+{
+    void *ctx = ctx_new(0);
+    hn_dstream *s;
+    hn_devent *e;
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &s), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->event_create(ctx, 0, &e), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_event(s, e, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_sync(s), HN_OK);
+    D->event_destroy(e);
+    D->stream_destroy(s);
+    D->fini(ctx);
+}
+
+/* Copies run in stream order behind other work. */
+static void test_memcpy_order(void)
+{
+    void *ctx = ctx_new(50);
+    hn_dstream *s;
+    void *a, *b;
+    float src[256], out[256];
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &s), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->mem_alloc(ctx, 0, sizeof(src), &a), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->mem_alloc(ctx, 1, sizeof(src), &b), HN_OK);
+    for (int round = 0; round < 8; round++) {
+        for (int i = 0; i < 256; i++)
+            src[i] = (float)(i * 3 + round);
+        D->copy_to_device(ctx, 0, a, src, sizeof(src));
+        D->memcpy_async(b, a, sizeof(src), s, NULL);
+        D->memcpy_async(a, b, 4, s, NULL); /* a later copy must see the first */
+        D->stream_sync(s);
+        D->copy_to_host(ctx, 1, out, b, sizeof(out));
+        CU_ASSERT_EQUAL(memcmp(out, src, sizeof(out)), 0);
+    }
+    D->mem_free(ctx, 0, a);
+    D->mem_free(ctx, 1, b);
+    D->stream_destroy(s);
+    D->fini(ctx);
+}
+
+void hn_suite_device_host(void)
+{
+    static CU_TestInfo tests[] = {
+        {"issuing is asynchronous", test_asynchronous},
+        {"a stream runs in issue order (with delays)", test_fifo_order},
+        {"events and cross-device waits", test_cross_device_wait},
+        {"waiting on an unrecorded event", test_unrecorded_event},
+        {"copies in stream order", test_memcpy_order},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("core/device_host", tests);
+}

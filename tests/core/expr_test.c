@@ -1,0 +1,107 @@
+/* Tests of src/core/ir.c: scalar expressions. */
+#include <string.h>
+
+#include "hirnode/runtime.h"
+#include "test.h"
+
+static int64_t eval_text(const char *text, int64_t rank, int64_t world, int *ok)
+{
+    char prog[256], *diag = NULL;
+    hn_program *p;
+    int64_t v = 0;
+    snprintf(prog, sizeof(prog), "param P = 7\nx = %s\n", text);
+    p = hn_test_parse(prog, &diag);
+    *ok = 0;
+    if (p != NULL) {
+        int64_t vals[16] = {0};
+        hn_scalar_env env = {vals, rank, world, 3};
+        char err[64];
+        vals[p->params[0].var] = 7;
+        *ok = hn_expr_eval(p->body.items[0]->e[0], &env, &v, err, sizeof(err)) == HN_OK;
+        hn_prog_free(p);
+    }
+    hn_string_free(diag);
+    return v;
+}
+
+static void expect(const char *text, int64_t rank, int64_t world, int64_t want)
+{
+    int ok;
+    int64_t got = eval_text(text, rank, world, &ok);
+    CU_ASSERT_TRUE(ok);
+    if (got != want)
+        fprintf(stderr, "\n  %s = %lld, want %lld\n", text, (long long)got, (long long)want);
+    CU_ASSERT_EQUAL(got, want);
+}
+
+static void test_arithmetic(void)
+{
+    expect("1 + 2 * 3", 0, 1, 7);
+    expect("(1 + 2) * 3", 0, 1, 9);
+    expect("10 - 4 - 3", 0, 1, 3);
+    expect("100 / 10 / 5", 0, 1, 2);
+    expect("P * world + rank", 3, 8, 59);
+    expect("-P + 10", 0, 1, 3);
+    expect("nstreams", 0, 1, 3);
+    expect("min(rank, 4) + max(world, 2)", 6, 8, 12);
+}
+
+static void test_floor_division(void)
+{
+    /* floor semantics: ring formulas need no "+ world" */
+    expect("(rank - 1) % world", 0, 8, 7);
+    expect("-7 / 2", 0, 1, -4);
+    expect("-7 % 2", 0, 1, 1);
+    expect("7 % -2", 0, 1, -1);
+    expect("7 / -2", 0, 1, -4);
+}
+
+static void test_logic(void)
+{
+    expect("rank == 2 && world > 4", 2, 8, 1);
+    expect("rank == 2 && world > 4", 2, 4, 0);
+    expect("rank < 1 || rank >= 7", 7, 8, 1);
+    expect("!(rank != 3)", 3, 8, 1);
+    expect("1 < 2 == 1", 0, 1, 1);
+    /* short-circuit: the division is never evaluated */
+    expect("0 && 1 / 0", 0, 1, 0);
+    expect("1 || 1 % 0", 0, 1, 1);
+}
+
+static void test_errors(void)
+{
+    int ok;
+    eval_text("1 / (rank - rank)", 0, 1, &ok);
+    CU_ASSERT_FALSE(ok);
+    eval_text("5 % 0", 0, 1, &ok);
+    CU_ASSERT_FALSE(ok);
+    /* INT64_MIN / -1 wraps instead of trapping */
+    expect("(-9223372036854775807 - 1) / -1", 0, 1, INT64_MIN);
+}
+
+static void test_clone_equal(void)
+{
+    hn_expr *e = hn_ex_bin(HN_B_ADD, hn_ex_leaf(HN_EX_RANK), hn_ex_call(HN_EX_MAX, hn_ex_int(3), hn_ex_var(0)));
+    hn_expr *c = hn_expr_clone(e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_TRUE(hn_expr_equal(e, c));
+    c->b->a->ival = 4;
+    CU_ASSERT_FALSE(hn_expr_equal(e, c));
+    hn_expr_free(e);
+    hn_expr_free(c);
+    /* builders propagate a NULL child and free the other */
+    CU_ASSERT_PTR_NULL(hn_ex_bin(HN_B_ADD, hn_ex_int(1), NULL));
+}
+
+void hn_suite_expr(void)
+{
+    static CU_TestInfo tests[] = {
+        {"arithmetic and precedence", test_arithmetic},
+        {"floor division and modulo", test_floor_division},
+        {"comparisons and logic", test_logic},
+        {"errors", test_errors},
+        {"clone and equality", test_clone_equal},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("core/expr", tests);
+}

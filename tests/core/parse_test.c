@@ -1,0 +1,236 @@
+/* Tests of src/core/parse.c and lex.c: good and bad inputs, error positions,
+ * mutated programs, allocation failures. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hirnode/runtime.h"
+#include "sched/sched.h"
+#include "test.h"
+
+static void test_good(void)
+{
+    static const char *good[] = {
+        "",
+        "# only a comment\n",
+        "param M = 4, K = M * 2\nx = K + M\n",
+        "input A : f32[4, 2] shard(axis 1)\noutput B : bf16[] replicated\n",
+        "t = alloc i64[2, 3]\nfree t\n",
+        "s = current_stream; set_stream stream(1); wait_stream s; host_sync\n",
+        "for i in 0 .. 10 step 2 { if i == 2 { x = 1 } else if i == 4 { x = 2 } else { x = 3 } }\n",
+        "input A : f32[8] replicated\nB = alloc f32[8]\nc = allreduce B <- A op max team range(0, 1) via nccl\nwait c\n",
+        "input A : f32[8] replicated\nB = alloc f32[8]\ngroup { send A to 0 via p2p\n recv B from 0 }\nwait\n",
+        "t = alloc f32[2, 3]\nfill t <- -1.5e-3\nrandom t <- 7, -2.0, 2\niota t\niota t <- 1, 0.5\n",
+        "t = alloc f32[2, 3]\nu = transpose t, 0, 1\nv = view t as [6]\nw = chunk v, 0, 3, 1\n",
+        "input A : f32[8] replicated\nreference { B = alloc f32[8]\ncopy B <- A }\n",
+    };
+    for (int i = 0; i < HN_ARRAY_LEN(good); i++) {
+        char *diag = NULL;
+        hn_program *p = hn_test_parse(good[i], &diag);
+        if (p == NULL)
+            fprintf(stderr, "\n  case %d: %s", i, diag ? diag : "(no diagnostic)");
+        CU_ASSERT_PTR_NOT_NULL(p);
+        hn_prog_free(p);
+        hn_string_free(diag);
+    }
+}
+
+/* Each bad input with the exact start of its diagnostic. */
+static void test_bad(void)
+{
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"x = 1 +\n", "t.hir:1:8: error: expected an expression but found end of line"},
+        {"x = (1 + 2\n", "t.hir:2:1: error: expected ')' but found end of file"},
+        {"for i in 0 .. 4 {\n x = i\n", "t.hir:1:17: error: unclosed '{'"},
+        {"t = alloc f33[2]\n", "t.hir:1:11: error: expected a dtype (f32, bf16, f16, i32, i64) but found 'f33'"},
+        {"alloc f32[2]\n", "t.hir:1:1: error: 'alloc' must be assigned: name = alloc ..."},
+        {"x = 3 $ 4\n", "t.hir:1:7: error: unexpected character: '$'"},
+        {"world = 3\n", "t.hir:1:1: error: expected an instruction or a name to define but found 'world'"},
+        {"x = 12abc\n", "t.hir:1:5: error: malformed number: '12abc'"},
+        {"x = 99999999999999999999\n", "t.hir:1:5: error: number literal out of range"},
+        {"x = 1.5\n", "t.hir:1:5: error: a float literal is allowed only as a whole numeric operand"},
+        {"input A : f32[2] shard(axis 2)\n", "t.hir:1:29: error: shard axis 2 is out of range for a 1-d tensor"},
+        {"group { host_sync }\n", "t.hir:1:9: error: only send and recv may appear in a group"},
+        {"input A : f32[2] replicated\nallgather A <- A op sum\n",
+         "t.hir:2:18: error: unexpected option 'op' for allgather"},
+        {"x = host_sync\n", "t.hir:1:5: error: 'host_sync' defines no value"},
+        {"input A : f32[2] replicated\ninput A : f32[2] replicated\n", "t.hir:2:7: error: 'A' is declared twice"},
+        {"x = 1 2\n", "t.hir:1:7: error: expected end of line but found '2'"},
+        {"reference { }\nreference { }\n", "t.hir:2:1: error: a second reference block"},
+        {"\xff\xfe", "t.hir:1:1: error: unexpected character: '\\xff'"},
+    };
+    for (int i = 0; i < HN_ARRAY_LEN(bad); i++) {
+        char *diag = NULL;
+        hn_program *p = hn_test_parse(bad[i].text, &diag);
+        CU_ASSERT_PTR_NULL(p);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(diag);
+        if (strncmp(diag, bad[i].want, strlen(bad[i].want)) != 0)
+            fprintf(stderr, "\n  case %d: got  %s  want %s\n", i, diag, bad[i].want);
+        CU_ASSERT_EQUAL(strncmp(diag, bad[i].want, strlen(bad[i].want)), 0);
+        hn_prog_free(p);
+        hn_string_free(diag);
+    }
+}
+
+static void test_deep_nesting(void)
+{
+    /* a deeply nested expression is an error, not a stack overflow */
+    size_t n = 100000;
+    char *text = malloc(n * 2 + 16);
+    char *diag = NULL;
+    strcpy(text, "x = ");
+    memset(text + 4, '(', n);
+    strcpy(text + 4 + n, "1\n");
+    CU_ASSERT_PTR_NULL(hn_test_parse(text, &diag));
+    CU_ASSERT_PTR_NOT_NULL(strstr(diag, "nested too deeply"));
+    hn_string_free(diag);
+    free(text);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)n + 1);
+    *len = fread(buf, 1, (size_t)n, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static const char *tokens[] = {"{", "}", "(", ")", "[", "]", ",", "<-", "..", "=", "\n", "0", "-1", "99999",
+                               "world", "rank", "allgather", "group", "send", "recv", "for", "if", "else",
+                               "alloc", "f32", "1.5", "#", "wait", "stream(", "team", "root", "op sum"};
+
+/* 1000 randomly mutated example programs: parse, verify statically and dry
+ * run at several sizes. Nothing may crash, leak or hang. */
+static void test_mutations(void)
+{
+    DIR *d = opendir("examples");
+    char *files[64];
+    size_t lens[64];
+    int nfiles = 0, parsed = 0;
+    uint64_t rng = 12345;
+    struct dirent *e;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    while ((e = readdir(d)) != NULL && nfiles < 64) {
+        char path[512];
+        if (strstr(e->d_name, ".hir") == NULL)
+            continue;
+        snprintf(path, sizeof(path), "examples/%s", e->d_name);
+        files[nfiles] = read_file(path, &lens[nfiles]);
+        if (files[nfiles] != NULL)
+            nfiles++;
+    }
+    closedir(d);
+    CU_ASSERT_FATAL(nfiles >= 10);
+    for (int iter = 0; iter < 1000; iter++) {
+        int f = iter % nfiles;
+        size_t len = lens[f], cap = len + 4096;
+        char *buf = malloc(cap);
+        int nmut = 1 + (int)(hn_splitmix64(&rng) % 4);
+        hn_program *p;
+        memcpy(buf, files[f], len);
+        for (int m = 0; m < nmut; m++) {
+            size_t pos = len ? hn_splitmix64(&rng) % len : 0;
+            switch (hn_splitmix64(&rng) % 4) {
+            case 0: /* flip a byte */
+                if (len)
+                    buf[pos] = (char)(hn_splitmix64(&rng) & 0xff);
+                break;
+            case 1: { /* delete a range */
+                size_t n = hn_splitmix64(&rng) % 16;
+                if (pos + n > len)
+                    n = len - pos;
+                memmove(buf + pos, buf + pos + n, len - pos - n);
+                len -= n;
+                break;
+            }
+            default: { /* insert a token */
+                const char *t = tokens[hn_splitmix64(&rng) % HN_ARRAY_LEN(tokens)];
+                size_t n = strlen(t) + 1;
+                if (len + n >= cap)
+                    break;
+                memmove(buf + pos + n, buf + pos, len - pos);
+                memcpy(buf + pos, t, n - 1);
+                buf[pos + n - 1] = ' ';
+                len += n;
+                break;
+            }
+            }
+        }
+        if (hn_program_parse(buf, len, "mutant.hir", &p, NULL) == HN_OK) {
+            hn_strbuf diag;
+            parsed++;
+            for (int w = 1; w <= 4; w *= 2) {
+                int64_t params[64];
+                hn_sb_init(&diag);
+                if (p->nparams <= 64 && hn_params_resolve(p, w, 3, 0, NULL, NULL, params, &diag) == HN_OK)
+                    hn_verify_run(p, w, 3, params, &diag, NULL);
+                hn_sb_free(&diag);
+            }
+            hn_program_destroy(p);
+        }
+        free(buf);
+    }
+    /* the mutations must not all be rejected trivially */
+    CU_ASSERT(parsed > 50);
+    for (int i = 0; i < nfiles; i++)
+        free(files[i]);
+}
+
+/* Every allocation of parsing a program fails in turn: no crash, no leak. */
+static void test_alloc_failures(void)
+{
+    size_t len;
+    char *text = read_file("examples/ag_matmul_p2p.hir", &len);
+    long n, nomem = 0;
+    hn_program *p = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    hn_alloc_fail_after(0);
+    CU_ASSERT_EQUAL_FATAL(hn_program_parse(text, len, "x.hir", &p, NULL), HN_OK);
+    hn_program_destroy(p);
+    hn_alloc_fail_after(1000000000L);
+    CU_ASSERT_EQUAL(hn_program_parse(text, len, "x.hir", &p, NULL), HN_OK);
+    hn_program_destroy(p);
+    n = hn_alloc_fail_after(0);
+    CU_ASSERT(n > 20);
+    for (long k = 1; k <= n; k++) {
+        hn_status_t st;
+        char *diag = NULL;
+        p = NULL;
+        hn_alloc_fail_after(k);
+        st = hn_program_parse(text, len, "x.hir", &p, &diag);
+        hn_alloc_fail_after(0);
+        if (st != HN_ERR_NOMEM && st != HN_OK)
+            fprintf(stderr, "\n  allocation %ld: %s: %s", k, hn_status_string(st), diag ? diag : "");
+        CU_ASSERT(st == HN_ERR_NOMEM || st == HN_OK);
+        nomem += st == HN_ERR_NOMEM;
+        hn_program_destroy(p);
+        hn_string_free(diag);
+    }
+    CU_ASSERT(nomem > 0);
+    free(text);
+}
+
+void hn_suite_parse(void)
+{
+    static CU_TestInfo tests[] = {
+        {"good programs", test_good},
+        {"bad programs and error positions", test_bad},
+        {"deep nesting", test_deep_nesting},
+        {"1000 mutated examples", test_mutations},
+        {"allocation failures", test_alloc_failures},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("core/parse", tests);
+}

@@ -1,0 +1,142 @@
+/* Tests of src/core/verify.c (static) and src/sched/verify_run.c (the dry
+ * run of every rank and the matching of communications). */
+#include <string.h>
+
+#include "hirnode/runtime.h"
+#include "sched/sched.h"
+#include "test.h"
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static void expect_static(const char *text, int nerrors, const char *fragment)
+{
+    char *diag = NULL;
+    hn_program *p = hn_test_parse(text, &diag);
+    CU_ASSERT_PTR_NULL(p);
+    CU_ASSERT_EQUAL(count_lines(diag), nerrors);
+    if (diag == NULL || strstr(diag, fragment) == NULL || count_lines(diag) != nerrors)
+        fprintf(stderr, "\n  want %d errors with '%s', got:\n%s", nerrors, fragment, diag ? diag : "");
+    CU_ASSERT_PTR_NOT_NULL(diag ? strstr(diag, fragment) : NULL);
+    hn_prog_free(p);
+    hn_string_free(diag);
+}
+
+static void test_static(void)
+{
+    expect_static("x = y + 1\n", 1, "t.hir:1:5: error: 'y' is not defined here");
+    expect_static("t = alloc f32[2]\nx = t + 1\n", 1, "'t' is a tensor, not a scalar");
+    /* every error at once */
+    expect_static("a = alloc f32[2]\nb = alloc bf16[2]\ncopy a <- b\nadd a <- a, q\nwait a\n", 3,
+                  "copy: f32 and bf16 differ");
+    expect_static("param M = 2\nM = 3\n", 1, "cannot assign to 'M'");
+    expect_static("input A : f32[2] replicated\nfree A\n", 1, "'A' is not an allocation of this program");
+    expect_static("t = alloc f32[2]\nfree t\nfill t <- 1\n", 1, "'t' is not defined here");
+    expect_static("for i in 0 .. 2 { x = i }\ny = x\n", 1, "'x' is not defined here");
+    expect_static("param P = rank\n", 1, "'rank' is not allowed here");
+    expect_static("input A : f32[rank] replicated\n", 1, "'rank' is not allowed here");
+    expect_static("input A : f32[2] replicated\nreference { B = alloc f32[2]\nallgather B <- A }\n", 1,
+                  "the reference block runs on one device: no allgather");
+    expect_static("s = current_stream\nset_stream t\n", 1, "'t' is undefined, not a stream");
+    expect_static("t = alloc f32[2]\nt = current_stream\n", 1, "'t' is a tensor; it cannot become a stream");
+    expect_static("param M = 1, M = 2\n", 1, "parameter 'M' is declared twice");
+}
+
+/* Dry run at `world`; returns the diagnostics (caller frees). */
+static char *dry(const char *text, int world, hn_status_t *st)
+{
+    hn_program *p = hn_test_parse(text, NULL);
+    int64_t params[16];
+    hn_strbuf diag;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    hn_sb_init(&diag);
+    *st = hn_params_resolve(p, world, 3, 0, NULL, NULL, params, &diag);
+    if (*st == HN_OK)
+        *st = hn_verify_run(p, world, 3, params, &diag, NULL);
+    hn_prog_free(p);
+    return hn_sb_take(&diag);
+}
+
+static void expect_dry(const char *text, int world, const char *fragment)
+{
+    hn_status_t st;
+    char *d = dry(text, world, &st);
+    CU_ASSERT_EQUAL(st, HN_ERR_VERIFY);
+    if (d == NULL || strstr(d, fragment) == NULL)
+        fprintf(stderr, "\n  want '%s', got:\n%s", fragment, d ? d : "");
+    CU_ASSERT_PTR_NOT_NULL(d ? strstr(d, fragment) : NULL);
+    hn_free(d);
+}
+
+static void test_dry_run(void)
+{
+    const char *ag = "input A : f32[4] replicated\nB = alloc f32[8]\nallgather B <- A\n";
+    hn_status_t st;
+    char *d = dry(ag, 2, &st);
+    CU_ASSERT_EQUAL(st, HN_OK);
+    hn_free(d);
+    /* buffer sizes of a collective against the team size, all ranks merged */
+    expect_dry(ag, 4, "t.hir:3:1: error: all ranks: allgather B <- A: allgather of 4 elements over a team "
+                      "of 4 needs an output of 16, not 8");
+    expect_dry("t = alloc f32[4, 2]\nu = select t, 2, 0\n", 1, "axis 2 out of range for a 2-d tensor");
+    expect_dry("t = alloc f32[4, 2]\nu = select t, 0, rank + 3\n", 2,
+               "error: rank 1: u = select t, 0, rank + 3: index 4 out of range [0, 4) on axis 0");
+    expect_dry("t = alloc f32[4]\nsend t to rank + 1\n", 2, "peer 2 out of range [0, 2)");
+    expect_dry("t = alloc f32[4]\nallreduce t <- t team [0, world]\n", 2, "team member 2 out of range [0, 2)");
+    expect_dry("t = alloc f32[4]\nallreduce t <- t team [0, 0]\n", 2, "rank 0 appears twice in the team");
+    expect_dry("t = alloc f32[4]\nbroadcast t <- t root 5\n", 2, "root 5 out of range for a team of 2");
+    expect_dry("x = 1 / (rank - 1)\n", 2, "rank 1: x = 1 / (rank - 1): division by zero");
+    expect_dry("t = alloc f32[6]\nu = chunk t, 0, 4, 0\n", 1, "axis 0 of size 6 does not split into 4 chunks");
+    expect_dry("t = alloc f32[6]\nu = view t as [4]\n", 1, "view changes the element count");
+    expect_dry("t = alloc f32[6, 2]\nu = transpose t, 0, 1\nv = view u as [12]\n", 1,
+               "the viewed tensor must be contiguous");
+    expect_dry("for i in 0 .. 3 step 0 { }\n", 1, "loop step is zero");
+    expect_dry("for i in 0 .. 1000000000 { x = i }\n", 1, "the dry run gave up after");
+    expect_dry("s = stream(16)\n", 1, "stream 16 out of range [0, 16)");
+    expect_dry("a = alloc f32[2, 3]\nb = alloc f32[2, 3]\nc = alloc f32[2, 2]\nmatmul c <- a, b\n", 1,
+               "matmul: shapes f32[2, 2] = f32[2, 3] x f32[2, 3] do not fit");
+}
+
+static void test_matching(void)
+{
+    /* a collective that only some ranks reach would hang NCCL */
+    expect_dry("t = alloc f32[4]\nif rank != 1 {\n  allreduce t <- t\n}\n", 4,
+               "t.hir:3:3: error: ranks diverge on team [0, 1, 2, 3]: rank 0 reaches allreduce of 4 x f32 "
+               "op sum (t.hir:3:3) as communication #0, but rank 1 has only 0 on this team; it would hang");
+    /* different collectives at the same point */
+    expect_dry("t = alloc f32[4]\nif rank == 0 {\n  allreduce t <- t\n} else {\n  broadcast t <- t\n}\n", 2,
+               "communication #0: rank 0 issues allreduce of 4 x f32 op sum (t.hir:3:3), rank 1 issues "
+               "broadcast of 4 x f32 root 0 (t.hir:5:3)");
+    /* different sizes */
+    expect_dry("t = alloc f32[4 + rank]\nallreduce t <- t\n", 2, "rank 1 issues allreduce of 5 x f32");
+    /* a send without its receive */
+    expect_dry("t = alloc f32[4]\nif rank == 0 {\n  send t to 1\n}\n", 2,
+               "t.hir:3:3: error: rank 0 sends message #0 to rank 1, which never receives it; it would hang");
+    expect_dry("t = alloc f32[4]\nu = alloc f32[2]\nif rank == 0 {\n  send t to 1\n} else {\n  recv u from 0\n}\n",
+               2, "message #0 from rank 0 to rank 1: send of 4 x f32 (t.hir:4:3) against recv of 2 x f32");
+    /* disjoint teams of a 2-d mesh verify, each on its own */
+    {
+        hn_status_t st;
+        char *d = dry("t = alloc f32[4]\nallreduce t <- t team range(rank / 2 * 2, 2)\n"
+                      "allreduce t <- t team range(rank % 2, 2, 2)\n",
+                      4, &st);
+        CU_ASSERT_EQUAL(st, HN_OK);
+        hn_free(d);
+    }
+}
+
+void hn_suite_verify(void)
+{
+    static CU_TestInfo tests[] = {
+        {"static errors, all at once", test_static},
+        {"dry-run errors name rank and instruction", test_dry_run},
+        {"collectives and messages match across ranks", test_matching},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("core/verify", tests);
+}
