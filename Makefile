@@ -1,4 +1,4 @@
-# hirnode: one Makefile. Knobs: DEBUG=1 ASAN=1 UBSAN=1 TSAN=1 WERROR=1 CUDA=0|1
+# hirnode: one Makefile. Knobs: DEBUG=1 ASAN=1 UBSAN=1 TSAN=1 WERROR=1
 #   make            build the library, the CLI and the tests
 #   make run        build, then run an AllGather+matmul pipeline on 8 devices with --check
 #   make test       install missing build dependencies, build, run every suite
@@ -87,9 +87,16 @@ check-deps:
 run: $(CLI)
 	$(CLI) run --gpus 8 --check examples/ag_matmul_p2p.hir
 
+# the suites on the plain build, under ASan+UBSan and under TSan, then the
+# command-line checks of every example
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 test: check-deps
-	$(MAKE) all
+	$(MAKE) -j$(NPROC) all
 	$(TESTS)
+	$(MAKE) -j$(NPROC) ASAN=1 UBSAN=1 build-asan-ubsan/hn_tests
+	ASAN_OPTIONS=detect_leaks=1 build-asan-ubsan/hn_tests
+	$(MAKE) -j$(NPROC) TSAN=1 build-tsan/hn_tests
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/hn_tests
 	tests/examples.sh $(CLI)
 
 format:
