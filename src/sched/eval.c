@@ -459,6 +459,7 @@ static hn_status_t exec_IF(hn_exec *x, const hn_instr *in)
 hn_status_t hn_exec_team(hn_exec *x, const hn_instr *in, int *out, int cap, int *n)
 {
     int64_t v[3];
+    /* members are clamped to [-1, 2^30] so that out-of-range ones stay out of range */
     if (in->team_kind == HN_TEAM_ALL) {
         if (x->world > cap)
             return fail(x, in, HN_ERR_RUNTIME, "team larger than %d", cap);
@@ -475,7 +476,8 @@ hn_status_t hn_exec_team(hn_exec *x, const hn_instr *in, int *out, int cap, int 
         if (v[1] <= 0 || v[1] > cap)
             return fail(x, in, HN_ERR_RUNTIME, "team size %lld out of range [1, %d]", (long long)v[1], cap);
         for (int64_t i = 0; i < v[1]; i++)
-            out[i] = (int)HN_MAX(HN_MIN(v[0] + i * v[2], (int64_t)1 << 30), -1);
+            out[i] = (int)HN_MAX(HN_MIN((int64_t)((uint64_t)v[0] + (uint64_t)i * (uint64_t)v[2]),
+                                        (int64_t)1 << 30), -1);
         *n = (int)v[1];
     } else {
         if (in->nteam > cap)
@@ -524,6 +526,29 @@ static hn_status_t log_comm(hn_exec *x, const hn_instr *in, const hn_comm_rec *r
     if (hn_grow((void **)&l->recs, &l->cap, l->n, sizeof(*l->recs)) != 0)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
     l->recs[l->n++] = *rec;
+    return HN_OK;
+}
+
+/* Offset of this team in the log's pool of distinct teams, added if new. */
+static hn_status_t intern_team(hn_exec *x, const hn_instr *in, const int *members, int n, int *off)
+{
+    hn_comm_log *l = x->log;
+    *off = 0;
+    if (l == NULL)
+        return HN_OK;
+    for (int i = 0; i < l->n; i++) {
+        const hn_comm_rec *r = &l->recs[i];
+        if (!r->is_p2p && r->nteam == n &&
+            memcmp(hn_rec_team(l, r), members, (size_t)n * sizeof(int)) == 0) {
+            *off = r->team_off;
+            return HN_OK;
+        }
+    }
+    if (hn_grow((void **)&l->teams, &l->teams_cap, l->nteams_used + n, sizeof(int)) != 0)
+        return fail(x, in, HN_ERR_NOMEM, "out of memory");
+    memcpy(l->teams + l->nteams_used, members, (size_t)n * sizeof(int));
+    *off = l->nteams_used;
+    l->nteams_used += n;
     return HN_OK;
 }
 
@@ -604,7 +629,8 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         rec.instr = in->id;
         rec.kind = kind;
         rec.nteam = n;
-        memcpy(rec.team, members, (size_t)HN_MIN(n, 64) * sizeof(int));
+        if (intern_team(x, in, members, n, &rec.team_off) != HN_OK)
+            return x->status;
         rec.count = count;
         rec.dtype = out.dtype;
         rec.redop = (int)in->redop;
@@ -772,32 +798,25 @@ static int begin_issue(hn_exec *x, const hn_instr *in, hn_dstream **s, hn_origin
     return cur_stream(x, in, s) == HN_OK;
 }
 
-static hn_status_t exec_COPY(hn_exec *x, const hn_instr *in)
+/* copy keeps the dtype; cast converts. */
+static hn_status_t exec_copy_like(hn_exec *x, const hn_instr *in, int same_dtype)
 {
+    const char *what = hn_op_table[in->op].keyword;
     operands o;
     hn_dstream *s;
     hn_origin or;
-    if (operands_of(x, in, &o) != HN_OK || need_same_shape(x, in, &o.dst, &o.t[0], "copy") != HN_OK)
+    if (operands_of(x, in, &o) != HN_OK || need_same_shape(x, in, &o.dst, &o.t[0], what) != HN_OK)
         return x->status;
-    if (o.dst.dtype != o.t[0].dtype)
+    if (same_dtype && o.dst.dtype != o.t[0].dtype)
         return fail(x, in, HN_ERR_RUNTIME, "copy from %s to %s: use cast", hn_dtype_name(o.t[0].dtype),
                     hn_dtype_name(o.dst.dtype));
     if (!begin_issue(x, in, &s, &or))
         return x->status;
-    return issued(x, in, x->rt->compute->copy(s, &o.dst, &o.t[0], &or), hn_op_table[in->op].keyword);
+    return issued(x, in, x->rt->compute->copy(s, &o.dst, &o.t[0], &or), what);
 }
 
-static hn_status_t exec_CAST(hn_exec *x, const hn_instr *in)
-{
-    operands o;
-    hn_dstream *s;
-    hn_origin or;
-    if (operands_of(x, in, &o) != HN_OK || need_same_shape(x, in, &o.dst, &o.t[0], "cast") != HN_OK)
-        return x->status;
-    if (!begin_issue(x, in, &s, &or))
-        return x->status;
-    return issued(x, in, x->rt->compute->copy(s, &o.dst, &o.t[0], &or), hn_op_table[in->op].keyword);
-}
+static hn_status_t exec_COPY(hn_exec *x, const hn_instr *in) { return exec_copy_like(x, in, 1); }
+static hn_status_t exec_CAST(hn_exec *x, const hn_instr *in) { return exec_copy_like(x, in, 0); }
 
 static hn_status_t exec_FILL(hn_exec *x, const hn_instr *in)
 {

@@ -656,7 +656,8 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     for (int r = 0; r < rt->n && st == HN_OK; r++)
         for (int i = 0; i < logs[r].n && st == HN_OK; i++)
             if (!logs[r].recs[i].is_p2p)
-                st = hn_runtime_ensure_team(rt, logs[r].recs[i].team, logs[r].recs[i].nteam);
+                st = hn_runtime_ensure_team(rt, hn_rec_team(&logs[r], &logs[r].recs[i]),
+                                            logs[r].recs[i].nteam);
     if (st == HN_OK) {
         pj.p = p;
         pj.logs = logs;

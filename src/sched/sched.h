@@ -42,8 +42,8 @@ typedef struct hn_comm_rec {
     int instr;
     int is_p2p;
     int kind;       /* hn_coll_kind, or 0 recv / 1 send */
-    int nteam;      /* collectives */
-    int team[64];   /* members (first 64) */
+    int nteam;      /* collectives: members ... */
+    int team_off;   /* ... at hn_comm_log.teams[team_off] */
     int peer;       /* p2p */
     size_t count;
     hn_dtype dtype;
@@ -60,6 +60,8 @@ typedef struct hn_alloc_rec {
 typedef struct hn_comm_log {
     hn_comm_rec *recs;
     int n, cap;
+    int *teams;     /* the distinct teams of recs, members back to back */
+    int nteams_used, teams_cap;
     hn_alloc_rec *allocs;
     int nallocs, allocs_cap;
 } hn_comm_log;
@@ -165,6 +167,10 @@ hn_status_t hn_params_resolve(const hn_program *p, int world, int nstreams, int 
 hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const int64_t *params,
                           hn_strbuf *diag, hn_comm_log *logs /* world entries, or NULL */);
 void hn_comm_logs_free(hn_comm_log *logs, int world);
+static inline const int *hn_rec_team(const hn_comm_log *l, const hn_comm_rec *r)
+{
+    return l->teams + r->team_off;
+}
 
 /* Runtime internals used by the evaluator and check. */
 hn_status_t hn_rank_stream(hn_rank *r, int idx, hn_dstream **out);

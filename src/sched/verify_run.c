@@ -23,6 +23,7 @@ void hn_comm_logs_free(hn_comm_log *logs, int world)
     for (int i = 0; i < world; i++) {
         hn_free(logs[i].recs);
         hn_free(logs[i].allocs);
+        hn_free(logs[i].teams);
     }
     hn_free(logs);
 }
@@ -60,9 +61,9 @@ static void rec_text(hn_strbuf *sb, const hn_program *p, const hn_comm_rec *r)
     hn_sb_append(sb, ")");
 }
 
-static int same_team(const hn_comm_rec *r, const int *team, int n)
+static int same_team(const hn_comm_log *l, const hn_comm_rec *r, const int *team, int n)
 {
-    return !r->is_p2p && r->nteam == n && memcmp(r->team, team, (size_t)HN_MIN(n, 64) * sizeof(int)) == 0;
+    return !r->is_p2p && r->nteam == n && memcmp(hn_rec_team(l, r), team, (size_t)n * sizeof(int)) == 0;
 }
 
 static int same_sig(const hn_comm_rec *a, const hn_comm_rec *b)
@@ -75,9 +76,17 @@ static int same_sig(const hn_comm_rec *a, const hn_comm_rec *b)
 static const hn_comm_rec *nth_on_team(const hn_comm_log *log, const int *team, int n, int k)
 {
     for (int i = 0; i < log->n; i++)
-        if (same_team(&log->recs[i], team, n) && k-- == 0)
+        if (same_team(log, &log->recs[i], team, n) && k-- == 0)
             return &log->recs[i];
     return NULL;
+}
+
+static void team_text(hn_strbuf *sb, const int *team, int n)
+{
+    hn_sb_append(sb, "[");
+    for (int t = 0; t < n; t++)
+        hn_sb_printf(sb, t ? ", %d" : "%d", team[t]);
+    hn_sb_append(sb, "]");
 }
 
 static int match_teams(const hn_program *p, int world, const hn_comm_log *logs, hn_strbuf *diag)
@@ -86,42 +95,39 @@ static int match_teams(const hn_program *p, int world, const hn_comm_log *logs, 
     for (int r = 0; r < world; r++)
         for (int i = 0; i < logs[r].n; i++) {
             const hn_comm_rec *rec = &logs[r].recs[i];
+            const int *team = hn_rec_team(&logs[r], rec);
             int first = 1;
-            if (rec->is_p2p)
-                continue;
-            /* check each team once: at its first record of its first member */
-            if (rec->team[0] != r)
+            /* check each team once: at the first record of its first member */
+            if (rec->is_p2p || team[0] != r)
                 continue;
             for (int j = 0; j < i; j++)
-                if (same_team(&logs[r].recs[j], rec->team, rec->nteam))
+                if (same_team(&logs[r], &logs[r].recs[j], team, rec->nteam))
                     first = 0;
             if (!first)
                 continue;
             for (int k = 0;; k++) {
-                const hn_comm_rec *lead = nth_on_team(&logs[r], rec->team, rec->nteam, k);
+                const hn_comm_rec *lead = nth_on_team(&logs[r], team, rec->nteam, k);
                 int bad = 0;
                 for (int m = 1; m < rec->nteam && !bad; m++) {
-                    int other = rec->team[m];
-                    const hn_comm_rec *o = nth_on_team(&logs[other], rec->team, rec->nteam, k);
+                    int other = team[m];
+                    const hn_comm_rec *o = nth_on_team(&logs[other], team, rec->nteam, k);
                     if (lead == NULL && o == NULL)
                         continue;
                     bad = 1;
                     if (lead == NULL || o == NULL) {
                         const hn_comm_rec *has = lead ? lead : o;
                         where(diag, p, has->instr);
-                        hn_sb_printf(diag, ": error: ranks diverge on team [");
-                        for (int t = 0; t < rec->nteam; t++)
-                            hn_sb_printf(diag, t ? ", %d" : "%d", rec->team[t]);
-                        hn_sb_printf(diag, "]: rank %d reaches ", lead ? r : other);
+                        hn_sb_append(diag, ": error: ranks diverge on team ");
+                        team_text(diag, team, rec->nteam);
+                        hn_sb_printf(diag, ": rank %d reaches ", lead ? r : other);
                         rec_text(diag, p, has);
                         hn_sb_printf(diag, " as communication #%d, but rank %d has only %d on this team; "
                                      "it would hang\n", k, lead ? other : r, k);
                     } else if (!same_sig(lead, o)) {
                         where(diag, p, lead->instr);
-                        hn_sb_printf(diag, ": error: ranks diverge on team [");
-                        for (int t = 0; t < rec->nteam; t++)
-                            hn_sb_printf(diag, t ? ", %d" : "%d", rec->team[t]);
-                        hn_sb_printf(diag, "], communication #%d: rank %d issues ", k, r);
+                        hn_sb_append(diag, ": error: ranks diverge on team ");
+                        team_text(diag, team, rec->nteam);
+                        hn_sb_printf(diag, ", communication #%d: rank %d issues ", k, r);
                         rec_text(diag, p, lead);
                         hn_sb_printf(diag, ", rank %d issues ", other);
                         rec_text(diag, p, o);

@@ -119,6 +119,18 @@ static void test_matching(void)
                "t.hir:3:3: error: rank 0 sends message #0 to rank 1, which never receives it; it would hang");
     expect_dry("t = alloc f32[4]\nu = alloc f32[2]\nif rank == 0 {\n  send t to 1\n} else {\n  recv u from 0\n}\n",
                2, "message #0 from rank 0 to rank 1: send of 4 x f32 (t.hir:4:3) against recv of 2 x f32");
+    /* teams wider than any fixed table: 100 ranks */
+    {
+        hn_status_t st;
+        char *d = dry("input A : f32[4] replicated\nB = alloc f32[4 * world]\nallgather B <- A\n"
+                      "if rank == 99 {\n  send A to 0\n}\nif rank == 0 {\n  recv A from 99\n}\n",
+                      100, &st);
+        CU_ASSERT_EQUAL(st, HN_OK);
+        hn_free(d);
+        d = dry("t = alloc f32[4]\nif rank != 77 {\n  allreduce t <- t\n}\n", 100, &st);
+        CU_ASSERT_PTR_NOT_NULL(d ? strstr(d, "but rank 77 has only 0 on this team") : NULL);
+        hn_free(d);
+    }
     /* disjoint teams of a 2-d mesh verify, each on its own */
     {
         hn_status_t st;
