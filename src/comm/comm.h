@@ -56,8 +56,12 @@ typedef struct hn_comm_ops {
     const char *name;
     hn_status_t (*init)(const hn_comm_config *cfg, hn_comm_world **w);
     void (*fini)(hn_comm_world *w);
-    /* Once per team, from the runtime's thread, before any run uses it. */
+    /* Once per team, from the runtime's thread, before any run uses it;
+     * then team_join on the thread of every member (at once), then
+     * team_warmup on every member's stream. */
     hn_status_t (*team_create)(hn_comm_world *w, const int *ranks, int n, hn_comm_team **t);
+    hn_status_t (*team_join)(hn_comm_team *t, int me, const hn_origin *o);
+    hn_status_t (*team_warmup)(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o);
     void (*team_destroy)(hn_comm_team *t);
     /* Issued by member `me` (team index) on its stream; returns at once. */
     hn_status_t (*collective)(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s,
@@ -66,13 +70,20 @@ typedef struct hn_comm_ops {
      * them across ranks deadlocks. */
     hn_status_t (*p2p)(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s,
                        const hn_origin *o);
-    /* Wakes every waiter after a failure; waiters then give up. */
-    void (*abort)(hn_comm_world *w);
+    /* After a failure: wakes every waiter, which then gives up. Returns 1
+     * if the teams are unusable afterwards (destroy and create them anew). */
+    int (*abort)(hn_comm_world *w);
     /* Between runs, with all streams idle: forget sequence numbers. */
     void (*reset)(hn_comm_world *w);
 } hn_comm_ops;
 
 extern const hn_comm_ops hn_comm_host;
+#ifdef HN_HAVE_CUDA
+extern const hn_comm_ops hn_comm_nccl;
+#endif
+
+/* The communicator registered under `name` (host, nccl), or NULL. */
+const hn_comm_ops *hn_comm_find(const char *name);
 
 /* Reduces `n` elements of src into acc (float accumulation), in place. */
 void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, int redop, int first);

@@ -51,6 +51,20 @@ struct hn_comm_world {
     int nteams, teams_cap;
 };
 
+const hn_comm_ops *hn_comm_find(const char *name)
+{
+    static const hn_comm_ops *const all[] = {
+#ifdef HN_HAVE_CUDA
+        &hn_comm_nccl,
+#endif
+        &hn_comm_host,
+    };
+    for (int i = 0; i < HN_ARRAY_LEN(all); i++)
+        if (strcmp(all[i]->name, name) == 0)
+            return all[i];
+    return NULL;
+}
+
 const char *hn_coll_name(hn_coll_kind k)
 {
     static const char *names[HN_COLL_COUNT] = {"allgather", "allreduce", "reduce_scatter",
@@ -567,7 +581,24 @@ static hn_status_t host_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     return hn_device_host.launch_host(s, run_p2p, j, free_p2p_job, o);
 }
 
-static void host_abort(hn_comm_world *w)
+static hn_status_t host_team_join(hn_comm_team *t, int me, const hn_origin *o)
+{
+    (void)t;
+    (void)me;
+    (void)o;
+    return HN_OK;
+}
+
+static hn_status_t host_team_warmup(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o)
+{
+    (void)t;
+    (void)me;
+    (void)s;
+    (void)o;
+    return HN_OK;
+}
+
+static int host_abort(hn_comm_world *w)
 {
     __atomic_store_n(&w->aborted, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&w->mu);
@@ -578,6 +609,7 @@ static void host_abort(hn_comm_world *w)
         pthread_cond_broadcast(&w->teams[i]->cv);
         pthread_mutex_unlock(&w->teams[i]->mu);
     }
+    return 0;
 }
 
 static void host_reset(hn_comm_world *w)
@@ -603,6 +635,8 @@ const hn_comm_ops hn_comm_host = {
     .init = host_init,
     .fini = host_fini,
     .team_create = host_team_create,
+    .team_join = host_team_join,
+    .team_warmup = host_team_warmup,
     .team_destroy = host_team_destroy,
     .collective = host_collective,
     .p2p = host_p2p,

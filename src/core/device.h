@@ -61,14 +61,20 @@ typedef struct hn_device_config {
     const hn_fault_sink *sink;
 } hn_device_config;
 
+typedef struct hn_compute_ops hn_compute_ops;
+
 typedef struct hn_device_ops {
     const char *name;
+    const hn_compute_ops *compute; /* the compute ops of this backend */
+    const char *comm;              /* the name of its communicator */
     /* How many devices this machine has for the backend (0: none). */
     int (*device_count)(void);
     hn_status_t (*init)(const hn_device_config *cfg, void **ctx);
     void (*fini)(void *ctx);
-    /* Called first on each rank thread (cudaSetDevice). */
+    /* Called first on each rank thread (cudaSetDevice, peer access), and
+     * last, after everything of that device is destroyed. */
     hn_status_t (*thread_init)(void *ctx, int dev);
+    void (*thread_fini)(void *ctx, int dev);
     hn_status_t (*mem_alloc)(void *ctx, int dev, size_t bytes, void **ptr);
     void (*mem_free)(void *ctx, int dev, void *ptr);
     /* Synchronous copies between host memory and a device, for I/O. */
@@ -95,7 +101,7 @@ typedef struct hn_device_ops {
 } hn_device_ops;
 
 /* Compute ops, issued on a stream. fp32 accumulation for bf16/f16. */
-typedef struct hn_compute_ops {
+struct hn_compute_ops {
     hn_status_t (*copy)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *src, const hn_origin *o);
     hn_status_t (*fill)(hn_dstream *s, const hn_tensor *dst, double value, const hn_origin *o);
     hn_status_t (*iota)(hn_dstream *s, const hn_tensor *dst, double start, double step, const hn_origin *o);
@@ -113,10 +119,14 @@ typedef struct hn_compute_ops {
      * and shared by every batch. transb: b is [N, K] (linear's weight). */
     hn_status_t (*matmul)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a,
                           const hn_tensor *b, int transb, const hn_tensor *bias, const hn_origin *o);
-} hn_compute_ops;
+};
 
 extern const hn_device_ops hn_device_host;
 extern const hn_compute_ops hn_compute_host;
+#ifdef HN_HAVE_CUDA
+extern const hn_device_ops hn_device_cuda;
+extern const hn_compute_ops hn_compute_cuda;
+#endif
 
 /* The registered device backends, NULL-terminated; "auto" picks the first
  * with devices. */

@@ -85,6 +85,12 @@ static hn_status_t host_thread_init(void *ctx, int dev)
     return HN_OK;
 }
 
+static void host_thread_fini(void *ctx, int dev)
+{
+    (void)ctx;
+    (void)dev;
+}
+
 static hn_status_t host_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
 {
     void *p;
@@ -354,10 +360,13 @@ static void host_recover(void *ctx) { (void)ctx; }
 
 const hn_device_ops hn_device_host = {
     .name = "host",
+    .compute = &hn_compute_host,
+    .comm = "host",
     .device_count = host_device_count,
     .init = host_init,
     .fini = host_fini,
     .thread_init = host_thread_init,
+    .thread_fini = host_thread_fini,
     .mem_alloc = host_mem_alloc,
     .mem_free = host_mem_free,
     .copy_to_device = host_copy_sync,

@@ -219,6 +219,8 @@ static hn_status_t sync_all(hn_rank *r)
     for (int i = 0; i < HN_MAX_STREAMS; i++)
         if (r->streams[i] != NULL && (s2 = rt->dev->stream_sync(r->streams[i])) != HN_OK)
             st = s2;
+    if (st == HN_ERR_TIMEOUT)
+        hn_runtime_fail(rt, r->rank, -1, st, "the run's work did not finish before the deadline");
     return st;
 }
 
@@ -248,6 +250,7 @@ static hn_status_t rank_fini(hn_rank *r, void *arg)
     r->comm_events = NULL;
     r->ncomm_events = 0;
     rank_free_blocks(r);
+    rt->dev->thread_fini(rt->dev_ctx, r->rank);
     return HN_OK;
 }
 
@@ -285,8 +288,51 @@ hn_status_t hn_runtime_ensure_team(hn_runtime *rt, const int *ranks, int n)
         hn_free(e->ranks);
         return st;
     }
+    e->joined = 0;
     rt->nteams++;
     return HN_OK;
+}
+
+/* Every member of every team not yet joined joins it on its own thread,
+ * all at once; then each warms its communicators up (peers connect lazily). */
+static hn_status_t join_on_rank(hn_rank *r, void *arg)
+{
+    hn_runtime *rt = r->rt;
+    hn_status_t st = HN_OK;
+    int warm = arg != NULL;
+    for (int t = 0; t < rt->nteams && st == HN_OK; t++) {
+        hn_team_entry *e = &rt->teams[t];
+        hn_origin o = {&rt->sink, r->rank, -1};
+        if (e->joined)
+            continue;
+        for (int me = 0; me < e->n && st == HN_OK; me++)
+            if (e->ranks[me] == r->rank)
+                st = warm ? rt->comm->team_warmup(e->team, me, r->caller, &o)
+                          : rt->comm->team_join(e->team, me, &o);
+    }
+    if (st == HN_OK && warm)
+        st = rt->dev->stream_sync(r->caller);
+    return st;
+}
+
+static hn_status_t join_new_teams(hn_runtime *rt)
+{
+    hn_status_t st = hn_runtime_exec_all(rt, join_on_rank, NULL);
+    if (st == HN_OK)
+        st = hn_runtime_exec_all(rt, join_on_rank, rt);
+    for (int t = 0; t < rt->nteams && st == HN_OK; t++)
+        rt->teams[t].joined = 1;
+    return st;
+}
+
+static void destroy_teams(hn_runtime *rt)
+{
+    for (int i = 0; i < rt->nteams; i++) {
+        rt->comm->team_destroy(rt->teams[i].team);
+        hn_free(rt->teams[i].ranks);
+    }
+    rt->nteams = 0;
+    rt->verified_prog = NULL; /* the next run creates its teams again */
 }
 
 /* ---- create / destroy ---- */
@@ -319,10 +365,8 @@ static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, hn_status
 
 static void teardown(hn_runtime *rt, int nthreads)
 {
-    for (int i = 0; i < rt->nteams; i++) {
-        rt->comm->team_destroy(rt->teams[i].team);
-        hn_free(rt->teams[i].ranks);
-    }
+    /* communicators go before streams and buffers */
+    destroy_teams(rt);
     hn_free(rt->teams);
     if (rt->world != NULL)
         rt->comm->fini(rt->world);
@@ -342,6 +386,7 @@ static void teardown(hn_runtime *rt, int nthreads)
     pthread_mutex_destroy(&rt->err_mu);
     hn_free(rt->verified_params);
     hn_free(rt->job_status);
+    hn_free(rt->all_ranks);
     hn_free(rt->ranks);
     hn_free(rt);
 }
@@ -377,14 +422,21 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     pthread_mutex_init(&rt->err_mu, NULL);
     rt->ranks = hn_calloc((size_t)rt->n, sizeof(*rt->ranks));
     rt->job_status = hn_calloc((size_t)rt->n, sizeof(*rt->job_status));
-    if (rt->ranks == NULL || rt->job_status == NULL) {
+    rt->all_ranks = hn_calloc((size_t)rt->n, sizeof(int));
+    if (rt->ranks == NULL || rt->job_status == NULL || rt->all_ranks == NULL) {
         st = HN_ERR_NOMEM;
         goto undo;
     }
+    for (int i = 0; i < rt->n; i++)
+        rt->all_ranks[i] = i;
     if ((rt->dev = pick_backend(&cfg, &st)) == NULL)
         goto undo;
-    rt->compute = &hn_compute_host;
-    rt->comm = &hn_comm_host;
+    rt->compute = rt->dev->compute;
+    if ((rt->comm = hn_comm_find(rt->dev->comm)) == NULL) {
+        HN_ERROR("no communicator '%s' for the %s backend", rt->dev->comm, rt->dev->name);
+        st = HN_ERR_UNSUPPORTED;
+        goto undo;
+    }
     rt->sink.report = sink_report;
     rt->sink.ctx = rt;
     rt->sink.abort_flag = &rt->abort_flag;
@@ -587,7 +639,8 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
 static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
 {
     if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
-        rt->comm->abort(rt->world);
+        if (rt->comm->abort(rt->world))
+            destroy_teams(rt);
         rt->dev->recover(rt->dev_ctx);
         if (rt->err_status != HN_OK)
             st = rt->err_status;
@@ -654,10 +707,16 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
         return HN_ERR_NOMEM;
     st = hn_verify_run(p, rt->n, rt->cfg.nstreams, params, diag, logs);
     for (int r = 0; r < rt->n && st == HN_OK; r++)
-        for (int i = 0; i < logs[r].n && st == HN_OK; i++)
-            if (!logs[r].recs[i].is_p2p)
-                st = hn_runtime_ensure_team(rt, hn_rec_team(&logs[r], &logs[r].recs[i]),
-                                            logs[r].recs[i].nteam);
+        for (int i = 0; i < logs[r].n && st == HN_OK; i++) {
+            const hn_comm_rec *rec = &logs[r].recs[i];
+            if (rec->is_p2p) /* point-to-point goes through the team of all ranks */
+                st = hn_runtime_ensure_team(rt, rt->all_ranks, rt->n);
+            else
+                st = hn_runtime_ensure_team(rt, hn_rec_team(&logs[r], rec), rec->nteam);
+        }
+    if (st == HN_OK && (st = join_new_teams(rt)) != HN_OK)
+        hn_sb_printf(diag, "%s: error: cannot set up the communicators: %s\n", p->filename,
+                     rt->err_text[0] ? rt->err_text : hn_status_string(st));
     if (st == HN_OK) {
         pj.p = p;
         pj.logs = logs;

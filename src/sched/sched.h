@@ -85,6 +85,7 @@ typedef struct hn_team_entry {
     int n;
     int *ranks;
     hn_comm_team *team;
+    int joined; /* every member joined and warmed it up */
 } hn_team_entry;
 
 struct hn_runtime {
@@ -98,6 +99,7 @@ struct hn_runtime {
     hn_fault_sink sink;
     int abort_flag;
     hn_rank *ranks;
+    int *all_ranks; /* 0 .. n-1: the team of point-to-point transfers */
     /* job handoff to rank threads */
     pthread_mutex_t mu;
     pthread_cond_t cv_job, cv_done;
