@@ -1,4 +1,4 @@
-# hirnode: one Makefile. Knobs: DEBUG=1 ASAN=1 UBSAN=1 TSAN=1 WERROR=1
+# hirnode: one Makefile. Knobs: DEBUG=1 ASAN=1 UBSAN=1 TSAN=1 WERROR=1 CUDA=auto|0|1
 #   make            build the library, the CLI and the tests
 #   make run        build, then run an AllGather+matmul pipeline on 8 devices with --check
 #   make test       install missing build dependencies, build, run every suite
@@ -40,11 +40,37 @@ endif
 CFLAGS  += $(SAN)
 LDFLAGS += $(SAN)
 
-LIB_SRC  := $(wildcard src/core/*.c src/comm/*.c src/sched/*.c)
+# CUDA, NCCL and cuBLASLt: found under CUDA_HOME (NCCL there or in the
+# system folders); CUDA=0 builds the CPU backends only
+comma     := ,
+CUDA      ?= auto
+CUDA_HOME ?= /usr/local/cuda
+NVCC      := $(CUDA_HOME)/bin/nvcc
+ifeq ($(CUDA),auto)
+  CUDA := $(if $(wildcard $(NVCC)),1,0)
+endif
+CUDA_SRC_C := src/core/device_cuda.c src/comm/comm_nccl.c
+CUDA_SRC_CU := src/core/compute_cuda.cu
+ifeq ($(CUDA),1)
+  NCCL_HOME ?= $(patsubst %/include/nccl.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h)))
+  ifeq ($(NCCL_HOME),)
+    $(error NCCL not found (nccl.h under $(CUDA_HOME)/include or /usr/include): set NCCL_HOME, or CUDA=0)
+  endif
+  CUDA_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib $(NCCL_HOME)/lib $(NCCL_HOME)/lib64)
+  CFLAGS   += -DHN_HAVE_CUDA -isystem $(CUDA_HOME)/include -isystem $(NCCL_HOME)/include
+  CUDA_LDLIBS := $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
+                 -lcublasLt -lnccl -lcudart -lstdc++
+  LDLIBS   += $(CUDA_LDLIBS)
+  NVCCFLAGS ?= -O2 -lineinfo
+  NVCCFLAGS += -std=c++17 -DHN_HAVE_CUDA -Iinclude -I$(NCCL_HOME)/include -Xcompiler -fPIC \
+               -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+endif
+LIB_SRC  := $(filter-out $(if $(filter 1,$(CUDA)),,$(CUDA_SRC_C)),$(wildcard src/core/*.c src/comm/*.c src/sched/*.c))
+LIB_CU   := $(if $(filter 1,$(CUDA)),$(CUDA_SRC_CU))
 TOOL_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/*.c tests/*/*.c)
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
@@ -56,9 +82,21 @@ TESTS    := $(BUILD)/hn_tests
 .PHONY: all run test test-build check-deps format clean sanitize
 all: $(LIB) $(SOLIB) $(CLI) $(TESTS)
 
-$(BUILD)/obj/%.o: %.c
+# objects are rebuilt when the flags change (CUDA=0/1, sanitizers, ...)
+FLAGS_STAMP := $(BUILD)/flags.$(shell echo '$(CC) $(CFLAGS) $(NVCCFLAGS) $(LDLIBS)' | md5sum | cut -c1-12)
+$(FLAGS_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/flags.*
+	@touch $@
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# device code is built without the host sanitizers
+$(BUILD)/obj/%.o: %.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

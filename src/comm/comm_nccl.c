@@ -1,0 +1,317 @@
+/* NCCL communicator. One NCCL communicator per (team, member), created on
+ * the member's own rank thread with ncclCommInitRankConfig in non-blocking
+ * mode (so a failing run can abort them), then warmed up. Collectives are
+ * NCCL calls on the current stream; gather, scatter and all_to_all are
+ * groups of ncclSend/ncclRecv; point-to-point uses the team of all ranks.
+ * Every wait polls with a deadline and gives up when another rank failed. */
+#include <nccl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/cuda_check.h"
+#include "../core/device_cuda.h"
+#include "comm.h"
+
+struct hn_comm_team {
+    hn_comm_world *w;
+    int n;
+    int *ranks;
+    ncclUniqueId id;
+    ncclComm_t *comms; /* per member */
+};
+
+struct hn_comm_world {
+    int nranks;
+    const hn_fault_sink *sink;
+    hn_comm_team **teams;
+    int nteams, teams_cap;
+    hn_comm_team *all; /* the team 0..n-1, for send/recv */
+    int aborted;
+};
+
+static hn_status_t nccl_fail(ncclResult_t r, const char *what, const char *file, int line)
+{
+    if (HN_LOG_ERROR <= hn_log_level())
+        hn_log_emit(HN_LOG_ERROR, file, line, "%s failed: %s (%s)", what, ncclGetErrorString(r),
+                    ncclGetLastError(NULL));
+    return r == ncclInvalidArgument || r == ncclInvalidUsage ? HN_ERR_INVALID : HN_ERR_DEVICE;
+}
+
+/* A non-blocking call returns ncclInProgress until it is done: poll. */
+static hn_status_t settle(ncclComm_t comm, ncclResult_t r, const char *what, const char *file, int line,
+                          const hn_fault_sink *sink)
+{
+    double start = hn_now(), timeout = sink != NULL ? sink->timeout_s : 60.0;
+    while (r == ncclInProgress) {
+        if (sink != NULL && sink->abort_flag != NULL && __atomic_load_n(sink->abort_flag, __ATOMIC_ACQUIRE))
+            return HN_ERR_ABORTED;
+        if (hn_now() - start > timeout) {
+            HN_ERROR("%s: still in progress after %.0f s", what, timeout);
+            return HN_ERR_TIMEOUT;
+        }
+        sched_yield();
+        if (ncclCommGetAsyncError(comm, &r) != ncclSuccess)
+            break;
+    }
+    return r == ncclSuccess ? HN_OK : nccl_fail(r, what, file, line);
+}
+
+#define HN_NCCL_SETTLE(comm, call, sink) settle((comm), (call), #call, __FILE__, __LINE__, (sink))
+
+static hn_status_t nccl_init(const hn_comm_config *cfg, hn_comm_world **out)
+{
+    hn_comm_world *w = hn_calloc(1, sizeof(*w));
+    if (w == NULL)
+        return HN_ERR_NOMEM;
+    w->nranks = cfg->nranks;
+    w->sink = cfg->sink;
+    *out = w;
+    return HN_OK;
+}
+
+static void nccl_fini(hn_comm_world *w)
+{
+    if (w == NULL)
+        return;
+    hn_free(w->teams);
+    hn_free(w);
+}
+
+static hn_status_t nccl_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
+{
+    hn_comm_team *t = hn_calloc(1, sizeof(*t));
+    ncclResult_t r;
+    int identity = n == w->nranks;
+    if (t == NULL)
+        return HN_ERR_NOMEM;
+    t->ranks = hn_calloc((size_t)n, sizeof(int));
+    t->comms = hn_calloc((size_t)n, sizeof(ncclComm_t));
+    if (t->ranks == NULL || t->comms == NULL ||
+        hn_grow((void **)&w->teams, &w->teams_cap, w->nteams, sizeof(*w->teams)) != 0)
+        goto nomem;
+    if ((r = ncclGetUniqueId(&t->id)) != ncclSuccess) {
+        hn_status_t st = nccl_fail(r, "ncclGetUniqueId", __FILE__, __LINE__);
+        hn_free(t->ranks);
+        hn_free(t->comms);
+        hn_free(t);
+        return st;
+    }
+    memcpy(t->ranks, ranks, (size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++)
+        identity &= ranks[i] == i;
+    t->n = n;
+    t->w = w;
+    w->teams[w->nteams++] = t;
+    if (identity)
+        w->all = t;
+    *out = t;
+    return HN_OK;
+nomem:
+    hn_free(t->ranks);
+    hn_free(t->comms);
+    hn_free(t);
+    return HN_ERR_NOMEM;
+}
+
+static hn_status_t nccl_team_join(hn_comm_team *t, int me, const hn_origin *o)
+{
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclResult_t r;
+    hn_status_t st;
+    cfg.blocking = 0; /* abortable */
+    r = ncclCommInitRankConfig(&t->comms[me], t->n, t->id, me, &cfg);
+    st = HN_NCCL_SETTLE(t->comms[me], r, t->w->sink);
+    if (st != HN_OK)
+        hn_origin_fail(o, st, "cannot create the NCCL communicator of a team of %d (member %d)", t->n, me);
+    return st;
+}
+
+static ncclDataType_t nccl_type(hn_dtype t)
+{
+    switch (t) {
+    case HN_F32: return ncclFloat32;
+    case HN_BF16: return ncclBfloat16;
+    case HN_F16: return ncclFloat16;
+    case HN_I32: return ncclInt32;
+    default: return ncclInt64;
+    }
+}
+
+static ncclRedOp_t nccl_op(int redop)
+{
+    switch (redop) {
+    case HN_REDUCE_PROD: return ncclProd;
+    case HN_REDUCE_MAX: return ncclMax;
+    case HN_REDUCE_MIN: return ncclMin;
+    case HN_REDUCE_AVG: return ncclAvg;
+    default: return ncclSum;
+    }
+}
+
+static hn_status_t nccl_team_warmup(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o)
+{
+    /* peers connect lazily: one small allreduce before steady state, on a
+     * stream-ordered buffer (no device-wide synchronisation) */
+    void *buf = NULL;
+    hn_status_t st = HN_CUDA_STATUS(cudaMallocAsync(&buf, 64, s->s));
+    if (st == HN_OK)
+        st = HN_CUDA_STATUS(cudaMemsetAsync(buf, 0, 64, s->s));
+    if (st == HN_OK)
+        st = HN_NCCL_SETTLE(t->comms[me], ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, t->comms[me], s->s),
+                            t->w->sink);
+    if (buf != NULL)
+        (void)HN_CUDA_STATUS(cudaFreeAsync(buf, s->s));
+    if (st != HN_OK && st != HN_ERR_ABORTED)
+        hn_origin_fail(o, st, "warm-up of the NCCL communicator of a team of %d failed", t->n);
+    return st;
+}
+
+static void nccl_team_destroy(hn_comm_team *t)
+{
+    hn_comm_world *w;
+    if (t == NULL)
+        return;
+    w = t->w;
+    for (int i = 0; i < w->nteams; i++)
+        if (w->teams[i] == t) {
+            w->teams[i] = w->teams[--w->nteams];
+            break;
+        }
+    if (w->all == t)
+        w->all = NULL;
+    for (int i = 0; i < t->n; i++)
+        if (t->comms[i] != NULL) {
+            if (w->aborted)
+                ncclCommAbort(t->comms[i]);
+            else
+                ncclCommDestroy(t->comms[i]);
+        }
+    hn_free(t->ranks);
+    hn_free(t->comms);
+    hn_free(t);
+}
+
+/* gather / scatter / all_to_all as one group of sends and receives */
+static ncclResult_t grouped(const hn_coll_args *a, int me, int n, ncclComm_t comm, cudaStream_t s)
+{
+    size_t es = (size_t)hn_dtype_size(a->dtype), c = a->count;
+    ncclDataType_t t = nccl_type(a->dtype);
+    ncclResult_t r = ncclGroupStart();
+    for (int j = 0; j < n && (r == ncclSuccess || r == ncclInProgress); j++) {
+        switch (a->kind) {
+        case HN_COLL_GATHER:
+            if (me == a->root)
+                r = ncclRecv((char *)a->recv + (size_t)j * c * es, c, t, j, comm, s);
+            if (j == a->root && (r == ncclSuccess || r == ncclInProgress))
+                r = ncclSend(a->send, c, t, j, comm, s);
+            break;
+        case HN_COLL_SCATTER:
+            if (me == a->root)
+                r = ncclSend((const char *)a->send + (size_t)j * c * es, c, t, j, comm, s);
+            if (j == a->root && (r == ncclSuccess || r == ncclInProgress))
+                r = ncclRecv(a->recv, c, t, j, comm, s);
+            break;
+        default: /* all_to_all */
+            r = ncclSend((const char *)a->send + (size_t)j * c * es, c, t, j, comm, s);
+            if (r == ncclSuccess || r == ncclInProgress)
+                r = ncclRecv((char *)a->recv + (size_t)j * c * es, c, t, j, comm, s);
+            break;
+        }
+    }
+    {
+        ncclResult_t e = ncclGroupEnd();
+        return r == ncclSuccess || r == ncclInProgress ? e : r;
+    }
+}
+
+static hn_status_t nccl_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s,
+                                   const hn_origin *o)
+{
+    ncclComm_t comm = t->comms[me];
+    ncclDataType_t dt = nccl_type(a->dtype);
+    ncclResult_t r;
+    hn_status_t st;
+    if (a->redop == HN_REDUCE_AVG && !(a->dtype == HN_F32 || a->dtype == HN_BF16 || a->dtype == HN_F16) &&
+        (a->kind == HN_COLL_ALLREDUCE || a->kind == HN_COLL_REDUCE || a->kind == HN_COLL_REDUCE_SCATTER)) {
+        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "the nccl backend averages floating types only");
+        return HN_ERR_UNSUPPORTED;
+    }
+    switch (a->kind) {
+    case HN_COLL_ALLGATHER: r = ncclAllGather(a->send, a->recv, a->count, dt, comm, s->s); break;
+    case HN_COLL_ALLREDUCE: r = ncclAllReduce(a->send, a->recv, a->count, dt, nccl_op(a->redop), comm, s->s); break;
+    case HN_COLL_REDUCE_SCATTER:
+        r = ncclReduceScatter(a->send, a->recv, a->count, dt, nccl_op(a->redop), comm, s->s);
+        break;
+    case HN_COLL_BROADCAST: r = ncclBroadcast(a->send, a->recv, a->count, dt, a->root, comm, s->s); break;
+    case HN_COLL_REDUCE:
+        r = ncclReduce(a->send, a->recv, a->count, dt, nccl_op(a->redop), a->root, comm, s->s);
+        break;
+    default: r = grouped(a, me, t->n, comm, s->s); break;
+    }
+    st = HN_NCCL_SETTLE(comm, r, t->w->sink);
+    if (st != HN_OK && st != HN_ERR_ABORTED)
+        hn_origin_fail(o, st, "nccl %s: %s", hn_coll_name(a->kind), hn_status_string(st));
+    return st;
+}
+
+static hn_status_t nccl_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s,
+                            const hn_origin *o)
+{
+    ncclComm_t comm;
+    ncclResult_t r;
+    hn_status_t st;
+    if (w->all == NULL) {
+        hn_origin_fail(o, HN_ERR_RUNTIME, "no communicator of all ranks for send/recv");
+        return HN_ERR_RUNTIME;
+    }
+    comm = w->all->comms[rank];
+    /* one group: NCCL orders the posting, no order of them deadlocks */
+    r = ncclGroupStart();
+    for (int i = 0; i < n && (r == ncclSuccess || r == ncclInProgress); i++)
+        r = ops[i].is_send ? ncclSend(ops[i].buf, ops[i].bytes, ncclInt8, ops[i].peer, comm, s->s)
+                           : ncclRecv(ops[i].buf, ops[i].bytes, ncclInt8, ops[i].peer, comm, s->s);
+    {
+        ncclResult_t e = ncclGroupEnd();
+        if (r == ncclSuccess || r == ncclInProgress)
+            r = e;
+    }
+    st = HN_NCCL_SETTLE(comm, r, w->sink);
+    if (st != HN_OK && st != HN_ERR_ABORTED)
+        hn_origin_fail(o, st, "nccl send/recv: %s", hn_status_string(st));
+    return st;
+}
+
+static int nccl_abort(hn_comm_world *w)
+{
+    /* NCCL kernels of a failed run may spin forever: abort every
+     * communicator; the runtime then destroys the teams and makes new ones */
+    w->aborted = 1;
+    for (int i = 0; i < w->nteams; i++)
+        for (int m = 0; m < w->teams[i]->n; m++)
+            if (w->teams[i]->comms[m] != NULL) {
+                ncclCommAbort(w->teams[i]->comms[m]);
+                w->teams[i]->comms[m] = NULL;
+            }
+    return 1;
+}
+
+static void nccl_reset(hn_comm_world *w)
+{
+    if (w->nteams == 0)
+        w->aborted = 0;
+}
+
+const hn_comm_ops hn_comm_nccl = {
+    .name = "nccl",
+    .init = nccl_init,
+    .fini = nccl_fini,
+    .team_create = nccl_team_create,
+    .team_join = nccl_team_join,
+    .team_warmup = nccl_team_warmup,
+    .team_destroy = nccl_team_destroy,
+    .collective = nccl_collective,
+    .p2p = nccl_p2p,
+    .abort = nccl_abort,
+    .reset = nccl_reset,
+};

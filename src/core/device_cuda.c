@@ -1,0 +1,278 @@
+/* CUDA device backend: one device per rank thread (cudaSetDevice once),
+ * non-blocking streams only, events without timing, peer access enabled for
+ * every pair at start, waits that poll with a deadline and give up when
+ * another rank failed. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_check.h"
+#include "device_cuda.h"
+
+typedef struct cuda_ctx {
+    int ndev;
+    const hn_fault_sink *sink;
+    cudaStream_t *io; /* per device: synchronous copies to and from the host */
+} cuda_ctx;
+
+static int cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+static hn_status_t cuda_init(const hn_device_config *cfg, void **out)
+{
+    cuda_ctx *c = hn_calloc(1, sizeof(*c));
+    if (c == NULL)
+        return HN_ERR_NOMEM;
+    c->io = hn_calloc((size_t)cfg->ndev, sizeof(cudaStream_t));
+    if (c->io == NULL) {
+        hn_free(c);
+        return HN_ERR_NOMEM;
+    }
+    c->ndev = cfg->ndev;
+    c->sink = cfg->sink;
+    *out = c;
+    return HN_OK;
+}
+
+static void cuda_fini(void *ctx)
+{
+    cuda_ctx *c = ctx;
+    if (c == NULL)
+        return;
+    hn_free(c->io);
+    hn_free(c);
+}
+
+static hn_status_t cuda_thread_init(void *ctx, int dev)
+{
+    cuda_ctx *c = ctx;
+    hn_status_t st;
+    HN_CUDA_CHECK_GOTO(cudaSetDevice(dev), st, fail);
+    HN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&c->io[dev], cudaStreamNonBlocking), st, fail);
+    /* peer access once, for every pair; "already enabled" is success */
+    for (int p = 0; p < c->ndev; p++) {
+        int can = 0;
+        cudaError_t e;
+        if (p == dev)
+            continue;
+        HN_CUDA_CHECK_GOTO(cudaDeviceCanAccessPeer(&can, dev, p), st, fail);
+        if (!can) {
+            HN_WARN("device %d cannot access device %d directly: peer copies between them are "
+                    "unavailable", dev, p);
+            continue;
+        }
+        e = cudaDeviceEnablePeerAccess(p, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled) {
+            (void)cudaGetLastError();
+            e = cudaSuccess;
+        }
+        HN_CUDA_CHECK_GOTO(e, st, fail);
+    }
+    st = hn_compute_cuda_thread_init(dev);
+fail:
+    return st;
+}
+
+static void cuda_thread_fini(void *ctx, int dev)
+{
+    cuda_ctx *c = ctx;
+    hn_compute_cuda_thread_fini(dev);
+    if (c->io[dev] != NULL)
+        (void)HN_CUDA_STATUS(cudaStreamDestroy(c->io[dev]));
+    c->io[dev] = NULL;
+}
+
+static hn_status_t cuda_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
+{
+    (void)ctx;
+    (void)dev;
+    return HN_CUDA_STATUS(cudaMalloc(ptr, bytes ? bytes : 1));
+}
+
+static void cuda_mem_free(void *ctx, int dev, void *ptr)
+{
+    (void)ctx;
+    (void)dev;
+    (void)HN_CUDA_STATUS(cudaFree(ptr));
+}
+
+static hn_status_t cuda_copy_sync(void *ctx, int dev, void *dst, const void *src, size_t n)
+{
+    cuda_ctx *c = ctx;
+    hn_status_t st;
+    HN_CUDA_CHECK_GOTO(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->io[dev]), st, fail);
+    HN_CUDA_CHECK_GOTO(cudaStreamSynchronize(c->io[dev]), st, fail);
+fail:
+    return st;
+}
+
+static hn_status_t cuda_stream_create(void *ctx, int dev, hn_dstream **out)
+{
+    hn_dstream *s = hn_calloc(1, sizeof(*s));
+    hn_status_t st;
+    if (s == NULL)
+        return HN_ERR_NOMEM;
+    s->dev = dev;
+    s->ctx = ctx;
+    HN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking), st, fail);
+    *out = s;
+    return HN_OK;
+fail:
+    hn_free(s);
+    return st;
+}
+
+static void cuda_stream_destroy(hn_dstream *s)
+{
+    if (s == NULL)
+        return;
+    (void)HN_CUDA_STATUS(cudaStreamDestroy(s->s));
+    hn_free(s);
+}
+
+/* Polls until the stream is idle, another rank failed, or the deadline. */
+static hn_status_t cuda_stream_sync(hn_dstream *s)
+{
+    const hn_fault_sink *sink = s->ctx->sink;
+    double start = hn_now(), timeout = sink != NULL ? sink->timeout_s : 60.0;
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(s->s);
+        if (e == cudaSuccess)
+            return HN_OK;
+        if (e != cudaErrorNotReady)
+            return HN_CUDA_STATUS(e);
+        if (sink != NULL && sink->abort_flag != NULL && __atomic_load_n(sink->abort_flag, __ATOMIC_ACQUIRE))
+            return HN_ERR_ABORTED;
+        if (hn_now() - start > timeout) {
+            HN_ERROR("device %d: a stream is still busy after %.0f s", s->dev, timeout);
+            return HN_ERR_TIMEOUT;
+        }
+        sched_yield();
+    }
+}
+
+static hn_status_t cuda_event_create(void *ctx, int dev, hn_devent **out)
+{
+    hn_devent *e = hn_calloc(1, sizeof(*e));
+    hn_status_t st;
+    (void)ctx;
+    if (e == NULL)
+        return HN_ERR_NOMEM;
+    e->dev = dev;
+    HN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&e->e, cudaEventDisableTiming), st, fail);
+    *out = e;
+    return HN_OK;
+fail:
+    hn_free(e);
+    return st;
+}
+
+static void cuda_event_destroy(hn_devent *e)
+{
+    if (e == NULL)
+        return;
+    (void)HN_CUDA_STATUS(cudaEventDestroy(e->e));
+    hn_free(e);
+}
+
+static hn_status_t cuda_event_record(hn_devent *e, hn_dstream *s)
+{
+    /* an event is recorded only on a stream of its own device */
+    if (e->dev != s->dev) {
+        HN_ERROR("event of device %d recorded on a stream of device %d", e->dev, s->dev);
+        return HN_ERR_INVALID;
+    }
+    return HN_CUDA_STATUS(cudaEventRecord(e->e, s->s));
+}
+
+static hn_status_t cuda_stream_wait_event(hn_dstream *s, hn_devent *e, const hn_origin *o)
+{
+    (void)o;
+    return HN_CUDA_STATUS(cudaStreamWaitEvent(s->s, e->e, 0));
+}
+
+static hn_status_t cuda_memcpy_async(void *dst, const void *src, size_t n, hn_dstream *s,
+                                     const hn_origin *o)
+{
+    (void)o;
+    return HN_CUDA_STATUS(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s->s));
+}
+
+typedef struct host_call {
+    hn_host_fn fn;
+    void *arg;
+    void (*release)(void *);
+    hn_origin origin;
+} host_call;
+
+static void CUDART_CB host_trampoline(void *p)
+{
+    host_call *c = p;
+    if (!hn_origin_aborted(&c->origin))
+        c->fn(c->arg, &c->origin);
+    if (c->release != NULL)
+        c->release(c->arg);
+    hn_free(c);
+}
+
+static hn_status_t cuda_launch_host(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),
+                                    const hn_origin *o)
+{
+    host_call *c = hn_calloc(1, sizeof(*c));
+    hn_status_t st;
+    if (c == NULL) {
+        if (release != NULL)
+            release(arg);
+        return HN_ERR_NOMEM;
+    }
+    c->fn = fn;
+    c->arg = arg;
+    c->release = release;
+    if (o != NULL)
+        c->origin = *o;
+    if ((st = HN_CUDA_STATUS(cudaLaunchHostFunc(s->s, host_trampoline, c))) != HN_OK) {
+        if (release != NULL)
+            release(arg);
+        hn_free(c);
+    }
+    return st;
+}
+
+static void cuda_recover(void *ctx)
+{
+    (void)ctx;
+    (void)cudaGetLastError();
+}
+
+const hn_device_ops hn_device_cuda = {
+    .name = "cuda",
+    .compute = &hn_compute_cuda,
+    .comm = "nccl",
+    .device_count = cuda_device_count,
+    .init = cuda_init,
+    .fini = cuda_fini,
+    .thread_init = cuda_thread_init,
+    .thread_fini = cuda_thread_fini,
+    .mem_alloc = cuda_mem_alloc,
+    .mem_free = cuda_mem_free,
+    .copy_to_device = cuda_copy_sync,
+    .copy_to_host = cuda_copy_sync,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_sync = cuda_stream_sync,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .stream_wait_event = cuda_stream_wait_event,
+    .memcpy_async = cuda_memcpy_async,
+    .launch_host = cuda_launch_host,
+    .recover = cuda_recover,
+};
