@@ -3,17 +3,41 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/device.h"
 #include "test.h"
 
+const char *hn_test_backend = "host";
+
+int hn_test_max_ranks(void)
+{
+    const hn_device_ops *d = hn_device_find(hn_test_backend);
+    int n = d != NULL ? d->device_count() : 0;
+    return n < 8 ? n : 8;
+}
+
+/* usage: hn_tests [-v] [--backend host|cuda] */
 int main(int argc, char **argv)
 {
     unsigned failures;
+    int verbose = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-v") == 0)
+            verbose = 1;
+        else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc)
+            hn_test_backend = argv[++i];
+    }
+    if (hn_test_max_ranks() < 1) {
+        fprintf(stderr, "hn_tests: backend '%s' has no devices\n", hn_test_backend);
+        return 2;
+    }
+    printf("hn_tests: runtime suites on the %s backend, up to %d ranks\n", hn_test_backend,
+           hn_test_max_ranks());
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
 #define HN_SUITE(name) hn_suite_##name();
     HN_SUITES
 #undef HN_SUITE
-    CU_basic_set_mode(argc > 1 && strcmp(argv[1], "-v") == 0 ? CU_BRM_VERBOSE : CU_BRM_NORMAL);
+    CU_basic_set_mode(verbose ? CU_BRM_VERBOSE : CU_BRM_NORMAL);
     CU_basic_run_tests();
     failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
     CU_cleanup_registry();

@@ -15,12 +15,19 @@
     HN_SUITE(device_host)                                                    \
     HN_SUITE(compute_host)                                                   \
     HN_SUITE(comm_host)                                                      \
+    HN_SUITE(compute_cuda)                                                   \
     HN_SUITE(runtime)                                                        \
+    HN_SUITE(collectives)                                                    \
     HN_SUITE(examples)
 
 #define HN_SUITE(name) void hn_suite_##name(void);
 HN_SUITES
 #undef HN_SUITE
+
+/* The backend the runtime suites run on (--backend), and how many ranks
+ * they may use (its devices, at most 8). */
+extern const char *hn_test_backend;
+int hn_test_max_ranks(void);
 
 /* Adds a suite with the given tests ({name, fn} pairs, NULL-terminated). */
 void hn_test_add_suite(const char *name, CU_TestInfo *tests);

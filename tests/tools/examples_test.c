@@ -22,7 +22,7 @@ static void check_all(double delay)
             continue;
         snprintf(path, sizeof(path), "examples/%s", e->d_name);
         CU_ASSERT_EQUAL_FATAL(hn_program_load(path, &p, NULL), HN_OK);
-        for (int n = 1; n <= 8; n *= 2) {
+        for (int n = 1; n <= hn_test_max_ranks(); n *= 2) {
             hn_runtime_config cfg;
             hn_runtime *rt = NULL;
             hn_check_opts o;
@@ -31,7 +31,7 @@ static void check_all(double delay)
             hn_status_t st;
             hn_runtime_config_default(&cfg);
             cfg.ndev = n;
-            cfg.backend = "host";
+            cfg.backend = hn_test_backend;
             cfg.host_delay_us = delay;
             CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &rt), HN_OK);
             memset(&o, 0, sizeof(o));

@@ -1,0 +1,214 @@
+/* Tests of src/core/compute_cuda.cu: each op on the GPU against the host
+ * backend's op on the same inputs (both draw them from the same seeded
+ * generator). Registered only when a GPU is present. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/device.h"
+#include "test.h"
+
+#ifdef HN_HAVE_CUDA
+static const hn_device_ops *G = &hn_device_cuda;
+static void *GCTX;
+static hn_dstream *GS;
+
+static int setup(void)
+{
+    hn_device_config cfg = {1, 0, 1, NULL};
+    return G->init(&cfg, &GCTX) != HN_OK || G->thread_init(GCTX, 0) != HN_OK ||
+           G->stream_create(GCTX, 0, &GS) != HN_OK;
+}
+
+static int teardown(void)
+{
+    G->stream_destroy(GS);
+    G->thread_fini(GCTX, 0);
+    G->fini(GCTX);
+    return 0;
+}
+
+typedef struct pair {
+    hn_tensor h, g; /* host tensor, GPU tensor of the same geometry */
+} pair;
+
+/* the host compute ops issue on a host stream; here they run through a
+ * private one */
+static hn_dstream *HS;
+static void *HCTX;
+
+static void host_sync(void) { hn_device_host.stream_sync(HS); }
+
+static pair make_rand(hn_dtype t, int ndim, const int64_t *shape, uint64_t seed)
+{
+    pair p;
+    int64_t s = 1;
+    memset(&p, 0, sizeof(p));
+    p.h.dtype = t;
+    p.h.ndim = ndim;
+    for (int i = ndim - 1; i >= 0; i--) {
+        p.h.shape[i] = shape[i];
+        p.h.stride[i] = s;
+        s *= shape[i];
+    }
+    p.g = p.h;
+    p.h.data = calloc((size_t)s + 1, 8);
+    CU_ASSERT_EQUAL(G->mem_alloc(GCTX, 0, (size_t)(s + 1) * 8, &p.g.data), HN_OK);
+    hn_compute_host.random(HS, &p.h, seed, -1, 1, NULL);
+    hn_compute_cuda.random(GS, &p.g, seed, -1, 1, NULL);
+    return p;
+}
+
+static void drop(pair *p)
+{
+    free(p->h.data);
+    G->mem_free(GCTX, 0, p->g.data);
+}
+
+/* relative L2 distance between the host and GPU results */
+static double distance(const pair *p)
+{
+    int64_t n = hn_tensor_numel(&p->h);
+    size_t bytes = hn_tensor_bytes(&p->h);
+    char *g = malloc(bytes + 1);
+    double num = 0, den = 0;
+    host_sync();
+    G->stream_sync(GS);
+    G->copy_to_host(GCTX, 0, g, p->g.data, bytes);
+    for (int64_t i = 0; i < n; i++) {
+        double a = hn_load(p->h.dtype, p->h.data, i), b = hn_load(p->h.dtype, g, i);
+        num += (a - b) * (a - b);
+        den += a * a;
+    }
+    free(g);
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int host_setup(void)
+{
+    hn_device_config cfg = {1, 0, 1, NULL};
+    return hn_device_host.init(&cfg, &HCTX) != HN_OK || hn_device_host.stream_create(HCTX, 0, &HS) != HN_OK;
+}
+
+static void test_random_is_the_hosts(void)
+{
+    pair a = make_rand(HN_F32, 2, (int64_t[]){37, 129}, 5), b = make_rand(HN_BF16, 1, (int64_t[]){1000}, 6);
+    pair c = make_rand(HN_I32, 1, (int64_t[]){1000}, 7);
+    CU_ASSERT_EQUAL(distance(&a), 0.0);
+    CU_ASSERT_EQUAL(distance(&b), 0.0);
+    CU_ASSERT_EQUAL(distance(&c), 0.0);
+    drop(&a);
+    drop(&b);
+    drop(&c);
+}
+
+static void check_matmul(hn_dtype t, int64_t M, int64_t N, int64_t K, int batch, int linear, int strided_a)
+{
+    int64_t ashape[3] = {batch, M, K}, dshape[3] = {batch, M, N};
+    int nd = batch > 1 ? 3 : 2;
+    pair a = make_rand(t, nd, batch > 1 ? ashape : ashape + 1, 11);
+    pair w = make_rand(t, 2, linear ? (int64_t[]){N, K} : (int64_t[]){K, N}, 12);
+    pair bias = make_rand(t, 1, (int64_t[]){N}, 13);
+    pair d = make_rand(t, nd, batch > 1 ? dshape : dshape + 1, 14);
+    hn_tensor ah = a.h, ag = a.g;
+    double dist, tol = t == HN_F32 ? 1e-5 : t == HN_F16 ? 2e-3 : 1.6e-2;
+    if (strided_a && nd == 2) {
+        /* A as the transpose of a [K, M] buffer: column-contiguous */
+        ah.shape[0] = M;
+        ah.shape[1] = K;
+        ah.stride[0] = 1;
+        ah.stride[1] = M;
+        ag.shape[0] = M;
+        ag.shape[1] = K;
+        ag.stride[0] = 1;
+        ag.stride[1] = M;
+    }
+    hn_compute_host.matmul(HS, &d.h, &ah, &w.h, linear, linear ? &bias.h : NULL, NULL);
+    CU_ASSERT_EQUAL(hn_compute_cuda.matmul(GS, &d.g, &ag, &w.g, linear, linear ? &bias.g : NULL, NULL), HN_OK);
+    dist = distance(&d);
+    if (!(dist < tol))
+        fprintf(stderr, "\n  matmul %s M=%lld N=%lld K=%lld batch=%d linear=%d strided=%d: rel l2 %g\n",
+                hn_dtype_name(t), (long long)M, (long long)N, (long long)K, batch, linear, strided_a, dist);
+    CU_ASSERT(dist < tol);
+    drop(&a);
+    drop(&w);
+    drop(&bias);
+    drop(&d);
+}
+
+static void test_matmul(void)
+{
+    hn_dtype types[] = {HN_F32, HN_BF16, HN_F16};
+    for (int i = 0; i < 3; i++) {
+        check_matmul(types[i], 128, 64, 256, 1, 0, 0);
+        check_matmul(types[i], 33, 17, 70, 1, 0, 0);  /* odd sizes, unaligned rows */
+        check_matmul(types[i], 96, 48, 64, 1, 1, 0);  /* linear with bias */
+        check_matmul(types[i], 64, 32, 128, 4, 0, 0); /* batched, shared B */
+        check_matmul(types[i], 64, 32, 128, 1, 0, 1); /* transposed A */
+    }
+    check_matmul(HN_I32, 16, 8, 32, 1, 0, 0); /* the plain kernel */
+}
+
+static void test_elementwise(void)
+{
+    pair a = make_rand(HN_BF16, 2, (int64_t[]){64, 48}, 21), b = make_rand(HN_BF16, 2, (int64_t[]){64, 48}, 22);
+    pair d = make_rand(HN_BF16, 2, (int64_t[]){64, 48}, 23), s = make_rand(HN_F32, 1, (int64_t[]){48}, 24);
+    pair f = make_rand(HN_F32, 2, (int64_t[]){48, 64}, 25);
+    hn_tensor ath = a.h, atg = a.g;
+    for (int op = 0; op < 4; op++) {
+        hn_compute_host.binary(HS, op, &d.h, &a.h, &b.h, NULL);
+        hn_compute_cuda.binary(GS, op, &d.g, &a.g, &b.g, NULL);
+        CU_ASSERT_EQUAL(distance(&d), 0.0);
+    }
+    hn_compute_host.scale(HS, &d.h, &a.h, 0.75, NULL);
+    hn_compute_cuda.scale(GS, &d.g, &a.g, 0.75, NULL);
+    CU_ASSERT_EQUAL(distance(&d), 0.0);
+    /* cast of a transposed bf16 view into f32 */
+    ath.shape[0] = atg.shape[0] = 48;
+    ath.shape[1] = atg.shape[1] = 64;
+    ath.stride[0] = atg.stride[0] = 1;
+    ath.stride[1] = atg.stride[1] = 48;
+    hn_compute_host.copy(HS, &f.h, &ath, NULL);
+    hn_compute_cuda.copy(GS, &f.g, &atg, NULL);
+    CU_ASSERT_EQUAL(distance(&f), 0.0);
+    hn_compute_host.sum(HS, &s.h, &f.h, 1, NULL);
+    hn_compute_cuda.sum(GS, &s.g, &f.g, 1, NULL);
+    s.h.shape[0] = s.g.shape[0] = 48;
+    CU_ASSERT(distance(&s) < 1e-6);
+    hn_compute_host.iota(HS, &d.h, 3, 0.5, NULL);
+    hn_compute_cuda.iota(GS, &d.g, 3, 0.5, NULL);
+    CU_ASSERT_EQUAL(distance(&d), 0.0);
+    hn_compute_host.fill(HS, &d.h, -1.25, NULL);
+    hn_compute_cuda.fill(GS, &d.g, -1.25, NULL);
+    CU_ASSERT_EQUAL(distance(&d), 0.0);
+    drop(&a);
+    drop(&b);
+    drop(&d);
+    drop(&s);
+    drop(&f);
+}
+
+static int setup_all(void) { return host_setup() || setup(); }
+
+static int teardown_all(void)
+{
+    hn_device_host.stream_destroy(HS);
+    hn_device_host.fini(HCTX);
+    return teardown();
+}
+#endif
+
+void hn_suite_compute_cuda(void)
+{
+#ifdef HN_HAVE_CUDA
+    static CU_TestInfo tests[] = {
+        {"random draws the host's values", test_random_is_the_hosts},
+        {"matmul and linear against the host", test_matmul},
+        {"elementwise, cast, sum against the host", test_elementwise},
+        CU_TEST_INFO_NULL,
+    };
+    CU_SuiteInfo suites[] = {{"core/compute_cuda", setup_all, teardown_all, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+    if (hn_device_cuda.device_count() > 0)
+        CU_register_suites(suites);
+#endif
+}

@@ -1,0 +1,185 @@
+/* Every collective and a send/recv ring through the runtime on the test
+ * backend (host or cuda+nccl), at 1..max ranks: small exact integers as
+ * data, analytic references, 8 repetitions on the same buffers, outputs
+ * poisoned before each run. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hirnode/runtime.h"
+#include "sched/sched.h"
+#include "test.h"
+
+#define C 1000 /* elements per chunk */
+
+typedef struct coll_case {
+    const char *name, *body;
+    hn_dtype dtype;
+    /* expected Y[p] on rank r of n, repetition k; NAN: not written */
+    double (*want)(int r, int n, int p, int k);
+} coll_case;
+
+/* X[p] on rank r, repetition k: small integers, exact in bf16 and f32 */
+static double xv(int r, int p, int k) { return (double)((r * 37 + p * 11 + k * 5) % 64 - 32); }
+
+static double w_allgather(int r, int n, int p, int k)
+{
+    (void)r;
+    (void)n;
+    return xv(p / C, p % C, k);
+}
+
+static double w_sum(int r, int n, int p, int k)
+{
+    double s = 0;
+    (void)r;
+    for (int j = 0; j < n; j++)
+        s += xv(j, p, k);
+    return s;
+}
+
+static double w_max(int r, int n, int p, int k)
+{
+    double m = -1e9;
+    (void)r;
+    for (int j = 0; j < n; j++)
+        m = fmax(m, xv(j, p, k));
+    return m;
+}
+
+static double w_min_root0(int r, int n, int p, int k)
+{
+    double m = 1e9;
+    if (r != 0)
+        return NAN;
+    for (int j = 0; j < n; j++)
+        m = fmin(m, xv(j, p, k));
+    return m;
+}
+
+static double w_reduce_scatter(int r, int n, int p, int k)
+{
+    return p < C ? w_sum(r, n, r * C + p, k) : NAN;
+}
+
+static double w_broadcast(int r, int n, int p, int k)
+{
+    (void)r;
+    return xv(n - 1, p, k);
+}
+
+static double w_gather(int r, int n, int p, int k)
+{
+    return r == 0 ? w_allgather(r, n, p, k) : NAN;
+}
+
+static double w_scatter(int r, int n, int p, int k)
+{
+    (void)n;
+    return p < C ? xv(0, r * C + p, k) : NAN;
+}
+
+static double w_all_to_all(int r, int n, int p, int k)
+{
+    (void)n;
+    return xv(p / C, r * C + p % C, k);
+}
+
+static double w_ring(int r, int n, int p, int k) { return xv((r + n - 1) % n, p, k); }
+
+static double w_avg(int r, int n, int p, int k) { return w_sum(r, n, p, k) / n; }
+
+static const coll_case cases[] = {
+    {"allgather", "x = chunk X, 0, world, 0\nallgather Y <- x\n", HN_BF16, w_allgather},
+    {"allreduce sum", "allreduce Y <- X op sum\n", HN_BF16, w_sum},
+    {"allreduce max, in place", "copy Y <- X\nallreduce Y <- Y op max\n", HN_F32, w_max},
+    {"allreduce avg", "allreduce Y <- X op avg\n", HN_F32, w_avg},
+    {"reduce_scatter", "y = chunk Y, 0, world, 0\nreduce_scatter y <- X op sum\n", HN_F32, w_reduce_scatter},
+    {"broadcast", "broadcast Y <- X root world - 1\n", HN_BF16, w_broadcast},
+    {"reduce", "reduce Y <- X op min root 0\n", HN_F32, w_min_root0},
+    {"gather", "x = chunk X, 0, world, 0\ngather Y <- x root 0\n", HN_F32, w_gather},
+    {"scatter", "y = chunk Y, 0, world, 0\nscatter y <- X root 0\n", HN_F32, w_scatter},
+    {"all_to_all", "all_to_all Y <- X\n", HN_BF16, w_all_to_all},
+    {"send/recv ring", "group {\n  recv Y from (rank - 1) % world\n  send X to (rank + 1) % world\n}\n", HN_F32,
+     w_ring},
+};
+
+static void run_case(const coll_case *c, int n)
+{
+    char text[1024];
+    hn_program *p;
+    hn_runtime_config cfg;
+    hn_runtime *rt = NULL;
+    void *x[8], *y[8];
+    size_t count = (size_t)C * (size_t)n, bytes = count * (size_t)hn_dtype_size(c->dtype);
+    char *host = malloc(bytes);
+    hn_binding b[2] = {{"X", x}, {"Y", y}};
+    hn_run_args args = {0, NULL, NULL, 2, b};
+    snprintf(text, sizeof(text), "input X : %s[%d * world] replicated\noutput Y : %s[%d * world] replicated\n%s",
+             hn_dtype_name(c->dtype), C, hn_dtype_name(c->dtype), C, c->body);
+    p = hn_test_parse(text, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    hn_runtime_config_default(&cfg);
+    cfg.ndev = n;
+    cfg.backend = hn_test_backend;
+    cfg.host_delay_us = 20;
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &rt), HN_OK);
+    for (int r = 0; r < n; r++) {
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, bytes, &x[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, bytes, &y[r]), HN_OK);
+    }
+    for (int k = 0; k < 8; k++) {
+        int wrong = 0;
+        for (int r = 0; r < n; r++) {
+            for (size_t i = 0; i < count; i++)
+                hn_store(c->dtype, host, (int64_t)i, xv(r, (int)i, k));
+            hn_runtime_upload(rt, r, x[r], host, bytes);
+            for (size_t i = 0; i < count; i++)
+                hn_store(c->dtype, host, (int64_t)i, NAN);
+            hn_runtime_upload(rt, r, y[r], host, bytes);
+        }
+        if (hn_runtime_run(rt, p, &args) != HN_OK) {
+            fprintf(stderr, "\n  %s at %d ranks: %s\n", c->name, n, hn_runtime_error(rt));
+            CU_FAIL("run failed");
+            break;
+        }
+        for (int r = 0; r < n; r++) {
+            hn_runtime_download(rt, r, host, y[r], bytes);
+            for (size_t i = 0; i < count && !wrong; i++) {
+                double got = hn_load(c->dtype, host, (int64_t)i), want = c->want(r, n, (int)i, k);
+                int ok = isnan(want) ? isnan(got) : fabs(got - want) <= 1e-6 * fabs(want);
+                if (!ok) {
+                    fprintf(stderr, "\n  %s at %d ranks, rank %d, [%zu], repetition %d: %g, want %g\n", c->name,
+                            n, r, i, k, got, want);
+                    wrong = 1;
+                }
+            }
+        }
+        CU_ASSERT_FALSE(wrong);
+        if (wrong)
+            break;
+    }
+    for (int r = 0; r < n; r++) {
+        hn_runtime_free(rt, r, x[r]);
+        hn_runtime_free(rt, r, y[r]);
+    }
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+    free(host);
+}
+
+static void test_all(void)
+{
+    for (int n = 1; n <= hn_test_max_ranks(); n++)
+        for (int i = 0; i < HN_ARRAY_LEN(cases); i++)
+            run_case(&cases[i], n);
+}
+
+void hn_suite_collectives(void)
+{
+    static CU_TestInfo tests[] = {
+        {"every collective and a ring, 1..max ranks, 8 repetitions", test_all},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("sched/collectives", tests);
+}
