@@ -34,13 +34,15 @@ cat "$out/machine.txt"
 make -j"$(nproc)" CUDA=1 all > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 ngpu=$(nvidia-smi -L | wc -l)
 fail=0
-build/hn_tests --backend cuda > "$out/suites-cuda.log" 2>&1 || fail=1
+export HIRNODE_TIMEOUT=${HIRNODE_TIMEOUT:-30}
+timeout "${SUITE_TIMEOUT:-400}" build/hn_tests --backend cuda > "$out/suites-cuda.log" 2>&1 || fail=1
 grep -E "hn_tests:|tests  |asserts|Failed|failures" "$out/suites-cuda.log"
 pass=0 bad=0
 for g in 1 2 4 8; do
   [ "$g" -le "$ngpu" ] || continue
   for f in examples/*.hir; do
-    if build/hirnode run --backend cuda --gpus "$g" --check --iters 3 "$f" >> "$out/examples.log" 2>&1; then
+    echo "== $f at $g GPUs" >> "$out/examples.log"
+    if timeout 60 build/hirnode run --backend cuda --gpus "$g" --check --iters 3 "$f" >> "$out/examples.log" 2>&1; then
       pass=$((pass + 1))
     else
       bad=$((bad + 1)); echo "FAIL: $f at $g GPUs"; fail=1
@@ -49,7 +51,7 @@ for g in 1 2 4 8; do
 done
 echo "examples on cuda: $pass passed, $bad failed"
 if command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck --error-exitcode 3 \
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 \
     build/hirnode run --backend cuda --gpus 1 --check examples/ag_matmul_p2p.hir > "$out/memcheck.log" 2>&1
   echo "compute-sanitizer memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$out/memcheck.log") clean summaries)"
 fi

@@ -67,5 +67,8 @@ void hn_suite_examples(void)
         {"... with random stream delays", test_examples_with_delays},
         CU_TEST_INFO_NULL,
     };
+    /* stream delays exist on the host backend only */
+    if (strcmp(hn_test_backend, "host") != 0)
+        tests[1] = (CU_TestInfo)CU_TEST_INFO_NULL;
     hn_test_add_suite("tools/examples", tests);
 }
