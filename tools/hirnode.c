@@ -10,6 +10,8 @@
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
+int hn_cli_bench(int argc, char **argv); /* bench.c */
+
 static const char usage[] =
     "usage: hirnode <command> [options]\n"
     "\n"
@@ -18,6 +20,8 @@ static const char usage[] =
     "  check FILE    parse and verify a program (a dry run of every rank)\n"
     "  dump FILE     print the program in canonical text\n"
     "  info          version, backends, devices, effective settings\n"
+    "  bench collectives [options]   busbw of collectives beside raw NCCL\n"
+    "                (hirnode bench collectives --help for its options)\n"
     "\n"
     "run options:\n"
     "  --gpus N          ranks, one per device (default 1)\n"
@@ -326,5 +330,7 @@ int main(int argc, char **argv)
         return cmd_dump(argc, argv);
     if (strcmp(argv[1], "info") == 0)
         return cmd_info();
+    if (strcmp(argv[1], "bench") == 0)
+        return hn_cli_bench(argc, argv);
     return bad_usage("unknown command '%s'", argv[1]);
 }

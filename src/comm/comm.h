@@ -82,6 +82,21 @@ extern const hn_comm_ops hn_comm_host;
 extern const hn_comm_ops hn_comm_nccl;
 #endif
 
+/* One measurement of `hirnode bench collectives`: count is one member's
+ * chunk (as in hn_coll_args); only allgather, allreduce, reduce_scatter. */
+typedef struct hn_bench_case {
+    hn_coll_kind kind;
+    size_t count;
+    hn_dtype dtype;
+    int warmup, iters, reps;
+} hn_bench_case;
+
+#ifdef HN_HAVE_CUDA
+/* Raw NCCL on devices 0..n-1, timed like a runtime run; the median time
+ * of one call, and mismatches in rank 0's output (inputs: rank + 1). */
+hn_status_t hn_nccl_raw_bench(int n, const hn_bench_case *c, double *median_s, long *wrong);
+#endif
+
 /* The communicator registered under `name` (host, nccl), or NULL. */
 const hn_comm_ops *hn_comm_find(const char *name);
 

@@ -57,7 +57,8 @@ static hn_status_t settle(ncclComm_t comm, ncclResult_t r, const char *what, con
     return r == ncclSuccess ? HN_OK : nccl_fail(r, what, file, line);
 }
 
-#define HN_NCCL_SETTLE(comm, call, sink) settle((comm), (call), #call, __FILE__, __LINE__, (sink))
+/* `what` names the NCCL call in messages */
+#define HN_NCCL_SETTLE(comm, result, what, sink) settle((comm), (result), (what), __FILE__, __LINE__, (sink))
 
 static hn_status_t nccl_init(const hn_comm_config *cfg, hn_comm_world **out)
 {
@@ -121,7 +122,7 @@ static hn_status_t nccl_team_join(hn_comm_team *t, int me, const hn_origin *o)
     hn_status_t st;
     cfg.blocking = 0; /* abortable */
     r = ncclCommInitRankConfig(&t->comms[me], t->n, t->id, me, &cfg);
-    st = HN_NCCL_SETTLE(t->comms[me], r, t->w->sink);
+    st = HN_NCCL_SETTLE(t->comms[me], r, "ncclCommInitRankConfig", t->w->sink);
     if (st != HN_OK)
         hn_origin_fail(o, st, "cannot create the NCCL communicator of a team of %d (member %d)", t->n, me);
     return st;
@@ -159,7 +160,7 @@ static hn_status_t nccl_team_warmup(hn_comm_team *t, int me, hn_dstream *s, cons
         st = HN_CUDA_STATUS(cudaMemsetAsync(buf, 0, 64, s->s));
     if (st == HN_OK)
         st = HN_NCCL_SETTLE(t->comms[me], ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, t->comms[me], s->s),
-                            t->w->sink);
+                            "ncclAllReduce (warm-up)", t->w->sink);
     if (buf != NULL)
         (void)HN_CUDA_STATUS(cudaFreeAsync(buf, s->s));
     if (st != HN_OK && st != HN_ERR_ABORTED)
@@ -249,7 +250,7 @@ static hn_status_t nccl_collective(hn_comm_team *t, int me, const hn_coll_args *
         break;
     default: r = grouped(a, me, t->n, comm, s->s); break;
     }
-    st = HN_NCCL_SETTLE(comm, r, t->w->sink);
+    st = HN_NCCL_SETTLE(comm, r, hn_coll_name(a->kind), t->w->sink);
     if (st != HN_OK && st != HN_ERR_ABORTED)
         hn_origin_fail(o, st, "nccl %s: %s", hn_coll_name(a->kind), hn_status_string(st));
     return st;
@@ -276,7 +277,7 @@ static hn_status_t nccl_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
         if (r == ncclSuccess || r == ncclInProgress)
             r = e;
     }
-    st = HN_NCCL_SETTLE(comm, r, w->sink);
+    st = HN_NCCL_SETTLE(comm, r, "ncclSend/ncclRecv group", w->sink);
     if (st != HN_OK && st != HN_ERR_ABORTED)
         hn_origin_fail(o, st, "nccl send/recv: %s", hn_status_string(st));
     return st;
