@@ -47,6 +47,7 @@ typedef struct hn_comm_team hn_comm_team;
 
 typedef struct hn_comm_config {
     int nranks;
+    int blocking; /* nccl: blocking communicators (1) or abortable non-blocking ones (0) */
     const hn_device_ops *dev;
     void *dev_ctx;
     const hn_fault_sink *sink;

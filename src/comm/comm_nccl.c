@@ -23,6 +23,7 @@ struct hn_comm_team {
 
 struct hn_comm_world {
     int nranks;
+    int blocking;
     const hn_fault_sink *sink;
     hn_comm_team **teams;
     int nteams, teams_cap;
@@ -66,6 +67,7 @@ static hn_status_t nccl_init(const hn_comm_config *cfg, hn_comm_world **out)
     if (w == NULL)
         return HN_ERR_NOMEM;
     w->nranks = cfg->nranks;
+    w->blocking = cfg->blocking;
     w->sink = cfg->sink;
     *out = w;
     return HN_OK;
@@ -120,7 +122,7 @@ static hn_status_t nccl_team_join(hn_comm_team *t, int me, const hn_origin *o)
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     ncclResult_t r;
     hn_status_t st;
-    cfg.blocking = 0; /* abortable */
+    cfg.blocking = t->w->blocking; /* either way ncclCommAbort unblocks a failed run */
     r = ncclCommInitRankConfig(&t->comms[me], t->n, t->id, me, &cfg);
     st = HN_NCCL_SETTLE(t->comms[me], r, "ncclCommInitRankConfig", t->w->sink);
     if (st != HN_OK)

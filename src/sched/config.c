@@ -14,6 +14,8 @@ static const hn_setting settings[] = {
      "host backend: random delay before each piece of stream work, microseconds"},
     {"seed", "HIRNODE_SEED", "1", "seed of generated inputs and of the random delays"},
     {"log", "HIRNODE_LOG", "warn", "log level: error, warn, info, debug, trace"},
+    {"nccl_blocking", "HIRNODE_NCCL_BLOCKING", "0",
+     "nccl: 1 for blocking communicators, 0 for non-blocking (calls return at once, then settle)"},
 };
 
 int hn_settings_count(void) { return HN_ARRAY_LEN(settings); }

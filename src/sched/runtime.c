@@ -461,6 +461,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
         goto undo;
     memset(&ccfg, 0, sizeof(ccfg));
     ccfg.nranks = rt->n;
+    ccfg.blocking = atoi(hn_setting_get("nccl_blocking"));
     ccfg.dev = rt->dev;
     ccfg.dev_ctx = rt->dev_ctx;
     ccfg.sink = &rt->sink;
