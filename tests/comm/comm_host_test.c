@@ -53,7 +53,7 @@ static void start(harness *h, int n, double timeout)
     dc.sink = &h->sink;
     dc.host_delay_us = 30; /* shake out ordering bugs */
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
-    cc = (hn_comm_config){n, D, h->ctx, &h->sink};
+    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .sink = &h->sink};
     CU_ASSERT_EQUAL_FATAL(M->init(&cc, &h->w), HN_OK);
     for (int r = 0; r < n; r++) {
         CU_ASSERT_EQUAL_FATAL(D->stream_create(h->ctx, r, &h->s[r]), HN_OK);
