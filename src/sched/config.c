@@ -14,8 +14,10 @@ static const hn_setting settings[] = {
      "host backend: random delay before each piece of stream work, microseconds"},
     {"seed", "HIRNODE_SEED", "1", "seed of generated inputs and of the random delays"},
     {"log", "HIRNODE_LOG", "warn", "log level: error, warn, info, debug, trace"},
-    {"nccl_blocking", "HIRNODE_NCCL_BLOCKING", "0",
-     "nccl: 1 for blocking communicators, 0 for non-blocking (calls return at once, then settle)"},
+    {"nccl_blocking", "HIRNODE_NCCL_BLOCKING", "1",
+     "nccl: 1 blocking communicators (fast issue; the watchdog aborts a stuck one), 0 non-blocking"},
+    {"spin_us", "HIRNODE_SPIN_US", "500",
+     "microseconds idle rank threads and the caller spin before sleeping"},
 };
 
 int hn_settings_count(void) { return HN_ARRAY_LEN(settings); }

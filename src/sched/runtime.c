@@ -1,9 +1,11 @@
 /* The runtime: one long-lived thread per rank, each driving its device;
  * jobs are handed to all rank threads at once and joined. Also the per-rank
  * stream and event pools, the caching allocator and error propagation. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/parse.h"
 #include "sched.h"
@@ -58,6 +60,22 @@ const char *hn_runtime_error(const hn_runtime *rt) { return rt->err_text; }
 
 /* ---- rank threads ---- */
 
+/* job_status of a rank that has not finished its job yet */
+#define JOB_BUSY ((hn_status_t)1)
+
+/* Spins (yielding) up to `us` microseconds for *v != old; 1 if it changed.
+ * Back-to-back runs then cost no futex wake-ups. */
+static int spin_until_changed(const uint64_t *v, uint64_t old, double us)
+{
+    double end = hn_now() + us * 1e-6;
+    do {
+        if (__atomic_load_n(v, __ATOMIC_ACQUIRE) != old)
+            return 1;
+        sched_yield();
+    } while (hn_now() < end);
+    return 0;
+}
+
 static void *rank_main(void *arg)
 {
     hn_rank *r = arg;
@@ -67,6 +85,7 @@ static void *rank_main(void *arg)
         hn_status_t (*fn)(hn_rank *, void *);
         void *job_arg;
         hn_status_t st;
+        spin_until_changed(&rt->job_gen, seen, rt->spin_us);
         pthread_mutex_lock(&rt->mu);
         while (rt->job_gen == seen && !rt->quit)
             pthread_cond_wait(&rt->cv_job, &rt->mu);
@@ -80,28 +99,76 @@ static void *rank_main(void *arg)
         pthread_mutex_unlock(&rt->mu);
 
         st = fn(r, job_arg);
+        __atomic_store_n(&r->current_instr, -1, __ATOMIC_RELAXED);
 
         pthread_mutex_lock(&rt->mu);
         rt->job_status[r->rank] = st;
-        if (--rt->job_pending == 0)
-            pthread_cond_signal(&rt->cv_done);
+        rt->job_done++;
+        pthread_cond_signal(&rt->cv_done);
         pthread_mutex_unlock(&rt->mu);
     }
     return NULL;
 }
 
+/* Past the deadline, a watchdog names the ranks still busy and where, and
+ * aborts every communicator, which releases a rank stuck in one. */
+static void watchdog(hn_runtime *rt)
+{
+    for (int i = 0; i < rt->n; i++) {
+        int busy;
+        pthread_mutex_lock(&rt->mu);
+        busy = rt->job_status[i] == JOB_BUSY;
+        pthread_mutex_unlock(&rt->mu);
+        if (busy) {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "rank %d is still busy after %.0f s: the watchdog aborts the run", i,
+                     rt->cfg.timeout_s);
+            hn_runtime_fail(rt, i, __atomic_load_n(&rt->ranks[i].current_instr, __ATOMIC_RELAXED),
+                            HN_ERR_TIMEOUT, msg);
+        }
+    }
+    if (rt->world != NULL && rt->comm->abort(rt->world))
+        rt->teams_dead = 1;
+}
+
 hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, void *arg), void *arg)
 {
     hn_status_t st = HN_OK;
+    double deadline;
+    int barked = 0;
     pthread_mutex_lock(&rt->mu);
     rt->job_fn = fn;
     rt->job_arg = arg;
-    rt->job_pending = rt->n;
-    rt->job_gen++;
+    rt->job_done = 0;
+    for (int i = 0; i < rt->n; i++)
+        rt->job_status[i] = JOB_BUSY;
+    __atomic_add_fetch(&rt->job_gen, 1, __ATOMIC_ACQ_REL);
     pthread_cond_broadcast(&rt->cv_job);
-    while (rt->job_pending > 0)
-        pthread_cond_wait(&rt->cv_done, &rt->mu);
     pthread_mutex_unlock(&rt->mu);
+    deadline = hn_now() + rt->cfg.timeout_s + 5;
+    for (;;) {
+        double end = hn_now() + rt->spin_us * 1e-6;
+        while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->n && hn_now() < end)
+            sched_yield();
+        pthread_mutex_lock(&rt->mu);
+        while (rt->job_done < rt->n) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            if (pthread_cond_timedwait(&rt->cv_done, &rt->mu, &ts) != 0 && hn_now() > deadline)
+                break;
+        }
+        if (rt->job_done == rt->n) {
+            pthread_mutex_unlock(&rt->mu);
+            break;
+        }
+        pthread_mutex_unlock(&rt->mu);
+        if (!barked) {
+            watchdog(rt);
+            barked = 1;
+        }
+        deadline = hn_now() + 3600;
+    }
     for (int i = 0; i < rt->n; i++)
         if (rt->job_status[i] != HN_OK && (st == HN_OK || st == HN_ERR_ABORTED))
             st = rt->job_status[i];
@@ -416,6 +483,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
         return HN_ERR_NOMEM;
     rt->cfg = cfg;
     rt->n = cfg.ndev;
+    rt->spin_us = atof(hn_setting_get("spin_us"));
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv_job, NULL);
     pthread_cond_init(&rt->cv_done, NULL);
@@ -640,8 +708,9 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
 static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
 {
     if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
-        if (rt->comm->abort(rt->world))
+        if (rt->teams_dead || rt->comm->abort(rt->world))
             destroy_teams(rt);
+        rt->teams_dead = 0;
         rt->dev->recover(rt->dev_ctx);
         if (rt->err_status != HN_OK)
             st = rt->err_status;

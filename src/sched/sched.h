@@ -79,6 +79,7 @@ typedef struct hn_rank {
     int ncomm_events;
     hn_block_cache *blocks;
     int nblocks, blocks_cap;
+    int current_instr; /* what the evaluator is issuing (for the watchdog) */
 } hn_rank;
 
 typedef struct hn_team_entry {
@@ -104,7 +105,9 @@ struct hn_runtime {
     pthread_mutex_t mu;
     pthread_cond_t cv_job, cv_done;
     uint64_t job_gen;
-    int job_pending;
+    int job_done;
+    double spin_us;   /* how long idle threads spin before they sleep */
+    int teams_dead;   /* the watchdog aborted the communicators */
     int quit;
     hn_status_t (*job_fn)(hn_rank *r, void *arg);
     void *job_arg;
