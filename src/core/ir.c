@@ -445,6 +445,7 @@ static void number_block(hn_program *p, const hn_block *b, int *next)
 {
     for (int i = 0; i < b->n; i++) {
         hn_instr *in = b->items[i];
+        p->has_wait |= in->op == HN_OP_WAIT;
         in->id = (*next)++;
         p->instrs[in->id] = in;
         number_block(p, &in->body, next);
@@ -460,6 +461,7 @@ hn_status_t hn_prog_finish(hn_program *p)
     p->instrs = hn_calloc((size_t)(n ? n : 1), sizeof(*p->instrs));
     if (p->instrs == NULL)
         return HN_ERR_NOMEM;
+    p->has_wait = 0;
     number_block(p, &p->body, &next);
     number_block(p, &p->reference, &next);
     p->ninstrs = n;

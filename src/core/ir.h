@@ -218,6 +218,7 @@ typedef struct hn_program {
     int has_reference;
     hn_block reference;
     int ninstrs; /* ids 0..ninstrs-1 after hn_prog_finish */
+    int has_wait; /* some `wait` may need a communication's event */
     hn_instr **instrs; /* by id, after hn_prog_finish */
 } hn_program;
 

@@ -502,7 +502,8 @@ hn_status_t hn_exec_team(hn_exec *x, const hn_instr *in, int *out, int cap, int 
 static hn_status_t record_comm(hn_exec *x, const hn_instr *in, hn_dstream *s)
 {
     int idx = x->comm_next++;
-    if (!x->dry) {
+    /* the event only serves a later `wait`: none, no event on the stream */
+    if (!x->dry && x->p->has_wait) {
         hn_devent *ev;
         hn_status_t st = hn_rank_comm_event(x->r, idx, &ev);
         if (st != HN_OK)
