@@ -87,13 +87,13 @@ static void *rank_main(void *arg)
         hn_status_t st;
         spin_until_changed(&rt->job_gen, seen, rt->spin_us);
         pthread_mutex_lock(&rt->mu);
-        while (rt->job_gen == seen && !rt->quit)
+        while (__atomic_load_n(&rt->job_gen, __ATOMIC_ACQUIRE) == seen && !rt->quit)
             pthread_cond_wait(&rt->cv_job, &rt->mu);
         if (rt->quit) {
             pthread_mutex_unlock(&rt->mu);
             break;
         }
-        seen = rt->job_gen;
+        seen = __atomic_load_n(&rt->job_gen, __ATOMIC_ACQUIRE);
         fn = rt->job_fn;
         job_arg = rt->job_arg;
         pthread_mutex_unlock(&rt->mu);
@@ -103,7 +103,7 @@ static void *rank_main(void *arg)
 
         pthread_mutex_lock(&rt->mu);
         rt->job_status[r->rank] = st;
-        rt->job_done++;
+        __atomic_add_fetch(&rt->job_done, 1, __ATOMIC_RELEASE);
         pthread_cond_signal(&rt->cv_done);
         pthread_mutex_unlock(&rt->mu);
     }
@@ -139,7 +139,7 @@ hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, vo
     pthread_mutex_lock(&rt->mu);
     rt->job_fn = fn;
     rt->job_arg = arg;
-    rt->job_done = 0;
+    __atomic_store_n(&rt->job_done, 0, __ATOMIC_RELEASE);
     for (int i = 0; i < rt->n; i++)
         rt->job_status[i] = JOB_BUSY;
     __atomic_add_fetch(&rt->job_gen, 1, __ATOMIC_ACQ_REL);
@@ -151,14 +151,14 @@ hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, vo
         while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->n && hn_now() < end)
             sched_yield();
         pthread_mutex_lock(&rt->mu);
-        while (rt->job_done < rt->n) {
+        while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->n) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_sec += 1;
             if (pthread_cond_timedwait(&rt->cv_done, &rt->mu, &ts) != 0 && hn_now() > deadline)
                 break;
         }
-        if (rt->job_done == rt->n) {
+        if (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) == rt->n) {
             pthread_mutex_unlock(&rt->mu);
             break;
         }
