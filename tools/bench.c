@@ -2,8 +2,9 @@
  * NCCL measured in the same run, in the table format of nccl-tests. Both
  * are timed the same way: host clock around a loop of `iters` calls and
  * the completion of every rank's streams, the slowest rank, the median of
- * `reps` repetitions. Inputs are rank + 1 everywhere, so results are exact
- * and checked (#wrong). */
+ * `reps` repetitions, each side's repetitions back to back after its own
+ * warm-up. Inputs are rank + 1 everywhere, so results are exact and
+ * checked (#wrong). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,9 +68,25 @@ static hn_program *program(const char *fmt, ...)
     return p;
 }
 
-/* One size of one collective through the runtime. */
-static hn_status_t run_one(hn_runtime *rt, const bench_opts *o, hn_coll_kind kind, size_t chunk, double *median_s,
-                           long *wrong)
+static void sort(double *v, int n)
+{
+    for (int a = 0; a < n; a++)
+        for (int c = a + 1; c < n; c++)
+            if (v[c] < v[a]) {
+                double t = v[a];
+                v[a] = v[c];
+                v[c] = t;
+            }
+}
+
+typedef struct result {
+    double t_hn, t_raw; /* median seconds per call */
+    long w_hn, w_raw;   /* mismatches, -1: not measured */
+} result;
+
+/* One size of one collective: the runtime, then (on CUDA) raw NCCL. */
+static hn_status_t run_one(hn_runtime *rt, const bench_opts *o, hn_coll_kind kind, size_t chunk, int raw,
+                           result *res)
 {
     int n = hn_runtime_size(rt);
     const char *dt = hn_dtype_name(o->dtype);
@@ -83,37 +100,55 @@ static hn_status_t run_one(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
                                dt, in, dt, out, hn_coll_name(kind), kind == HN_COLL_ALLGATHER ? "" : " op sum",
                                o->via);
     void **x = calloc((size_t)n, sizeof(void *)), **y = calloc((size_t)n, sizeof(void *));
-    double *times = calloc((size_t)o->reps, sizeof(double));
+    double *t_hn = calloc((size_t)o->reps, sizeof(double)), *t_raw = calloc((size_t)o->reps, sizeof(double));
     char *host = NULL;
     hn_binding b[2] = {{"X", x}, {"Y", y}};
     const char *names[] = {"ITERS"};
     int64_t iters[1];
     hn_run_args args = {1, names, iters, 2, b};
     hn_run_args init_args = {0, NULL, NULL, 2, b};
-    hn_status_t st = init && main && x && y && times ? HN_OK : HN_ERR_NOMEM;
+#ifdef HN_HAVE_CUDA
+    hn_bench_case c = {kind, chunk, o->dtype, o->warmup, o->iters, o->reps};
+    hn_nccl_raw *h = NULL;
+#endif
+    hn_status_t st = init && main && x && y && t_hn && t_raw ? HN_OK : HN_ERR_NOMEM;
+    res->w_hn = res->w_raw = -1;
+    res->t_raw = NAN;
     for (int r = 0; r < n && st == HN_OK; r++)
         if ((st = hn_runtime_alloc(rt, r, in * es, &x[r])) == HN_OK)
             st = hn_runtime_alloc(rt, r, out * es, &y[r]);
     if (st == HN_OK)
         st = hn_runtime_run(rt, init, &init_args);
+    /* the runtime: warm-up (ITERS = warmup, and one run verifying the timed
+     * ITERS), then its repetitions back to back, as a server would call it */
     iters[0] = o->warmup;
     if (st == HN_OK)
         st = hn_runtime_run(rt, main, &args);
     iters[0] = o->iters;
+    if (st == HN_OK)
+        st = hn_runtime_run(rt, main, &args);
     for (int k = 0; k < o->reps && st == HN_OK; k++) {
         double t0 = hn_now();
         st = hn_runtime_run(rt, main, &args);
-        times[k] = (hn_now() - t0) / o->iters;
+        t_hn[k] = (hn_now() - t0) / o->iters;
     }
+#ifdef HN_HAVE_CUDA
+    /* then raw NCCL the same way, on communicators of its own */
+    if (st == HN_OK && raw && hn_nccl_raw_open(n, &c, &h) != HN_OK)
+        h = NULL;
+    if (h != NULL && hn_nccl_raw_rep(h, o->warmup, &t_raw[0]) != HN_OK) {
+        hn_nccl_raw_close(h, NULL);
+        h = NULL;
+    }
+    for (int k = 0; k < o->reps && h != NULL; k++)
+        if (hn_nccl_raw_rep(h, o->iters, &t_raw[k]) != HN_OK) {
+            hn_nccl_raw_close(h, NULL);
+            h = NULL;
+        }
+#endif
     if (st == HN_OK) {
-        for (int a = 0; a < o->reps; a++) /* median */
-            for (int c = a + 1; c < o->reps; c++)
-                if (times[c] < times[a]) {
-                    double t = times[a];
-                    times[a] = times[c];
-                    times[c] = t;
-                }
-        *median_s = times[o->reps / 2];
+        sort(t_hn, o->reps);
+        res->t_hn = t_hn[o->reps / 2];
         /* poison, one call, check rank 0: all of it up to 64 MiB, 1/97 above */
         iters[0] = 1;
         st = hn_runtime_run(rt, init, &init_args);
@@ -122,13 +157,22 @@ static hn_status_t run_one(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
         host = malloc(out * es + 1);
         if (st == HN_OK && host != NULL && (st = hn_runtime_download(rt, 0, host, y[0], out * es)) == HN_OK) {
             size_t step = out * es > (64u << 20) ? 97 : 1;
-            *wrong = 0;
+            res->w_hn = 0;
             for (size_t e = 0; e < out; e += step) {
                 double want = kind == HN_COLL_ALLGATHER ? (double)(e / chunk + 1) : n * (n + 1) / 2.0;
-                *wrong += hn_load(o->dtype, host, (int64_t)e) != want;
+                res->w_hn += hn_load(o->dtype, host, (int64_t)e) != want;
             }
         }
     }
+#ifdef HN_HAVE_CUDA
+    if (h != NULL) {
+        sort(t_raw, o->reps);
+        res->t_raw = t_raw[o->reps / 2];
+        hn_nccl_raw_close(h, &res->w_raw);
+    }
+#else
+    (void)raw;
+#endif
     if (st != HN_OK)
         fprintf(stderr, "bench: %s\n", hn_runtime_error(rt));
     for (int r = 0; r < n; r++) {
@@ -138,7 +182,8 @@ static hn_status_t run_one(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
     free(host);
     free(x);
     free(y);
-    free(times);
+    free(t_hn);
+    free(t_raw);
     hn_program_destroy(init);
     hn_program_destroy(main);
     return st;
@@ -177,30 +222,22 @@ static int bench_collectives(const bench_opts *o)
             size_t es = (size_t)hn_dtype_size(o->dtype);
             size_t chunk = kind == HN_COLL_ALLREDUCE ? bytes / es : bytes / es / (size_t)n;
             size_t total = (kind == HN_COLL_ALLREDUCE ? chunk : chunk * (size_t)n) * es;
-            double t_hn = 0, t_raw = NAN;
-            long w_hn = -1, w_raw = -1;
+            result res;
             if (chunk == 0)
                 continue;
-            if (run_one(rt, o, kind, chunk, &t_hn, &w_hn) != HN_OK) {
+            if (run_one(rt, o, kind, chunk, raw, &res) != HN_OK) {
                 rc = 1;
                 break;
             }
-#ifdef HN_HAVE_CUDA
-            if (raw) {
-                hn_bench_case c = {kind, chunk, o->dtype, o->warmup, o->iters, o->reps};
-                if (hn_nccl_raw_bench(n, &c, &t_raw, &w_raw) != HN_OK)
-                    t_raw = NAN;
-            }
-#endif
             {
-                double a_hn = total / t_hn / 1e9, b_hn = a_hn * factor(kind, n);
-                double a_raw = total / t_raw / 1e9, b_raw = a_raw * factor(kind, n);
+                double a_hn = total / res.t_hn / 1e9, b_hn = a_hn * factor(kind, n);
+                double a_raw = total / res.t_raw / 1e9, b_raw = a_raw * factor(kind, n);
                 printf(o->markdown ? "| %zu | %.1f | %.1f | %.1f | %ld | %.1f | %.1f | %.1f | %ld | %.3f |\n"
                                    : "%12zu %12.1f %9.1f %9.1f %7ld %12.1f %9.1f %9.1f %7ld %7.3f\n",
-                       total, t_hn * 1e6, a_hn, b_hn, w_hn, t_raw * 1e6, a_raw, b_raw, w_raw,
+                       total, res.t_hn * 1e6, a_hn, b_hn, res.w_hn, res.t_raw * 1e6, a_raw, b_raw, res.w_raw,
                        n > 1 ? b_hn / b_raw : a_hn / a_raw);
                 fflush(stdout);
-                if (w_hn != 0 || (raw && w_raw != 0))
+                if (res.w_hn != 0 || (raw && res.w_raw != 0))
                     rc = 1;
             }
         }

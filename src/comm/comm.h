@@ -93,9 +93,14 @@ typedef struct hn_bench_case {
 } hn_bench_case;
 
 #ifdef HN_HAVE_CUDA
-/* Raw NCCL on devices 0..n-1, timed like a runtime run; the median time
- * of one call, and mismatches in rank 0's output (inputs: rank + 1). */
-hn_status_t hn_nccl_raw_bench(int n, const hn_bench_case *c, double *median_s, long *wrong);
+/* Raw NCCL on devices 0..n-1 with communicators of its own (inputs: rank
+ * + 1), for the benchmark's baseline. A repetition runs `iters` calls on
+ * one thread per device after a barrier and returns the slowest rank's
+ * time per call; close counts mismatches in rank 0's output (if wrong). */
+typedef struct hn_nccl_raw hn_nccl_raw;
+hn_status_t hn_nccl_raw_open(int n, const hn_bench_case *c, hn_nccl_raw **out);
+hn_status_t hn_nccl_raw_rep(hn_nccl_raw *h, int iters, double *seconds);
+void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong);
 #endif
 
 /* The communicator registered under `name` (host, nccl), or NULL. */

@@ -11,6 +11,27 @@
 #include "../core/device_cuda.h"
 #include "comm.h"
 
+/* A spinning barrier: every rank leaves it within a microsecond, so the
+ * baseline's calls start together (a sleeping barrier releases its threads
+ * one wake-up apart). */
+typedef struct spin_barrier {
+    int n;
+    int count;
+    int sense;
+} spin_barrier;
+
+static void spin_wait(spin_barrier *b)
+{
+    int sense = __atomic_load_n(&b->sense, __ATOMIC_ACQUIRE);
+    if (__atomic_add_fetch(&b->count, 1, __ATOMIC_ACQ_REL) == b->n) {
+        __atomic_store_n(&b->count, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&b->sense, !sense, __ATOMIC_RELEASE);
+    } else {
+        while (__atomic_load_n(&b->sense, __ATOMIC_ACQUIRE) == sense)
+            ;
+    }
+}
+
 typedef struct raw_rank {
     const hn_bench_case *c;
     int rank, n;
@@ -18,7 +39,7 @@ typedef struct raw_rank {
     cudaStream_t s;
     void *send, *recv;
     size_t send_count, recv_count;
-    pthread_barrier_t *barrier;
+    spin_barrier *barrier;
     double *times; /* [reps] */
     hn_status_t st;
 } raw_rank;
@@ -51,66 +72,87 @@ static hn_status_t loop(raw_rank *r, int iters)
     return HN_CUDA_STATUS(cudaStreamSynchronize(r->s));
 }
 
-static void *raw_main(void *arg)
+struct hn_nccl_raw {
+    int n;
+    hn_bench_case c;
+    ncclComm_t *comms;
+    raw_rank *rs;
+    spin_barrier barrier;
+};
+
+/* One repetition on one rank's thread: barrier, `iters` calls, completion. */
+static void *raw_rep(void *arg)
 {
     raw_rank *r = arg;
+    double t0;
     if ((r->st = HN_CUDA_STATUS(cudaSetDevice(r->rank))) != HN_OK)
         return NULL;
-    pthread_barrier_wait(r->barrier);
-    r->st = loop(r, r->c->warmup);
-    for (int k = 0; k < r->c->reps; k++) {
-        double t0;
-        pthread_barrier_wait(r->barrier);
-        t0 = hn_now();
-        if (r->st == HN_OK)
-            r->st = loop(r, r->c->iters);
-        r->times[k] = (hn_now() - t0) / r->c->iters;
-    }
+    spin_wait(r->barrier);
+    t0 = hn_now();
+    r->st = loop(r, r->c->iters);
+    r->times[0] = (hn_now() - t0) / r->c->iters;
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b)
+hn_status_t hn_nccl_raw_rep(hn_nccl_raw *h, int iters, double *seconds)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    pthread_t th[256];
+    hn_status_t st = HN_OK;
+    double worst = 0;
+    h->c.iters = iters;
+    for (int i = 0; i < h->n; i++)
+        pthread_create(&th[i], NULL, raw_rep, &h->rs[i]);
+    for (int i = 0; i < h->n; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < h->n; i++) {
+        if (h->rs[i].st != HN_OK)
+            st = h->rs[i].st;
+        worst = HN_MAX(worst, h->rs[i].times[0]);
+    }
+    *seconds = worst; /* the slowest rank, per call */
+    return st;
 }
 
-hn_status_t hn_nccl_raw_bench(int n, const hn_bench_case *c, double *median_s, long *wrong)
+hn_status_t hn_nccl_raw_open(int n, const hn_bench_case *c, hn_nccl_raw **out)
 {
-    ncclComm_t *comms = hn_calloc((size_t)n, sizeof(ncclComm_t));
-    raw_rank *rs = hn_calloc((size_t)n, sizeof(raw_rank));
-    pthread_t *th = hn_calloc((size_t)n, sizeof(pthread_t));
-    double *times = hn_calloc((size_t)(n * c->reps) + 1, sizeof(double)), *worst = NULL;
-    int *devs = hn_calloc((size_t)n, sizeof(int));
+    hn_nccl_raw *h = hn_calloc(1, sizeof(*h));
+    int devs[256];
     size_t es = (size_t)hn_dtype_size(c->dtype);
-    pthread_barrier_t barrier;
     hn_status_t st = HN_OK;
-    char *host = NULL;
-    *wrong = 0;
-    if (comms == NULL || rs == NULL || th == NULL || times == NULL || devs == NULL) {
+    if (h == NULL || n > 256)
+        return HN_ERR_NOMEM;
+    h->n = n;
+    h->c = *c;
+    h->comms = hn_calloc((size_t)n, sizeof(ncclComm_t));
+    h->rs = hn_calloc((size_t)n, sizeof(raw_rank));
+    if (h->comms == NULL || h->rs == NULL) {
         st = HN_ERR_NOMEM;
-        goto done;
+        goto fail;
     }
     for (int i = 0; i < n; i++)
         devs[i] = i;
-    if (ncclCommInitAll(comms, n, devs) != ncclSuccess) {
+    if (ncclCommInitAll(h->comms, n, devs) != ncclSuccess) {
         HN_ERROR("raw nccl: ncclCommInitAll failed");
         st = HN_ERR_DEVICE;
-        goto done;
+        goto fail;
     }
-    pthread_barrier_init(&barrier, NULL, (unsigned)n);
+    h->barrier.n = n;
     for (int i = 0; i < n && st == HN_OK; i++) {
-        raw_rank *r = &rs[i];
+        raw_rank *r = &h->rs[i];
         hn_tensor t;
         struct hn_dstream ds;
-        r->c = c;
+        r->c = &h->c;
         r->rank = i;
         r->n = n;
-        r->comm = comms[i];
-        r->barrier = &barrier;
-        r->times = times + (size_t)i * (size_t)c->reps;
+        r->comm = h->comms[i];
+        r->barrier = &h->barrier;
+        r->times = hn_calloc(1, sizeof(double));
         r->send_count = c->kind == HN_COLL_REDUCE_SCATTER ? c->count * (size_t)n : c->count;
         r->recv_count = c->kind == HN_COLL_ALLGATHER ? c->count * (size_t)n : c->count;
+        if (r->times == NULL) {
+            st = HN_ERR_NOMEM;
+            break;
+        }
         if ((st = HN_CUDA_STATUS(cudaSetDevice(i))) != HN_OK ||
             (st = HN_CUDA_STATUS(cudaStreamCreateWithFlags(&r->s, cudaStreamNonBlocking))) != HN_OK ||
             (st = HN_CUDA_STATUS(cudaMalloc(&r->send, r->send_count * es))) != HN_OK ||
@@ -129,52 +171,51 @@ hn_status_t hn_nccl_raw_bench(int n, const hn_bench_case *c, double *median_s, l
         if ((st = hn_compute_cuda.fill(&ds, &t, i + 1, NULL)) == HN_OK)
             st = HN_CUDA_STATUS(cudaStreamSynchronize(r->s));
     }
-    for (int i = 0; i < n && st == HN_OK; i++)
-        pthread_create(&th[i], NULL, raw_main, &rs[i]);
-    for (int i = 0; i < n && st == HN_OK; i++)
-        pthread_join(th[i], NULL);
-    for (int i = 0; i < n && st == HN_OK; i++)
-        st = rs[i].st;
-    if (st == HN_OK) {
-        /* the slowest rank of each repetition; the median repetition */
-        worst = hn_calloc((size_t)c->reps, sizeof(double));
-        for (int k = 0; worst != NULL && k < c->reps; k++)
-            for (int i = 0; i < n; i++)
-                worst[k] = HN_MAX(worst[k], rs[i].times[k]);
-        if (worst != NULL) {
-            qsort(worst, (size_t)c->reps, sizeof(double), cmp_double);
-            *median_s = worst[c->reps / 2];
-        }
+    if (st != HN_OK)
+        goto fail;
+    *out = h;
+    return HN_OK;
+fail:
+    hn_nccl_raw_close(h, NULL);
+    return st;
+}
+
+void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong)
+{
+    size_t es;
+    if (h == NULL)
+        return;
+    es = (size_t)hn_dtype_size(h->c.dtype);
+    if (wrong != NULL && h->rs != NULL) {
         /* rank 0's output: every element up to 64 MiB, a 1/97 sample above */
-        host = hn_malloc(rs[0].recv_count * es + 1);
+        raw_rank *r = &h->rs[0];
+        char *host = hn_malloc(r->recv_count * es + 1);
+        *wrong = -1;
         if (host != NULL && HN_CUDA_STATUS(cudaSetDevice(0)) == HN_OK &&
-            HN_CUDA_STATUS(cudaMemcpy(host, rs[0].recv, rs[0].recv_count * es, cudaMemcpyDeviceToHost)) == HN_OK) {
-            size_t step = rs[0].recv_count * es > (64u << 20) ? 97 : 1;
-            for (size_t e = 0; e < rs[0].recv_count; e += step) {
-                double want = c->kind == HN_COLL_ALLGATHER ? (double)(e / c->count + 1) : n * (n + 1) / 2.0;
-                *wrong += hn_load(c->dtype, host, (int64_t)e) != want;
+            HN_CUDA_STATUS(cudaMemcpy(host, r->recv, r->recv_count * es, cudaMemcpyDeviceToHost)) == HN_OK) {
+            size_t step = r->recv_count * es > (64u << 20) ? 97 : 1;
+            int n = h->n;
+            *wrong = 0;
+            for (size_t e = 0; e < r->recv_count; e += step) {
+                double want = h->c.kind == HN_COLL_ALLGATHER ? (double)(e / h->c.count + 1) : n * (n + 1) / 2.0;
+                *wrong += hn_load(h->c.dtype, host, (int64_t)e) != want;
             }
         }
+        hn_free(host);
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < h->n; i++) {
         cudaSetDevice(i);
-        if (comms[i] != NULL)
-            ncclCommDestroy(comms[i]);
-        {
-            cudaFree(rs[i].send);
-            cudaFree(rs[i].recv);
-            if (rs[i].s != NULL)
-                cudaStreamDestroy(rs[i].s);
+        if (h->comms != NULL && h->comms[i] != NULL)
+            ncclCommDestroy(h->comms[i]);
+        if (h->rs != NULL) {
+            cudaFree(h->rs[i].send);
+            cudaFree(h->rs[i].recv);
+            if (h->rs[i].s != NULL)
+                cudaStreamDestroy(h->rs[i].s);
+            hn_free(h->rs[i].times);
         }
     }
-    pthread_barrier_destroy(&barrier);
-done:
-    hn_free(host);
-    hn_free(worst);
-    hn_free(comms);
-    hn_free(rs);
-    hn_free(th);
-    hn_free(times);
-    hn_free(devs);
-    return st;
+    hn_free(h->comms);
+    hn_free(h->rs);
+    hn_free(h);
 }

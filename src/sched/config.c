@@ -17,7 +17,9 @@ static const hn_setting settings[] = {
     {"nccl_blocking", "HIRNODE_NCCL_BLOCKING", "1",
      "nccl: 1 blocking communicators (fast issue; the watchdog aborts a stuck one), 0 non-blocking"},
     {"spin_us", "HIRNODE_SPIN_US", "500",
-     "microseconds idle rank threads and the caller spin before sleeping"},
+     "microseconds idle rank threads spin for the next run before sleeping"},
+    {"join_spin", "HIRNODE_JOIN_SPIN", "1",
+     "1: the caller spins (yielding) until its run ends; 0: it sleeps after spin_us"},
 };
 
 int hn_settings_count(void) { return HN_ARRAY_LEN(settings); }

@@ -107,6 +107,7 @@ struct hn_runtime {
     uint64_t job_gen;
     int job_done;
     double spin_us;   /* how long idle threads spin before they sleep */
+    int join_spin;    /* the caller spins until a run ends */
     int teams_dead;   /* the watchdog aborted the communicators */
     int quit;
     hn_status_t (*job_fn)(hn_rank *r, void *arg);
