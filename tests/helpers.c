@@ -1,4 +1,5 @@
 /* Test helpers shared by the suites. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,28 @@ void hn_test_add_suite(const char *name, CU_TestInfo *tests)
 {
     CU_SuiteInfo suites[] = {{name, NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
     CU_register_suites(suites);
+}
+
+char *hn_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    size_t got;
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)n + 1);
+    got = buf != NULL ? fread(buf, 1, (size_t)n, f) : 0;
+    fclose(f);
+    if (buf == NULL)
+        return NULL;
+    buf[got] = '\0';
+    if (len != NULL)
+        *len = got;
+    return buf;
 }
 
 hn_program *hn_test_parse(const char *text, char **diag)

@@ -32,6 +32,9 @@ int hn_test_max_ranks(void);
 /* Adds a suite with the given tests ({name, fn} pairs, NULL-terminated). */
 void hn_test_add_suite(const char *name, CU_TestInfo *tests);
 
+/* A whole file, NUL-terminated (caller frees); its length into *len. */
+char *hn_test_read_file(const char *path, size_t *len);
+
 /* Parses text; NULL and diag in *diag on failure (caller frees diag). */
 hn_program *hn_test_parse(const char *text, char **diag);
 

@@ -90,23 +90,6 @@ static void test_deep_nesting(void)
     free(text);
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n + 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static const char *tokens[] = {"{", "}", "(", ")", "[", "]", ",", "<-", "..", "=", "\n", "0", "-1", "99999",
                                "world", "rank", "allgather", "group", "send", "recv", "for", "if", "else",
                                "alloc", "f32", "1.5", "#", "wait", "stream(", "team", "root", "op sum"};
@@ -127,7 +110,7 @@ static void test_mutations(void)
         if (strstr(e->d_name, ".hir") == NULL)
             continue;
         snprintf(path, sizeof(path), "examples/%s", e->d_name);
-        files[nfiles] = read_file(path, &lens[nfiles]);
+        files[nfiles] = hn_test_read_file(path, &lens[nfiles]);
         if (files[nfiles] != NULL)
             nfiles++;
     }
@@ -192,7 +175,7 @@ static void test_mutations(void)
 static void test_alloc_failures(void)
 {
     size_t len;
-    char *text = read_file("examples/ag_matmul_p2p.hir", &len);
+    char *text = hn_test_read_file("examples/ag_matmul_p2p.hir", &len);
     long n, nomem = 0;
     hn_program *p = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);

@@ -8,22 +8,6 @@
 #include "hirnode/runtime.h"
 #include "test.h"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n + 1);
-    buf[fread(buf, 1, (size_t)n, f)] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static int round_trip_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -66,7 +50,7 @@ static void test_round_trip_programs(void) { CU_ASSERT(round_trip_dir("tests/pro
 static void test_golden(void)
 {
     hn_program *p = NULL;
-    char *expected = slurp("tests/programs/golden.expected"), *printed;
+    char *expected = hn_test_read_file("tests/programs/golden.expected", NULL), *printed;
     CU_ASSERT_PTR_NOT_NULL_FATAL(expected);
     CU_ASSERT_EQUAL_FATAL(hn_program_load("tests/programs/golden.hir", &p, NULL), HN_OK);
     printed = hn_program_print(p);
