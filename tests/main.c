@@ -15,16 +15,19 @@ int hn_test_max_ranks(void)
     return n < 8 ? n : 8;
 }
 
-/* usage: hn_tests [-v] [--backend host|cuda] */
+/* usage: hn_tests [-v] [--backend host|cuda] [--suite NAME] */
 int main(int argc, char **argv)
 {
     unsigned failures;
     int verbose = 0;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-v") == 0)
             verbose = 1;
         else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc)
             hn_test_backend = argv[++i];
+        else if (strcmp(argv[i], "--suite") == 0 && i + 1 < argc)
+            only = argv[++i];
     }
     if (hn_test_max_ranks() < 1) {
         fprintf(stderr, "hn_tests: backend '%s' has no devices\n", hn_test_backend);
@@ -38,7 +41,17 @@ int main(int argc, char **argv)
     HN_SUITES
 #undef HN_SUITE
     CU_basic_set_mode(verbose ? CU_BRM_VERBOSE : CU_BRM_NORMAL);
-    CU_basic_run_tests();
+    if (only != NULL) {
+        CU_pSuite suite = CU_get_suite(only);
+        if (suite == NULL) {
+            fprintf(stderr, "hn_tests: no suite '%s'\n", only);
+            CU_cleanup_registry();
+            return 2;
+        }
+        CU_basic_run_suite(suite);
+    } else {
+        CU_basic_run_tests();
+    }
     failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
     CU_cleanup_registry();
     return failures ? 1 : 0;

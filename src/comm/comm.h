@@ -50,6 +50,7 @@ typedef struct hn_comm_config {
     int blocking; /* nccl: blocking communicators (1) or abortable non-blocking ones (0) */
     const hn_device_ops *dev;
     void *dev_ctx;
+    const hn_compute_ops *compute; /* p2p: its reduction kernels */
     const hn_fault_sink *sink;
 } hn_comm_config;
 
@@ -63,6 +64,9 @@ typedef struct hn_comm_ops {
     hn_status_t (*team_create)(hn_comm_world *w, const int *ranks, int n, hn_comm_team **t);
     hn_status_t (*team_join)(hn_comm_team *t, int me, const hn_origin *o);
     hn_status_t (*team_warmup)(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o);
+    /* On member `me`'s thread, between runs: room for reductions of `bytes`
+     * per chunk (the dry run knows the largest). */
+    hn_status_t (*team_reserve)(hn_comm_team *t, int me, size_t bytes, const hn_origin *o);
     void (*team_destroy)(hn_comm_team *t);
     /* Issued by member `me` (team index) on its stream; returns at once. */
     hn_status_t (*collective)(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s,
@@ -79,6 +83,7 @@ typedef struct hn_comm_ops {
 } hn_comm_ops;
 
 extern const hn_comm_ops hn_comm_host;
+extern const hn_comm_ops hn_comm_p2p;
 #ifdef HN_HAVE_CUDA
 extern const hn_comm_ops hn_comm_nccl;
 #endif
@@ -103,7 +108,7 @@ hn_status_t hn_nccl_raw_rep(hn_nccl_raw *h, int iters, double *seconds);
 void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong);
 #endif
 
-/* The communicator registered under `name` (host, nccl), or NULL. */
+/* The communicator registered under `name` (host, nccl, p2p), or NULL. */
 const hn_comm_ops *hn_comm_find(const char *name);
 
 /* Reduces `n` elements of src into acc (float accumulation), in place. */

@@ -194,6 +194,18 @@ __global__ void matmul_plain(tdesc d, tdesc a, tdesc b, tdesc bias, int has_bias
     }
 }
 
+__global__ void flag_write(volatile uint32_t *addr, uint32_t value)
+{
+    __threadfence_system(); /* earlier writes of this stream's kernels first */
+    *addr = value;
+}
+
+extern "C" hn_status_t hn_cuda_flag_write(hn_dstream *s, uint32_t *addr, uint32_t value)
+{
+    flag_write<<<1, 1, 0, s->s>>>(addr, value);
+    return hn_cuda_status(cudaGetLastError(), "flag kernel", __FILE__, __LINE__);
+}
+
 static int grid_for(int64_t n)
 {
     int64_t blocks = (n + 255) / 256;

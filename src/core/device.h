@@ -92,6 +92,13 @@ typedef struct hn_device_ops {
     /* Byte copy between any two device buffers (peers included). */
     hn_status_t (*memcpy_async)(void *dst, const void *src, size_t n, hn_dstream *s,
                                 const hn_origin *o);
+    /* Stream memory operations on 32-bit flags in device memory, for
+     * readiness between devices without the host: write_flag stores `value`
+     * at `addr` (any device's memory, peers included) after all prior work
+     * of s; wait_flag makes later work of s wait until the flag at `addr`
+     * (this device's memory) reaches `value`: (int32_t)(*addr - value) >= 0. */
+    hn_status_t (*stream_write_flag)(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o);
+    hn_status_t (*stream_wait_flag)(hn_dstream *s, const uint32_t *addr, uint32_t value, const hn_origin *o);
     /* Runs fn(arg) in stream order; release(arg) afterwards (may be NULL).
      * The host backend runs compute and emulated communication this way. */
     hn_status_t (*launch_host)(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),

@@ -7,8 +7,16 @@
 #include <string.h>
 #include <time.h>
 
+#include <cuda.h> /* types of the stream memory operations only: no libcuda link */
+
 #include "cuda_check.h"
 #include "device_cuda.h"
+
+/* cuStreamWriteValue32 / cuStreamWaitValue32, from the driver through the
+ * runtime's entry points (resolved once, in thread_init) */
+typedef CUresult (*stream_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+static stream_value_fn write_value32, wait_value32;
+static int write_value_broken; /* peer writes fall back to a one-thread kernel */
 
 typedef struct cuda_ctx {
     int ndev;
@@ -75,6 +83,21 @@ static hn_status_t cuda_thread_init(void *ctx, int dev)
             e = cudaSuccess;
         }
         HN_CUDA_CHECK_GOTO(e, st, fail);
+    }
+    if (wait_value32 == NULL) {
+        void *w = NULL, *v = NULL;
+        enum cudaDriverEntryPointQueryResult q1, q2;
+        HN_CUDA_CHECK_GOTO(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &w, 12000, cudaEnableDefault, &q1),
+                           st, fail);
+        HN_CUDA_CHECK_GOTO(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &v, 12000, cudaEnableDefault, &q2),
+                           st, fail);
+        if (q1 != cudaDriverEntryPointSuccess || q2 != cudaDriverEntryPointSuccess) {
+            HN_ERROR("the driver has no stream memory operations");
+            st = HN_ERR_UNSUPPORTED;
+            goto fail;
+        }
+        __atomic_store_n(&write_value32, (stream_value_fn)w, __ATOMIC_RELEASE);
+        __atomic_store_n(&wait_value32, (stream_value_fn)v, __ATOMIC_RELEASE);
     }
     st = hn_compute_cuda_thread_init(dev);
 fail:
@@ -206,6 +229,30 @@ static hn_status_t cuda_memcpy_async(void *dst, const void *src, size_t n, hn_ds
     return HN_CUDA_STATUS(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s->s));
 }
 
+static hn_status_t cuda_write_flag(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o)
+{
+    (void)o;
+    if (!__atomic_load_n(&write_value_broken, __ATOMIC_RELAXED)) {
+        CUresult r = write_value32((CUstream)s->s, (CUdeviceptr)(uintptr_t)addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+        if (r == CUDA_SUCCESS)
+            return HN_OK;
+        HN_WARN("cuStreamWriteValue32 failed (%d): flags are written by a kernel from now on", (int)r);
+        __atomic_store_n(&write_value_broken, 1, __ATOMIC_RELAXED);
+    }
+    return hn_cuda_flag_write(s, addr, value);
+}
+
+static hn_status_t cuda_wait_flag(hn_dstream *s, const uint32_t *addr, uint32_t value, const hn_origin *o)
+{
+    CUresult r = wait_value32((CUstream)s->s, (CUdeviceptr)(uintptr_t)addr, value, CU_STREAM_WAIT_VALUE_GEQ);
+    (void)o;
+    if (r != CUDA_SUCCESS) {
+        HN_ERROR("cuStreamWaitValue32 failed (%d)", (int)r);
+        return HN_ERR_DEVICE;
+    }
+    return HN_OK;
+}
+
 typedef struct host_call {
     hn_host_fn fn;
     void *arg;
@@ -273,6 +320,8 @@ const hn_device_ops hn_device_cuda = {
     .event_record = cuda_event_record,
     .stream_wait_event = cuda_stream_wait_event,
     .memcpy_async = cuda_memcpy_async,
+    .stream_write_flag = cuda_write_flag,
+    .stream_wait_flag = cuda_wait_flag,
     .launch_host = cuda_launch_host,
     .recover = cuda_recover,
 };

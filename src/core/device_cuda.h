@@ -25,6 +25,9 @@ extern "C" {
  * thread at start, so nothing is allocated while collectives run. */
 hn_status_t hn_compute_cuda_thread_init(int dev);
 void hn_compute_cuda_thread_fini(int dev);
+/* Stores value at addr (peer memory too) after prior work of s, from a
+ * one-thread kernel: the fallback of the stream memory write. */
+hn_status_t hn_cuda_flag_write(hn_dstream *s, uint32_t *addr, uint32_t value);
 #ifdef __cplusplus
 }
 #endif

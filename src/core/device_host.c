@@ -10,7 +10,7 @@
 
 #include "device.h"
 
-typedef enum { CL_FN, CL_WAIT, CL_COPY } closure_kind;
+typedef enum { CL_FN, CL_WAIT, CL_COPY, CL_WRITE_FLAG, CL_WAIT_FLAG } closure_kind;
 
 typedef struct closure {
     closure_kind kind;
@@ -23,6 +23,7 @@ typedef struct closure {
     void *dst;
     const void *src;
     size_t n;
+    uint32_t value; /* flags */
     struct closure *next;
 } closure;
 
@@ -33,6 +34,8 @@ typedef struct host_ctx {
     const hn_fault_sink *sink;
     pthread_mutex_t mu;
     uint64_t nstreams;
+    pthread_mutex_t flag_mu; /* flag writes wake flag waiters */
+    pthread_cond_t flag_cv;
 } host_ctx;
 
 struct hn_dstream {
@@ -65,6 +68,8 @@ static hn_status_t host_init(const hn_device_config *cfg, void **out)
     c->seed = cfg->seed;
     c->sink = cfg->sink;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->flag_mu, NULL);
+    pthread_cond_init(&c->flag_cv, NULL);
     *out = c;
     return HN_OK;
 }
@@ -75,6 +80,8 @@ static void host_fini(void *ctx)
     if (c == NULL)
         return;
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->flag_mu);
+    pthread_cond_destroy(&c->flag_cv);
     hn_free(c);
 }
 
@@ -163,6 +170,37 @@ static void run_wait(closure *cl)
     pthread_mutex_unlock(&src->mu);
 }
 
+static void run_write_flag(host_ctx *c, closure *cl)
+{
+    pthread_mutex_lock(&c->flag_mu);
+    __atomic_store_n((uint32_t *)cl->dst, cl->value, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&c->flag_cv);
+    pthread_mutex_unlock(&c->flag_mu);
+}
+
+static void run_wait_flag(host_ctx *c, closure *cl)
+{
+    double start = hn_now();
+    double timeout = cl->origin.sink ? cl->origin.sink->timeout_s : 60.0;
+    pthread_mutex_lock(&c->flag_mu);
+    while ((int32_t)(__atomic_load_n((const uint32_t *)cl->src, __ATOMIC_ACQUIRE) - cl->value) < 0) {
+        struct timespec ts;
+        if (hn_origin_aborted(&cl->origin))
+            break;
+        if (hn_now() - start > timeout) {
+            pthread_mutex_unlock(&c->flag_mu);
+            hn_origin_fail(&cl->origin, HN_ERR_TIMEOUT,
+                           "a peer never signalled: flag wait timed out after %.0f s (waiting for %u, "
+                           "flag is %u)", timeout, cl->value, __atomic_load_n((const uint32_t *)cl->src,
+                                                                             __ATOMIC_ACQUIRE));
+            return;
+        }
+        deadline_in(&ts, 0.05);
+        pthread_cond_timedwait(&c->flag_cv, &c->flag_mu, &ts);
+    }
+    pthread_mutex_unlock(&c->flag_mu);
+}
+
 static void *worker(void *arg)
 {
     hn_dstream *s = arg;
@@ -189,6 +227,8 @@ static void *worker(void *arg)
             case CL_FN: cl->fn(cl->arg, &cl->origin); break;
             case CL_WAIT: run_wait(cl); break;
             case CL_COPY: memmove(cl->dst, cl->src, cl->n); break;
+            case CL_WRITE_FLAG: run_write_flag(s->ctx, cl); break;
+            case CL_WAIT_FLAG: run_wait_flag(s->ctx, cl); break;
             }
         }
         if (cl->release != NULL)
@@ -341,6 +381,26 @@ static hn_status_t host_memcpy_async(void *dst, const void *src, size_t n, hn_ds
     return enqueue(s, cl);
 }
 
+static hn_status_t host_write_flag(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o)
+{
+    closure *cl = new_closure(CL_WRITE_FLAG, o);
+    if (cl == NULL)
+        return HN_ERR_NOMEM;
+    cl->dst = addr;
+    cl->value = value;
+    return enqueue(s, cl);
+}
+
+static hn_status_t host_wait_flag(hn_dstream *s, const uint32_t *addr, uint32_t value, const hn_origin *o)
+{
+    closure *cl = new_closure(CL_WAIT_FLAG, o);
+    if (cl == NULL)
+        return HN_ERR_NOMEM;
+    cl->src = addr;
+    cl->value = value;
+    return enqueue(s, cl);
+}
+
 static hn_status_t host_launch(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),
                                const hn_origin *o)
 {
@@ -379,6 +439,8 @@ const hn_device_ops hn_device_host = {
     .event_record = host_event_record,
     .stream_wait_event = host_stream_wait_event,
     .memcpy_async = host_memcpy_async,
+    .stream_write_flag = host_write_flag,
+    .stream_wait_flag = host_wait_flag,
     .launch_host = host_launch,
     .recover = host_recover,
 };

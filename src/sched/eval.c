@@ -624,10 +624,18 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         count = (size_t)ni;
         break;
     }
+    if (in->via == HN_VIA_P2P && kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER &&
+        kind != HN_COLL_ALLREDUCE && kind != HN_COLL_BROADCAST)
+        return fail(x, in, HN_ERR_UNSUPPORTED, "%s via p2p: the p2p backend does allgather, reduce_scatter, "
+                    "allreduce, broadcast and send/recv", what);
+    if (in->via == HN_VIA_P2P && kind == HN_COLL_ALLREDUCE && count % (size_t)n != 0)
+        return fail(x, in, HN_ERR_UNSUPPORTED, "allreduce via p2p of %zu elements: not divisible by the team "
+                    "size %d", count, n);
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));
         rec.instr = in->id;
+        rec.via = (int)in->via;
         rec.kind = kind;
         rec.nteam = n;
         if (intern_team(x, in, members, n, &rec.team_off) != HN_OK)
@@ -641,13 +649,13 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         return record_comm(x, in, NULL);
     } else {
         hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (int)in->redop, (int)root};
-        hn_comm_team *team = hn_runtime_team(x->rt, members, n);
+        hn_comm_team *team = hn_runtime_team(x->rt, in->via, members, n);
         hn_dstream *s;
         hn_origin o = origin_of(x, in);
         if (team == NULL)
             return fail(x, in, HN_ERR_RUNTIME, "no communicator for this team (not verified?)");
         if (cur_stream(x, in, &s) != HN_OK ||
-            issued(x, in, x->rt->comm->collective(team, me, &args, s, &o), what) != HN_OK)
+            issued(x, in, hn_runtime_comm(x->rt, in->via)->ops->collective(team, me, &args, s, &o), what) != HN_OK)
             return x->status;
         return record_comm(x, in, s);
     }
@@ -684,6 +692,7 @@ static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));
         rec.instr = in->id;
+        rec.via = (int)in->via;
         rec.is_p2p = 1;
         rec.kind = op->is_send;
         rec.peer = op->peer;
@@ -694,15 +703,17 @@ static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)
     return HN_OK;
 }
 
-static hn_status_t post_p2p(hn_exec *x, const hn_instr *in, const hn_p2p_op *ops, int n)
+static hn_status_t post_p2p(hn_exec *x, const hn_instr *in, hn_backend_kind via, const hn_p2p_op *ops, int n)
 {
     hn_dstream *s;
     hn_origin o;
+    const hn_comm_slot *c;
     if (x->dry)
         return record_comm(x, in, NULL);
     o = origin_of(x, in);
+    c = hn_runtime_comm(x->rt, via);
     if (cur_stream(x, in, &s) != HN_OK ||
-        issued(x, in, x->rt->comm->p2p(x->rt->world, x->rank, ops, n, s, &o), "send/recv") != HN_OK)
+        issued(x, in, c->ops->p2p(c->world, x->rank, ops, n, s, &o), "send/recv") != HN_OK)
         return x->status;
     return record_comm(x, in, s);
 }
@@ -712,7 +723,7 @@ static hn_status_t exec_p2p(hn_exec *x, const hn_instr *in)
     hn_p2p_op op;
     if (no_comm_in_reference(x, in) != HN_OK || p2p_op(x, in, &op) != HN_OK)
         return x->status;
-    return post_p2p(x, in, &op, 1);
+    return post_p2p(x, in, in->via, &op, 1);
 }
 
 static hn_status_t exec_SEND(hn_exec *x, const hn_instr *in) { return exec_p2p(x, in); }
@@ -727,10 +738,16 @@ static hn_status_t exec_GROUP(hn_exec *x, const hn_instr *in)
     if (in->body.n > HN_ARRAY_LEN(stack_ops) &&
         (ops = hn_malloc((size_t)in->body.n * sizeof(*ops))) == NULL)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < in->body.n && st == HN_OK; i++)
-        st = p2p_op(x, in->body.items[i], &ops[i]);
+    for (int i = 0; i < in->body.n && st == HN_OK; i++) {
+        if (in->body.items[i]->via != in->body.items[0]->via)
+            st = fail(x, in->body.items[i], HN_ERR_RUNTIME, "a group posts through one communicator: this is "
+                      "via %s, the first via %s", hn_backend_name(in->body.items[i]->via),
+                      hn_backend_name(in->body.items[0]->via));
+        else
+            st = p2p_op(x, in->body.items[i], &ops[i]);
+    }
     if (st == HN_OK && in->body.n > 0)
-        st = post_p2p(x, in, ops, in->body.n);
+        st = post_p2p(x, in, in->body.items[0]->via, ops, in->body.n);
     if (ops != stack_ops)
         hn_free(ops);
     return st;

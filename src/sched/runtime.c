@@ -127,8 +127,9 @@ static void watchdog(hn_runtime *rt)
                             HN_ERR_TIMEOUT, msg);
         }
     }
-    if (rt->world != NULL && rt->comm->abort(rt->world))
-        rt->teams_dead = 1;
+    for (int c = 0; c < rt->ncomms; c++)
+        if (rt->comms[c].ops->abort(rt->comms[c].world))
+            rt->teams_dead = 1;
 }
 
 hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, void *arg), void *arg)
@@ -326,79 +327,97 @@ static hn_status_t rank_fini(hn_rank *r, void *arg)
 
 /* ---- teams ---- */
 
-static hn_team_entry *find_team(hn_runtime *rt, const int *ranks, int n)
+static hn_team_entry *find_team(hn_runtime *rt, int comm, const int *ranks, int n)
 {
     for (int i = 0; i < rt->nteams; i++)
-        if (rt->teams[i].n == n && memcmp(rt->teams[i].ranks, ranks, (size_t)n * sizeof(int)) == 0)
+        if (rt->teams[i].comm == comm && rt->teams[i].n == n &&
+            memcmp(rt->teams[i].ranks, ranks, (size_t)n * sizeof(int)) == 0)
             return &rt->teams[i];
     return NULL;
 }
 
-hn_comm_team *hn_runtime_team(hn_runtime *rt, const int *ranks, int n)
+const hn_comm_slot *hn_runtime_comm(const hn_runtime *rt, hn_backend_kind via)
 {
-    hn_team_entry *e = find_team(rt, ranks, n);
+    return &rt->comms[rt->via_comm[via]];
+}
+
+hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n)
+{
+    hn_team_entry *e = find_team(rt, rt->via_comm[via], ranks, n);
     return e != NULL ? e->team : NULL;
 }
 
-hn_status_t hn_runtime_ensure_team(hn_runtime *rt, const int *ranks, int n)
+hn_status_t hn_runtime_ensure_team(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n)
 {
+    int comm = rt->via_comm[via];
     hn_team_entry *e;
     hn_status_t st;
-    if (find_team(rt, ranks, n) != NULL)
+    if (find_team(rt, comm, ranks, n) != NULL)
         return HN_OK;
     if (hn_grow((void **)&rt->teams, &rt->teams_cap, rt->nteams, sizeof(*rt->teams)) != 0)
         return HN_ERR_NOMEM;
     e = &rt->teams[rt->nteams];
+    memset(e, 0, sizeof(*e));
     e->ranks = hn_malloc((size_t)n * sizeof(int));
     if (e->ranks == NULL)
         return HN_ERR_NOMEM;
     memcpy(e->ranks, ranks, (size_t)n * sizeof(int));
     e->n = n;
-    if ((st = rt->comm->team_create(rt->world, ranks, n, &e->team)) != HN_OK) {
+    e->comm = comm;
+    if ((st = rt->comms[comm].ops->team_create(rt->comms[comm].world, ranks, n, &e->team)) != HN_OK) {
         hn_free(e->ranks);
         return st;
     }
-    e->joined = 0;
     rt->nteams++;
     return HN_OK;
 }
 
 /* Every member of every team not yet joined joins it on its own thread,
- * all at once; then each warms its communicators up (peers connect lazily). */
+ * all at once; then each warms its communicators up (peers connect lazily)
+ * and reserves what the programs' reductions need. */
+enum { JOIN, WARM, RESERVE };
+
 static hn_status_t join_on_rank(hn_rank *r, void *arg)
 {
     hn_runtime *rt = r->rt;
     hn_status_t st = HN_OK;
-    int warm = arg != NULL;
+    int phase = *(const int *)arg;
     for (int t = 0; t < rt->nteams && st == HN_OK; t++) {
         hn_team_entry *e = &rt->teams[t];
+        const hn_comm_ops *ops = rt->comms[e->comm].ops;
         hn_origin o = {&rt->sink, r->rank, -1};
-        if (e->joined)
+        if (phase == RESERVE ? e->reserved >= e->reserve : e->joined)
             continue;
         for (int me = 0; me < e->n && st == HN_OK; me++)
             if (e->ranks[me] == r->rank)
-                st = warm ? rt->comm->team_warmup(e->team, me, r->caller, &o)
-                          : rt->comm->team_join(e->team, me, &o);
+                st = phase == JOIN   ? ops->team_join(e->team, me, &o)
+                     : phase == WARM ? ops->team_warmup(e->team, me, r->caller, &o)
+                                     : ops->team_reserve(e->team, me, e->reserve, &o);
     }
-    if (st == HN_OK && warm)
+    if (st == HN_OK && phase == WARM)
         st = rt->dev->stream_sync(r->caller);
     return st;
 }
 
 static hn_status_t join_new_teams(hn_runtime *rt)
 {
-    hn_status_t st = hn_runtime_exec_all(rt, join_on_rank, NULL);
+    static const int join = JOIN, warm = WARM, reserve = RESERVE;
+    hn_status_t st = hn_runtime_exec_all(rt, join_on_rank, (void *)&join);
     if (st == HN_OK)
-        st = hn_runtime_exec_all(rt, join_on_rank, rt);
+        st = hn_runtime_exec_all(rt, join_on_rank, (void *)&warm);
     for (int t = 0; t < rt->nteams && st == HN_OK; t++)
         rt->teams[t].joined = 1;
+    if (st == HN_OK)
+        st = hn_runtime_exec_all(rt, join_on_rank, (void *)&reserve);
+    for (int t = 0; t < rt->nteams && st == HN_OK; t++)
+        rt->teams[t].reserved = HN_MAX(rt->teams[t].reserved, rt->teams[t].reserve);
     return st;
 }
 
 static void destroy_teams(hn_runtime *rt)
 {
     for (int i = 0; i < rt->nteams; i++) {
-        rt->comm->team_destroy(rt->teams[i].team);
+        rt->comms[rt->teams[i].comm].ops->team_destroy(rt->teams[i].team);
         hn_free(rt->teams[i].ranks);
     }
     rt->nteams = 0;
@@ -433,13 +452,52 @@ static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, hn_status
     return d;
 }
 
+/* The communicator of each `via`: default is the device backend's own
+ * (host or nccl), nccl is NCCL where there is CUDA (else the CPU
+ * emulation), p2p is the peer-copy rings on any backend. */
+static hn_status_t init_comms(hn_runtime *rt)
+{
+    const char *names[HN_VIA_COUNT];
+    names[HN_VIA_DEFAULT] = rt->dev->comm;
+    names[HN_VIA_NCCL] = hn_comm_find("nccl") != NULL && strcmp(rt->dev->name, "host") != 0 ? "nccl" : rt->dev->comm;
+    names[HN_VIA_P2P] = "p2p";
+    for (int v = 0; v < HN_VIA_COUNT; v++) {
+        const hn_comm_ops *ops = hn_comm_find(names[v]);
+        int found = -1;
+        hn_comm_config ccfg;
+        hn_status_t st;
+        if (ops == NULL) {
+            HN_ERROR("no communicator '%s' for the %s backend", names[v], rt->dev->name);
+            return HN_ERR_UNSUPPORTED;
+        }
+        for (int c = 0; c < rt->ncomms; c++)
+            if (rt->comms[c].ops == ops)
+                found = c;
+        if (found < 0) {
+            memset(&ccfg, 0, sizeof(ccfg));
+            ccfg.nranks = rt->n;
+            ccfg.blocking = atoi(hn_setting_get("nccl_blocking"));
+            ccfg.dev = rt->dev;
+            ccfg.dev_ctx = rt->dev_ctx;
+            ccfg.compute = rt->compute;
+            ccfg.sink = &rt->sink;
+            if ((st = ops->init(&ccfg, &rt->comms[rt->ncomms].world)) != HN_OK)
+                return st;
+            rt->comms[rt->ncomms].ops = ops;
+            found = rt->ncomms++;
+        }
+        rt->via_comm[v] = found;
+    }
+    return HN_OK;
+}
+
 static void teardown(hn_runtime *rt, int nthreads)
 {
     /* communicators go before streams and buffers */
     destroy_teams(rt);
     hn_free(rt->teams);
-    if (rt->world != NULL)
-        rt->comm->fini(rt->world);
+    for (int c = 0; c < rt->ncomms; c++)
+        rt->comms[c].ops->fini(rt->comms[c].world);
     if (nthreads == rt->n)
         hn_runtime_exec_all(rt, rank_fini, NULL);
     pthread_mutex_lock(&rt->mu);
@@ -466,7 +524,6 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     hn_runtime_config cfg;
     hn_runtime *rt;
     hn_device_config dcfg;
-    hn_comm_config ccfg;
     hn_status_t st = HN_OK;
     int nthreads = 0;
     if (cfg_in == NULL || out == NULL)
@@ -504,11 +561,6 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     if ((rt->dev = pick_backend(&cfg, &st)) == NULL)
         goto undo;
     rt->compute = rt->dev->compute;
-    if ((rt->comm = hn_comm_find(rt->dev->comm)) == NULL) {
-        HN_ERROR("no communicator '%s' for the %s backend", rt->dev->comm, rt->dev->name);
-        st = HN_ERR_UNSUPPORTED;
-        goto undo;
-    }
     rt->sink.report = sink_report;
     rt->sink.ctx = rt;
     rt->sink.abort_flag = &rt->abort_flag;
@@ -531,13 +583,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     }
     if ((st = hn_runtime_exec_all(rt, rank_init, NULL)) != HN_OK)
         goto undo;
-    memset(&ccfg, 0, sizeof(ccfg));
-    ccfg.nranks = rt->n;
-    ccfg.blocking = atoi(hn_setting_get("nccl_blocking"));
-    ccfg.dev = rt->dev;
-    ccfg.dev_ctx = rt->dev_ctx;
-    ccfg.sink = &rt->sink;
-    if ((st = rt->comm->init(&ccfg, &rt->world)) != HN_OK)
+    if ((st = init_comms(rt)) != HN_OK)
         goto undo;
     HN_INFO("runtime: %d ranks on the %s backend", rt->n, rt->dev->name);
     *out = rt;
@@ -712,7 +758,10 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
 static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
 {
     if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
-        if (rt->teams_dead || rt->comm->abort(rt->world))
+        int dead = rt->teams_dead;
+        for (int c = 0; c < rt->ncomms; c++)
+            dead |= rt->comms[c].ops->abort(rt->comms[c].world);
+        if (dead)
             destroy_teams(rt);
         rt->teams_dead = 0;
         rt->dev->recover(rt->dev_ctx);
@@ -721,7 +770,8 @@ static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
         else if (st == HN_OK)
             st = HN_ERR_RUNTIME;
     }
-    rt->comm->reset(rt->world);
+    for (int c = 0; c < rt->ncomms; c++)
+        rt->comms[c].ops->reset(rt->comms[c].world);
     return st;
 }
 
@@ -729,7 +779,8 @@ static void begin_run(hn_runtime *rt, const hn_program *p)
 {
     hn_runtime_clear_error(rt);
     rt->err_prog = p;
-    rt->comm->reset(rt->world);
+    for (int c = 0; c < rt->ncomms; c++)
+        rt->comms[c].ops->reset(rt->comms[c].world);
 }
 
 hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
@@ -783,10 +834,16 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     for (int r = 0; r < rt->n && st == HN_OK; r++)
         for (int i = 0; i < logs[r].n && st == HN_OK; i++) {
             const hn_comm_rec *rec = &logs[r].recs[i];
-            if (rec->is_p2p) /* point-to-point goes through the team of all ranks */
-                st = hn_runtime_ensure_team(rt, rt->all_ranks, rt->n);
-            else
-                st = hn_runtime_ensure_team(rt, hn_rec_team(&logs[r], rec), rec->nteam);
+            const int *ranks = rec->is_p2p ? rt->all_ranks : hn_rec_team(&logs[r], rec);
+            int n = rec->is_p2p ? rt->n : rec->nteam;
+            /* point-to-point goes through the team of all ranks */
+            st = hn_runtime_ensure_team(rt, (hn_backend_kind)rec->via, ranks, n);
+            if (st == HN_OK && !rec->is_p2p &&
+                (rec->kind == HN_COLL_REDUCE_SCATTER || rec->kind == HN_COLL_ALLREDUCE)) {
+                hn_team_entry *e = find_team(rt, rt->via_comm[rec->via], ranks, n);
+                size_t chunk = rec->kind == HN_COLL_ALLREDUCE ? rec->count / (size_t)n : rec->count;
+                e->reserve = HN_MAX(e->reserve, chunk * (size_t)hn_dtype_size(rec->dtype));
+            }
         }
     if (st == HN_OK && (st = join_new_teams(rt)) != HN_OK)
         hn_sb_printf(diag, "%s: error: cannot set up the communicators: %s\n", p->filename,

@@ -42,6 +42,7 @@ typedef struct hn_comm_rec {
     int instr;
     int is_p2p;
     int kind;       /* hn_coll_kind, or 0 recv / 1 send */
+    int via;        /* hn_backend_kind of the instruction */
     int nteam;      /* collectives: members ... */
     int team_off;   /* ... at hn_comm_log.teams[team_off] */
     int peer;       /* p2p */
@@ -83,20 +84,31 @@ typedef struct hn_rank {
 } hn_rank;
 
 typedef struct hn_team_entry {
+    int comm; /* index into hn_runtime.comms */
     int n;
     int *ranks;
     hn_comm_team *team;
-    int joined; /* every member joined and warmed it up */
+    int joined;       /* every member joined and warmed it up */
+    size_t reserve;   /* bytes of reduction staging the programs need */
+    size_t reserved;  /* bytes reserved on every member */
 } hn_team_entry;
+
+/* One communicator of the runtime and its state. */
+typedef struct hn_comm_slot {
+    const hn_comm_ops *ops;
+    hn_comm_world *world;
+} hn_comm_slot;
 
 struct hn_runtime {
     hn_runtime_config cfg;
     int n;
     const hn_device_ops *dev;
     const hn_compute_ops *compute;
-    const hn_comm_ops *comm;
     void *dev_ctx;
-    hn_comm_world *world;
+    /* the distinct communicators, and which one each `via` uses */
+    hn_comm_slot comms[HN_VIA_COUNT];
+    int ncomms;
+    int via_comm[HN_VIA_COUNT];
     hn_fault_sink sink;
     int abort_flag;
     hn_rank *ranks;
@@ -183,8 +195,10 @@ hn_status_t hn_rank_stream(hn_rank *r, int idx, hn_dstream **out);
 hn_status_t hn_rank_comm_event(hn_rank *r, int idx, hn_devent **out);
 hn_status_t hn_rank_alloc_cached(hn_rank *r, const hn_program *p, int instr, int occurrence,
                                  size_t bytes, void **out);
-hn_comm_team *hn_runtime_team(hn_runtime *rt, const int *ranks, int n);
-hn_status_t hn_runtime_ensure_team(hn_runtime *rt, const int *ranks, int n);
+/* The communicator of `via`, and its team of these ranks (NULL if none). */
+const hn_comm_slot *hn_runtime_comm(const hn_runtime *rt, hn_backend_kind via);
+hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n);
+hn_status_t hn_runtime_ensure_team(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n);
 /* Runs fn on every rank thread (all at once) and waits for all. */
 hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, void *arg), void *arg);
 /* Records an error of a rank (first one wins) and stops everybody. */

@@ -17,6 +17,7 @@ typedef struct coll_case {
     hn_dtype dtype;
     /* expected Y[p] on rank r of n, repetition k; NAN: not written */
     double (*want)(int r, int n, int p, int k);
+    int reps; /* 0: 8 */
 } coll_case;
 
 /* X[p] on rank r, repetition k: small integers, exact in bf16 and f32 */
@@ -89,19 +90,41 @@ static double w_ring(int r, int n, int p, int k) { return xv((r + n - 1) % n, p,
 
 static double w_avg(int r, int n, int p, int k) { return w_sum(r, n, p, k) / n; }
 
+/* first half from the left neighbour's first half, second half from the
+ * right neighbour's second half */
+static double w_two_rings(int r, int n, int p, int k)
+{
+    int half = C * n / 2;
+    return p < half ? xv((r + n - 1) % n, p, k) : xv((r + 1) % n, p, k);
+}
+
 static const coll_case cases[] = {
-    {"allgather", "x = chunk X, 0, world, 0\nallgather Y <- x\n", HN_BF16, w_allgather},
-    {"allreduce sum", "allreduce Y <- X op sum\n", HN_BF16, w_sum},
-    {"allreduce max, in place", "copy Y <- X\nallreduce Y <- Y op max\n", HN_F32, w_max},
-    {"allreduce avg", "allreduce Y <- X op avg\n", HN_F32, w_avg},
-    {"reduce_scatter", "y = chunk Y, 0, world, 0\nreduce_scatter y <- X op sum\n", HN_F32, w_reduce_scatter},
-    {"broadcast", "broadcast Y <- X root world - 1\n", HN_BF16, w_broadcast},
-    {"reduce", "reduce Y <- X op min root 0\n", HN_F32, w_min_root0},
-    {"gather", "x = chunk X, 0, world, 0\ngather Y <- x root 0\n", HN_F32, w_gather},
-    {"scatter", "y = chunk Y, 0, world, 0\nscatter y <- X root 0\n", HN_F32, w_scatter},
-    {"all_to_all", "all_to_all Y <- X\n", HN_BF16, w_all_to_all},
+    {"allgather", "x = chunk X, 0, world, 0\nallgather Y <- x\n", HN_BF16, w_allgather, 0},
+    {"allreduce sum", "allreduce Y <- X op sum\n", HN_BF16, w_sum, 0},
+    {"allreduce max, in place", "copy Y <- X\nallreduce Y <- Y op max\n", HN_F32, w_max, 0},
+    {"allreduce avg", "allreduce Y <- X op avg\n", HN_F32, w_avg, 0},
+    {"reduce_scatter", "y = chunk Y, 0, world, 0\nreduce_scatter y <- X op sum\n", HN_F32, w_reduce_scatter, 0},
+    {"broadcast", "broadcast Y <- X root world - 1\n", HN_BF16, w_broadcast, 0},
+    {"reduce", "reduce Y <- X op min root 0\n", HN_F32, w_min_root0, 0},
+    {"gather", "x = chunk X, 0, world, 0\ngather Y <- x root 0\n", HN_F32, w_gather, 0},
+    {"scatter", "y = chunk Y, 0, world, 0\nscatter y <- X root 0\n", HN_F32, w_scatter, 0},
+    {"all_to_all", "all_to_all Y <- X\n", HN_BF16, w_all_to_all, 0},
     {"send/recv ring", "group {\n  recv Y from (rank - 1) % world\n  send X to (rank + 1) % world\n}\n", HN_F32,
-     w_ring},
+     w_ring, 32},
+    /* the peer-copy rings */
+    {"allgather via p2p", "x = chunk X, 0, world, 0\nallgather Y <- x via p2p\n", HN_BF16, w_allgather, 0},
+    {"reduce_scatter via p2p", "y = chunk Y, 0, world, 0\nreduce_scatter y <- X op sum via p2p\n", HN_F32,
+     w_reduce_scatter, 0},
+    {"allreduce sum via p2p", "allreduce Y <- X op sum via p2p\n", HN_BF16, w_sum, 0},
+    {"allreduce max via p2p, in place", "copy Y <- X\nallreduce Y <- Y op max via p2p\n", HN_F32, w_max, 0},
+    {"allreduce avg via p2p", "allreduce Y <- X op avg via p2p\n", HN_F32, w_avg, 0},
+    {"broadcast via p2p", "broadcast Y <- X root world - 1 via p2p\n", HN_BF16, w_broadcast, 0},
+    {"send/recv ring via p2p", "group {\n  send X to (rank + 1) % world via p2p\n  recv Y from (rank - 1) % world "
+     "via p2p\n}\n", HN_F32, w_ring, 32},
+    {"two rings via p2p, receives first", "x = chunk X, 0, 2, 0\nz = chunk X, 0, 2, 1\ny = chunk Y, 0, 2, 0\n"
+     "u = chunk Y, 0, 2, 1\ngroup {\n  recv y from (rank - 1) % world via p2p\n  recv u from (rank + 1) % world "
+     "via p2p\n  send x to (rank + 1) % world via p2p\n  send z to (rank - 1) % world via p2p\n}\n", HN_F32,
+     w_two_rings, 32},
 };
 
 static void run_case(const coll_case *c, int n)
@@ -128,7 +151,7 @@ static void run_case(const coll_case *c, int n)
         CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, bytes, &x[r]), HN_OK);
         CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, bytes, &y[r]), HN_OK);
     }
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < (c->reps ? c->reps : 8); k++) {
         int wrong = 0;
         for (int r = 0; r < n; r++) {
             for (size_t i = 0; i < count; i++)
@@ -179,7 +202,7 @@ static void test_all(void)
 void hn_suite_collectives(void)
 {
     static CU_TestInfo tests[] = {
-        {"every collective and a ring, 1..max ranks, 8 repetitions", test_all},
+        {"every collective (nccl or host, and p2p) and rings, 1..max ranks, 8 or 32 repetitions", test_all},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/collectives", tests);

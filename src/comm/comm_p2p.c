@@ -1,0 +1,504 @@
+/* Peer-copy communicator: collectives and send/recv as rings of direct
+ * copies between device buffers (copy engines on GPUs: no SMs move data),
+ * ordered across devices by 32-bit flags written into the peer's memory and
+ * waited on locally with stream memory operations (no host round trip on
+ * the critical path). Written against the device and compute tables only,
+ * so the CPU emulation runs exactly these ring algorithms.
+ *
+ * Flags only grow (wrap-safe comparisons), so they are never reset:
+ *  - slot operations (allgather, broadcast) take the team's next generation
+ *    g and the flag slot g % SLOTS; their flags carry g;
+ *  - staged operations (reduce_scatter, allreduce) number their ring steps
+ *    globally per team (t); a step's data lands in one of two staging
+ *    buffers of the next rank, t % 2, and is acknowledged when consumed;
+ *  - send/recv use per-(sender, receiver) sequence numbers and slots.
+ * Buffer addresses that change per operation (the receivers') are handed
+ * over through host mailboxes when the operation is issued. */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm.h"
+
+#define SLOTS 64
+
+typedef struct mailbox {
+    uint64_t gen; /* atomic; 0: empty */
+    void *ptr;
+} mailbox;
+
+typedef struct member {
+    int rank;
+    uint32_t *flags; /* on this member's device */
+    void *stage[2];  /* staging of reductions, on this member's device */
+    size_t stage_bytes;
+    mailbox mbox[SLOTS];
+    uint64_t slot_ops; /* issue side: generations taken */
+    uint64_t staged;   /* issue side: staged operations taken */
+} member;
+
+struct hn_comm_team {
+    hn_comm_world *w;
+    int n;
+    member *m;
+    size_t nflags;
+};
+
+struct hn_comm_world {
+    int n;
+    const hn_device_ops *dev;
+    void *dev_ctx;
+    const hn_compute_ops *compute;
+    const hn_fault_sink *sink;
+    hn_comm_team **teams;
+    int nteams, teams_cap;
+    hn_comm_team *all; /* the team of all ranks carries the pair flags */
+    uint64_t *send_seq, *recv_seq; /* [src * n + dst], issue side */
+    mailbox *pair_mbox;            /* [(src * n + dst) * SLOTS + slot] */
+};
+
+/* flag layout of a member of a team of n */
+enum { F_STAGE_ARR = 0, F_STAGE_CONS = 2, F_SLOTS = 4 };
+static size_t slot_flag(int n, uint64_t slot, int i) { return F_SLOTS + (size_t)slot * (size_t)(n + 2) + (size_t)i; }
+static size_t pair_flag(int n, int peer, uint64_t slot, int kind)
+{
+    return F_SLOTS + (size_t)SLOTS * (size_t)(n + 2) + ((size_t)peer * SLOTS + (size_t)slot) * 2 + (size_t)kind;
+}
+enum { PAIR_READY = 0, PAIR_ARRIVED = 1 };
+
+static uint32_t *flag(const hn_comm_team *t, int m, size_t i) { return t->m[m].flags + i; }
+
+static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
+{
+    hn_comm_world *w = hn_calloc(1, sizeof(*w));
+    size_t n2 = (size_t)cfg->nranks * (size_t)cfg->nranks;
+    if (w == NULL)
+        return HN_ERR_NOMEM;
+    w->n = cfg->nranks;
+    w->dev = cfg->dev;
+    w->dev_ctx = cfg->dev_ctx;
+    w->compute = cfg->compute;
+    w->sink = cfg->sink;
+    w->send_seq = hn_calloc(n2, sizeof(uint64_t));
+    w->recv_seq = hn_calloc(n2, sizeof(uint64_t));
+    w->pair_mbox = hn_calloc(n2 * SLOTS, sizeof(mailbox));
+    if (w->send_seq == NULL || w->recv_seq == NULL || w->pair_mbox == NULL) {
+        hn_free(w->send_seq);
+        hn_free(w->recv_seq);
+        hn_free(w->pair_mbox);
+        hn_free(w);
+        return HN_ERR_NOMEM;
+    }
+    *out = w;
+    return HN_OK;
+}
+
+static void p2p_fini(hn_comm_world *w)
+{
+    if (w == NULL)
+        return;
+    hn_free(w->send_seq);
+    hn_free(w->recv_seq);
+    hn_free(w->pair_mbox);
+    hn_free(w->teams);
+    hn_free(w);
+}
+
+static hn_status_t p2p_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
+{
+    hn_comm_team *t = hn_calloc(1, sizeof(*t));
+    int identity = n == w->n;
+    if (t == NULL)
+        return HN_ERR_NOMEM;
+    t->m = hn_calloc((size_t)n, sizeof(member));
+    if (t->m == NULL || hn_grow((void **)&w->teams, &w->teams_cap, w->nteams, sizeof(*w->teams)) != 0) {
+        hn_free(t->m);
+        hn_free(t);
+        return HN_ERR_NOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        t->m[i].rank = ranks[i];
+        identity &= ranks[i] == i;
+    }
+    t->n = n;
+    t->w = w;
+    t->nflags = pair_flag(n, n, 0, 0);
+    w->teams[w->nteams++] = t;
+    if (identity)
+        w->all = t;
+    *out = t;
+    return HN_OK;
+}
+
+/* On the member's thread: its flags, zeroed. */
+static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
+{
+    hn_comm_world *w = t->w;
+    size_t bytes = t->nflags * sizeof(uint32_t);
+    uint32_t *zeros = hn_calloc(t->nflags, sizeof(uint32_t));
+    hn_status_t st = zeros != NULL ? HN_OK : HN_ERR_NOMEM;
+    void *p = NULL;
+    if (st == HN_OK)
+        st = w->dev->mem_alloc(w->dev_ctx, t->m[me].rank, bytes, &p);
+    if (st == HN_OK)
+        st = w->dev->copy_to_device(w->dev_ctx, t->m[me].rank, p, zeros, bytes);
+    hn_free(zeros);
+    if (st != HN_OK) {
+        if (p != NULL)
+            w->dev->mem_free(w->dev_ctx, t->m[me].rank, p);
+        hn_origin_fail(o, st, "p2p: cannot allocate the flags of a team of %d", t->n);
+        return st;
+    }
+    t->m[me].flags = p;
+    return HN_OK;
+}
+
+static hn_status_t p2p_team_warmup(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o)
+{
+    (void)t;
+    (void)me;
+    (void)s;
+    (void)o;
+    return HN_OK;
+}
+
+static hn_status_t p2p_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
+{
+    hn_comm_world *w = t->w;
+    member *m = &t->m[me];
+    if (bytes <= m->stage_bytes)
+        return HN_OK;
+    for (int i = 0; i < 2; i++) {
+        hn_status_t st;
+        if (m->stage[i] != NULL)
+            w->dev->mem_free(w->dev_ctx, m->rank, m->stage[i]);
+        m->stage[i] = NULL;
+        if ((st = w->dev->mem_alloc(w->dev_ctx, m->rank, bytes, &m->stage[i])) != HN_OK) {
+            m->stage_bytes = 0;
+            hn_origin_fail(o, st, "p2p: cannot allocate %zu bytes of staging", bytes);
+            return st;
+        }
+    }
+    m->stage_bytes = bytes;
+    return HN_OK;
+}
+
+static void p2p_team_destroy(hn_comm_team *t)
+{
+    hn_comm_world *w;
+    if (t == NULL)
+        return;
+    w = t->w;
+    for (int i = 0; i < w->nteams; i++)
+        if (w->teams[i] == t) {
+            w->teams[i] = w->teams[--w->nteams];
+            break;
+        }
+    if (w->all == t)
+        w->all = NULL;
+    for (int i = 0; i < t->n; i++) {
+        if (t->m[i].flags != NULL)
+            w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->m[i].flags);
+        for (int k = 0; k < 2; k++)
+            if (t->m[i].stage[k] != NULL)
+                w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->m[i].stage[k]);
+    }
+    hn_free(t->m);
+    hn_free(t);
+}
+
+/* ---- host mailboxes: addresses handed over when operations are issued ---- */
+
+static void mbox_post(mailbox *mb, uint64_t gen, void *ptr)
+{
+    mb->ptr = ptr;
+    __atomic_store_n(&mb->gen, gen, __ATOMIC_RELEASE);
+}
+
+static hn_status_t mbox_take(const hn_comm_world *w, mailbox *mb, uint64_t gen, void **ptr, const hn_origin *o,
+                             const char *what, int peer)
+{
+    double start = hn_now(), timeout = w->sink != NULL ? w->sink->timeout_s : 60.0;
+    while (__atomic_load_n(&mb->gen, __ATOMIC_ACQUIRE) != gen) {
+        if (hn_origin_aborted(o))
+            return HN_ERR_ABORTED;
+        if (hn_now() - start > timeout) {
+            hn_origin_fail(o, HN_ERR_TIMEOUT, "p2p %s: rank %d never reached its side of it", what, peer);
+            return HN_ERR_TIMEOUT;
+        }
+        sched_yield();
+    }
+    *ptr = mb->ptr;
+    return HN_OK;
+}
+
+/* ---- the algorithms; each issues onto stream s and returns at once ---- */
+
+typedef struct ctx {
+    hn_comm_world *w;
+    hn_comm_team *t;
+    hn_dstream *s;
+    const hn_origin *o;
+    hn_status_t st;
+} ctx;
+
+static void copy(ctx *c, void *dst, const void *src, size_t bytes)
+{
+    if (c->st == HN_OK && bytes > 0 && dst != src)
+        c->st = c->w->dev->memcpy_async(dst, src, bytes, c->s, c->o);
+}
+
+static void signal_flag(ctx *c, uint32_t *addr, uint32_t v)
+{
+    if (c->st == HN_OK)
+        c->st = c->w->dev->stream_write_flag(c->s, addr, v, c->o);
+}
+
+static void wait_flag(ctx *c, const uint32_t *addr, uint32_t v)
+{
+    if (c->st == HN_OK)
+        c->st = c->w->dev->stream_wait_flag(c->s, addr, v, c->o);
+}
+
+static hn_tensor vec(void *data, hn_dtype dt, size_t count)
+{
+    hn_tensor t;
+    memset(&t, 0, sizeof(t));
+    t.data = data;
+    t.dtype = dt;
+    t.ndim = 1;
+    t.shape[0] = (int64_t)count;
+    t.stride[0] = 1;
+    return t;
+}
+
+/* dst = a op b, elementwise (fp32 arithmetic for bf16/f16) */
+static void reduce(ctx *c, int redop, hn_dtype dt, size_t count, void *dst, const void *a, const void *b)
+{
+    hn_tensor d = vec(dst, dt, count), x = vec((void *)a, dt, count), y = vec((void *)b, dt, count);
+    int op = redop == HN_REDUCE_PROD ? 1 : redop == HN_REDUCE_MAX ? 2 : redop == HN_REDUCE_MIN ? 3 : 0;
+    if (c->st == HN_OK)
+        c->st = c->w->compute->binary(c->s, op, &d, &x, &y, c->o);
+}
+
+/* Ring allgather, put: at step k rank r pushes chunk (r - k) to rank r + 1. */
+static void allgather_ring(ctx *c, int me, const void *send, void *recv, size_t cb)
+{
+    hn_comm_team *t = c->t;
+    int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
+    uint64_t g = ++t->m[me].slot_ops, slot = g % SLOTS;
+    uint32_t v = (uint32_t)g;
+    char *R = recv, *Rn = NULL;
+    copy(c, R + (size_t)me * cb, send, cb);
+    if (n == 1 || c->st != HN_OK)
+        return;
+    mbox_post(&t->m[me].mbox[slot], g, recv);
+    if ((c->st = mbox_take(c->w, &t->m[next].mbox[slot], g, (void **)&Rn, c->o, "allgather", t->m[next].rank)) != HN_OK)
+        return;
+    signal_flag(c, flag(t, prev, slot_flag(n, slot, 0)), v); /* prev may write into my buffer */
+    wait_flag(c, flag(t, me, slot_flag(n, slot, 0)), v);     /* next's buffer is free */
+    for (int step = 0; step < n - 1; step++) {
+        size_t chunk = (size_t)((me - step + n) % n);
+        if (step > 0) /* that chunk came from prev at its step - 1 */
+            wait_flag(c, flag(t, me, slot_flag(n, slot, step)), v);
+        copy(c, Rn + chunk * cb, R + chunk * cb, cb);
+        signal_flag(c, flag(t, next, slot_flag(n, slot, step + 1)), v);
+    }
+    wait_flag(c, flag(t, me, slot_flag(n, slot, n - 1)), v); /* the last chunk is here */
+}
+
+/* Ring reduce-scatter through the next rank's two staging buffers: at step
+ * k rank r sends its partial of chunk (r - k - 1); the partial arriving at
+ * the last step is its own chunk, fully reduced. */
+static void reduce_scatter_ring(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop)
+{
+    hn_comm_team *t = c->t;
+    int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
+    size_t cb = count * (size_t)hn_dtype_size(dt);
+    const char *I = send;
+    uint64_t h = ++t->m[me].staged;
+    uint32_t base = (uint32_t)((h - 1) * (uint64_t)(n - 1)), last;
+    member *M = t->m;
+    if (n == 1) {
+        copy(c, recv, send, cb);
+        return;
+    }
+    if (M[me].stage_bytes < cb || M[next].stage_bytes < cb) {
+        c->st = HN_ERR_RUNTIME;
+        hn_origin_fail(c->o, c->st, "p2p reduction of %zu bytes: staging of %zu reserved (not prepared?)", cb,
+                       M[me].stage_bytes);
+        return;
+    }
+    for (int step = 0; step < n - 1; step++) {
+        uint32_t tt = base + (uint32_t)step;
+        size_t chunk = (size_t)((me - step - 1 + 2 * n) % n);
+        const void *src = I + chunk * cb;
+        int out = (int)(tt % 2), in = (int)((tt - 1) % 2);
+        if (step > 0) {
+            /* prev's partial of this chunk (its global step tt - 1) plus mine */
+            wait_flag(c, flag(t, me, F_STAGE_ARR + (size_t)in), tt);
+            reduce(c, redop, dt, count, M[me].stage[in], M[me].stage[in], src);
+            src = M[me].stage[in];
+        }
+        wait_flag(c, flag(t, me, F_STAGE_CONS + (size_t)out), tt - 1); /* next consumed step tt - 2 */
+        copy(c, M[next].stage[out], src, cb);
+        signal_flag(c, flag(t, next, F_STAGE_ARR + (size_t)out), tt + 1);
+        if (step > 0)
+            signal_flag(c, flag(t, prev, F_STAGE_CONS + (size_t)in), tt); /* step tt - 1 consumed */
+    }
+    last = base + (uint32_t)(n - 2);
+    wait_flag(c, flag(t, me, F_STAGE_ARR + (size_t)(last % 2)), last + 1);
+    reduce(c, redop, dt, count, recv, M[me].stage[last % 2], I + (size_t)me * cb);
+    signal_flag(c, flag(t, prev, F_STAGE_CONS + (size_t)(last % 2)), last + 1);
+    if (redop == HN_REDUCE_AVG && c->st == HN_OK) {
+        hn_tensor o = vec(recv, dt, count);
+        c->st = c->w->compute->scale(c->s, &o, &o, 1.0 / n, c->o);
+    }
+}
+
+/* Broadcast, put: the root copies to every other member directly. */
+static void broadcast_direct(ctx *c, int me, int root, const void *send, void *recv, size_t cb)
+{
+    hn_comm_team *t = c->t;
+    int n = t->n;
+    uint64_t g = ++t->m[me].slot_ops, slot = g % SLOTS;
+    uint32_t v = (uint32_t)g;
+    if (me != root) {
+        mbox_post(&t->m[me].mbox[slot], g, recv);
+        signal_flag(c, flag(t, root, slot_flag(n, slot, me)), v); /* my buffer is free */
+        wait_flag(c, flag(t, me, slot_flag(n, slot, n)), v);
+        return;
+    }
+    copy(c, recv, send, cb);
+    for (int p = 0; p < n && c->st == HN_OK; p++) {
+        void *dst = NULL;
+        if (p == root)
+            continue;
+        if ((c->st = mbox_take(c->w, &t->m[p].mbox[slot], g, &dst, c->o, "broadcast", t->m[p].rank)) != HN_OK)
+            return;
+        wait_flag(c, flag(t, me, slot_flag(n, slot, p)), v);
+        copy(c, dst, send, cb);
+        signal_flag(c, flag(t, p, slot_flag(n, slot, n)), v);
+    }
+}
+
+static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
+{
+    ctx c = {t->w, t, s, o, HN_OK};
+    size_t es = (size_t)hn_dtype_size(a->dtype), n = (size_t)t->n;
+    switch (a->kind) {
+    case HN_COLL_ALLGATHER: allgather_ring(&c, me, a->send, a->recv, a->count * es); break;
+    case HN_COLL_REDUCE_SCATTER:
+        reduce_scatter_ring(&c, me, a->send, a->recv, a->count, a->dtype, a->redop);
+        break;
+    case HN_COLL_ALLREDUCE: {
+        size_t chunk = a->count / n;
+        char *out = a->recv;
+        if (a->count % n != 0) {
+            hn_origin_fail(o, HN_ERR_UNSUPPORTED, "p2p allreduce of %zu elements: not divisible by the team size %zu",
+                           a->count, n);
+            return HN_ERR_UNSUPPORTED;
+        }
+        reduce_scatter_ring(&c, me, a->send, out + (size_t)me * chunk * es, chunk, a->dtype, a->redop);
+        allgather_ring(&c, me, out + (size_t)me * chunk * es, out, chunk * es);
+        break;
+    }
+    case HN_COLL_BROADCAST: broadcast_direct(&c, me, a->root, a->send, a->recv, a->count * es); break;
+    default:
+        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "%s via p2p: the p2p backend does allgather, reduce_scatter, "
+                       "allreduce and broadcast", hn_coll_name(a->kind));
+        return HN_ERR_UNSUPPORTED;
+    }
+    if (c.st != HN_OK && c.st != HN_ERR_ABORTED && c.st != HN_ERR_TIMEOUT && c.st != HN_ERR_RUNTIME)
+        hn_origin_fail(o, c.st, "p2p %s: %s", hn_coll_name(a->kind), hn_status_string(c.st));
+    return c.st;
+}
+
+/* A group of sends and receives, put: receivers post their buffers and say
+ * they are ready; senders copy into them and say the data has arrived. */
+static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s, const hn_origin *o)
+{
+    hn_comm_team *t = w->all;
+    ctx c = {w, t, s, o, HN_OK};
+    int N = w->n;
+    uint64_t *seq = hn_calloc((size_t)n + 1, sizeof(uint64_t));
+    if (seq == NULL)
+        return HN_ERR_NOMEM;
+    if (t == NULL) {
+        hn_free(seq);
+        hn_origin_fail(o, HN_ERR_RUNTIME, "p2p: no team of all ranks for send/recv");
+        return HN_ERR_RUNTIME;
+    }
+    for (int i = 0; i < n; i++) /* sequence numbers per (sender, receiver), from 1 */
+        seq[i] = ops[i].is_send ? ++w->send_seq[rank * N + ops[i].peer] : ++w->recv_seq[ops[i].peer * N + rank];
+    /* 1: every receive posts its buffer and tells its sender */
+    for (int i = 0; i < n; i++) {
+        uint64_t slot = seq[i] % SLOTS;
+        if (ops[i].is_send)
+            continue;
+        mbox_post(&w->pair_mbox[((size_t)ops[i].peer * N + rank) * SLOTS + slot], seq[i], ops[i].buf);
+        signal_flag(&c, flag(t, ops[i].peer, pair_flag(N, rank, slot, PAIR_READY)), (uint32_t)seq[i]);
+    }
+    /* 2: every send copies into its receiver's buffer */
+    for (int i = 0; i < n && c.st == HN_OK; i++) {
+        uint64_t slot = seq[i] % SLOTS;
+        void *dst = NULL;
+        if (!ops[i].is_send)
+            continue;
+        c.st = mbox_take(w, &w->pair_mbox[((size_t)rank * N + ops[i].peer) * SLOTS + slot], seq[i], &dst, o,
+                         "send", ops[i].peer);
+        wait_flag(&c, flag(t, rank, pair_flag(N, ops[i].peer, slot, PAIR_READY)), (uint32_t)seq[i]);
+        copy(&c, dst, ops[i].buf, ops[i].bytes);
+        signal_flag(&c, flag(t, ops[i].peer, pair_flag(N, rank, slot, PAIR_ARRIVED)), (uint32_t)seq[i]);
+    }
+    /* 3: every receive waits for its data */
+    for (int i = 0; i < n; i++)
+        if (!ops[i].is_send)
+            wait_flag(&c, flag(t, rank, pair_flag(N, ops[i].peer, seq[i] % SLOTS, PAIR_ARRIVED)), (uint32_t)seq[i]);
+    hn_free(seq);
+    return c.st;
+}
+
+/* After a failure, flag waits on the devices may wait forever: satisfy them
+ * all, then the runtime destroys the teams (fresh flags next run). */
+static int p2p_abort(hn_comm_world *w)
+{
+    for (int i = 0; i < w->nteams; i++) {
+        hn_comm_team *t = w->teams[i];
+        uint32_t *high = hn_malloc(t->nflags * sizeof(uint32_t));
+        if (high == NULL)
+            continue;
+        for (size_t k = 0; k < t->nflags; k++)
+            high[k] = 0x7fffffffu;
+        for (int m = 0; m < t->n; m++)
+            if (t->m[m].flags != NULL)
+                w->dev->copy_to_device(w->dev_ctx, t->m[m].rank, t->m[m].flags, high, t->nflags * sizeof(uint32_t));
+        hn_free(high);
+    }
+    return 1;
+}
+
+static void p2p_reset(hn_comm_world *w)
+{
+    if (w->nteams == 0) { /* teams were destroyed: sequences start over */
+        size_t n2 = (size_t)w->n * (size_t)w->n;
+        memset(w->send_seq, 0, n2 * sizeof(uint64_t));
+        memset(w->recv_seq, 0, n2 * sizeof(uint64_t));
+        memset(w->pair_mbox, 0, n2 * SLOTS * sizeof(mailbox));
+    }
+}
+
+const hn_comm_ops hn_comm_p2p = {
+    .name = "p2p",
+    .init = p2p_init,
+    .fini = p2p_fini,
+    .team_create = p2p_team_create,
+    .team_join = p2p_team_join,
+    .team_warmup = p2p_team_warmup,
+    .team_reserve = p2p_team_reserve,
+    .team_destroy = p2p_team_destroy,
+    .collective = p2p_collective,
+    .p2p = p2p_p2p,
+    .abort = p2p_abort,
+    .reset = p2p_reset,
+};
