@@ -18,7 +18,8 @@
     HN_SUITE(compute_cuda)                                                   \
     HN_SUITE(runtime)                                                        \
     HN_SUITE(collectives)                                                    \
-    HN_SUITE(examples)
+    HN_SUITE(examples)                                                       \
+    HN_SUITE(stress)
 
 #define HN_SUITE(name) void hn_suite_##name(void);
 HN_SUITES
