@@ -21,6 +21,7 @@
 #include "comm.h"
 
 #define SLOTS 64
+#define PIECES 4 /* a reduction step's chunk is copied and reduced in pieces */
 
 typedef struct mailbox {
     uint64_t gen; /* atomic; 0: empty */
@@ -35,6 +36,7 @@ typedef struct member {
     mailbox mbox[SLOTS];
     uint64_t slot_ops; /* issue side: generations taken */
     uint64_t staged;   /* issue side: staged operations taken */
+    hn_dstream *side;  /* the copies of reductions, beside the caller's stream */
 } member;
 
 struct hn_comm_team {
@@ -57,8 +59,19 @@ struct hn_comm_world {
     mailbox *pair_mbox;            /* [(src * n + dst) * SLOTS + slot] */
 };
 
-/* flag layout of a member of a team of n */
-enum { F_STAGE_ARR = 0, F_STAGE_CONS = 2, F_SLOTS = 4 };
+/* flag layout of a member of a team of n: staging arrival and consumption
+ * per (buffer, piece), then local hand-offs between the caller's stream
+ * and the side stream, then the slots, then the pairs */
+enum {
+    F_STAGE_ARR = 0,            /* [2 buffers][PIECES] */
+    F_STAGE_CONS = 2 * PIECES,  /* [2 buffers][PIECES] */
+    F_RED = 4 * PIECES,         /* [PIECES]: piece reduced, the side stream may copy it */
+    F_START = 5 * PIECES,       /* the side stream may start (inputs are written) */
+    F_END = 5 * PIECES + 1,     /* the side stream is done */
+    F_SLOTS = 5 * PIECES + 2
+};
+static size_t arr_flag(int buf, int j) { return F_STAGE_ARR + (size_t)(buf * PIECES + j); }
+static size_t cons_flag(int buf, int j) { return F_STAGE_CONS + (size_t)(buf * PIECES + j); }
 static size_t slot_flag(int n, uint64_t slot, int i) { return F_SLOTS + (size_t)slot * (size_t)(n + 2) + (size_t)i; }
 static size_t pair_flag(int n, int peer, uint64_t slot, int kind)
 {
@@ -142,6 +155,8 @@ static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
         st = w->dev->mem_alloc(w->dev_ctx, t->m[me].rank, bytes, &p);
     if (st == HN_OK)
         st = w->dev->copy_to_device(w->dev_ctx, t->m[me].rank, p, zeros, bytes);
+    if (st == HN_OK)
+        st = w->dev->stream_create(w->dev_ctx, t->m[me].rank, &t->m[me].side);
     hn_free(zeros);
     if (st != HN_OK) {
         if (p != NULL)
@@ -197,6 +212,10 @@ static void p2p_team_destroy(hn_comm_team *t)
     if (w->all == t)
         w->all = NULL;
     for (int i = 0; i < t->n; i++) {
+        if (t->m[i].side != NULL) {
+            w->dev->stream_sync(t->m[i].side);
+            w->dev->stream_destroy(t->m[i].side);
+        }
         if (t->m[i].flags != NULL)
             w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->m[i].flags);
         for (int k = 0; k < 2; k++)
@@ -242,23 +261,28 @@ typedef struct ctx {
     hn_status_t st;
 } ctx;
 
-static void copy(ctx *c, void *dst, const void *src, size_t bytes)
+static void copy_on(ctx *c, hn_dstream *s, void *dst, const void *src, size_t bytes)
 {
     if (c->st == HN_OK && bytes > 0 && dst != src)
-        c->st = c->w->dev->memcpy_async(dst, src, bytes, c->s, c->o);
+        c->st = c->w->dev->memcpy_async(dst, src, bytes, s, c->o);
 }
 
-static void signal_flag(ctx *c, uint32_t *addr, uint32_t v)
+static void signal_on(ctx *c, hn_dstream *s, uint32_t *addr, uint32_t v)
 {
     if (c->st == HN_OK)
-        c->st = c->w->dev->stream_write_flag(c->s, addr, v, c->o);
+        c->st = c->w->dev->stream_write_flag(s, addr, v, c->o);
 }
 
-static void wait_flag(ctx *c, const uint32_t *addr, uint32_t v)
+static void wait_on(ctx *c, hn_dstream *s, const uint32_t *addr, uint32_t v)
 {
     if (c->st == HN_OK)
-        c->st = c->w->dev->stream_wait_flag(c->s, addr, v, c->o);
+        c->st = c->w->dev->stream_wait_flag(s, addr, v, c->o);
 }
+
+/* on the caller's stream */
+static void copy(ctx *c, void *dst, const void *src, size_t bytes) { copy_on(c, c->s, dst, src, bytes); }
+static void signal_flag(ctx *c, uint32_t *addr, uint32_t v) { signal_on(c, c->s, addr, v); }
+static void wait_flag(ctx *c, const uint32_t *addr, uint32_t v) { wait_on(c, c->s, addr, v); }
 
 static hn_tensor vec(void *data, hn_dtype dt, size_t count)
 {
@@ -309,16 +333,21 @@ static void allgather_ring(ctx *c, int me, const void *send, void *recv, size_t 
 
 /* Ring reduce-scatter through the next rank's two staging buffers: at step
  * k rank r sends its partial of chunk (r - k - 1); the partial arriving at
- * the last step is its own chunk, fully reduced. */
+ * the last step is its own chunk, fully reduced. Each step goes in PIECES
+ * pieces: the caller's stream reduces piece j (SMs) while the member's side
+ * stream copies piece j - 1 to the next rank (copy engine). A member's
+ * reductions on a team run one after another (the side stream is shared),
+ * so the hand-off flags between its two streams need no slots. */
 static void reduce_scatter_ring(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop)
 {
     hn_comm_team *t = c->t;
     int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
-    size_t cb = count * (size_t)hn_dtype_size(dt);
+    size_t es = (size_t)hn_dtype_size(dt), cb = count * es;
     const char *I = send;
     uint64_t h = ++t->m[me].staged;
-    uint32_t base = (uint32_t)((h - 1) * (uint64_t)(n - 1)), last;
+    uint32_t base = (uint32_t)((h - 1) * (uint64_t)(n - 1)), last, hv = (uint32_t)h;
     member *M = t->m;
+    hn_dstream *S = c->s, *C = M[me].side;
     if (n == 1) {
         copy(c, recv, send, cb);
         return;
@@ -329,27 +358,44 @@ static void reduce_scatter_ring(ctx *c, int me, const void *send, void *recv, si
                        M[me].stage_bytes);
         return;
     }
+    /* after the previous reduction's copies; then the side stream starts
+     * once the inputs are written */
+    wait_on(c, S, flag(t, me, F_END), hv - 1);
+    signal_on(c, S, flag(t, me, F_START), hv);
+    wait_on(c, C, flag(t, me, F_START), hv);
     for (int step = 0; step < n - 1; step++) {
         uint32_t tt = base + (uint32_t)step;
         size_t chunk = (size_t)((me - step - 1 + 2 * n) % n);
-        const void *src = I + chunk * cb;
         int out = (int)(tt % 2), in = (int)((tt - 1) % 2);
-        if (step > 0) {
-            /* prev's partial of this chunk (its global step tt - 1) plus mine */
-            wait_flag(c, flag(t, me, F_STAGE_ARR + (size_t)in), tt);
-            reduce(c, redop, dt, count, M[me].stage[in], M[me].stage[in], src);
-            src = M[me].stage[in];
+        for (int j = 0; j < PIECES; j++) {
+            size_t lo = count * (size_t)j / PIECES, hi = count * (size_t)(j + 1) / PIECES, off = lo * es;
+            const char *src = I + chunk * cb + off;
+            if (step > 0) {
+                /* prev's partial of this piece (its global step tt - 1) plus mine */
+                wait_on(c, S, flag(t, me, arr_flag(in, j)), tt);
+                reduce(c, redop, dt, hi - lo, (char *)M[me].stage[in] + off, (char *)M[me].stage[in] + off, src);
+                signal_on(c, S, flag(t, me, F_RED + (size_t)j), tt);
+                wait_on(c, C, flag(t, me, F_RED + (size_t)j), tt);
+                src = (const char *)M[me].stage[in] + off;
+            }
+            wait_on(c, C, flag(t, me, cons_flag(out, j)), tt - 1); /* next consumed step tt - 2 */
+            copy_on(c, C, (char *)M[next].stage[out] + off, src, (hi - lo) * es);
+            signal_on(c, C, flag(t, next, arr_flag(out, j)), tt + 1);
+            if (step > 0) /* this piece of step tt - 1 is consumed */
+                signal_on(c, C, flag(t, prev, cons_flag(in, j)), tt);
         }
-        wait_flag(c, flag(t, me, F_STAGE_CONS + (size_t)out), tt - 1); /* next consumed step tt - 2 */
-        copy(c, M[next].stage[out], src, cb);
-        signal_flag(c, flag(t, next, F_STAGE_ARR + (size_t)out), tt + 1);
-        if (step > 0)
-            signal_flag(c, flag(t, prev, F_STAGE_CONS + (size_t)in), tt); /* step tt - 1 consumed */
     }
     last = base + (uint32_t)(n - 2);
-    wait_flag(c, flag(t, me, F_STAGE_ARR + (size_t)(last % 2)), last + 1);
-    reduce(c, redop, dt, count, recv, M[me].stage[last % 2], I + (size_t)me * cb);
-    signal_flag(c, flag(t, prev, F_STAGE_CONS + (size_t)(last % 2)), last + 1);
+    for (int j = 0; j < PIECES; j++) {
+        size_t lo = count * (size_t)j / PIECES, hi = count * (size_t)(j + 1) / PIECES, off = lo * es;
+        wait_on(c, S, flag(t, me, arr_flag((int)(last % 2), j)), last + 1);
+        reduce(c, redop, dt, hi - lo, (char *)recv + off, (char *)M[me].stage[last % 2] + off,
+               I + (size_t)me * cb + off);
+        signal_on(c, S, flag(t, prev, cons_flag((int)(last % 2), j)), last + 1);
+    }
+    /* the caller's stream goes on once the side stream's copies are done */
+    signal_on(c, C, flag(t, me, F_END), hv);
+    wait_on(c, S, flag(t, me, F_END), hv);
     if (redop == HN_REDUCE_AVG && c->st == HN_OK) {
         hn_tensor o = vec(recv, dt, count);
         c->st = c->w->compute->scale(c->s, &o, &o, 1.0 / n, c->o);
