@@ -33,6 +33,7 @@ typedef struct hn_coll_args {
     hn_dtype dtype;
     int redop;
     int root; /* index into the team */
+    int get;  /* p2p: receivers pull (1) or senders push (0) */
 } hn_coll_args;
 
 typedef struct hn_p2p_op {
@@ -40,6 +41,7 @@ typedef struct hn_p2p_op {
     int peer; /* global rank */
     void *buf;
     size_t bytes;
+    int get; /* p2p: the receiver pulls (1) or the sender pushes (0) */
 } hn_p2p_op;
 
 typedef struct hn_comm_world hn_comm_world;

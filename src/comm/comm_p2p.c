@@ -12,8 +12,11 @@
  *    globally per team (t); a step's data lands in one of two staging
  *    buffers of the next rank, t % 2, and is acknowledged when consumed;
  *  - send/recv use per-(sender, receiver) sequence numbers and slots.
- * Buffer addresses that change per operation (the receivers') are handed
- * over through host mailboxes when the operation is issued. */
+ * Buffer addresses that change per operation (the receivers' with put, the
+ * senders' with get) are handed over through host mailboxes when the
+ * operation is issued. Put (senders push) is the default; get (receivers
+ * pull) is chosen per instruction (`via p2p get`) for allgather, broadcast
+ * and send/recv. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -331,6 +334,34 @@ static void allgather_ring(ctx *c, int me, const void *send, void *recv, size_t 
     wait_flag(c, flag(t, me, slot_flag(n, slot, n - 1)), v); /* the last chunk is here */
 }
 
+/* Ring allgather, get: at step k rank r pulls chunk (r - 1 - k) from rank
+ * r - 1, once r - 1 has it; an operation ends when r + 1 has pulled
+ * everything it needs from r's buffer. */
+static void allgather_ring_get(ctx *c, int me, const void *send, void *recv, size_t cb)
+{
+    hn_comm_team *t = c->t;
+    int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
+    uint64_t g = ++t->m[me].slot_ops, slot = g % SLOTS;
+    uint32_t v = (uint32_t)g;
+    char *R = recv, *Rp = NULL;
+    copy(c, R + (size_t)me * cb, send, cb);
+    if (n == 1 || c->st != HN_OK)
+        return;
+    mbox_post(&t->m[me].mbox[slot], g, recv);
+    if ((c->st = mbox_take(c->w, &t->m[prev].mbox[slot], g, (void **)&Rp, c->o, "allgather", t->m[prev].rank)) != HN_OK)
+        return;
+    signal_flag(c, flag(t, next, slot_flag(n, slot, 0)), v); /* next may pull my own chunk */
+    for (int step = 0; step < n - 1; step++) {
+        size_t chunk = (size_t)((me - 1 - step + 2 * n) % n);
+        wait_flag(c, flag(t, me, slot_flag(n, slot, step)), v); /* prev has it */
+        copy(c, R + chunk * cb, Rp + chunk * cb, cb);
+        if (step + 1 < n - 1)
+            signal_flag(c, flag(t, next, slot_flag(n, slot, step + 1)), v);
+    }
+    signal_flag(c, flag(t, prev, slot_flag(n, slot, n + 1)), v); /* done pulling from prev */
+    wait_flag(c, flag(t, me, slot_flag(n, slot, n + 1)), v);     /* next is done with mine */
+}
+
 /* Ring reduce-scatter through the next rank's two staging buffers: at step
  * k rank r sends its partial of chunk (r - k - 1); the partial arriving at
  * the last step is its own chunk, fully reduced. Each step goes in PIECES
@@ -428,12 +459,46 @@ static void broadcast_direct(ctx *c, int me, int root, const void *send, void *r
     }
 }
 
+/* Broadcast, get: every member pulls from the root's buffer; the root's
+ * operation ends when all have. */
+static void broadcast_get(ctx *c, int me, int root, const void *send, void *recv, size_t cb)
+{
+    hn_comm_team *t = c->t;
+    int n = t->n;
+    uint64_t g = ++t->m[me].slot_ops, slot = g % SLOTS;
+    uint32_t v = (uint32_t)g;
+    if (me == root) {
+        copy(c, recv, send, cb);
+        mbox_post(&t->m[me].mbox[slot], g, (void *)send);
+        for (int p = 0; p < n; p++)
+            if (p != root)
+                signal_flag(c, flag(t, p, slot_flag(n, slot, n)), v); /* the data is ready */
+        for (int p = 0; p < n; p++)
+            if (p != root)
+                wait_flag(c, flag(t, me, slot_flag(n, slot, p)), v); /* p has pulled it */
+        return;
+    }
+    {
+        void *src = NULL;
+        if ((c->st = mbox_take(c->w, &t->m[root].mbox[slot], g, &src, c->o, "broadcast", t->m[root].rank)) != HN_OK)
+            return;
+        wait_flag(c, flag(t, me, slot_flag(n, slot, n)), v);
+        copy(c, recv, src, cb);
+        signal_flag(c, flag(t, root, slot_flag(n, slot, me)), v);
+    }
+}
+
 static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
 {
     ctx c = {t->w, t, s, o, HN_OK};
     size_t es = (size_t)hn_dtype_size(a->dtype), n = (size_t)t->n;
     switch (a->kind) {
-    case HN_COLL_ALLGATHER: allgather_ring(&c, me, a->send, a->recv, a->count * es); break;
+    case HN_COLL_ALLGATHER:
+        if (a->get)
+            allgather_ring_get(&c, me, a->send, a->recv, a->count * es);
+        else
+            allgather_ring(&c, me, a->send, a->recv, a->count * es);
+        break;
     case HN_COLL_REDUCE_SCATTER:
         reduce_scatter_ring(&c, me, a->send, a->recv, a->count, a->dtype, a->redop);
         break;
@@ -449,7 +514,12 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
         allgather_ring(&c, me, out + (size_t)me * chunk * es, out, chunk * es);
         break;
     }
-    case HN_COLL_BROADCAST: broadcast_direct(&c, me, a->root, a->send, a->recv, a->count * es); break;
+    case HN_COLL_BROADCAST:
+        if (a->get)
+            broadcast_get(&c, me, a->root, a->send, a->recv, a->count * es);
+        else
+            broadcast_direct(&c, me, a->root, a->send, a->recv, a->count * es);
+        break;
     default:
         hn_origin_fail(o, HN_ERR_UNSUPPORTED, "%s via p2p: the p2p backend does allgather, reduce_scatter, "
                        "allreduce and broadcast", hn_coll_name(a->kind));
@@ -460,8 +530,10 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
     return c.st;
 }
 
-/* A group of sends and receives, put: receivers post their buffers and say
- * they are ready; senders copy into them and say the data has arrived. */
+/* A group of sends and receives. Put: receivers post their buffers and say
+ * they are ready; senders copy into them and say the data has arrived.
+ * Get: senders post their buffers and say the data is ready; receivers copy
+ * from them and say they are done; senders wait for that. */
 static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s, const hn_origin *o)
 {
     hn_comm_team *t = w->all;
@@ -477,6 +549,34 @@ static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int
     }
     for (int i = 0; i < n; i++) /* sequence numbers per (sender, receiver), from 1 */
         seq[i] = ops[i].is_send ? ++w->send_seq[rank * N + ops[i].peer] : ++w->recv_seq[ops[i].peer * N + rank];
+    if (n > 0 && ops[0].get) {
+        /* 1: every send posts its buffer and tells its receiver */
+        for (int i = 0; i < n; i++) {
+            uint64_t slot = seq[i] % SLOTS;
+            if (!ops[i].is_send)
+                continue;
+            mbox_post(&w->pair_mbox[((size_t)rank * N + ops[i].peer) * SLOTS + slot], seq[i], ops[i].buf);
+            signal_flag(&c, flag(t, ops[i].peer, pair_flag(N, rank, slot, PAIR_ARRIVED)), (uint32_t)seq[i]);
+        }
+        /* 2: every receive pulls its data and says so */
+        for (int i = 0; i < n && c.st == HN_OK; i++) {
+            uint64_t slot = seq[i] % SLOTS;
+            void *src = NULL;
+            if (ops[i].is_send)
+                continue;
+            c.st = mbox_take(w, &w->pair_mbox[((size_t)ops[i].peer * N + rank) * SLOTS + slot], seq[i], &src, o,
+                             "recv", ops[i].peer);
+            wait_flag(&c, flag(t, rank, pair_flag(N, ops[i].peer, slot, PAIR_ARRIVED)), (uint32_t)seq[i]);
+            copy(&c, ops[i].buf, src, ops[i].bytes);
+            signal_flag(&c, flag(t, ops[i].peer, pair_flag(N, rank, slot, PAIR_READY)), (uint32_t)seq[i]);
+        }
+        /* 3: a send's buffer is free once its receiver has pulled */
+        for (int i = 0; i < n; i++)
+            if (ops[i].is_send)
+                wait_flag(&c, flag(t, rank, pair_flag(N, ops[i].peer, seq[i] % SLOTS, PAIR_READY)), (uint32_t)seq[i]);
+        hn_free(seq);
+        return c.st;
+    }
     /* 1: every receive posts its buffer and tells its sender */
     for (int i = 0; i < n; i++) {
         uint64_t slot = seq[i] % SLOTS;

@@ -542,7 +542,7 @@ static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
     if (a->op != b->op || !name_equal(c, a->dst, b->dst) || !tref_eq(c, &a->a, &b->a) ||
         !tref_eq(c, &a->b, &b->b) || !type_eq(c, &a->type, &b->type) ||
         !name_equal(c, a->sref_var, b->sref_var) || !expr_eq(c, a->sref_index, b->sref_index) ||
-        a->redop != b->redop || a->via != b->via || a->team_kind != b->team_kind ||
+        a->redop != b->redop || a->via != b->via || a->get != b->get || a->team_kind != b->team_kind ||
         a->nteam != b->nteam || !name_equal(c, a->wait_var, b->wait_var) ||
         a->nargs != b->nargs)
         return 0;

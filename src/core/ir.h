@@ -173,6 +173,7 @@ struct hn_instr {
     hn_expr *sref_index; /* ... or stream(expr) */
     hn_redop redop;
     hn_backend_kind via;
+    int get;        /* via p2p: the receiver pulls (1) or the sender pushes (0) */
     hn_team_kind team_kind;
     int nteam;
     hn_expr **team; /* list members, or range start, count[, stride] */

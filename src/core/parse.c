@@ -420,13 +420,17 @@ static int team(parser *ps, hn_instr *in)
     return expect_punct(ps, close);
 }
 
-/* via := 'via' ('nccl' | 'p2p' | 'default') */
+/* via := 'via' ('nccl' | 'p2p' ['get' | 'put'] | 'default') */
 static int via(parser *ps, hn_instr *in)
 {
     for (int b = 0; b < HN_VIA_COUNT; b++)
         if (is_word(ps, hn_backend_name((hn_backend_kind)b))) {
             in->via = (hn_backend_kind)b;
             next(ps);
+            if (in->via == HN_VIA_P2P && (is_word(ps, "get") || is_word(ps, "put"))) {
+                in->get = is_word(ps, "get");
+                next(ps);
+            }
             return 1;
         }
     expected(ps, "a backend (nccl, p2p, default)");

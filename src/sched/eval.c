@@ -628,6 +628,8 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         kind != HN_COLL_ALLREDUCE && kind != HN_COLL_BROADCAST)
         return fail(x, in, HN_ERR_UNSUPPORTED, "%s via p2p: the p2p backend does allgather, reduce_scatter, "
                     "allreduce, broadcast and send/recv", what);
+    if (in->via == HN_VIA_P2P && in->get && (kind == HN_COLL_REDUCE_SCATTER || kind == HN_COLL_ALLREDUCE))
+        return fail(x, in, HN_ERR_UNSUPPORTED, "%s via p2p get: reductions push (put) only, so far", what);
     if (in->via == HN_VIA_P2P && kind == HN_COLL_ALLREDUCE && count % (size_t)n != 0)
         return fail(x, in, HN_ERR_UNSUPPORTED, "allreduce via p2p of %zu elements: not divisible by the team "
                     "size %d", count, n);
@@ -636,6 +638,7 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         memset(&rec, 0, sizeof(rec));
         rec.instr = in->id;
         rec.via = (int)in->via;
+        rec.get = in->get;
         rec.kind = kind;
         rec.nteam = n;
         if (intern_team(x, in, members, n, &rec.team_off) != HN_OK)
@@ -648,7 +651,7 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
             return x->status;
         return record_comm(x, in, NULL);
     } else {
-        hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (int)in->redop, (int)root};
+        hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (int)in->redop, (int)root, in->get};
         hn_comm_team *team = hn_runtime_team(x->rt, in->via, members, n);
         hn_dstream *s;
         hn_origin o = origin_of(x, in);
@@ -685,6 +688,7 @@ static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)
     if (peer < 0 || peer >= x->world)
         return fail(x, in, HN_ERR_RUNTIME, "peer %lld out of range [0, %d)", (long long)peer, x->world);
     op->is_send = in->op == HN_OP_SEND;
+    op->get = in->get;
     op->peer = (int)peer;
     op->buf = t.data;
     op->bytes = hn_tensor_bytes(&t);
@@ -693,6 +697,7 @@ static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)
         memset(&rec, 0, sizeof(rec));
         rec.instr = in->id;
         rec.via = (int)in->via;
+        rec.get = in->get;
         rec.is_p2p = 1;
         rec.kind = op->is_send;
         rec.peer = op->peer;
@@ -739,10 +744,11 @@ static hn_status_t exec_GROUP(hn_exec *x, const hn_instr *in)
         (ops = hn_malloc((size_t)in->body.n * sizeof(*ops))) == NULL)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < in->body.n && st == HN_OK; i++) {
-        if (in->body.items[i]->via != in->body.items[0]->via)
-            st = fail(x, in->body.items[i], HN_ERR_RUNTIME, "a group posts through one communicator: this is "
-                      "via %s, the first via %s", hn_backend_name(in->body.items[i]->via),
-                      hn_backend_name(in->body.items[0]->via));
+        if (in->body.items[i]->via != in->body.items[0]->via || in->body.items[i]->get != in->body.items[0]->get)
+            st = fail(x, in->body.items[i], HN_ERR_RUNTIME, "a group posts through one communicator and "
+                      "protocol: this is via %s%s, the first via %s%s", hn_backend_name(in->body.items[i]->via),
+                      in->body.items[i]->get ? " get" : "", hn_backend_name(in->body.items[0]->via),
+                      in->body.items[0]->get ? " get" : "");
         else
             st = p2p_op(x, in->body.items[i], &ops[i]);
     }

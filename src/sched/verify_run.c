@@ -57,7 +57,7 @@ static void rec_text(hn_strbuf *sb, const hn_program *p, const hn_comm_rec *r)
                        r->kind == HN_COLL_GATHER || r->kind == HN_COLL_SCATTER))
         hn_sb_printf(sb, " root %d", r->root);
     if (r->via != HN_VIA_DEFAULT)
-        hn_sb_printf(sb, " via %s", hn_backend_name((hn_backend_kind)r->via));
+        hn_sb_printf(sb, " via %s%s", hn_backend_name((hn_backend_kind)r->via), r->get ? " get" : "");
     hn_sb_append(sb, " (");
     where(sb, p, r->instr);
     hn_sb_append(sb, ")");
@@ -70,7 +70,7 @@ static int same_team(const hn_comm_log *l, const hn_comm_rec *r, const int *team
 
 static int same_sig(const hn_comm_rec *a, const hn_comm_rec *b)
 {
-    return a->via == b->via && a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->redop == b->redop &&
+    return a->via == b->via && a->get == b->get && a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->redop == b->redop &&
            a->root == b->root;
 }
 
@@ -180,7 +180,8 @@ static int match_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn
                     errors++;
                     break;
                 }
-                if (snd->count != rcv->count || snd->dtype != rcv->dtype || snd->via != rcv->via) {
+                if (snd->count != rcv->count || snd->dtype != rcv->dtype || snd->via != rcv->via ||
+                    snd->get != rcv->get) {
                     where(diag, p, rcv->instr);
                     hn_sb_printf(diag, ": error: message #%d from rank %d to rank %d: ", k, s, d);
                     rec_text(diag, p, snd);

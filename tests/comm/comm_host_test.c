@@ -114,7 +114,7 @@ static void run_collective(int n, hn_coll_kind kind, int redop, int root)
             }
         }
         for (int r = 0; r < n; r++) {
-            hn_coll_args a = {kind, h.send[r], h.recv[r], C, HN_F32, redop, root};
+            hn_coll_args a = {kind, h.send[r], h.recv[r], C, HN_F32, redop, root, 0};
             hn_origin o = {&h.sink, r, 0};
             CU_ASSERT_EQUAL(M->collective(team, r, &a, h.s[r], &o), HN_OK);
         }
@@ -209,9 +209,9 @@ static void test_mesh(void)
             }
         for (int r = 0; r < n; r++) {
             hn_origin o = {&h.sink, r, 0};
-            hn_coll_args ar = {HN_COLL_ALLREDUCE, h.send[r], h.recv[r], C, HN_F32, HN_REDUCE_SUM, 0};
+            hn_coll_args ar = {HN_COLL_ALLREDUCE, h.send[r], h.recv[r], C, HN_F32, HN_REDUCE_SUM, 0, 0};
             /* then the columns allgather into the upper half of recv */
-            hn_coll_args ag = {HN_COLL_ALLGATHER, h.send[r], h.recv[r] + 4 * C, C, HN_F32, 0, 0};
+            hn_coll_args ag = {HN_COLL_ALLGATHER, h.send[r], h.recv[r] + 4 * C, C, HN_F32, 0, 0, 0};
             M->collective(rows[r / 4], r % 4, &ar, h.s[r], &o);
             M->collective(cols[r % 4], r / 4, &ag, h.s[r], &o);
         }
@@ -248,8 +248,8 @@ static void test_ring(void)
                     h.recv[r][p] = NAN;
                 }
             for (int r = 0; r < n; r++) {
-                hn_p2p_op send = {1, (r + 1) % n, h.send[r], C * sizeof(float)};
-                hn_p2p_op recv = {0, (r + n - 1) % n, h.recv[r], C * sizeof(float)};
+                hn_p2p_op send = {1, (r + 1) % n, h.send[r], C * sizeof(float), 0};
+                hn_p2p_op recv = {0, (r + n - 1) % n, h.recv[r], C * sizeof(float), 0};
                 hn_p2p_op ops[2] = {r % 2 ? send : recv, r % 2 ? recv : send};
                 hn_origin o = {&h.sink, r, 0};
                 CU_ASSERT_EQUAL(M->p2p(h.w, r, ops, 2, h.s[r], &o), HN_OK);
@@ -271,7 +271,7 @@ static void test_diverging_ranks(void)
     start(&h, 2, 30);
     CU_ASSERT_EQUAL_FATAL(M->team_create(h.w, (int[]){0, 1}, 2, &team), HN_OK);
     for (int r = 0; r < 2; r++) {
-        hn_coll_args a = {r == 0 ? HN_COLL_ALLREDUCE : HN_COLL_BROADCAST, h.send[r], h.recv[r], C, HN_F32, 0, 0};
+        hn_coll_args a = {r == 0 ? HN_COLL_ALLREDUCE : HN_COLL_BROADCAST, h.send[r], h.recv[r], C, HN_F32, 0, 0, 0};
         hn_origin o = {&h.sink, r, 0};
         M->collective(team, r, &a, h.s[r], &o);
     }
@@ -290,7 +290,7 @@ static void test_absent_rank_times_out(void)
     start(&h, 3, 0.3);
     CU_ASSERT_EQUAL_FATAL(M->team_create(h.w, (int[]){0, 1, 2}, 3, &team), HN_OK);
     for (int r = 0; r < 2; r++) { /* rank 2 never comes */
-        hn_coll_args a = {HN_COLL_ALLGATHER, h.send[r], h.recv[r], C, HN_F32, 0, 0};
+        hn_coll_args a = {HN_COLL_ALLGATHER, h.send[r], h.recv[r], C, HN_F32, 0, 0, 0};
         hn_origin o = {&h.sink, r, 0};
         M->collective(team, r, &a, h.s[r], &o);
     }

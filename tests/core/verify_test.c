@@ -119,6 +119,16 @@ static void test_matching(void)
                "t.hir:3:3: error: rank 0 sends message #0 to rank 1, which never receives it; it would hang");
     expect_dry("t = alloc f32[4]\nu = alloc f32[2]\nif rank == 0 {\n  send t to 1\n} else {\n  recv u from 0\n}\n",
                2, "message #0 from rank 0 to rank 1: send of 4 x f32 (t.hir:4:3) against recv of 2 x f32");
+    /* what the p2p backend does not do is rejected before anything runs */
+    expect_dry("t = alloc f32[8]\nreduce t <- t op sum via p2p\n", 2,
+               "reduce via p2p: the p2p backend does allgather, reduce_scatter, allreduce, broadcast and send/recv");
+    expect_dry("t = alloc f32[8]\nu = alloc f32[4]\nreduce_scatter u <- t op sum via p2p get\n", 2,
+               "reduce_scatter via p2p get: reductions push (put) only, so far");
+    expect_dry("t = alloc f32[6]\nallreduce t <- t via p2p\n", 4, "not divisible by the team size 4");
+    expect_dry("t = alloc f32[4]\ngroup {\n  send t to 0 via p2p\n  recv t from 0 via p2p get\n}\n", 1,
+               "a group posts through one communicator and protocol");
+    expect_dry("t = alloc f32[4]\nif rank == 0 {\n  send t to 1 via p2p\n} else {\n  recv t from 0 via p2p get\n}\n",
+               2, "message #0 from rank 0 to rank 1: send of 4 x f32 via p2p");
     /* teams wider than any fixed table: 100 ranks */
     {
         hn_status_t st;
