@@ -15,6 +15,7 @@
     HN_SUITE(device_host)                                                    \
     HN_SUITE(compute_host)                                                   \
     HN_SUITE(comm_host)                                                      \
+    HN_SUITE(comm_p2p)                                                       \
     HN_SUITE(compute_cuda)                                                   \
     HN_SUITE(runtime)                                                        \
     HN_SUITE(collectives)                                                    \

@@ -1,0 +1,192 @@
+/* Tests of src/comm/comm_p2p.c through the device, compute and comm tables
+ * on the CPU backend, one issuing thread per rank (the rings hand buffer
+ * addresses over when operations are issued): allgather put and get,
+ * reduce-scatter in pieces, 8 repetitions on the same buffers with random
+ * stream delays; a rank that never comes ends in a timeout naming it. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "test.h"
+
+#define MAXR 8
+#define CNT 1003 /* elements per chunk: odd, so pieces are uneven */
+
+static const hn_device_ops *D = &hn_device_host;
+
+typedef struct world {
+    void *ctx;
+    hn_comm_world *w;
+    hn_comm_team *team;
+    hn_fault_sink sink;
+    int abort;
+    hn_status_t first;
+    char err[512];
+    pthread_mutex_t mu;
+    int n;
+    hn_dstream *s[MAXR];
+    float *send[MAXR], *recv[MAXR];
+} world;
+
+static void report(void *ctx, int rank, int instr, hn_status_t st, const char *msg)
+{
+    world *h = ctx;
+    (void)instr;
+    pthread_mutex_lock(&h->mu);
+    if (h->first == HN_OK) {
+        h->first = st;
+        snprintf(h->err, sizeof(h->err), "rank %d: %s", rank, msg);
+    }
+    pthread_mutex_unlock(&h->mu);
+    __atomic_store_n(&h->abort, 1, __ATOMIC_RELEASE);
+}
+
+static void start(world *h, int n, double timeout)
+{
+    hn_device_config dc = {n, 30, 5, NULL};
+    hn_comm_config cc;
+    int ranks[MAXR];
+    memset(h, 0, sizeof(*h));
+    pthread_mutex_init(&h->mu, NULL);
+    h->n = n;
+    h->sink = (hn_fault_sink){report, h, &h->abort, timeout};
+    dc.sink = &h->sink;
+    CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
+    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->sink};
+    CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.init(&cc, &h->w), HN_OK);
+    for (int r = 0; r < n; r++) {
+        ranks[r] = r;
+        CU_ASSERT_EQUAL_FATAL(D->stream_create(h->ctx, r, &h->s[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, MAXR * CNT * sizeof(float), (void **)&h->send[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, MAXR * CNT * sizeof(float), (void **)&h->recv[r]), HN_OK);
+    }
+    CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_create(h->w, ranks, n, &h->team), HN_OK);
+    for (int r = 0; r < n; r++) {
+        hn_origin o = {&h->sink, r, 0};
+        CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_join(h->team, r, &o), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_reserve(h->team, r, CNT * sizeof(float), &o), HN_OK);
+    }
+}
+
+static void stop(world *h)
+{
+    for (int r = 0; r < h->n; r++)
+        D->stream_sync(h->s[r]);
+    hn_comm_p2p.team_destroy(h->team);
+    hn_comm_p2p.fini(h->w);
+    for (int r = 0; r < h->n; r++) {
+        D->stream_destroy(h->s[r]);
+        D->mem_free(h->ctx, r, h->send[r]);
+        D->mem_free(h->ctx, r, h->recv[r]);
+    }
+    D->fini(h->ctx);
+    pthread_mutex_destroy(&h->mu);
+}
+
+typedef struct issue {
+    world *h;
+    int rank;
+    hn_coll_args a;
+    hn_status_t st;
+} issue;
+
+static void *issue_main(void *arg)
+{
+    issue *is = arg;
+    hn_origin o = {&is->h->sink, is->rank, 0};
+    is->st = hn_comm_p2p.collective(is->h->team, is->rank, &is->a, is->h->s[is->rank], &o);
+    return NULL;
+}
+
+/* every rank issues on its own thread (all of them, or all but `absent`) */
+static void issue_all(world *h, hn_coll_kind kind, int get, int absent)
+{
+    pthread_t th[MAXR];
+    issue is[MAXR];
+    for (int r = 0; r < h->n; r++) {
+        is[r] = (issue){h, r, {kind, h->send[r], h->recv[r], CNT, HN_F32, HN_REDUCE_SUM, 0, get}, HN_OK};
+        if (r != absent)
+            pthread_create(&th[r], NULL, issue_main, &is[r]);
+    }
+    for (int r = 0; r < h->n; r++)
+        if (r != absent)
+            pthread_join(th[r], NULL);
+    for (int r = 0; r < h->n; r++)
+        D->stream_sync(h->s[r]);
+}
+
+static float xv(int r, int p, int k) { return (float)((r * 31 + p * 7 + k * 3) % 50 - 25); }
+
+static void run(int n, hn_coll_kind kind, int get)
+{
+    world h;
+    start(&h, n, 30);
+    for (int k = 0; k < 8; k++) {
+        int wrong = 0;
+        for (int r = 0; r < n; r++)
+            for (int p = 0; p < MAXR * CNT; p++) {
+                h.send[r][p] = xv(r, p, k);
+                h.recv[r][p] = NAN;
+            }
+        issue_all(&h, kind, get, -1);
+        CU_ASSERT_EQUAL(h.first, HN_OK);
+        for (int r = 0; r < n && !wrong; r++)
+            for (int p = 0; p < (kind == HN_COLL_ALLGATHER ? n : 1) * CNT && !wrong; p++) {
+                float want = 0;
+                if (kind == HN_COLL_ALLGATHER) {
+                    want = xv(p / CNT, p % CNT, k);
+                } else {
+                    for (int q = 0; q < n; q++)
+                        want += xv(q, r * CNT + p, k);
+                }
+                if (h.recv[r][p] != want) {
+                    fprintf(stderr, "\n  %s%s n=%d rank %d [%d] rep %d: %g want %g\n", hn_coll_name(kind),
+                            get ? " get" : "", n, r, p, k, h.recv[r][p], want);
+                    wrong = 1;
+                }
+            }
+        CU_ASSERT_FALSE(wrong);
+    }
+    stop(&h);
+}
+
+static void test_allgather(void)
+{
+    for (int n = 1; n <= MAXR; n++) {
+        run(n, HN_COLL_ALLGATHER, 0);
+        run(n, HN_COLL_ALLGATHER, 1);
+    }
+}
+
+static void test_reduce_scatter(void)
+{
+    for (int n = 1; n <= MAXR; n++)
+        run(n, HN_COLL_REDUCE_SCATTER, 0);
+}
+
+static void test_absent_rank(void)
+{
+    world h;
+    double t0 = hn_now();
+    start(&h, 4, 0.5);
+    issue_all(&h, HN_COLL_ALLGATHER, 0, 2); /* rank 2 never comes */
+    CU_ASSERT(hn_now() - t0 < 10);
+    CU_ASSERT_EQUAL(h.first, HN_ERR_TIMEOUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(h.err, "rank 2 never reached its side of it"));
+    /* devices still waiting on flags are released, then the team can go */
+    hn_comm_p2p.abort(h.w);
+    stop(&h);
+}
+
+void hn_suite_comm_p2p(void)
+{
+    static CU_TestInfo tests[] = {
+        {"allgather rings, put and get, 1..8 ranks, 8 repetitions", test_allgather},
+        {"reduce-scatter ring in pieces, 1..8 ranks, 8 repetitions", test_reduce_scatter},
+        {"an absent rank times out with its name", test_absent_rank},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("comm/comm_p2p", tests);
+}
