@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "comm.h"
+#include "team_list.h"
 
 typedef struct rdv {
     uint64_t seq;
@@ -47,8 +48,7 @@ struct hn_comm_world {
     uint64_t *send_seq; /* [src * n + dst]; issue side, src's thread */
     uint64_t *recv_seq; /* [src * n + dst]; issue side, dst's thread */
     int aborted;
-    hn_comm_team **teams;
-    int nteams, teams_cap;
+    hn_team_list teams;
 };
 
 const hn_comm_ops *hn_comm_find(const char *name)
@@ -136,7 +136,7 @@ static void host_fini(hn_comm_world *w)
     pthread_cond_destroy(&w->cv);
     hn_free(w->send_seq);
     hn_free(w->recv_seq);
-    hn_free(w->teams);
+    hn_team_list_free(&w->teams);
     hn_free(w);
 }
 
@@ -147,8 +147,7 @@ static hn_status_t host_team_create(hn_comm_world *w, const int *ranks, int n, h
         return HN_ERR_NOMEM;
     t->ranks = hn_calloc((size_t)n, sizeof(int));
     t->issue_seq = hn_calloc((size_t)n, sizeof(uint64_t));
-    if (t->ranks == NULL || t->issue_seq == NULL ||
-        hn_grow((void **)&w->teams, &w->teams_cap, w->nteams, sizeof(*w->teams)) != 0) {
+    if (t->ranks == NULL || t->issue_seq == NULL || hn_team_list_add(&w->teams, t, ranks, n, w->nranks) != 0) {
         hn_free(t->ranks);
         hn_free(t->issue_seq);
         hn_free(t);
@@ -159,7 +158,6 @@ static hn_status_t host_team_create(hn_comm_world *w, const int *ranks, int n, h
     t->w = w;
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
-    w->teams[w->nteams++] = t;
     *out = t;
     return HN_OK;
 }
@@ -184,11 +182,7 @@ static void host_team_destroy(hn_comm_team *t)
 {
     if (t == NULL)
         return;
-    for (int i = 0; i < t->w->nteams; i++)
-        if (t->w->teams[i] == t) {
-            t->w->teams[i] = t->w->teams[--t->w->nteams];
-            break;
-        }
+    hn_team_list_remove(&t->w->teams, t);
     while (t->slots != NULL) {
         rdv *r = t->slots;
         t->slots = r->next;
@@ -614,10 +608,11 @@ static int host_abort(hn_comm_world *w)
     pthread_mutex_lock(&w->mu);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    for (int i = 0; i < w->nteams; i++) {
-        pthread_mutex_lock(&w->teams[i]->mu);
-        pthread_cond_broadcast(&w->teams[i]->cv);
-        pthread_mutex_unlock(&w->teams[i]->mu);
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        pthread_mutex_lock(&t->mu);
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
     }
     return 0;
 }
@@ -629,8 +624,8 @@ static void host_reset(hn_comm_world *w)
     free_posts(w);
     memset(w->send_seq, 0, n2 * sizeof(uint64_t));
     memset(w->recv_seq, 0, n2 * sizeof(uint64_t));
-    for (int i = 0; i < w->nteams; i++) {
-        hn_comm_team *t = w->teams[i];
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
         memset(t->issue_seq, 0, (size_t)t->n * sizeof(uint64_t));
         while (t->slots != NULL) {
             rdv *r = t->slots;

@@ -12,6 +12,7 @@
 #include "../core/cuda_check.h"
 #include "../core/device_cuda.h"
 #include "comm.h"
+#include "team_list.h"
 
 struct hn_comm_team {
     hn_comm_world *w;
@@ -25,9 +26,7 @@ struct hn_comm_world {
     int nranks;
     int blocking;
     const hn_fault_sink *sink;
-    hn_comm_team **teams;
-    int nteams, teams_cap;
-    hn_comm_team *all; /* the team 0..n-1, for send/recv */
+    hn_team_list teams; /* with the team 0..n-1, for send/recv */
     int aborted;
 };
 
@@ -77,7 +76,7 @@ static void nccl_fini(hn_comm_world *w)
 {
     if (w == NULL)
         return;
-    hn_free(w->teams);
+    hn_team_list_free(&w->teams);
     hn_free(w);
 }
 
@@ -85,13 +84,11 @@ static hn_status_t nccl_team_create(hn_comm_world *w, const int *ranks, int n, h
 {
     hn_comm_team *t = hn_calloc(1, sizeof(*t));
     ncclResult_t r;
-    int identity = n == w->nranks;
     if (t == NULL)
         return HN_ERR_NOMEM;
     t->ranks = hn_calloc((size_t)n, sizeof(int));
     t->comms = hn_calloc((size_t)n, sizeof(ncclComm_t));
-    if (t->ranks == NULL || t->comms == NULL ||
-        hn_grow((void **)&w->teams, &w->teams_cap, w->nteams, sizeof(*w->teams)) != 0)
+    if (t->ranks == NULL || t->comms == NULL)
         goto nomem;
     if ((r = ncclGetUniqueId(&t->id)) != ncclSuccess) {
         hn_status_t st = nccl_fail(r, "ncclGetUniqueId", __FILE__, __LINE__);
@@ -100,14 +97,11 @@ static hn_status_t nccl_team_create(hn_comm_world *w, const int *ranks, int n, h
         hn_free(t);
         return st;
     }
+    if (hn_team_list_add(&w->teams, t, ranks, n, w->nranks) != 0)
+        goto nomem;
     memcpy(t->ranks, ranks, (size_t)n * sizeof(int));
-    for (int i = 0; i < n; i++)
-        identity &= ranks[i] == i;
     t->n = n;
     t->w = w;
-    w->teams[w->nteams++] = t;
-    if (identity)
-        w->all = t;
     *out = t;
     return HN_OK;
 nomem:
@@ -185,13 +179,7 @@ static void nccl_team_destroy(hn_comm_team *t)
     if (t == NULL)
         return;
     w = t->w;
-    for (int i = 0; i < w->nteams; i++)
-        if (w->teams[i] == t) {
-            w->teams[i] = w->teams[--w->nteams];
-            break;
-        }
-    if (w->all == t)
-        w->all = NULL;
+    hn_team_list_remove(&w->teams, t);
     for (int i = 0; i < t->n; i++)
         if (t->comms[i] != NULL) {
             if (w->aborted)
@@ -273,11 +261,11 @@ static hn_status_t nccl_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     ncclComm_t comm;
     ncclResult_t r;
     hn_status_t st;
-    if (w->all == NULL) {
+    if (w->teams.all == NULL) {
         hn_origin_fail(o, HN_ERR_RUNTIME, "no communicator of all ranks for send/recv");
         return HN_ERR_RUNTIME;
     }
-    comm = w->all->comms[rank];
+    comm = ((hn_comm_team *)w->teams.all)->comms[rank];
     /* one group: NCCL orders the posting, no order of them deadlocks */
     r = ncclGroupStart();
     for (int i = 0; i < n && (r == ncclSuccess || r == ncclInProgress); i++)
@@ -299,18 +287,20 @@ static int nccl_abort(hn_comm_world *w)
     /* NCCL kernels of a failed run may spin forever: abort every
      * communicator; the runtime then destroys the teams and makes new ones */
     w->aborted = 1;
-    for (int i = 0; i < w->nteams; i++)
-        for (int m = 0; m < w->teams[i]->n; m++)
-            if (w->teams[i]->comms[m] != NULL) {
-                ncclCommAbort(w->teams[i]->comms[m]);
-                w->teams[i]->comms[m] = NULL;
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int m = 0; m < t->n; m++)
+            if (t->comms[m] != NULL) {
+                ncclCommAbort(t->comms[m]);
+                t->comms[m] = NULL;
             }
+    }
     return 1;
 }
 
 static void nccl_reset(hn_comm_world *w)
 {
-    if (w->nteams == 0)
+    if (w->teams.n == 0)
         w->aborted = 0;
 }
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "team_list.h"
 
 #define SLOTS 64
 #define PIECES 4 /* a reduction step's chunk is copied and reduced in pieces */
@@ -55,9 +56,7 @@ struct hn_comm_world {
     void *dev_ctx;
     const hn_compute_ops *compute;
     const hn_fault_sink *sink;
-    hn_comm_team **teams;
-    int nteams, teams_cap;
-    hn_comm_team *all; /* the team of all ranks carries the pair flags */
+    hn_team_list teams; /* the team of all ranks carries the pair flags */
     uint64_t *send_seq, *recv_seq; /* [src * n + dst], issue side */
     mailbox *pair_mbox;            /* [(src * n + dst) * SLOTS + slot] */
 };
@@ -116,32 +115,26 @@ static void p2p_fini(hn_comm_world *w)
     hn_free(w->send_seq);
     hn_free(w->recv_seq);
     hn_free(w->pair_mbox);
-    hn_free(w->teams);
+    hn_team_list_free(&w->teams);
     hn_free(w);
 }
 
 static hn_status_t p2p_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
 {
     hn_comm_team *t = hn_calloc(1, sizeof(*t));
-    int identity = n == w->n;
     if (t == NULL)
         return HN_ERR_NOMEM;
     t->m = hn_calloc((size_t)n, sizeof(member));
-    if (t->m == NULL || hn_grow((void **)&w->teams, &w->teams_cap, w->nteams, sizeof(*w->teams)) != 0) {
+    if (t->m == NULL || hn_team_list_add(&w->teams, t, ranks, n, w->n) != 0) {
         hn_free(t->m);
         hn_free(t);
         return HN_ERR_NOMEM;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         t->m[i].rank = ranks[i];
-        identity &= ranks[i] == i;
-    }
     t->n = n;
     t->w = w;
     t->nflags = pair_flag(n, n, 0, 0);
-    w->teams[w->nteams++] = t;
-    if (identity)
-        w->all = t;
     *out = t;
     return HN_OK;
 }
@@ -207,13 +200,7 @@ static void p2p_team_destroy(hn_comm_team *t)
     if (t == NULL)
         return;
     w = t->w;
-    for (int i = 0; i < w->nteams; i++)
-        if (w->teams[i] == t) {
-            w->teams[i] = w->teams[--w->nteams];
-            break;
-        }
-    if (w->all == t)
-        w->all = NULL;
+    hn_team_list_remove(&w->teams, t);
     for (int i = 0; i < t->n; i++) {
         if (t->m[i].side != NULL) {
             w->dev->stream_sync(t->m[i].side);
@@ -536,7 +523,7 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
  * from them and say they are done; senders wait for that. */
 static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s, const hn_origin *o)
 {
-    hn_comm_team *t = w->all;
+    hn_comm_team *t = w->teams.all;
     ctx c = {w, t, s, o, HN_OK};
     int N = w->n;
     uint64_t *seq = hn_calloc((size_t)n + 1, sizeof(uint64_t));
@@ -609,8 +596,8 @@ static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int
  * all, then the runtime destroys the teams (fresh flags next run). */
 static int p2p_abort(hn_comm_world *w)
 {
-    for (int i = 0; i < w->nteams; i++) {
-        hn_comm_team *t = w->teams[i];
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
         uint32_t *high = hn_malloc(t->nflags * sizeof(uint32_t));
         if (high == NULL)
             continue;
@@ -626,7 +613,7 @@ static int p2p_abort(hn_comm_world *w)
 
 static void p2p_reset(hn_comm_world *w)
 {
-    if (w->nteams == 0) { /* teams were destroyed: sequences start over */
+    if (w->teams.n == 0) { /* teams were destroyed: sequences start over */
         size_t n2 = (size_t)w->n * (size_t)w->n;
         memset(w->send_seq, 0, n2 * sizeof(uint64_t));
         memset(w->recv_seq, 0, n2 * sizeof(uint64_t));

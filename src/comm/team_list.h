@@ -1,0 +1,41 @@
+/* The teams of a communicator world: a small list every backend keeps, and
+ * which of them is the team of all ranks (point-to-point goes through it). */
+#ifndef HN_TEAM_LIST_H
+#define HN_TEAM_LIST_H
+
+#include "../core/util.h"
+
+typedef struct hn_team_list {
+    void **teams;
+    int n, cap;
+    void *all; /* the team 0..nranks-1, if created */
+} hn_team_list;
+
+/* Adds t; `is_all` if its members are exactly 0..nranks-1. -1 on OOM. */
+static inline int hn_team_list_add(hn_team_list *l, void *t, const int *ranks, int n, int nranks)
+{
+    int all = n == nranks;
+    if (hn_grow((void **)&l->teams, &l->cap, l->n, sizeof(*l->teams)) != 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        all &= ranks[i] == i;
+    l->teams[l->n++] = t;
+    if (all)
+        l->all = t;
+    return 0;
+}
+
+static inline void hn_team_list_remove(hn_team_list *l, void *t)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->teams[i] == t) {
+            l->teams[i] = l->teams[--l->n];
+            break;
+        }
+    if (l->all == t)
+        l->all = NULL;
+}
+
+static inline void hn_team_list_free(hn_team_list *l) { hn_free(l->teams); }
+
+#endif
