@@ -68,17 +68,6 @@ static hn_program *program(const char *fmt, ...)
     return p;
 }
 
-static void sort(double *v, int n)
-{
-    for (int a = 0; a < n; a++)
-        for (int c = a + 1; c < n; c++)
-            if (v[c] < v[a]) {
-                double t = v[a];
-                v[a] = v[c];
-                v[c] = t;
-            }
-}
-
 typedef struct result {
     double t_hn, t_raw; /* median seconds per call */
     long w_hn, w_raw;   /* mismatches, -1: not measured */
@@ -147,8 +136,7 @@ static hn_status_t run_one(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
         }
 #endif
     if (st == HN_OK) {
-        sort(t_hn, o->reps);
-        res->t_hn = t_hn[o->reps / 2];
+        res->t_hn = hn_median(t_hn, o->reps);
         /* poison, one call, check rank 0: all of it up to 64 MiB, 1/97 above */
         iters[0] = 1;
         st = hn_runtime_run(rt, init, &init_args);
@@ -166,8 +154,7 @@ static hn_status_t run_one(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
     }
 #ifdef HN_HAVE_CUDA
     if (h != NULL) {
-        sort(t_raw, o->reps);
-        res->t_raw = t_raw[o->reps / 2];
+        res->t_raw = hn_median(t_raw, o->reps);
         hn_nccl_raw_close(h, &res->w_raw);
     }
 #else

@@ -295,20 +295,36 @@ static void reduce(ctx *c, int redop, hn_dtype dt, size_t count, void *dst, cons
         c->st = c->w->compute->binary(c->s, op, &d, &x, &y, c->o);
 }
 
+/* The start of a slot operation of an allgather: its generation and slot,
+ * the own chunk in place, this buffer's address posted and `peer`'s taken.
+ * 0 when there is nothing more to do (one rank, or an error in c->st). */
+static int allgather_begin(ctx *c, int me, int peer, const void *send, void *recv, size_t cb, uint64_t *g,
+                           char **peer_buf)
+{
+    hn_comm_team *t = c->t;
+    uint64_t slot;
+    *g = ++t->m[me].slot_ops;
+    slot = *g % SLOTS;
+    copy(c, (char *)recv + (size_t)me * cb, send, cb);
+    if (t->n == 1 || c->st != HN_OK)
+        return 0;
+    mbox_post(&t->m[me].mbox[slot], *g, recv);
+    c->st = mbox_take(c->w, &t->m[peer].mbox[slot], *g, (void **)peer_buf, c->o, "allgather", t->m[peer].rank);
+    return c->st == HN_OK;
+}
+
 /* Ring allgather, put: at step k rank r pushes chunk (r - k) to rank r + 1. */
 static void allgather_ring(ctx *c, int me, const void *send, void *recv, size_t cb)
 {
     hn_comm_team *t = c->t;
     int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
-    uint64_t g = ++t->m[me].slot_ops, slot = g % SLOTS;
-    uint32_t v = (uint32_t)g;
+    uint64_t g, slot;
+    uint32_t v;
     char *R = recv, *Rn = NULL;
-    copy(c, R + (size_t)me * cb, send, cb);
-    if (n == 1 || c->st != HN_OK)
+    if (!allgather_begin(c, me, next, send, recv, cb, &g, &Rn))
         return;
-    mbox_post(&t->m[me].mbox[slot], g, recv);
-    if ((c->st = mbox_take(c->w, &t->m[next].mbox[slot], g, (void **)&Rn, c->o, "allgather", t->m[next].rank)) != HN_OK)
-        return;
+    slot = g % SLOTS;
+    v = (uint32_t)g;
     signal_flag(c, flag(t, prev, slot_flag(n, slot, 0)), v); /* prev may write into my buffer */
     wait_flag(c, flag(t, me, slot_flag(n, slot, 0)), v);     /* next's buffer is free */
     for (int step = 0; step < n - 1; step++) {
@@ -328,15 +344,13 @@ static void allgather_ring_get(ctx *c, int me, const void *send, void *recv, siz
 {
     hn_comm_team *t = c->t;
     int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
-    uint64_t g = ++t->m[me].slot_ops, slot = g % SLOTS;
-    uint32_t v = (uint32_t)g;
+    uint64_t g, slot;
+    uint32_t v;
     char *R = recv, *Rp = NULL;
-    copy(c, R + (size_t)me * cb, send, cb);
-    if (n == 1 || c->st != HN_OK)
+    if (!allgather_begin(c, me, prev, send, recv, cb, &g, &Rp))
         return;
-    mbox_post(&t->m[me].mbox[slot], g, recv);
-    if ((c->st = mbox_take(c->w, &t->m[prev].mbox[slot], g, (void **)&Rp, c->o, "allgather", t->m[prev].rank)) != HN_OK)
-        return;
+    slot = g % SLOTS;
+    v = (uint32_t)g;
     signal_flag(c, flag(t, next, slot_flag(n, slot, 0)), v); /* next may pull my own chunk */
     for (int step = 0; step < n - 1; step++) {
         size_t chunk = (size_t)((me - 1 - step + 2 * n) % n);

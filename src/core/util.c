@@ -200,6 +200,18 @@ char *hn_sb_take(hn_strbuf *sb)
     return d;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double hn_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
 double hn_now(void)
 {
     struct timespec ts;

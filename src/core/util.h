@@ -67,6 +67,9 @@ char *hn_sb_take(hn_strbuf *sb);
 /* Grows *arr (element size `elem`) so that index `need` fits. */
 int hn_grow(void **arr, int *cap, int need, size_t elem);
 
+/* The median of v[0..n-1] (sorts v). */
+double hn_median(double *v, int n);
+
 /* Monotonic clock in seconds. */
 double hn_now(void);
 

@@ -98,12 +98,6 @@ static void fill_random(hn_tensor *t, uint64_t seed)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void free_bufs(hn_runtime *rt, io_buf *b, int n)
 {
     for (int k = 0; k < n; k++) {
@@ -266,8 +260,7 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
             goto done;
         times[it] = hn_now() - t0;
     }
-    qsort(times, (size_t)iters, sizeof(double), cmp_double);
-    res->median_s = times[iters / 2];
+    res->median_s = hn_median(times, iters);
 
     if (o->check && (st = run_reference(rt, p, params, b, ref, ref_t)) != HN_OK)
         goto done;
