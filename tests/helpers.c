@@ -12,6 +12,28 @@ void hn_test_add_suite(const char *name, CU_TestInfo *tests)
     CU_register_suites(suites);
 }
 
+static void faults_report(void *ctx, int rank, int instr, hn_status_t st, const char *msg)
+{
+    hn_test_faults *f = ctx;
+    (void)instr;
+    pthread_mutex_lock(&f->mu);
+    if (f->first == HN_OK) {
+        f->first = st;
+        snprintf(f->err, sizeof(f->err), "rank %d: %s", rank, msg);
+    }
+    pthread_mutex_unlock(&f->mu);
+    __atomic_store_n(&f->abort, 1, __ATOMIC_RELEASE);
+}
+
+void hn_test_faults_init(hn_test_faults *f, double timeout_s)
+{
+    memset(f, 0, sizeof(*f));
+    pthread_mutex_init(&f->mu, NULL);
+    f->sink = (hn_fault_sink){faults_report, f, &f->abort, timeout_s};
+}
+
+void hn_test_faults_fini(hn_test_faults *f) { pthread_mutex_destroy(&f->mu); }
+
 char *hn_test_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

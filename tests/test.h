@@ -3,8 +3,10 @@
 #define HN_TEST_H
 
 #include <CUnit/CUnit.h>
+#include <pthread.h>
 
 #include "core/ir.h"
+#include "core/device.h"
 #include "core/parse.h"
 
 #define HN_SUITES                                                            \
@@ -36,6 +38,19 @@ void hn_test_add_suite(const char *name, CU_TestInfo *tests);
 
 /* A whole file, NUL-terminated (caller frees); its length into *len. */
 char *hn_test_read_file(const char *path, size_t *len);
+
+/* A fault sink for tests of the device and comm tables: keeps the first
+ * failure ("rank R: message") and raises the abort flag like the runtime. */
+typedef struct hn_test_faults {
+    hn_fault_sink sink;
+    int abort;
+    hn_status_t first;
+    char err[512];
+    pthread_mutex_t mu;
+} hn_test_faults;
+
+void hn_test_faults_init(hn_test_faults *f, double timeout_s);
+void hn_test_faults_fini(hn_test_faults *f);
 
 /* Parses text; NULL and diag in *diag on failure (caller frees diag). */
 hn_program *hn_test_parse(const char *text, char **diag);

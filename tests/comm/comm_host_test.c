@@ -19,41 +19,23 @@ static const hn_comm_ops *M = &hn_comm_host;
 typedef struct harness {
     void *ctx;
     hn_comm_world *w;
-    hn_fault_sink sink;
-    int abort;
-    hn_status_t first;
-    char err[512];
-    pthread_mutex_t mu;
+    hn_test_faults faults;
     hn_dstream *s[MAXR];
     float *send[MAXR], *recv[MAXR];
     int n;
 } harness;
 
-static void report(void *ctx, int rank, int instr, hn_status_t st, const char *msg)
-{
-    harness *h = ctx;
-    (void)instr;
-    pthread_mutex_lock(&h->mu);
-    if (h->first == HN_OK) {
-        h->first = st;
-        snprintf(h->err, sizeof(h->err), "rank %d: %s", rank, msg);
-    }
-    pthread_mutex_unlock(&h->mu);
-    __atomic_store_n(&h->abort, 1, __ATOMIC_RELEASE);
-}
-
 static void start(harness *h, int n, double timeout)
 {
-    hn_device_config dc = {n, 0, 3, &h->sink};
+    hn_device_config dc = {n, 0, 3, &h->faults.sink};
     hn_comm_config cc;
     memset(h, 0, sizeof(*h));
-    pthread_mutex_init(&h->mu, NULL);
     h->n = n;
-    h->sink = (hn_fault_sink){report, h, &h->abort, timeout};
-    dc.sink = &h->sink;
+    hn_test_faults_init(&h->faults, timeout);
+    dc.sink = &h->faults.sink;
     dc.host_delay_us = 30; /* shake out ordering bugs */
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
-    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .sink = &h->sink};
+    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .sink = &h->faults.sink};
     CU_ASSERT_EQUAL_FATAL(M->init(&cc, &h->w), HN_OK);
     for (int r = 0; r < n; r++) {
         CU_ASSERT_EQUAL_FATAL(D->stream_create(h->ctx, r, &h->s[r]), HN_OK);
@@ -78,7 +60,7 @@ static void stop(harness *h)
     }
     M->fini(h->w);
     D->fini(h->ctx);
-    pthread_mutex_destroy(&h->mu);
+    hn_test_faults_fini(&h->faults);
 }
 
 /* input value of rank r, position p, repetition k */
@@ -115,11 +97,11 @@ static void run_collective(int n, hn_coll_kind kind, int redop, int root)
         }
         for (int r = 0; r < n; r++) {
             hn_coll_args a = {kind, h.send[r], h.recv[r], C, HN_F32, redop, root, 0};
-            hn_origin o = {&h.sink, r, 0};
+            hn_origin o = {&h.faults.sink, r, 0};
             CU_ASSERT_EQUAL(M->collective(team, r, &a, h.s[r], &o), HN_OK);
         }
         sync_all(&h);
-        CU_ASSERT_EQUAL(h.first, HN_OK);
+        CU_ASSERT_EQUAL(h.faults.first, HN_OK);
         for (int r = 0; r < n; r++)
             for (int p = 0; p < MAXR * C; p++) {
                 float got = h.recv[r][p];
@@ -208,7 +190,7 @@ static void test_mesh(void)
                 h.recv[r][p] = NAN;
             }
         for (int r = 0; r < n; r++) {
-            hn_origin o = {&h.sink, r, 0};
+            hn_origin o = {&h.faults.sink, r, 0};
             hn_coll_args ar = {HN_COLL_ALLREDUCE, h.send[r], h.recv[r], C, HN_F32, HN_REDUCE_SUM, 0, 0};
             /* then the columns allgather into the upper half of recv */
             hn_coll_args ag = {HN_COLL_ALLGATHER, h.send[r], h.recv[r] + 4 * C, C, HN_F32, 0, 0, 0};
@@ -216,7 +198,7 @@ static void test_mesh(void)
             M->collective(cols[r % 4], r / 4, &ag, h.s[r], &o);
         }
         sync_all(&h);
-        CU_ASSERT_EQUAL(h.first, HN_OK);
+        CU_ASSERT_EQUAL(h.faults.first, HN_OK);
         for (int r = 0; r < n; r++)
             for (int i = 0; i < C; i++) {
                 double sum = 0;
@@ -251,11 +233,11 @@ static void test_ring(void)
                 hn_p2p_op send = {1, (r + 1) % n, h.send[r], C * sizeof(float), 0};
                 hn_p2p_op recv = {0, (r + n - 1) % n, h.recv[r], C * sizeof(float), 0};
                 hn_p2p_op ops[2] = {r % 2 ? send : recv, r % 2 ? recv : send};
-                hn_origin o = {&h.sink, r, 0};
+                hn_origin o = {&h.faults.sink, r, 0};
                 CU_ASSERT_EQUAL(M->p2p(h.w, r, ops, 2, h.s[r], &o), HN_OK);
             }
             sync_all(&h);
-            CU_ASSERT_EQUAL(h.first, HN_OK);
+            CU_ASSERT_EQUAL(h.faults.first, HN_OK);
             for (int r = 0; r < n; r++)
                 for (int p = 0; p < C; p++)
                     CU_ASSERT_EQUAL(h.recv[r][p], in_val((r + n - 1) % n, p, k));
@@ -272,12 +254,12 @@ static void test_diverging_ranks(void)
     CU_ASSERT_EQUAL_FATAL(M->team_create(h.w, (int[]){0, 1}, 2, &team), HN_OK);
     for (int r = 0; r < 2; r++) {
         hn_coll_args a = {r == 0 ? HN_COLL_ALLREDUCE : HN_COLL_BROADCAST, h.send[r], h.recv[r], C, HN_F32, 0, 0, 0};
-        hn_origin o = {&h.sink, r, 0};
+        hn_origin o = {&h.faults.sink, r, 0};
         M->collective(team, r, &a, h.s[r], &o);
     }
     sync_all(&h); /* returns: no hang */
-    CU_ASSERT_EQUAL(h.first, HN_ERR_MISMATCH);
-    CU_ASSERT_PTR_NOT_NULL(strstr(h.err, "ranks diverge on team [0, 1], communication #0"));
+    CU_ASSERT_EQUAL(h.faults.first, HN_ERR_MISMATCH);
+    CU_ASSERT_PTR_NOT_NULL(strstr(h.faults.err, "ranks diverge on team [0, 1], communication #0"));
     M->team_destroy(team);
     stop(&h);
 }
@@ -291,13 +273,13 @@ static void test_absent_rank_times_out(void)
     CU_ASSERT_EQUAL_FATAL(M->team_create(h.w, (int[]){0, 1, 2}, 3, &team), HN_OK);
     for (int r = 0; r < 2; r++) { /* rank 2 never comes */
         hn_coll_args a = {HN_COLL_ALLGATHER, h.send[r], h.recv[r], C, HN_F32, 0, 0, 0};
-        hn_origin o = {&h.sink, r, 0};
+        hn_origin o = {&h.faults.sink, r, 0};
         M->collective(team, r, &a, h.s[r], &o);
     }
     sync_all(&h);
     CU_ASSERT(hn_now() - t0 < 5);
-    CU_ASSERT_EQUAL(h.first, HN_ERR_TIMEOUT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(h.err, "rank(s) 2 never arrived"));
+    CU_ASSERT_EQUAL(h.faults.first, HN_ERR_TIMEOUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(h.faults.err, "rank(s) 2 never arrived"));
     M->reset(h.w);
     M->team_destroy(team);
     stop(&h);

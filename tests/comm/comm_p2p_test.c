@@ -20,28 +20,11 @@ typedef struct world {
     void *ctx;
     hn_comm_world *w;
     hn_comm_team *team;
-    hn_fault_sink sink;
-    int abort;
-    hn_status_t first;
-    char err[512];
-    pthread_mutex_t mu;
+    hn_test_faults faults;
     int n;
     hn_dstream *s[MAXR];
     float *send[MAXR], *recv[MAXR];
 } world;
-
-static void report(void *ctx, int rank, int instr, hn_status_t st, const char *msg)
-{
-    world *h = ctx;
-    (void)instr;
-    pthread_mutex_lock(&h->mu);
-    if (h->first == HN_OK) {
-        h->first = st;
-        snprintf(h->err, sizeof(h->err), "rank %d: %s", rank, msg);
-    }
-    pthread_mutex_unlock(&h->mu);
-    __atomic_store_n(&h->abort, 1, __ATOMIC_RELEASE);
-}
 
 static void start(world *h, int n, double timeout)
 {
@@ -49,12 +32,11 @@ static void start(world *h, int n, double timeout)
     hn_comm_config cc;
     int ranks[MAXR];
     memset(h, 0, sizeof(*h));
-    pthread_mutex_init(&h->mu, NULL);
     h->n = n;
-    h->sink = (hn_fault_sink){report, h, &h->abort, timeout};
-    dc.sink = &h->sink;
+    hn_test_faults_init(&h->faults, timeout);
+    dc.sink = &h->faults.sink;
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
-    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->sink};
+    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->faults.sink};
     CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.init(&cc, &h->w), HN_OK);
     for (int r = 0; r < n; r++) {
         ranks[r] = r;
@@ -64,7 +46,7 @@ static void start(world *h, int n, double timeout)
     }
     CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_create(h->w, ranks, n, &h->team), HN_OK);
     for (int r = 0; r < n; r++) {
-        hn_origin o = {&h->sink, r, 0};
+        hn_origin o = {&h->faults.sink, r, 0};
         CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_join(h->team, r, &o), HN_OK);
         CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_reserve(h->team, r, CNT * sizeof(float), &o), HN_OK);
     }
@@ -82,7 +64,7 @@ static void stop(world *h)
         D->mem_free(h->ctx, r, h->recv[r]);
     }
     D->fini(h->ctx);
-    pthread_mutex_destroy(&h->mu);
+    hn_test_faults_fini(&h->faults);
 }
 
 typedef struct issue {
@@ -95,7 +77,7 @@ typedef struct issue {
 static void *issue_main(void *arg)
 {
     issue *is = arg;
-    hn_origin o = {&is->h->sink, is->rank, 0};
+    hn_origin o = {&is->h->faults.sink, is->rank, 0};
     is->st = hn_comm_p2p.collective(is->h->team, is->rank, &is->a, is->h->s[is->rank], &o);
     return NULL;
 }
@@ -131,7 +113,7 @@ static void run(int n, hn_coll_kind kind, int get)
                 h.recv[r][p] = NAN;
             }
         issue_all(&h, kind, get, -1);
-        CU_ASSERT_EQUAL(h.first, HN_OK);
+        CU_ASSERT_EQUAL(h.faults.first, HN_OK);
         for (int r = 0; r < n && !wrong; r++)
             for (int p = 0; p < (kind == HN_COLL_ALLGATHER ? n : 1) * CNT && !wrong; p++) {
                 float want = 0;
@@ -173,8 +155,8 @@ static void test_absent_rank(void)
     start(&h, 4, 0.5);
     issue_all(&h, HN_COLL_ALLGATHER, 0, 2); /* rank 2 never comes */
     CU_ASSERT(hn_now() - t0 < 10);
-    CU_ASSERT_EQUAL(h.first, HN_ERR_TIMEOUT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(h.err, "rank 2 never reached its side of it"));
+    CU_ASSERT_EQUAL(h.faults.first, HN_ERR_TIMEOUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(h.faults.err, "rank 2 never reached its side of it"));
     /* devices still waiting on flags are released, then the team can go */
     hn_comm_p2p.abort(h.w);
     stop(&h);
