@@ -199,6 +199,10 @@ static int bench_collectives(const bench_opts *o)
         printf("# %s, %d ranks, %s, %s backend via %s; %d iterations x %d repetitions after %d warm-up\n",
                hn_coll_name(kind), n, hn_dtype_name(o->dtype), hn_runtime_backend(rt), o->via, o->iters, o->reps,
                o->warmup);
+        if (strcmp(o->via, "p2p") == 0)
+            printf("# p2p: sync %s, pieces %s (allgather %s) of >= %s KiB, lanes %s\n", hn_setting_get("p2p_sync"),
+                   hn_setting_get("p2p_pieces"), hn_setting_get("p2p_ag_pieces"), hn_setting_get("p2p_piece_kib"),
+                   hn_setting_get("p2p_lanes"));
         if (o->markdown)
             printf("| bytes | hirnode µs | algbw GB/s | busbw GB/s | #wrong | nccl µs | algbw | busbw | #wrong | "
                    "busbw ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");

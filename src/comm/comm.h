@@ -53,6 +53,11 @@ typedef struct hn_comm_config {
     const hn_device_ops *dev;
     void *dev_ctx;
     const hn_compute_ops *compute; /* p2p: its reduction kernels */
+    int p2p_events;                /* p2p: order devices with events (1) or device flags (0) */
+    int p2p_pieces;                /* p2p: most pieces per reduce-scatter ring step (0: the default) */
+    int p2p_ag_pieces;             /* p2p: most pieces per allgather ring step (0, 1: whole steps) */
+    int p2p_lanes;                 /* p2p: side streams that copy (0: one) */
+    size_t p2p_piece_min;          /* p2p: smallest piece, bytes (0: the default) */
     const hn_fault_sink *sink;
 } hn_comm_config;
 

@@ -16,7 +16,21 @@
  * senders' with get) are handed over through host mailboxes when the
  * operation is issued. Put (senders push) is the default; get (receivers
  * pull) is chosen per instruction (`via p2p get`) for allgather, broadcast
- * and send/recv. */
+ * and send/recv.
+ *
+ * Two ways to order devices (`HIRNODE_P2P_SYNC`), behind one pair of
+ * calls, signal and wait on (member, index, value):
+ *  - flags (default): the 32-bit flag is device memory of the waiter,
+ *    written by cuStreamWriteValue32 and waited on by cuStreamWaitValue32;
+ *  - events: the writer records an event of its own for that (member,
+ *    index) and publishes value and event in host memory; the waiter's
+ *    thread spins until the value is there, then makes its stream wait on
+ *    the event (cross-device cudaStreamWaitEvent). A host-side generation
+ *    handshake keeps an index from being signalled again before its waiter
+ *    has issued the wait for the last value: the wait would otherwise take
+ *    a later record, which may depend on the waiter (a deadlock). No
+ *    device-side wait can hang this way; the host waits instead.
+ * docs/BENCHMARKS.md has the two measured against each other. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,29 +39,44 @@
 #include "team_list.h"
 
 #define SLOTS 64
-#define PIECES 4 /* a reduction step's chunk is copied and reduced in pieces */
+#define PIECES_DEFAULT 4 /* a reduction step's chunk is copied and reduced in pieces */
+#define PIECES_MAX 64
+#define PIECE_MIN_DEFAULT ((size_t)4 << 20) /* no piece smaller, unless the whole step is */
+#define LANES_MAX 4                  /* side streams of a member: its copy lanes */
 
 typedef struct mailbox {
     uint64_t gen; /* atomic; 0: empty */
     void *ptr;
 } mailbox;
 
+/* events: one index of a member (the waiter), in host memory */
+typedef struct evslot {
+    uint32_t sig;  /* atomic: the last value signalled */
+    uint32_t seen; /* atomic: the highest value the waiter has issued a wait for */
+    hn_devent *ev; /* atomic: the event recorded with sig (the writer's) */
+} evslot;
+
 typedef struct member {
     int rank;
-    uint32_t *flags; /* on this member's device */
+    uint32_t *flags; /* flags: on this member's device */
+    evslot *slots;   /* events: [nflags], this member's indices */
+    hn_devent **ev;  /* events: [n * nflags], the events this member records, per (waiter, index) */
     void *stage[2];  /* staging of reductions, on this member's device */
     size_t stage_bytes;
     mailbox mbox[SLOTS];
     uint64_t slot_ops; /* issue side: generations taken */
     uint64_t staged;   /* issue side: staged operations taken */
-    hn_dstream *side;  /* the copies of reductions, beside the caller's stream */
+    uint64_t joins;    /* issue side: hand-offs to the side streams taken */
+    int stage_pieces[2]; /* issue side: pieces of the last step sent into the next's staging buffer */
+    hn_dstream *side[LANES_MAX]; /* copy lanes beside the caller's stream */
 } member;
 
 struct hn_comm_team {
     hn_comm_world *w;
     int n;
     member *m;
-    size_t nflags;
+    size_t nflags, piece_min;
+    int pieces, ag_pieces, lanes, events;
 };
 
 struct hn_comm_world {
@@ -56,32 +85,40 @@ struct hn_comm_world {
     void *dev_ctx;
     const hn_compute_ops *compute;
     const hn_fault_sink *sink;
+    int pieces, ag_pieces, lanes, events;
+    size_t piece_min;
     hn_team_list teams; /* the team of all ranks carries the pair flags */
     uint64_t *send_seq, *recv_seq; /* [src * n + dst], issue side */
     mailbox *pair_mbox;            /* [(src * n + dst) * SLOTS + slot] */
+    int *waiting_for;              /* [rank]: the rank its thread spins for, or -1 (atomic) */
 };
 
-/* flag layout of a member of a team of n: staging arrival and consumption
- * per (buffer, piece), then local hand-offs between the caller's stream
- * and the side stream, then the slots, then the pairs */
-enum {
-    F_STAGE_ARR = 0,            /* [2 buffers][PIECES] */
-    F_STAGE_CONS = 2 * PIECES,  /* [2 buffers][PIECES] */
-    F_RED = 4 * PIECES,         /* [PIECES]: piece reduced, the side stream may copy it */
-    F_START = 5 * PIECES,       /* the side stream may start (inputs are written) */
-    F_END = 5 * PIECES + 1,     /* the side stream is done */
-    F_SLOTS = 5 * PIECES + 2
-};
-static size_t arr_flag(int buf, int j) { return F_STAGE_ARR + (size_t)(buf * PIECES + j); }
-static size_t cons_flag(int buf, int j) { return F_STAGE_CONS + (size_t)(buf * PIECES + j); }
-static size_t slot_flag(int n, uint64_t slot, int i) { return F_SLOTS + (size_t)slot * (size_t)(n + 2) + (size_t)i; }
-static size_t pair_flag(int n, int peer, uint64_t slot, int kind)
+/* index layout of a member of a team of n (P pieces, L lanes): staging
+ * arrival and consumption per (buffer, piece), pieces reduced, then the
+ * hand-offs between the caller's stream and the lanes, then the slots, then
+ * the pairs */
+static size_t arr_flag(const hn_comm_team *t, int buf, int j) { return (size_t)(buf * t->pieces + j); }
+static size_t cons_flag(const hn_comm_team *t, int buf, int j) { return (size_t)((2 + buf) * t->pieces + j); }
+/* piece j reduced: its lane may copy it */
+static size_t red_flag(const hn_comm_team *t, int j) { return (size_t)(4 * t->pieces + j); }
+/* the lanes may start (inputs are written); lane k is done */
+static size_t start_flag(const hn_comm_team *t) { return (size_t)(5 * t->pieces); }
+static size_t end_flag(const hn_comm_team *t, int k) { return (size_t)(5 * t->pieces + 1 + k); }
+/* per slot: n + 2 indices of whole operations, then n steps x P pieces */
+static size_t slot_size(const hn_comm_team *t) { return (size_t)(t->n + 2) + (size_t)t->n * (size_t)t->pieces; }
+static size_t slot_flag(const hn_comm_team *t, uint64_t slot, int i)
 {
-    return F_SLOTS + (size_t)SLOTS * (size_t)(n + 2) + ((size_t)peer * SLOTS + (size_t)slot) * 2 + (size_t)kind;
+    return (size_t)(5 * t->pieces + 1 + LANES_MAX) + (size_t)slot * slot_size(t) + (size_t)i;
+}
+static size_t piece_flag(const hn_comm_team *t, uint64_t slot, int step, int j)
+{
+    return slot_flag(t, slot, t->n + 2) + (size_t)step * (size_t)t->pieces + (size_t)j;
+}
+static size_t pair_flag(const hn_comm_team *t, int peer, uint64_t slot, int kind)
+{
+    return slot_flag(t, SLOTS, 0) + ((size_t)peer * SLOTS + (size_t)slot) * 2 + (size_t)kind;
 }
 enum { PAIR_READY = 0, PAIR_ARRIVED = 1 };
-
-static uint32_t *flag(const hn_comm_team *t, int m, size_t i) { return t->m[m].flags + i; }
 
 static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
 {
@@ -94,16 +131,29 @@ static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
     w->dev_ctx = cfg->dev_ctx;
     w->compute = cfg->compute;
     w->sink = cfg->sink;
+    w->events = cfg->p2p_events;
+    w->pieces = cfg->p2p_pieces > 0 ? cfg->p2p_pieces : PIECES_DEFAULT;
+    if (w->pieces > PIECES_MAX)
+        w->pieces = PIECES_MAX;
+    w->ag_pieces = cfg->p2p_ag_pieces < 1 ? 1 : cfg->p2p_ag_pieces > w->pieces ? w->pieces : cfg->p2p_ag_pieces;
+    w->piece_min = cfg->p2p_piece_min > 0 ? cfg->p2p_piece_min : PIECE_MIN_DEFAULT;
+    w->lanes = cfg->p2p_lanes > 0 ? cfg->p2p_lanes : 1;
+    if (w->lanes > LANES_MAX)
+        w->lanes = LANES_MAX;
     w->send_seq = hn_calloc(n2, sizeof(uint64_t));
     w->recv_seq = hn_calloc(n2, sizeof(uint64_t));
     w->pair_mbox = hn_calloc(n2 * SLOTS, sizeof(mailbox));
-    if (w->send_seq == NULL || w->recv_seq == NULL || w->pair_mbox == NULL) {
+    w->waiting_for = hn_calloc((size_t)cfg->nranks, sizeof(int));
+    if (w->send_seq == NULL || w->recv_seq == NULL || w->pair_mbox == NULL || w->waiting_for == NULL) {
+        hn_free(w->waiting_for);
         hn_free(w->send_seq);
         hn_free(w->recv_seq);
         hn_free(w->pair_mbox);
         hn_free(w);
         return HN_ERR_NOMEM;
     }
+    for (int r = 0; r < w->n; r++)
+        w->waiting_for[r] = -1;
     *out = w;
     return HN_OK;
 }
@@ -115,6 +165,7 @@ static void p2p_fini(hn_comm_world *w)
     hn_free(w->send_seq);
     hn_free(w->recv_seq);
     hn_free(w->pair_mbox);
+    hn_free(w->waiting_for);
     hn_team_list_free(&w->teams);
     hn_free(w);
 }
@@ -134,33 +185,49 @@ static hn_status_t p2p_team_create(hn_comm_world *w, const int *ranks, int n, hn
         t->m[i].rank = ranks[i];
     t->n = n;
     t->w = w;
-    t->nflags = pair_flag(n, n, 0, 0);
+    t->pieces = w->pieces;
+    t->ag_pieces = w->ag_pieces;
+    t->lanes = w->lanes;
+    t->piece_min = w->piece_min;
+    t->events = w->events;
+    t->nflags = pair_flag(t, n, 0, 0);
     *out = t;
     return HN_OK;
 }
 
-/* On the member's thread: its flags, zeroed. */
+/* On the member's thread: its flags, zeroed (flags), or its host slots
+ * and its table of events, created when first recorded (events). */
 static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
 {
     hn_comm_world *w = t->w;
+    member *m = &t->m[me];
     size_t bytes = t->nflags * sizeof(uint32_t);
-    uint32_t *zeros = hn_calloc(t->nflags, sizeof(uint32_t));
-    hn_status_t st = zeros != NULL ? HN_OK : HN_ERR_NOMEM;
+    uint32_t *zeros = NULL;
+    hn_status_t st = HN_OK;
     void *p = NULL;
-    if (st == HN_OK)
-        st = w->dev->mem_alloc(w->dev_ctx, t->m[me].rank, bytes, &p);
-    if (st == HN_OK)
-        st = w->dev->copy_to_device(w->dev_ctx, t->m[me].rank, p, zeros, bytes);
-    if (st == HN_OK)
-        st = w->dev->stream_create(w->dev_ctx, t->m[me].rank, &t->m[me].side);
+    if (t->events) {
+        m->slots = hn_calloc(t->nflags, sizeof(evslot));
+        m->ev = hn_calloc((size_t)t->n * t->nflags, sizeof(hn_devent *));
+        if (m->slots == NULL || m->ev == NULL)
+            st = HN_ERR_NOMEM;
+    } else {
+        zeros = hn_calloc(t->nflags, sizeof(uint32_t));
+        st = zeros != NULL ? HN_OK : HN_ERR_NOMEM;
+        if (st == HN_OK)
+            st = w->dev->mem_alloc(w->dev_ctx, m->rank, bytes, &p);
+        if (st == HN_OK)
+            st = w->dev->copy_to_device(w->dev_ctx, m->rank, p, zeros, bytes);
+    }
+    for (int k = 0; k < t->lanes && st == HN_OK; k++)
+        st = w->dev->stream_create(w->dev_ctx, m->rank, &m->side[k]);
     hn_free(zeros);
     if (st != HN_OK) {
         if (p != NULL)
-            w->dev->mem_free(w->dev_ctx, t->m[me].rank, p);
-        hn_origin_fail(o, st, "p2p: cannot allocate the flags of a team of %d", t->n);
+            w->dev->mem_free(w->dev_ctx, m->rank, p);
+        hn_origin_fail(o, st, "p2p: cannot allocate the %s of a team of %d", t->events ? "events" : "flags", t->n);
         return st;
     }
-    t->m[me].flags = p;
+    m->flags = p;
     return HN_OK;
 }
 
@@ -202,12 +269,18 @@ static void p2p_team_destroy(hn_comm_team *t)
     w = t->w;
     hn_team_list_remove(&w->teams, t);
     for (int i = 0; i < t->n; i++) {
-        if (t->m[i].side != NULL) {
-            w->dev->stream_sync(t->m[i].side);
-            w->dev->stream_destroy(t->m[i].side);
-        }
+        for (int k = 0; k < t->lanes; k++)
+            if (t->m[i].side[k] != NULL) {
+                w->dev->stream_sync(t->m[i].side[k]);
+                w->dev->stream_destroy(t->m[i].side[k]);
+            }
         if (t->m[i].flags != NULL)
             w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->m[i].flags);
+        if (t->m[i].ev != NULL)
+            for (size_t k = 0; k < (size_t)t->n * t->nflags; k++)
+                w->dev->event_destroy(t->m[i].ev[k]);
+        hn_free(t->m[i].ev);
+        hn_free(t->m[i].slots);
         for (int k = 0; k < 2; k++)
             if (t->m[i].stage[k] != NULL)
                 w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->m[i].stage[k]);
@@ -224,28 +297,69 @@ static void mbox_post(mailbox *mb, uint64_t gen, void *ptr)
     __atomic_store_n(&mb->gen, gen, __ATOMIC_RELEASE);
 }
 
+/* Host-side spins: while rank `o->rank` spins for `peer`, it says so, and a
+ * spin past the deadline follows the ranks' waits to the one that waits for
+ * nobody: that one never came (with events, a rank blocked on an absent
+ * rank blocks others in turn; they must not be named). */
+static void spin_begin(const hn_comm_world *w, const hn_origin *o, int peer, double *start)
+{
+    *start = hn_now();
+    if (o->rank >= 0 && o->rank < w->n)
+        __atomic_store_n(&w->waiting_for[o->rank], peer, __ATOMIC_RELAXED);
+}
+
+static void spin_end(const hn_comm_world *w, const hn_origin *o)
+{
+    if (o->rank >= 0 && o->rank < w->n)
+        __atomic_store_n(&w->waiting_for[o->rank], -1, __ATOMIC_RELAXED);
+}
+
+static hn_status_t spin_once(const hn_comm_world *w, double start, const hn_origin *o, const char *what, int peer)
+{
+    if (hn_origin_aborted(o))
+        return HN_ERR_ABORTED;
+    if (hn_now() - start > (w->sink != NULL ? w->sink->timeout_s : 60.0)) {
+        int root = peer;
+        for (int hops = 0; hops < w->n; hops++) {
+            int r = root >= 0 && root < w->n ? __atomic_load_n(&w->waiting_for[root], __ATOMIC_RELAXED) : -1;
+            if (r < 0 || r == o->rank)
+                break;
+            root = r;
+        }
+        if (root != peer)
+            hn_origin_fail(o, HN_ERR_TIMEOUT, "p2p %s: rank %d never reached its side of it (rank %d waits for it)",
+                           what, root, peer);
+        else
+            hn_origin_fail(o, HN_ERR_TIMEOUT, "p2p %s: rank %d never reached its side of it", what, peer);
+        return HN_ERR_TIMEOUT;
+    }
+    sched_yield();
+    return HN_OK;
+}
+
 static hn_status_t mbox_take(const hn_comm_world *w, mailbox *mb, uint64_t gen, void **ptr, const hn_origin *o,
                              const char *what, int peer)
 {
-    double start = hn_now(), timeout = w->sink != NULL ? w->sink->timeout_s : 60.0;
+    double start;
+    spin_begin(w, o, peer, &start);
     while (__atomic_load_n(&mb->gen, __ATOMIC_ACQUIRE) != gen) {
-        if (hn_origin_aborted(o))
-            return HN_ERR_ABORTED;
-        if (hn_now() - start > timeout) {
-            hn_origin_fail(o, HN_ERR_TIMEOUT, "p2p %s: rank %d never reached its side of it", what, peer);
-            return HN_ERR_TIMEOUT;
-        }
-        sched_yield();
+        hn_status_t st = spin_once(w, start, o, what, peer);
+        if (st != HN_OK)
+            return st;
     }
+    spin_end(w, o);
     *ptr = mb->ptr;
     return HN_OK;
 }
+
+static int reached(uint32_t have, uint32_t want) { return (int32_t)(have - want) >= 0; }
 
 /* ---- the algorithms; each issues onto stream s and returns at once ---- */
 
 typedef struct ctx {
     hn_comm_world *w;
     hn_comm_team *t;
+    int me; /* the issuing member */
     hn_dstream *s;
     const hn_origin *o;
     hn_status_t st;
@@ -257,22 +371,119 @@ static void copy_on(ctx *c, hn_dstream *s, void *dst, const void *src, size_t by
         c->st = c->w->dev->memcpy_async(dst, src, bytes, s, c->o);
 }
 
-static void signal_on(ctx *c, hn_dstream *s, uint32_t *addr, uint32_t v)
+/* events: record this member's event of (m, i) on s and publish it as
+ * value v, once m has issued its wait for the index's last value */
+static hn_status_t event_signal(ctx *c, hn_dstream *s, int m, size_t i, uint32_t v)
 {
-    if (c->st == HN_OK)
-        c->st = c->w->dev->stream_write_flag(s, addr, v, c->o);
+    hn_comm_team *t = c->t;
+    evslot *sl = &t->m[m].slots[i];
+    hn_devent **e = &t->m[c->me].ev[(size_t)m * t->nflags + i];
+    double start;
+    hn_status_t st;
+    if (*e == NULL && (st = c->w->dev->event_create(c->w->dev_ctx, t->m[c->me].rank, e)) != HN_OK) {
+        hn_origin_fail(c->o, st, "p2p: cannot create an event");
+        return st;
+    }
+    spin_begin(c->w, c->o, t->m[m].rank, &start);
+    while (__atomic_load_n(&sl->ev, __ATOMIC_ACQUIRE) != NULL &&
+           !reached(__atomic_load_n(&sl->seen, __ATOMIC_ACQUIRE), __atomic_load_n(&sl->sig, __ATOMIC_ACQUIRE)))
+        if ((st = spin_once(c->w, start, c->o, "signal", t->m[m].rank)) != HN_OK)
+            return st;
+    spin_end(c->w, c->o);
+    if ((st = c->w->dev->event_record(*e, s)) != HN_OK)
+        return st;
+    __atomic_store_n(&sl->ev, *e, __ATOMIC_RELAXED);
+    __atomic_store_n(&sl->sig, v, __ATOMIC_RELEASE);
+    return HN_OK;
 }
 
-static void wait_on(ctx *c, hn_dstream *s, const uint32_t *addr, uint32_t v)
+/* events: once value v of own index i is published (by member `from`), s
+ * waits for its event */
+static hn_status_t event_wait(ctx *c, hn_dstream *s, int from, size_t i, uint32_t v)
 {
-    if (c->st == HN_OK)
-        c->st = c->w->dev->stream_wait_flag(s, addr, v, c->o);
+    hn_comm_team *t = c->t;
+    evslot *sl = &t->m[c->me].slots[i];
+    double start;
+    hn_devent *e;
+    hn_status_t st;
+    spin_begin(c->w, c->o, t->m[from].rank, &start);
+    while (!reached(__atomic_load_n(&sl->sig, __ATOMIC_ACQUIRE), v))
+        if ((st = spin_once(c->w, start, c->o, "wait", t->m[from].rank)) != HN_OK)
+            return st;
+    spin_end(c->w, c->o);
+    e = __atomic_load_n(&sl->ev, __ATOMIC_ACQUIRE);
+    if (e != NULL && (st = c->w->dev->stream_wait_event(s, e, c->o)) != HN_OK)
+        return st;
+    if (!reached(__atomic_load_n(&sl->seen, __ATOMIC_RELAXED), v))
+        __atomic_store_n(&sl->seen, v, __ATOMIC_RELEASE);
+    return HN_OK;
+}
+
+/* Stream s tells member m that index i has reached v (after all prior work of s). */
+static void signal_on(ctx *c, hn_dstream *s, int m, size_t i, uint32_t v)
+{
+    if (c->st != HN_OK)
+        return;
+    if (c->t->events)
+        c->st = event_signal(c, s, m, i, v);
+    else
+        c->st = c->w->dev->stream_write_flag(s, c->t->m[m].flags + i, v, c->o);
+}
+
+/* Later work of s waits until this member's index i has reached v (member
+ * `from` signals it). */
+static void wait_on(ctx *c, hn_dstream *s, int from, size_t i, uint32_t v)
+{
+    if (c->st != HN_OK)
+        return;
+    if (c->t->events)
+        c->st = event_wait(c, s, from, i, v);
+    else
+        c->st = c->w->dev->stream_wait_flag(s, c->t->m[c->me].flags + i, v, c->o);
 }
 
 /* on the caller's stream */
 static void copy(ctx *c, void *dst, const void *src, size_t bytes) { copy_on(c, c->s, dst, src, bytes); }
-static void signal_flag(ctx *c, uint32_t *addr, uint32_t v) { signal_on(c, c->s, addr, v); }
-static void wait_flag(ctx *c, const uint32_t *addr, uint32_t v) { wait_on(c, c->s, addr, v); }
+static void signal_flag(ctx *c, int m, size_t i, uint32_t v) { signal_on(c, c->s, m, i, v); }
+static void wait_flag(ctx *c, int from, size_t i, uint32_t v) { wait_on(c, c->s, from, i, v); }
+
+/* The member's lanes start after the caller's stream's work so far; every
+ * lane takes part in every hand-off, so hand-off h - 1 is done on all of
+ * them once end h - 1 is. Returns h. */
+static uint32_t lanes_start(ctx *c)
+{
+    member *M = &c->t->m[c->me];
+    uint32_t h = (uint32_t)++M->joins;
+    signal_on(c, c->s, c->me, start_flag(c->t), h);
+    for (int k = 0; k < c->t->lanes; k++)
+        wait_on(c, M->side[k], c->me, start_flag(c->t), h);
+    return h;
+}
+
+/* The caller's stream goes on once every lane's work of hand-off h is done. */
+static void lanes_end(ctx *c, uint32_t h)
+{
+    member *M = &c->t->m[c->me];
+    for (int k = 0; k < c->t->lanes; k++) {
+        signal_on(c, M->side[k], c->me, end_flag(c->t, k), h);
+        wait_on(c, c->s, c->me, end_flag(c->t, k), h);
+    }
+}
+
+/* How many pieces a ring step of `bytes` goes in: at most `most`, none
+ * smaller than the team's piece_min (the same on every member). */
+static int pieces_of(const hn_comm_team *t, size_t bytes, int most)
+{
+    size_t p = bytes / t->piece_min;
+    return p < 1 ? 1 : p < (size_t)most ? (int)p : most;
+}
+
+/* Piece j of P of `total` units; inner boundaries rounded down to `align`. */
+static void piece(size_t total, int j, int P, size_t align, size_t *lo, size_t *hi)
+{
+    *lo = j == 0 ? 0 : total * (size_t)j / (size_t)P / align * align;
+    *hi = j + 1 == P ? total : total * (size_t)(j + 1) / (size_t)P / align * align;
+}
 
 static hn_tensor vec(void *data, hn_dtype dt, size_t count)
 {
@@ -291,7 +502,7 @@ static void reduce(ctx *c, int redop, hn_dtype dt, size_t count, void *dst, cons
 {
     hn_tensor d = vec(dst, dt, count), x = vec((void *)a, dt, count), y = vec((void *)b, dt, count);
     int op = redop == HN_REDUCE_PROD ? 1 : redop == HN_REDUCE_MAX ? 2 : redop == HN_REDUCE_MIN ? 3 : 0;
-    if (c->st == HN_OK)
+    if (c->st == HN_OK && count > 0)
         c->st = c->w->compute->binary(c->s, op, &d, &x, &y, c->o);
 }
 
@@ -313,28 +524,54 @@ static int allgather_begin(ctx *c, int me, int peer, const void *send, void *rec
     return c->st == HN_OK;
 }
 
-/* Ring allgather, put: at step k rank r pushes chunk (r - k) to rank r + 1. */
+/* Ring allgather, put: at step k rank r pushes chunk (r - k) to rank r + 1.
+ * With HIRNODE_P2P_AG_PIECES > 1, a chunk of at least 2 x piece_min goes in
+ * pieces over the member's lanes, each piece forwarded as soon as it has
+ * arrived; otherwise (the default: measured faster, docs/BENCHMARKS.md) in
+ * whole steps on the caller's stream. */
 static void allgather_ring(ctx *c, int me, const void *send, void *recv, size_t cb)
 {
     hn_comm_team *t = c->t;
     int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
+    int P = pieces_of(t, cb, t->ag_pieces);
     uint64_t g, slot;
-    uint32_t v;
+    uint32_t v, h;
     char *R = recv, *Rn = NULL;
     if (!allgather_begin(c, me, next, send, recv, cb, &g, &Rn))
         return;
     slot = g % SLOTS;
     v = (uint32_t)g;
-    signal_flag(c, flag(t, prev, slot_flag(n, slot, 0)), v); /* prev may write into my buffer */
-    wait_flag(c, flag(t, me, slot_flag(n, slot, 0)), v);     /* next's buffer is free */
-    for (int step = 0; step < n - 1; step++) {
-        size_t chunk = (size_t)((me - step + n) % n);
-        if (step > 0) /* that chunk came from prev at its step - 1 */
-            wait_flag(c, flag(t, me, slot_flag(n, slot, step)), v);
-        copy(c, Rn + chunk * cb, R + chunk * cb, cb);
-        signal_flag(c, flag(t, next, slot_flag(n, slot, step + 1)), v);
+    signal_flag(c, prev, slot_flag(t, slot, 0), v); /* prev may write into my buffer */
+    if (P <= 1) {
+        wait_flag(c, next, slot_flag(t, slot, 0), v); /* next's buffer is free */
+        for (int step = 0; step < n - 1; step++) {
+            size_t chunk = (size_t)((me - step + n) % n);
+            if (step > 0) /* that chunk came from prev at its step - 1 */
+                wait_flag(c, prev, slot_flag(t, slot, step), v);
+            copy(c, Rn + chunk * cb, R + chunk * cb, cb);
+            signal_flag(c, next, slot_flag(t, slot, step + 1), v);
+        }
+        wait_flag(c, prev, slot_flag(t, slot, n - 1), v); /* the last chunk is here */
+        return;
     }
-    wait_flag(c, flag(t, me, slot_flag(n, slot, n - 1)), v); /* the last chunk is here */
+    h = lanes_start(c);
+    for (int k = 0; k < t->lanes; k++)
+        wait_on(c, t->m[me].side[k], next, slot_flag(t, slot, 0), v);
+    for (int step = 0; step < n - 1; step++) {
+        size_t at = (size_t)((me - step + n) % n) * cb;
+        for (int j = 0; j < P; j++) {
+            hn_dstream *L = t->m[me].side[j % t->lanes];
+            size_t lo, hi;
+            piece(cb, j, P, 256, &lo, &hi);
+            if (step > 0) /* that piece came from prev at its step - 1 */
+                wait_on(c, L, prev, piece_flag(t, slot, step, j), v);
+            copy_on(c, L, Rn + at + lo, R + at + lo, hi - lo);
+            signal_on(c, L, next, piece_flag(t, slot, step + 1, j), v);
+        }
+    }
+    for (int j = 0; j < P; j++) /* the last chunk is here */
+        wait_flag(c, prev, piece_flag(t, slot, n - 1, j), v);
+    lanes_end(c, h); /* and my copies out of my buffer are done */
 }
 
 /* Ring allgather, get: at step k rank r pulls chunk (r - 1 - k) from rank
@@ -351,35 +588,38 @@ static void allgather_ring_get(ctx *c, int me, const void *send, void *recv, siz
         return;
     slot = g % SLOTS;
     v = (uint32_t)g;
-    signal_flag(c, flag(t, next, slot_flag(n, slot, 0)), v); /* next may pull my own chunk */
+    signal_flag(c, next, slot_flag(t, slot, 0), v); /* next may pull my own chunk */
     for (int step = 0; step < n - 1; step++) {
         size_t chunk = (size_t)((me - 1 - step + 2 * n) % n);
-        wait_flag(c, flag(t, me, slot_flag(n, slot, step)), v); /* prev has it */
+        wait_flag(c, prev, slot_flag(t, slot, step), v); /* prev has it */
         copy(c, R + chunk * cb, Rp + chunk * cb, cb);
         if (step + 1 < n - 1)
-            signal_flag(c, flag(t, next, slot_flag(n, slot, step + 1)), v);
+            signal_flag(c, next, slot_flag(t, slot, step + 1), v);
     }
-    signal_flag(c, flag(t, prev, slot_flag(n, slot, n + 1)), v); /* done pulling from prev */
-    wait_flag(c, flag(t, me, slot_flag(n, slot, n + 1)), v);     /* next is done with mine */
+    signal_flag(c, prev, slot_flag(t, slot, n + 1), v); /* done pulling from prev */
+    wait_flag(c, next, slot_flag(t, slot, n + 1), v);     /* next is done with mine */
 }
 
 /* Ring reduce-scatter through the next rank's two staging buffers: at step
  * k rank r sends its partial of chunk (r - k - 1); the partial arriving at
- * the last step is its own chunk, fully reduced. Each step goes in PIECES
- * pieces: the caller's stream reduces piece j (SMs) while the member's side
- * stream copies piece j - 1 to the next rank (copy engine). A member's
- * reductions on a team run one after another (the side stream is shared),
- * so the hand-off flags between its two streams need no slots. */
+ * the last step is its own chunk, fully reduced. A step of at least
+ * 2 x piece_min goes in pieces: the caller's stream reduces piece j (SMs)
+ * while lane j % lanes copies an earlier piece to the next rank (copy
+ * engines), so one lane's hand-off hides behind another's copy; a smaller
+ * step goes whole, on the caller's stream alone. A member's reductions on a
+ * team run one after another (they share its lanes and staging), so their
+ * flags need no slots: arrival and consumption of a piece carry the team's
+ * global ring step tt, and a buffer's last use is always step tt - 2. */
 static void reduce_scatter_ring(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop)
 {
     hn_comm_team *t = c->t;
-    int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
+    int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n, P, whole;
     size_t es = (size_t)hn_dtype_size(dt), cb = count * es;
     const char *I = send;
-    uint64_t h = ++t->m[me].staged;
-    uint32_t base = (uint32_t)((h - 1) * (uint64_t)(n - 1)), last, hv = (uint32_t)h;
+    uint64_t staged = ++t->m[me].staged;
+    uint32_t base = (uint32_t)((staged - 1) * (uint64_t)(n - 1)), last, h = 0;
     member *M = t->m;
-    hn_dstream *S = c->s, *C = M[me].side;
+    hn_dstream *S = c->s;
     if (n == 1) {
         copy(c, recv, send, cb);
         return;
@@ -390,44 +630,63 @@ static void reduce_scatter_ring(ctx *c, int me, const void *send, void *recv, si
                        M[me].stage_bytes);
         return;
     }
-    /* after the previous reduction's copies; then the side stream starts
-     * once the inputs are written */
-    wait_on(c, S, flag(t, me, F_END), hv - 1);
-    signal_on(c, S, flag(t, me, F_START), hv);
-    wait_on(c, C, flag(t, me, F_START), hv);
+    P = pieces_of(t, cb, t->pieces);
+    whole = P == 1;
+    /* after the lanes' earlier copies out of the staging */
+    for (int k = 0; k < t->lanes; k++)
+        wait_on(c, S, me, end_flag(t, k), (uint32_t)M[me].joins);
+    /* a staging buffer last filled in other pieces: all of them consumed */
+    for (int step = 0; step < n - 1 && step < 2; step++) {
+        uint32_t tt = base + (uint32_t)step;
+        int out = (int)(tt % 2);
+        if (M[me].stage_pieces[out] != P)
+            for (int j = 0; j < M[me].stage_pieces[out]; j++)
+                wait_on(c, S, next, cons_flag(t, out, j), tt - 1);
+    }
+    if (!whole)
+        h = lanes_start(c); /* the lanes start once the inputs are written */
     for (int step = 0; step < n - 1; step++) {
         uint32_t tt = base + (uint32_t)step;
         size_t chunk = (size_t)((me - step - 1 + 2 * n) % n);
-        int out = (int)(tt % 2), in = (int)((tt - 1) % 2);
-        for (int j = 0; j < PIECES; j++) {
-            size_t lo = count * (size_t)j / PIECES, hi = count * (size_t)(j + 1) / PIECES, off = lo * es;
-            const char *src = I + chunk * cb + off;
+        int out = (int)(tt % 2), in = (int)((tt - 1) % 2), same = M[me].stage_pieces[out] == P;
+        for (int j = 0; j < P; j++) {
+            hn_dstream *L = whole ? S : M[me].side[j % t->lanes];
+            size_t lo, hi, off;
+            const char *src;
+            piece(count, j, P, 64, &lo, &hi);
+            off = lo * es;
+            src = I + chunk * cb + off;
             if (step > 0) {
                 /* prev's partial of this piece (its global step tt - 1) plus mine */
-                wait_on(c, S, flag(t, me, arr_flag(in, j)), tt);
+                wait_on(c, S, prev, arr_flag(t, in, j), tt);
                 reduce(c, redop, dt, hi - lo, (char *)M[me].stage[in] + off, (char *)M[me].stage[in] + off, src);
-                signal_on(c, S, flag(t, me, F_RED + (size_t)j), tt);
-                wait_on(c, C, flag(t, me, F_RED + (size_t)j), tt);
+                if (!whole) {
+                    signal_on(c, S, me, red_flag(t, j), tt);
+                    wait_on(c, L, me, red_flag(t, j), tt);
+                }
                 src = (const char *)M[me].stage[in] + off;
             }
-            wait_on(c, C, flag(t, me, cons_flag(out, j)), tt - 1); /* next consumed step tt - 2 */
-            copy_on(c, C, (char *)M[next].stage[out] + off, src, (hi - lo) * es);
-            signal_on(c, C, flag(t, next, arr_flag(out, j)), tt + 1);
+            if (same) /* next consumed this piece of step tt - 2 */
+                wait_on(c, L, next, cons_flag(t, out, j), tt - 1);
+            copy_on(c, L, (char *)M[next].stage[out] + off, src, (hi - lo) * es);
+            signal_on(c, L, next, arr_flag(t, out, j), tt + 1);
             if (step > 0) /* this piece of step tt - 1 is consumed */
-                signal_on(c, C, flag(t, prev, cons_flag(in, j)), tt);
+                signal_on(c, L, prev, cons_flag(t, in, j), tt);
         }
+        M[me].stage_pieces[out] = P;
     }
     last = base + (uint32_t)(n - 2);
-    for (int j = 0; j < PIECES; j++) {
-        size_t lo = count * (size_t)j / PIECES, hi = count * (size_t)(j + 1) / PIECES, off = lo * es;
-        wait_on(c, S, flag(t, me, arr_flag((int)(last % 2), j)), last + 1);
+    for (int j = 0; j < P; j++) {
+        size_t lo, hi, off;
+        piece(count, j, P, 64, &lo, &hi);
+        off = lo * es;
+        wait_on(c, S, prev, arr_flag(t, (int)(last % 2), j), last + 1);
         reduce(c, redop, dt, hi - lo, (char *)recv + off, (char *)M[me].stage[last % 2] + off,
                I + (size_t)me * cb + off);
-        signal_on(c, S, flag(t, prev, cons_flag((int)(last % 2), j)), last + 1);
+        signal_on(c, S, prev, cons_flag(t, (int)(last % 2), j), last + 1);
     }
-    /* the caller's stream goes on once the side stream's copies are done */
-    signal_on(c, C, flag(t, me, F_END), hv);
-    wait_on(c, S, flag(t, me, F_END), hv);
+    if (!whole)
+        lanes_end(c, h); /* the caller's stream goes on once the lanes' copies are done */
     if (redop == HN_REDUCE_AVG && c->st == HN_OK) {
         hn_tensor o = vec(recv, dt, count);
         c->st = c->w->compute->scale(c->s, &o, &o, 1.0 / n, c->o);
@@ -443,8 +702,8 @@ static void broadcast_direct(ctx *c, int me, int root, const void *send, void *r
     uint32_t v = (uint32_t)g;
     if (me != root) {
         mbox_post(&t->m[me].mbox[slot], g, recv);
-        signal_flag(c, flag(t, root, slot_flag(n, slot, me)), v); /* my buffer is free */
-        wait_flag(c, flag(t, me, slot_flag(n, slot, n)), v);
+        signal_flag(c, root, slot_flag(t, slot, me), v); /* my buffer is free */
+        wait_flag(c, root, slot_flag(t, slot, n), v);
         return;
     }
     copy(c, recv, send, cb);
@@ -454,9 +713,9 @@ static void broadcast_direct(ctx *c, int me, int root, const void *send, void *r
             continue;
         if ((c->st = mbox_take(c->w, &t->m[p].mbox[slot], g, &dst, c->o, "broadcast", t->m[p].rank)) != HN_OK)
             return;
-        wait_flag(c, flag(t, me, slot_flag(n, slot, p)), v);
+        wait_flag(c, p, slot_flag(t, slot, p), v);
         copy(c, dst, send, cb);
-        signal_flag(c, flag(t, p, slot_flag(n, slot, n)), v);
+        signal_flag(c, p, slot_flag(t, slot, n), v);
     }
 }
 
@@ -473,25 +732,25 @@ static void broadcast_get(ctx *c, int me, int root, const void *send, void *recv
         mbox_post(&t->m[me].mbox[slot], g, (void *)send);
         for (int p = 0; p < n; p++)
             if (p != root)
-                signal_flag(c, flag(t, p, slot_flag(n, slot, n)), v); /* the data is ready */
+                signal_flag(c, p, slot_flag(t, slot, n), v); /* the data is ready */
         for (int p = 0; p < n; p++)
             if (p != root)
-                wait_flag(c, flag(t, me, slot_flag(n, slot, p)), v); /* p has pulled it */
+                wait_flag(c, p, slot_flag(t, slot, p), v); /* p has pulled it */
         return;
     }
     {
         void *src = NULL;
         if ((c->st = mbox_take(c->w, &t->m[root].mbox[slot], g, &src, c->o, "broadcast", t->m[root].rank)) != HN_OK)
             return;
-        wait_flag(c, flag(t, me, slot_flag(n, slot, n)), v);
+        wait_flag(c, root, slot_flag(t, slot, n), v);
         copy(c, recv, src, cb);
-        signal_flag(c, flag(t, root, slot_flag(n, slot, me)), v);
+        signal_flag(c, root, slot_flag(t, slot, me), v);
     }
 }
 
 static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
 {
-    ctx c = {t->w, t, s, o, HN_OK};
+    ctx c = {t->w, t, me, s, o, HN_OK};
     size_t es = (size_t)hn_dtype_size(a->dtype), n = (size_t)t->n;
     switch (a->kind) {
     case HN_COLL_ALLGATHER:
@@ -538,7 +797,7 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
 static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s, const hn_origin *o)
 {
     hn_comm_team *t = w->teams.all;
-    ctx c = {w, t, s, o, HN_OK};
+    ctx c = {w, t, rank, s, o, HN_OK};
     int N = w->n;
     uint64_t *seq = hn_calloc((size_t)n + 1, sizeof(uint64_t));
     if (seq == NULL)
@@ -557,7 +816,7 @@ static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int
             if (!ops[i].is_send)
                 continue;
             mbox_post(&w->pair_mbox[((size_t)rank * N + ops[i].peer) * SLOTS + slot], seq[i], ops[i].buf);
-            signal_flag(&c, flag(t, ops[i].peer, pair_flag(N, rank, slot, PAIR_ARRIVED)), (uint32_t)seq[i]);
+            signal_flag(&c, ops[i].peer, pair_flag(t, rank, slot, PAIR_ARRIVED), (uint32_t)seq[i]);
         }
         /* 2: every receive pulls its data and says so */
         for (int i = 0; i < n && c.st == HN_OK; i++) {
@@ -567,14 +826,14 @@ static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int
                 continue;
             c.st = mbox_take(w, &w->pair_mbox[((size_t)ops[i].peer * N + rank) * SLOTS + slot], seq[i], &src, o,
                              "recv", ops[i].peer);
-            wait_flag(&c, flag(t, rank, pair_flag(N, ops[i].peer, slot, PAIR_ARRIVED)), (uint32_t)seq[i]);
+            wait_flag(&c, ops[i].peer, pair_flag(t, ops[i].peer, slot, PAIR_ARRIVED), (uint32_t)seq[i]);
             copy(&c, ops[i].buf, src, ops[i].bytes);
-            signal_flag(&c, flag(t, ops[i].peer, pair_flag(N, rank, slot, PAIR_READY)), (uint32_t)seq[i]);
+            signal_flag(&c, ops[i].peer, pair_flag(t, rank, slot, PAIR_READY), (uint32_t)seq[i]);
         }
         /* 3: a send's buffer is free once its receiver has pulled */
         for (int i = 0; i < n; i++)
             if (ops[i].is_send)
-                wait_flag(&c, flag(t, rank, pair_flag(N, ops[i].peer, seq[i] % SLOTS, PAIR_READY)), (uint32_t)seq[i]);
+                wait_flag(&c, ops[i].peer, pair_flag(t, ops[i].peer, seq[i] % SLOTS, PAIR_READY), (uint32_t)seq[i]);
         hn_free(seq);
         return c.st;
     }
@@ -584,7 +843,7 @@ static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int
         if (ops[i].is_send)
             continue;
         mbox_post(&w->pair_mbox[((size_t)ops[i].peer * N + rank) * SLOTS + slot], seq[i], ops[i].buf);
-        signal_flag(&c, flag(t, ops[i].peer, pair_flag(N, rank, slot, PAIR_READY)), (uint32_t)seq[i]);
+        signal_flag(&c, ops[i].peer, pair_flag(t, rank, slot, PAIR_READY), (uint32_t)seq[i]);
     }
     /* 2: every send copies into its receiver's buffer */
     for (int i = 0; i < n && c.st == HN_OK; i++) {
@@ -594,20 +853,21 @@ static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int
             continue;
         c.st = mbox_take(w, &w->pair_mbox[((size_t)rank * N + ops[i].peer) * SLOTS + slot], seq[i], &dst, o,
                          "send", ops[i].peer);
-        wait_flag(&c, flag(t, rank, pair_flag(N, ops[i].peer, slot, PAIR_READY)), (uint32_t)seq[i]);
+        wait_flag(&c, ops[i].peer, pair_flag(t, ops[i].peer, slot, PAIR_READY), (uint32_t)seq[i]);
         copy(&c, dst, ops[i].buf, ops[i].bytes);
-        signal_flag(&c, flag(t, ops[i].peer, pair_flag(N, rank, slot, PAIR_ARRIVED)), (uint32_t)seq[i]);
+        signal_flag(&c, ops[i].peer, pair_flag(t, rank, slot, PAIR_ARRIVED), (uint32_t)seq[i]);
     }
     /* 3: every receive waits for its data */
     for (int i = 0; i < n; i++)
         if (!ops[i].is_send)
-            wait_flag(&c, flag(t, rank, pair_flag(N, ops[i].peer, seq[i] % SLOTS, PAIR_ARRIVED)), (uint32_t)seq[i]);
+            wait_flag(&c, ops[i].peer, pair_flag(t, ops[i].peer, seq[i] % SLOTS, PAIR_ARRIVED), (uint32_t)seq[i]);
     hn_free(seq);
     return c.st;
 }
 
 /* After a failure, flag waits on the devices may wait forever: satisfy them
- * all, then the runtime destroys the teams (fresh flags next run). */
+ * all, then the runtime destroys the teams (fresh flags next run). Events
+ * leave nothing waiting on a device; their host spins see the abort. */
 static int p2p_abort(hn_comm_world *w)
 {
     for (int i = 0; i < w->teams.n; i++) {
@@ -618,7 +878,7 @@ static int p2p_abort(hn_comm_world *w)
         for (size_t k = 0; k < t->nflags; k++)
             high[k] = 0x7fffffffu;
         for (int m = 0; m < t->n; m++)
-            if (t->m[m].flags != NULL)
+            if (t->m[m].flags != NULL && !t->events)
                 w->dev->copy_to_device(w->dev_ctx, t->m[m].rank, t->m[m].flags, high, t->nflags * sizeof(uint32_t));
         hn_free(high);
     }
@@ -627,6 +887,8 @@ static int p2p_abort(hn_comm_world *w)
 
 static void p2p_reset(hn_comm_world *w)
 {
+    for (int r = 0; r < w->n; r++) /* spins a failure cut short */
+        w->waiting_for[r] = -1;
     if (w->teams.n == 0) { /* teams were destroyed: sequences start over */
         size_t n2 = (size_t)w->n * (size_t)w->n;
         memset(w->send_seq, 0, n2 * sizeof(uint64_t));

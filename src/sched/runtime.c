@@ -461,6 +461,10 @@ static hn_status_t init_comms(hn_runtime *rt)
     names[HN_VIA_DEFAULT] = rt->dev->comm;
     names[HN_VIA_NCCL] = hn_comm_find("nccl") != NULL && strcmp(rt->dev->name, "host") != 0 ? "nccl" : rt->dev->comm;
     names[HN_VIA_P2P] = "p2p";
+    if (strcmp(hn_setting_get("p2p_sync"), "flags") != 0 && strcmp(hn_setting_get("p2p_sync"), "events") != 0) {
+        HN_ERROR("HIRNODE_P2P_SYNC=%s: expected flags or events", hn_setting_get("p2p_sync"));
+        return HN_ERR_INVALID;
+    }
     for (int v = 0; v < HN_VIA_COUNT; v++) {
         const hn_comm_ops *ops = hn_comm_find(names[v]);
         int found = -1;
@@ -477,6 +481,11 @@ static hn_status_t init_comms(hn_runtime *rt)
             memset(&ccfg, 0, sizeof(ccfg));
             ccfg.nranks = rt->n;
             ccfg.blocking = atoi(hn_setting_get("nccl_blocking"));
+            ccfg.p2p_events = strcmp(hn_setting_get("p2p_sync"), "events") == 0;
+            ccfg.p2p_pieces = atoi(hn_setting_get("p2p_pieces"));
+            ccfg.p2p_ag_pieces = atoi(hn_setting_get("p2p_ag_pieces"));
+            ccfg.p2p_lanes = atoi(hn_setting_get("p2p_lanes"));
+            ccfg.p2p_piece_min = (size_t)strtoull(hn_setting_get("p2p_piece_kib"), NULL, 10) << 10;
             ccfg.dev = rt->dev;
             ccfg.dev_ctx = rt->dev_ctx;
             ccfg.compute = rt->compute;

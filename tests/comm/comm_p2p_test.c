@@ -2,7 +2,8 @@
  * on the CPU backend, one issuing thread per rank (the rings hand buffer
  * addresses over when operations are issued): allgather put and get,
  * reduce-scatter in pieces, 8 repetitions on the same buffers with random
- * stream delays; a rank that never comes ends in a timeout naming it. */
+ * stream delays, each with device flags and with events; a rank that never
+ * comes ends in a timeout naming it. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,7 +27,8 @@ typedef struct world {
     float *send[MAXR], *recv[MAXR];
 } world;
 
-static void start(world *h, int n, double timeout)
+/* pieces: most pieces per ring step (allgather too), of >= 512 B */
+static void start(world *h, int n, double timeout, int events, int pieces, int lanes)
 {
     hn_device_config dc = {n, 30, 5, NULL};
     hn_comm_config cc;
@@ -36,7 +38,9 @@ static void start(world *h, int n, double timeout)
     hn_test_faults_init(&h->faults, timeout);
     dc.sink = &h->faults.sink;
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
-    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->faults.sink};
+    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->faults.sink,
+                          .p2p_events = events, .p2p_pieces = pieces, .p2p_ag_pieces = pieces,
+                          .p2p_lanes = lanes, .p2p_piece_min = 512};
     CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.init(&cc, &h->w), HN_OK);
     for (int r = 0; r < n; r++) {
         ranks[r] = r;
@@ -83,12 +87,12 @@ static void *issue_main(void *arg)
 }
 
 /* every rank issues on its own thread (all of them, or all but `absent`) */
-static void issue_all(world *h, hn_coll_kind kind, int get, int absent)
+static void issue_all(world *h, hn_coll_kind kind, size_t cnt, int get, int absent)
 {
     pthread_t th[MAXR];
     issue is[MAXR];
     for (int r = 0; r < h->n; r++) {
-        is[r] = (issue){h, r, {kind, h->send[r], h->recv[r], CNT, HN_F32, HN_REDUCE_SUM, 0, get}, HN_OK};
+        is[r] = (issue){h, r, {kind, h->send[r], h->recv[r], cnt, HN_F32, HN_REDUCE_SUM, 0, get}, HN_OK};
         if (r != absent)
             pthread_create(&th[r], NULL, issue_main, &is[r]);
     }
@@ -101,31 +105,34 @@ static void issue_all(world *h, hn_coll_kind kind, int get, int absent)
 
 static float xv(int r, int p, int k) { return (float)((r * 31 + p * 7 + k * 3) % 50 - 25); }
 
-static void run(int n, hn_coll_kind kind, int get)
+static void run(int n, hn_coll_kind kind, int get, int events, int pieces, int lanes)
 {
     world h;
-    start(&h, n, 30);
+    start(&h, n, 30, events, pieces, lanes);
     for (int k = 0; k < 8; k++) {
-        int wrong = 0;
+        int wrong = 0, cnt = CNT >> (k % 4); /* steps in 7, 3, 1 pieces: the count changes between runs */
         for (int r = 0; r < n; r++)
             for (int p = 0; p < MAXR * CNT; p++) {
                 h.send[r][p] = xv(r, p, k);
                 h.recv[r][p] = NAN;
             }
-        issue_all(&h, kind, get, -1);
+        issue_all(&h, kind, cnt, get, -1);
         CU_ASSERT_EQUAL(h.faults.first, HN_OK);
         for (int r = 0; r < n && !wrong; r++)
-            for (int p = 0; p < (kind == HN_COLL_ALLGATHER ? n : 1) * CNT && !wrong; p++) {
+            for (int p = 0; p <= (kind == HN_COLL_ALLGATHER ? n : 1) * cnt && p < MAXR * CNT && !wrong; p++) {
                 float want = 0;
-                if (kind == HN_COLL_ALLGATHER) {
-                    want = xv(p / CNT, p % CNT, k);
+                if (p == (kind == HN_COLL_ALLGATHER ? n : 1) * cnt) {
+                    want = NAN; /* past the end: untouched */
+                } else if (kind == HN_COLL_ALLGATHER) {
+                    want = xv(p / cnt, p % cnt, k);
                 } else {
                     for (int q = 0; q < n; q++)
-                        want += xv(q, r * CNT + p, k);
+                        want += xv(q, r * cnt + p, k);
                 }
-                if (h.recv[r][p] != want) {
-                    fprintf(stderr, "\n  %s%s n=%d rank %d [%d] rep %d: %g want %g\n", hn_coll_name(kind),
-                            get ? " get" : "", n, r, p, k, h.recv[r][p], want);
+                if (!(h.recv[r][p] == want || (isnan(want) && isnan(h.recv[r][p])))) {
+                    fprintf(stderr, "\n  %s%s%s pieces %d lanes %d n=%d count %d rank %d [%d] rep %d: %g want %g\n",
+                            hn_coll_name(kind), get ? " get" : "", events ? " events" : "", pieces, lanes, n, cnt, r, p, k,
+                            h.recv[r][p], want);
                     wrong = 1;
                 }
             }
@@ -134,26 +141,36 @@ static void run(int n, hn_coll_kind kind, int get)
     stop(&h);
 }
 
+/* (pieces, lanes): whole steps on the caller's stream, pieces on one lane,
+ * uneven pieces over two and over three lanes */
+static const int shapes[][2] = {{1, 1}, {4, 1}, {4, 2}, {7, 3}};
+/* with 7 pieces of >= 512 B, the 4 counts of run() go in 7, 3, 1 and 1 */
+
 static void test_allgather(void)
 {
-    for (int n = 1; n <= MAXR; n++) {
-        run(n, HN_COLL_ALLGATHER, 0);
-        run(n, HN_COLL_ALLGATHER, 1);
-    }
+    for (int n = 1; n <= MAXR; n++)
+        for (int events = 0; events <= 1; events++)
+            for (int k = 0; k < 4; k++) {
+                run(n, HN_COLL_ALLGATHER, 0, events, shapes[k][0], shapes[k][1]);
+                if (k == 0)
+                    run(n, HN_COLL_ALLGATHER, 1, events, 0, 0);
+            }
 }
 
 static void test_reduce_scatter(void)
 {
     for (int n = 1; n <= MAXR; n++)
-        run(n, HN_COLL_REDUCE_SCATTER, 0);
+        for (int events = 0; events <= 1; events++)
+            for (int k = 0; k < 4; k++)
+                run(n, HN_COLL_REDUCE_SCATTER, 0, events, shapes[k][0], shapes[k][1]);
 }
 
-static void test_absent_rank(void)
+static void absent_rank(int events)
 {
     world h;
     double t0 = hn_now();
-    start(&h, 4, 0.5);
-    issue_all(&h, HN_COLL_ALLGATHER, 0, 2); /* rank 2 never comes */
+    start(&h, 4, 0.5, events, 0, 0);
+    issue_all(&h, HN_COLL_ALLGATHER, CNT, 0, 2); /* rank 2 never comes */
     CU_ASSERT(hn_now() - t0 < 10);
     CU_ASSERT_EQUAL(h.faults.first, HN_ERR_TIMEOUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(h.faults.err, "rank 2 never reached its side of it"));
@@ -162,11 +179,17 @@ static void test_absent_rank(void)
     stop(&h);
 }
 
+static void test_absent_rank(void)
+{
+    absent_rank(0);
+    absent_rank(1);
+}
+
 void hn_suite_comm_p2p(void)
 {
     static CU_TestInfo tests[] = {
-        {"allgather rings, put and get, 1..8 ranks, 8 repetitions", test_allgather},
-        {"reduce-scatter ring in pieces, 1..8 ranks, 8 repetitions", test_reduce_scatter},
+        {"allgather rings, put (whole, in pieces over lanes) and get, flags and events, 1..8 ranks", test_allgather},
+        {"reduce-scatter ring in pieces over lanes, flags and events, 1..8 ranks, 8 repetitions", test_reduce_scatter},
         {"an absent rank times out with its name", test_absent_rank},
         CU_TEST_INFO_NULL,
     };
