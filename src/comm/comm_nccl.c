@@ -5,6 +5,7 @@
  * groups of ncclSend/ncclRecv; point-to-point uses the team of all ranks.
  * Every wait polls with a deadline and gives up when another rank failed. */
 #include <nccl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -282,19 +283,53 @@ static hn_status_t nccl_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     return st;
 }
 
+static void *abort_main(void *arg)
+{
+    ncclCommAbort(*(ncclComm_t *)arg);
+    return NULL;
+}
+
 static int nccl_abort(hn_comm_world *w)
 {
     /* NCCL kernels of a failed run may spin forever: abort every
-     * communicator; the runtime then destroys the teams and makes new ones */
+     * communicator, all at once, one thread each. NCCL's maintainers ask
+     * that all ranks of a node abort (NVIDIA/nccl#863): one after another,
+     * the first abort may free memory that a peer's kernel, not yet
+     * aborted, still reads. The runtime then destroys the teams and makes
+     * new ones. */
+    int total = 0, k = 0;
+    ncclComm_t *all;
+    pthread_t *th;
     w->aborted = 1;
+    for (int i = 0; i < w->teams.n; i++)
+        total += ((hn_comm_team *)w->teams.teams[i])->n;
+    all = hn_calloc((size_t)total + 1, sizeof(*all));
+    th = hn_calloc((size_t)total + 1, sizeof(*th));
     for (int i = 0; i < w->teams.n; i++) {
         hn_comm_team *t = w->teams.teams[i];
         for (int m = 0; m < t->n; m++)
             if (t->comms[m] != NULL) {
-                ncclCommAbort(t->comms[m]);
+                if (all != NULL)
+                    all[k++] = t->comms[m];
+                else /* no memory for threads: one after another */
+                    ncclCommAbort(t->comms[m]);
                 t->comms[m] = NULL;
             }
     }
+    if (all != NULL) {
+        int started = 0;
+        for (int i = 0; i < k; i++) {
+            if (th == NULL || pthread_create(&th[i], NULL, abort_main, &all[i]) != 0)
+                break;
+            started++;
+        }
+        for (int i = started; i < k; i++) /* threads could not start: here */
+            ncclCommAbort(all[i]);
+        for (int i = 0; i < started; i++)
+            pthread_join(th[i], NULL);
+    }
+    hn_free(th);
+    hn_free(all);
     return 1;
 }
 

@@ -290,8 +290,14 @@ static hn_status_t sync_all(hn_rank *r)
     for (int i = 0; i < HN_MAX_STREAMS; i++)
         if (r->streams[i] != NULL && (s2 = rt->dev->stream_sync(r->streams[i])) != HN_OK)
             st = s2;
+    /* named after the last instruction issued: the fault is in work
+     * issued up to there */
     if (st == HN_ERR_TIMEOUT)
-        hn_runtime_fail(rt, r->rank, -1, st, "the run's work did not finish before the deadline");
+        hn_runtime_fail(rt, r->rank, __atomic_load_n(&r->current_instr, __ATOMIC_RELAXED), st,
+                        "the run's work issued up to here did not finish before the deadline");
+    else if (st != HN_OK && st != HN_ERR_ABORTED)
+        hn_runtime_fail(rt, r->rank, __atomic_load_n(&r->current_instr, __ATOMIC_RELAXED), st,
+                        "the device failed in work issued up to here (its error is logged above)");
     return st;
 }
 

@@ -183,7 +183,11 @@ static void test_failing_run(void)
     double t0 = hn_now();
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(q);
-    if (nr < 2) { /* one rank sends to itself: nothing to deadlock */
+    /* On CUDA at 2 ranks, NCCL 2.28 does not hang on this program: its
+     * kernels hit an illegal address (seen on 2 H200s, 2026-11-21), which
+     * no later run of the process survives; 3 ranks hang as they should. */
+    if (nr < 2 || (strcmp(hn_test_backend, "cuda") == 0 && nr < 3)) {
+        /* one rank sends to itself: nothing to deadlock */
         hn_runtime_destroy(rt);
         hn_program_destroy(p);
         hn_program_destroy(q);
