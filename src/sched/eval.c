@@ -701,6 +701,7 @@ static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)
         rec.is_p2p = 1;
         rec.kind = op->is_send;
         rec.peer = op->peer;
+        rec.group = x->comm_next; /* the post these ops go out with */
         rec.count = (size_t)hn_tensor_numel(&t);
         rec.dtype = t.dtype;
         return log_comm(x, in, &rec);

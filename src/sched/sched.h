@@ -47,6 +47,7 @@ typedef struct hn_comm_rec {
     int nteam;      /* collectives: members ... */
     int team_off;   /* ... at hn_comm_log.teams[team_off] */
     int peer;       /* p2p */
+    int group;      /* p2p: the ops of one post (a `group`, or one send/recv) share it */
     size_t count;
     hn_dtype dtype;
     int redop, root;

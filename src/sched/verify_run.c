@@ -195,6 +195,99 @@ static int match_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn
     return errors;
 }
 
+/* Sends and receives via p2p in an order that cannot complete: every rank
+ * posts one group at a time (a lone send or recv is a group of one), and a
+ * group completes only once every partner op is posted too — the p2p
+ * communicator's rule (a send's copy waits for its receiver's buffer, a
+ * receive's stream waits for the data, whatever the protocol). Played out
+ * on the dry run's logs; the first rank left stuck on a p2p op is reported
+ * with the peer and what that peer is stuck on. Collectives and messages
+ * through other communicators (NCCL may buffer them) are left out: fewer
+ * blocking ops only make progress easier, so a hang found is real. */
+typedef struct p2p_ref {
+    int rank, idx; /* into logs[rank].recs */
+} p2p_ref;
+
+/* the end of the post that recs[i] belongs to */
+static int post_end(const hn_comm_log *l, int i)
+{
+    int e = i + 1;
+    while (e < l->n && l->recs[e].is_p2p && l->recs[e].group == l->recs[i].group)
+        e++;
+    return e;
+}
+
+static int posted(const hn_comm_log *logs, const int *pos, p2p_ref q)
+{
+    const hn_comm_log *l = &logs[q.rank];
+    return q.idx < pos[q.rank] || (pos[q.rank] < l->n && q.idx < post_end(l, pos[q.rank]));
+}
+
+static int hang_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn_strbuf *diag)
+{
+    int *pos = hn_calloc((size_t)world, sizeof(int)), *cnt = hn_calloc((size_t)world * world * 2, sizeof(int));
+    p2p_ref **partner = hn_calloc((size_t)world, sizeof(p2p_ref *));
+    int errors = 0, changed = 1, ok = pos != NULL && cnt != NULL && partner != NULL;
+    for (int r = 0; r < world && ok; r++)
+        ok = (partner[r] = hn_calloc((size_t)logs[r].n + 1, sizeof(p2p_ref))) != NULL;
+    /* the partner of the k-th send s -> d is the k-th receive at d from s */
+    for (int r = 0; r < world && ok; r++)
+        for (int i = 0; i < logs[r].n; i++) {
+            const hn_comm_rec *a = &logs[r].recs[i];
+            int k = a->is_p2p ? cnt[((size_t)r * world + a->peer) * 2 + a->kind]++ : -1, d = a->peer;
+            partner[r][i] = (p2p_ref){-1, -1};
+            for (int j = 0, seen = 0; k >= 0 && j < logs[d].n; j++) {
+                const hn_comm_rec *b = &logs[d].recs[j];
+                if (b->is_p2p && b->kind != a->kind && b->peer == r && seen++ == k) {
+                    partner[r][i] = (p2p_ref){d, j};
+                    break;
+                }
+            }
+        }
+    /* each rank's current post completes once every partner op is posted */
+    while (ok && changed) {
+        changed = 0;
+        for (int r = 0; r < world; r++) {
+            int i = pos[r], e, all = 1;
+            while (i < logs[r].n && !(logs[r].recs[i].is_p2p && logs[r].recs[i].via == HN_VIA_P2P))
+                i++;
+            pos[r] = i;
+            if (i >= logs[r].n)
+                continue;
+            e = post_end(&logs[r], i);
+            for (int k = i; k < e && all; k++)
+                all = partner[r][k].rank >= 0 && posted(logs, pos, partner[r][k]);
+            if (all) {
+                pos[r] = e;
+                changed = 1;
+            }
+        }
+    }
+    for (int r = 0; r < world && ok && errors == 0; r++) {
+        int i = pos[r];
+        for (int k = i; i < logs[r].n && k < post_end(&logs[r], i) && errors == 0; k++) {
+            const hn_comm_rec *a = &logs[r].recs[k];
+            p2p_ref q = partner[r][k];
+            if (a->via != HN_VIA_P2P || q.rank < 0 || posted(logs, pos, q))
+                continue;
+            where(diag, p, a->instr);
+            hn_sb_printf(diag, ": error: rank %d: ", r);
+            hn_print_instr_short(diag, p, p->instrs[a->instr]);
+            hn_sb_printf(diag, " would hang: rank %d posts its side only after ", q.rank);
+            hn_print_instr_short(diag, p, p->instrs[logs[q.rank].recs[pos[q.rank]].instr]);
+            hn_sb_append(diag, ", which waits in turn (sends and receives in a cycle); post them together in "
+                               "one `group`\n");
+            errors++;
+        }
+    }
+    for (int r = 0; r < world && partner != NULL; r++)
+        hn_free(partner[r]);
+    hn_free(partner);
+    hn_free(pos);
+    hn_free(cnt);
+    return ok ? errors : 0;
+}
+
 /* Binds inputs and outputs to fake buffers of their shapes. */
 static hn_status_t bind_dry(hn_exec *x, const hn_program *p, const int64_t *params, int global,
                             hn_strbuf *diag)
@@ -280,6 +373,8 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
     }
     if (st == HN_OK && nerrs == 0)
         mismatches = match_teams(p, world, logs, diag) + match_p2p(p, world, logs, diag);
+    if (st == HN_OK && nerrs == 0 && mismatches == 0)
+        mismatches = hang_p2p(p, world, logs, diag);
     if (st == HN_OK && (nerrs > 0 || mismatches > 0))
         st = HN_ERR_VERIFY;
     hn_free(errs);

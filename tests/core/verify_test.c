@@ -129,6 +129,36 @@ static void test_matching(void)
                "a group posts through one communicator and protocol");
     expect_dry("t = alloc f32[4]\nif rank == 0 {\n  send t to 1 via p2p\n} else {\n  recv t from 0 via p2p get\n}\n",
                2, "message #0 from rank 0 to rank 1: send of 4 x f32 via p2p");
+    /* sends and receives via p2p in a cycle would hang, whatever the protocol */
+    expect_dry("t = alloc f32[4]\nu = alloc f32[4]\nsend t to (rank + 1) % world via p2p\n"
+               "recv u from (rank - 1) % world via p2p\n", 3,
+               "t.hir:3:1: error: rank 0: send t to (rank + 1) % world via p2p would hang: rank 1 posts its "
+               "side only after send t to (rank + 1) % world via p2p, which waits in turn");
+    expect_dry("t = alloc f32[4]\nu = alloc f32[4]\nrecv u from (rank - 1) % world via p2p get\n"
+               "send t to (rank + 1) % world via p2p get\n", 2, "post them together in one `group`");
+    expect_dry("t = alloc f32[4]\nsend t to rank via p2p\nrecv t from rank via p2p\n", 1, "would hang");
+    {
+        /* the same exchange grouped, ordered (even ranks send first), or
+         * through NCCL (not played out: it depends on NCCL's buffering) */
+        static const char *fine[] = {
+            "t = alloc f32[4]\nu = alloc f32[4]\ngroup {\n  send t to (rank + 1) % world via p2p\n"
+            "  recv u from (rank - 1) % world via p2p\n}\n",
+            "t = alloc f32[4]\nu = alloc f32[4]\nif rank % 2 == 0 {\n  send t to (rank + 1) % world via p2p\n"
+            "  recv u from (rank - 1) % world via p2p\n} else {\n  recv u from (rank - 1) % world via p2p\n"
+            "  send t to (rank + 1) % world via p2p\n}\n",
+            "t = alloc f32[4]\nu = alloc f32[4]\nsend t to (rank + 1) % world\nrecv u from (rank - 1) % world\n",
+            "t = alloc f32[4]\nallreduce t <- t\nif rank == 0 {\n  send t to 1 via p2p\n}\n"
+            "if rank == 1 {\n  recv t from 0 via p2p\n}\nallreduce t <- t\n",
+        };
+        for (int i = 0; i < HN_ARRAY_LEN(fine); i++) {
+            hn_status_t st;
+            char *d = dry(fine[i], 4, &st);
+            if (st != HN_OK)
+                fprintf(stderr, "\n  case %d: %s", i, d ? d : "");
+            CU_ASSERT_EQUAL(st, HN_OK);
+            hn_free(d);
+        }
+    }
     /* teams wider than any fixed table: 100 ranks */
     {
         hn_status_t st;
