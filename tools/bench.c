@@ -199,7 +199,7 @@ static int bench_collectives(const bench_opts *o)
         printf("# %s, %d ranks, %s, %s backend via %s; %d iterations x %d repetitions after %d warm-up\n",
                hn_coll_name(kind), n, hn_dtype_name(o->dtype), hn_runtime_backend(rt), o->via, o->iters, o->reps,
                o->warmup);
-        if (strcmp(o->via, "p2p") == 0)
+        if (strncmp(o->via, "p2p", 3) == 0)
             printf("# p2p: sync %s, pieces %s (allgather %s) of >= %s KiB, lanes %s\n", hn_setting_get("p2p_sync"),
                    hn_setting_get("p2p_pieces"), hn_setting_get("p2p_ag_pieces"), hn_setting_get("p2p_piece_kib"),
                    hn_setting_get("p2p_lanes"));
@@ -253,7 +253,7 @@ int hn_cli_bench(int argc, char **argv)
     o.warmup = 5;
     o.reps = 5;
     if (argc < 3 || strcmp(argv[2], "collectives") != 0) {
-        fprintf(stderr, "usage: hirnode bench collectives [--gpus N] [--backend B] [--via nccl|p2p]\n"
+        fprintf(stderr, "usage: hirnode bench collectives [--gpus N] [--backend B] [--via nccl|p2p|\"p2p get\"]\n"
                         "         [--op all|allreduce|allgather|reduce_scatter] [--min 1M] [--max 1G]\n"
                         "         [--dtype bf16|f32|f16] [--iters K] [--warmup W] [--reps R] [--markdown]\n");
         return 2;

@@ -68,6 +68,8 @@ typedef struct member {
     uint64_t staged;   /* issue side: staged operations taken */
     uint64_t joins;    /* issue side: hand-offs to the side streams taken */
     int stage_pieces[2]; /* issue side: pieces of the last step sent into the next's staging buffer */
+    uint64_t gstaged;    /* issue side: reductions with get taken */
+    int last_get;        /* issue side: the last reduction on the team was a get */
     hn_dstream *side[LANES_MAX]; /* copy lanes beside the caller's stream */
 } member;
 
@@ -104,11 +106,16 @@ static size_t red_flag(const hn_comm_team *t, int j) { return (size_t)(4 * t->pi
 /* the lanes may start (inputs are written); lane k is done */
 static size_t start_flag(const hn_comm_team *t) { return (size_t)(5 * t->pieces); }
 static size_t end_flag(const hn_comm_team *t, int k) { return (size_t)(5 * t->pieces + 1 + k); }
+/* reductions with get: a partial ready to pull, a partial pulled (per
+ * staging buffer); a member's staging free again after get (for put) */
+static size_t gready_flag(const hn_comm_team *t, int b) { return (size_t)(5 * t->pieces + 1 + LANES_MAX + b); }
+static size_t gpulled_flag(const hn_comm_team *t, int b) { return (size_t)(5 * t->pieces + 3 + LANES_MAX + b); }
+static size_t gfree_flag(const hn_comm_team *t) { return (size_t)(5 * t->pieces + 5 + LANES_MAX); }
 /* per slot: n + 2 indices of whole operations, then n steps x P pieces */
 static size_t slot_size(const hn_comm_team *t) { return (size_t)(t->n + 2) + (size_t)t->n * (size_t)t->pieces; }
 static size_t slot_flag(const hn_comm_team *t, uint64_t slot, int i)
 {
-    return (size_t)(5 * t->pieces + 1 + LANES_MAX) + (size_t)slot * slot_size(t) + (size_t)i;
+    return (size_t)(5 * t->pieces + 6 + LANES_MAX) + (size_t)slot * slot_size(t) + (size_t)i;
 }
 static size_t piece_flag(const hn_comm_team *t, uint64_t slot, int step, int j)
 {
@@ -635,6 +642,14 @@ static void reduce_scatter_ring(ctx *c, int me, const void *send, void *recv, si
     /* after the lanes' earlier copies out of the staging */
     for (int k = 0; k < t->lanes; k++)
         wait_on(c, S, me, end_flag(t, k), (uint32_t)M[me].joins);
+    if (M[me].last_get) {
+        /* after reductions with get, the staging of each member is free
+         * once its own get ended (its partials all pulled): say so to prev,
+         * and write into next's only once next says so */
+        signal_on(c, S, prev, gfree_flag(t), (uint32_t)staged);
+        wait_on(c, S, next, gfree_flag(t), (uint32_t)staged);
+        M[me].last_get = 0;
+    }
     /* a staging buffer last filled in other pieces: all of them consumed */
     for (int step = 0; step < n - 1 && step < 2; step++) {
         uint32_t tt = base + (uint32_t)step;
@@ -687,6 +702,72 @@ static void reduce_scatter_ring(ctx *c, int me, const void *send, void *recv, si
     }
     if (!whole)
         lanes_end(c, h); /* the caller's stream goes on once the lanes' copies are done */
+    if (redop == HN_REDUCE_AVG && c->st == HN_OK) {
+        hn_tensor o = vec(recv, dt, count);
+        c->st = c->w->compute->scale(c->s, &o, &o, 1.0 / n, c->o);
+    }
+}
+
+/* Ring reduce-scatter, get: the receiver pulls. At global step tt (k of
+ * the operation) rank r holds its partial of chunk (r - k - 1): its input's
+ * chunk at k = 0, else in stage[(tt - 1) % 2], where it pulled prev's
+ * partial of step tt - 1 and added its own chunk; the last pull, added to
+ * its chunk r, is its result. Whole steps on the caller's stream (copies
+ * and reductions in turn). Flags: a partial of step s ready (value s + 1,
+ * index s % 2, to next), pulled (value s + 1, index (s - 1) % 2, to
+ * prev); an operation ends when next has pulled all of this rank's
+ * partials, so the staging and the input are free afterwards. Steps are
+ * numbered apart from the put reductions'; before a put follows, every
+ * member says its staging is free (gfree). */
+static void reduce_scatter_get(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop)
+{
+    hn_comm_team *t = c->t;
+    int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
+    size_t es = (size_t)hn_dtype_size(dt), cb = count * es;
+    const char *I = send, *Ip = NULL;
+    member *M = t->m;
+    hn_dstream *S = c->s;
+    uint64_t h = ++M[me].gstaged, g, slot;
+    uint32_t base = (uint32_t)((h - 1) * (uint64_t)(n - 1)), last = base + (uint32_t)(n - 2);
+    if (n == 1) {
+        copy(c, recv, send, cb);
+        return;
+    }
+    if (M[me].stage_bytes < cb) {
+        c->st = HN_ERR_RUNTIME;
+        hn_origin_fail(c->o, c->st, "p2p reduction of %zu bytes: staging of %zu reserved (not prepared?)", cb,
+                       M[me].stage_bytes);
+        return;
+    }
+    /* the inputs' addresses, for the first pull */
+    g = ++M[me].slot_ops;
+    slot = g % SLOTS;
+    mbox_post(&M[me].mbox[slot], g, (void *)send);
+    if ((c->st = mbox_take(c->w, &M[prev].mbox[slot], g, (void **)&Ip, c->o, "reduce_scatter",
+                           M[prev].rank)) != HN_OK)
+        return;
+    M[me].last_get = 1;
+    for (int k = 0; k < t->lanes; k++) /* put lanes are done with the staging */
+        wait_on(c, S, me, end_flag(t, k), (uint32_t)M[me].joins);
+    signal_on(c, S, next, gready_flag(t, (int)(base % 2)), base + 1); /* my input's chunk is ready */
+    for (uint32_t tt = base + 1; tt <= last + 1; tt++) {
+        int k = (int)(tt - base);
+        int in = (int)((tt - 1) % 2); /* where prev's partial of step tt - 1 lands */
+        size_t chunk = (size_t)((me - k - 1 + 2 * n) % n);
+        const char *src = k == 1 ? Ip + chunk * cb : (const char *)M[prev].stage[(tt - 2) % 2];
+        char *land = M[me].stage[in];
+        wait_on(c, S, prev, gready_flag(t, in), tt);          /* prev's partial is ready */
+        wait_on(c, S, next, gpulled_flag(t, in), tt - 1);     /* my partial of step tt - 2 was pulled */
+        copy(c, land, src, cb);
+        signal_on(c, S, prev, gpulled_flag(t, (int)((tt - 2) % 2)), tt);
+        if (tt <= last) {
+            reduce(c, redop, dt, count, land, land, I + chunk * cb);
+            signal_on(c, S, next, gready_flag(t, (int)(tt % 2)), tt + 1);
+        } else {
+            reduce(c, redop, dt, count, recv, land, I + (size_t)me * cb);
+        }
+    }
+    wait_on(c, S, next, gpulled_flag(t, (int)((last + 3) % 2)), last + 1); /* all my partials pulled */
     if (redop == HN_REDUCE_AVG && c->st == HN_OK) {
         hn_tensor o = vec(recv, dt, count);
         c->st = c->w->compute->scale(c->s, &o, &o, 1.0 / n, c->o);
@@ -760,7 +841,10 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
             allgather_ring(&c, me, a->send, a->recv, a->count * es);
         break;
     case HN_COLL_REDUCE_SCATTER:
-        reduce_scatter_ring(&c, me, a->send, a->recv, a->count, a->dtype, a->redop);
+        if (a->get)
+            reduce_scatter_get(&c, me, a->send, a->recv, a->count, a->dtype, a->redop);
+        else
+            reduce_scatter_ring(&c, me, a->send, a->recv, a->count, a->dtype, a->redop);
         break;
     case HN_COLL_ALLREDUCE: {
         size_t chunk = a->count / n;
@@ -770,8 +854,13 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
                            a->count, n);
             return HN_ERR_UNSUPPORTED;
         }
-        reduce_scatter_ring(&c, me, a->send, out + (size_t)me * chunk * es, chunk, a->dtype, a->redop);
-        allgather_ring(&c, me, out + (size_t)me * chunk * es, out, chunk * es);
+        if (a->get) {
+            reduce_scatter_get(&c, me, a->send, out + (size_t)me * chunk * es, chunk, a->dtype, a->redop);
+            allgather_ring_get(&c, me, out + (size_t)me * chunk * es, out, chunk * es);
+        } else {
+            reduce_scatter_ring(&c, me, a->send, out + (size_t)me * chunk * es, chunk, a->dtype, a->redop);
+            allgather_ring(&c, me, out + (size_t)me * chunk * es, out, chunk * es);
+        }
         break;
     }
     case HN_COLL_BROADCAST:

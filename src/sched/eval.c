@@ -628,8 +628,6 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         kind != HN_COLL_ALLREDUCE && kind != HN_COLL_BROADCAST)
         return fail(x, in, HN_ERR_UNSUPPORTED, "%s via p2p: the p2p backend does allgather, reduce_scatter, "
                     "allreduce, broadcast and send/recv", what);
-    if (in->via == HN_VIA_P2P && in->get && (kind == HN_COLL_REDUCE_SCATTER || kind == HN_COLL_ALLREDUCE))
-        return fail(x, in, HN_ERR_UNSUPPORTED, "%s via p2p get: reductions push (put) only, so far", what);
     if (in->via == HN_VIA_P2P && kind == HN_COLL_ALLREDUCE && count % (size_t)n != 0)
         return fail(x, in, HN_ERR_UNSUPPORTED, "allreduce via p2p of %zu elements: not divisible by the team "
                     "size %d", count, n);

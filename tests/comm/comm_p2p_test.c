@@ -1,7 +1,8 @@
 /* Tests of src/comm/comm_p2p.c through the device, compute and comm tables
  * on the CPU backend, one issuing thread per rank (the rings hand buffer
  * addresses over when operations are issued): allgather put and get,
- * reduce-scatter in pieces, 8 repetitions on the same buffers with random
+ * reduce-scatter in pieces and with get (and both in turn on one team), 8
+ * repetitions on the same buffers with random
  * stream delays, each with device flags and with events; a rank that never
  * comes ends in a timeout naming it. */
 #include <math.h>
@@ -116,7 +117,7 @@ static void run(int n, hn_coll_kind kind, int get, int events, int pieces, int l
                 h.send[r][p] = xv(r, p, k);
                 h.recv[r][p] = NAN;
             }
-        issue_all(&h, kind, cnt, get, -1);
+        issue_all(&h, kind, cnt, get >= 0 ? get : (0x96 >> k) & 1, -1); /* -1: put, get, get, put, get, ... */
         CU_ASSERT_EQUAL(h.faults.first, HN_OK);
         for (int r = 0; r < n && !wrong; r++)
             for (int p = 0; p <= (kind == HN_COLL_ALLGATHER ? n : 1) * cnt && p < MAXR * CNT && !wrong; p++) {
@@ -160,9 +161,12 @@ static void test_allgather(void)
 static void test_reduce_scatter(void)
 {
     for (int n = 1; n <= MAXR; n++)
-        for (int events = 0; events <= 1; events++)
+        for (int events = 0; events <= 1; events++) {
             for (int k = 0; k < 4; k++)
                 run(n, HN_COLL_REDUCE_SCATTER, 0, events, shapes[k][0], shapes[k][1]);
+            run(n, HN_COLL_REDUCE_SCATTER, 1, events, 4, 2); /* get */
+            run(n, HN_COLL_REDUCE_SCATTER, -1, events, 4, 2); /* put and get in turn */
+        }
 }
 
 static void absent_rank(int events)
@@ -189,7 +193,8 @@ void hn_suite_comm_p2p(void)
 {
     static CU_TestInfo tests[] = {
         {"allgather rings, put (whole, in pieces over lanes) and get, flags and events, 1..8 ranks", test_allgather},
-        {"reduce-scatter ring in pieces over lanes, flags and events, 1..8 ranks, 8 repetitions", test_reduce_scatter},
+        {"reduce-scatter rings: put in pieces over lanes, get, both in turn; flags and events; 1..8 ranks",
+         test_reduce_scatter},
         {"an absent rank times out with its name", test_absent_rank},
         CU_TEST_INFO_NULL,
     };

@@ -123,6 +123,11 @@ static const coll_case cases[] = {
      "via p2p\n}\n", HN_F32, w_ring, 32},
     {"allgather via p2p get", "x = chunk X, 0, world, 0\nallgather Y <- x via p2p get\n", HN_BF16, w_allgather, 0},
     {"broadcast via p2p get", "broadcast Y <- X root world - 1 via p2p get\n", HN_F32, w_broadcast, 0},
+    {"reduce_scatter via p2p get", "y = chunk Y, 0, world, 0\nreduce_scatter y <- X op sum via p2p get\n", HN_F32,
+     w_reduce_scatter, 0},
+    {"allreduce sum via p2p get", "allreduce Y <- X op sum via p2p get\n", HN_BF16, w_sum, 0},
+    {"reduce_scatter via p2p, put then get then put", "y = chunk Y, 0, world, 0\nreduce_scatter y <- X op sum via p2p\n"
+     "reduce_scatter y <- X op sum via p2p get\nreduce_scatter y <- X op sum via p2p\n", HN_F32, w_reduce_scatter, 0},
     {"send/recv ring via p2p get", "group {\n  recv Y from (rank - 1) % world via p2p get\n  send X to (rank + 1) % "
      "world via p2p get\n}\n", HN_F32, w_ring, 32},
     {"two rings via p2p, receives first", "x = chunk X, 0, 2, 0\nz = chunk X, 0, 2, 1\ny = chunk Y, 0, 2, 0\n"
