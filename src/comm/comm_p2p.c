@@ -307,25 +307,19 @@ static void mbox_post(mailbox *mb, uint64_t gen, void *ptr)
 /* Host-side spins: while rank `o->rank` spins for `peer`, it says so, and a
  * spin past the deadline follows the ranks' waits to the one that waits for
  * nobody: that one never came (with events, a rank blocked on an absent
- * rank blocks others in turn; they must not be named). */
-static void spin_begin(const hn_comm_world *w, const hn_origin *o, int peer, double *start)
+ * rank blocks others in turn; they must not be named). `*start` is 0 until
+ * the first round, so a wait that need not spin costs neither a clock read
+ * nor a store. */
+static hn_status_t spin_once(const hn_comm_world *w, double *start, const hn_origin *o, const char *what, int peer)
 {
-    *start = hn_now();
-    if (o->rank >= 0 && o->rank < w->n)
-        __atomic_store_n(&w->waiting_for[o->rank], peer, __ATOMIC_RELAXED);
-}
-
-static void spin_end(const hn_comm_world *w, const hn_origin *o)
-{
-    if (o->rank >= 0 && o->rank < w->n)
-        __atomic_store_n(&w->waiting_for[o->rank], -1, __ATOMIC_RELAXED);
-}
-
-static hn_status_t spin_once(const hn_comm_world *w, double start, const hn_origin *o, const char *what, int peer)
-{
+    if (*start == 0) {
+        *start = hn_now();
+        if (o->rank >= 0 && o->rank < w->n)
+            __atomic_store_n(&w->waiting_for[o->rank], peer, __ATOMIC_RELAXED);
+    }
     if (hn_origin_aborted(o))
         return HN_ERR_ABORTED;
-    if (hn_now() - start > (w->sink != NULL ? w->sink->timeout_s : 60.0)) {
+    if (hn_now() - *start > (w->sink != NULL ? w->sink->timeout_s : 60.0)) {
         int root = peer;
         for (int hops = 0; hops < w->n; hops++) {
             int r = root >= 0 && root < w->n ? __atomic_load_n(&w->waiting_for[root], __ATOMIC_RELAXED) : -1;
@@ -344,17 +338,22 @@ static hn_status_t spin_once(const hn_comm_world *w, double start, const hn_orig
     return HN_OK;
 }
 
+static void spin_end(const hn_comm_world *w, const hn_origin *o, double start)
+{
+    if (start != 0 && o->rank >= 0 && o->rank < w->n)
+        __atomic_store_n(&w->waiting_for[o->rank], -1, __ATOMIC_RELAXED);
+}
+
 static hn_status_t mbox_take(const hn_comm_world *w, mailbox *mb, uint64_t gen, void **ptr, const hn_origin *o,
                              const char *what, int peer)
 {
-    double start;
-    spin_begin(w, o, peer, &start);
+    double start = 0;
     while (__atomic_load_n(&mb->gen, __ATOMIC_ACQUIRE) != gen) {
-        hn_status_t st = spin_once(w, start, o, what, peer);
+        hn_status_t st = spin_once(w, &start, o, what, peer);
         if (st != HN_OK)
             return st;
     }
-    spin_end(w, o);
+    spin_end(w, o, start);
     *ptr = mb->ptr;
     return HN_OK;
 }
@@ -385,18 +384,17 @@ static hn_status_t event_signal(ctx *c, hn_dstream *s, int m, size_t i, uint32_t
     hn_comm_team *t = c->t;
     evslot *sl = &t->m[m].slots[i];
     hn_devent **e = &t->m[c->me].ev[(size_t)m * t->nflags + i];
-    double start;
+    double start = 0;
     hn_status_t st;
     if (*e == NULL && (st = c->w->dev->event_create(c->w->dev_ctx, t->m[c->me].rank, e)) != HN_OK) {
         hn_origin_fail(c->o, st, "p2p: cannot create an event");
         return st;
     }
-    spin_begin(c->w, c->o, t->m[m].rank, &start);
     while (__atomic_load_n(&sl->ev, __ATOMIC_ACQUIRE) != NULL &&
            !reached(__atomic_load_n(&sl->seen, __ATOMIC_ACQUIRE), __atomic_load_n(&sl->sig, __ATOMIC_ACQUIRE)))
-        if ((st = spin_once(c->w, start, c->o, "signal", t->m[m].rank)) != HN_OK)
+        if ((st = spin_once(c->w, &start, c->o, "signal", t->m[m].rank)) != HN_OK)
             return st;
-    spin_end(c->w, c->o);
+    spin_end(c->w, c->o, start);
     if ((st = c->w->dev->event_record(*e, s)) != HN_OK)
         return st;
     __atomic_store_n(&sl->ev, *e, __ATOMIC_RELAXED);
@@ -410,14 +408,13 @@ static hn_status_t event_wait(ctx *c, hn_dstream *s, int from, size_t i, uint32_
 {
     hn_comm_team *t = c->t;
     evslot *sl = &t->m[c->me].slots[i];
-    double start;
+    double start = 0;
     hn_devent *e;
     hn_status_t st;
-    spin_begin(c->w, c->o, t->m[from].rank, &start);
     while (!reached(__atomic_load_n(&sl->sig, __ATOMIC_ACQUIRE), v))
-        if ((st = spin_once(c->w, start, c->o, "wait", t->m[from].rank)) != HN_OK)
+        if ((st = spin_once(c->w, &start, c->o, "wait", t->m[from].rank)) != HN_OK)
             return st;
-    spin_end(c->w, c->o);
+    spin_end(c->w, c->o, start);
     e = __atomic_load_n(&sl->ev, __ATOMIC_ACQUIRE);
     if (e != NULL && (st = c->w->dev->stream_wait_event(s, e, c->o)) != HN_OK)
         return st;
