@@ -234,15 +234,10 @@ static int hang_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn_
     for (int r = 0; r < world && ok; r++)
         for (int i = 0; i < logs[r].n; i++) {
             const hn_comm_rec *a = &logs[r].recs[i];
-            int k = a->is_p2p ? cnt[((size_t)r * world + a->peer) * 2 + a->kind]++ : -1, d = a->peer;
-            partner[r][i] = (p2p_ref){-1, -1};
-            for (int j = 0, seen = 0; k >= 0 && j < logs[d].n; j++) {
-                const hn_comm_rec *b = &logs[d].recs[j];
-                if (b->is_p2p && b->kind != a->kind && b->peer == r && seen++ == k) {
-                    partner[r][i] = (p2p_ref){d, j};
-                    break;
-                }
-            }
+            const hn_comm_rec *b = NULL;
+            if (a->is_p2p)
+                b = nth_p2p(&logs[a->peer], !a->kind, r, cnt[((size_t)r * world + a->peer) * 2 + a->kind]++);
+            partner[r][i] = b != NULL ? (p2p_ref){a->peer, (int)(b - logs[a->peer].recs)} : (p2p_ref){-1, -1};
         }
     /* each rank's current post completes once every partner op is posted */
     while (ok && changed) {
