@@ -59,6 +59,7 @@ typedef struct hn_device_config {
     double host_delay_us; /* host backend: max random delay per closure */
     uint64_t seed;
     const hn_fault_sink *sink;
+    size_t host_mem_bytes; /* host backend: memory of each device (0: default) */
 } hn_device_config;
 
 typedef struct hn_compute_ops hn_compute_ops;

@@ -3,8 +3,10 @@
  * before the work runs, events and cross-device waits are real, and an
  * optional random delay before each closure shakes out missing waits. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +31,8 @@ typedef struct closure {
 
 typedef struct host_ctx {
     int ndev;
+    size_t capacity; /* bytes of each emulated device */
+    size_t *used;    /* per device: bytes allocated */
     double delay_us;
     uint64_t seed;
     const hn_fault_sink *sink;
@@ -58,12 +62,28 @@ struct hn_devent {
 
 static int host_device_count(void) { return 1024; }
 
+/* Half the machine's memory, shared by the emulated devices, at least
+ * 64 MiB each. */
+static size_t default_capacity(int ndev)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t half = pages > 0 && page > 0 ? (size_t)pages / 2 * (size_t)page : (size_t)1 << 32;
+    size_t each = half / (size_t)(ndev > 0 ? ndev : 1);
+    return each < ((size_t)64 << 20) ? (size_t)64 << 20 : each;
+}
+
 static hn_status_t host_init(const hn_device_config *cfg, void **out)
 {
     host_ctx *c = hn_calloc(1, sizeof(*c));
     if (c == NULL)
         return HN_ERR_NOMEM;
     c->ndev = cfg->ndev;
+    c->used = hn_calloc((size_t)cfg->ndev, sizeof(size_t));
+    if (c->used == NULL) {
+        hn_free(c);
+        return HN_ERR_NOMEM;
+    }
+    c->capacity = cfg->host_mem_bytes > 0 ? cfg->host_mem_bytes : default_capacity(cfg->ndev);
     c->delay_us = cfg->host_delay_us;
     c->seed = cfg->seed;
     c->sink = cfg->sink;
@@ -82,6 +102,7 @@ static void host_fini(void *ctx)
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->flag_mu);
     pthread_cond_destroy(&c->flag_cv);
+    hn_free(c->used);
     hn_free(c);
 }
 
@@ -98,26 +119,73 @@ static void host_thread_fini(void *ctx, int dev)
     (void)dev;
 }
 
+/* Every block starts with a header of 256 bytes (keeping cudaMalloc's
+ * alignment) that remembers its size for the device's budget and how it
+ * was mapped. */
+#define BLOCK_HEADER 256
+#define BLOCK_MAP_MIN ((size_t)1 << 20) /* larger blocks: mmap, populated */
+
+typedef struct block_header {
+    size_t rounded, total;
+    int mapped;
+} block_header;
+
 static hn_status_t host_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
 {
-    void *p;
-    (void)ctx;
-    (void)dev;
-    /* 256-byte alignment like cudaMalloc; the size is rounded to match */
-    p = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
-    if (p == NULL) {
+    host_ctx *c = ctx;
+    block_header h;
+    size_t used;
+    char *p;
+    if (bytes > SIZE_MAX / 2 || dev < 0 || dev >= c->ndev) {
         HN_ERROR("host device %d: cannot allocate %zu bytes", dev, bytes);
         return HN_ERR_NOMEM;
     }
-    *ptr = p;
+    /* whole 256-byte units, like cudaMalloc, and one spare unit past the end */
+    h.rounded = (bytes + 255) / 256 * 256 + 256;
+    h.total = h.rounded + BLOCK_HEADER;
+    h.mapped = h.rounded >= BLOCK_MAP_MIN;
+    used = __atomic_add_fetch(&c->used[dev], h.rounded, __ATOMIC_RELAXED);
+    if (used > c->capacity) {
+        __atomic_sub_fetch(&c->used[dev], h.rounded, __ATOMIC_RELAXED);
+        HN_ERROR("host device %d: out of memory: %zu bytes asked, %zu of %zu free (HIRNODE_HOST_MEM_MIB)",
+                 dev, bytes, c->capacity - (used - h.rounded), c->capacity);
+        return HN_ERR_NOMEM;
+    }
+    /* backed now, like device memory (the kernel populates large blocks at
+     * once, far faster than page faults): a fresh buffer's first touch, and
+     * under TSan its shadow's, belongs to the allocation between runs, not
+     * to the first run's communication deadlines */
+    if (h.mapped) {
+        p = mmap(NULL, h.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (p == MAP_FAILED)
+            p = NULL;
+    } else {
+        p = aligned_alloc(256, h.total);
+    }
+    if (p == NULL) {
+        __atomic_sub_fetch(&c->used[dev], h.rounded, __ATOMIC_RELAXED);
+        HN_ERROR("host device %d: cannot allocate %zu bytes", dev, bytes);
+        return HN_ERR_NOMEM;
+    }
+    memcpy(p, &h, sizeof(h));
+    memset(p + BLOCK_HEADER, 0, h.rounded);
+    *ptr = p + BLOCK_HEADER;
     return HN_OK;
 }
 
 static void host_mem_free(void *ctx, int dev, void *ptr)
 {
-    (void)ctx;
-    (void)dev;
-    free(ptr);
+    host_ctx *c = ctx;
+    char *p = (char *)ptr - BLOCK_HEADER;
+    block_header h;
+    if (ptr == NULL)
+        return;
+    memcpy(&h, p, sizeof(h));
+    __atomic_sub_fetch(&c->used[dev], h.rounded, __ATOMIC_RELAXED);
+    if (h.mapped)
+        munmap(p, h.total);
+    else
+        free(p);
 }
 
 /* Like DMA into device memory, aligned words are stored whole: a stream may

@@ -12,6 +12,8 @@ static const hn_setting settings[] = {
     {"timeout", "HIRNODE_TIMEOUT", "60", "seconds any wait may last before the run fails"},
     {"host_delay_us", "HIRNODE_HOST_DELAY_US", "0",
      "host backend: random delay before each piece of stream work, microseconds"},
+    {"host_mem_mib", "HIRNODE_HOST_MEM_MIB", "0",
+     "host backend: memory of each emulated device, MiB (0: half the machine's, shared)"},
     {"seed", "HIRNODE_SEED", "1", "seed of generated inputs and of the random delays"},
     {"log", "HIRNODE_LOG", "warn", "log level: error, warn, info, debug, trace"},
     {"nccl_blocking", "HIRNODE_NCCL_BLOCKING", "1",

@@ -2,6 +2,7 @@
  * jobs are handed to all rank threads at once and joined. Also the per-rank
  * stream and event pools, the caching allocator and error propagation. */
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,11 +133,15 @@ static void watchdog(hn_runtime *rt)
             rt->teams_dead = 1;
 }
 
-hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, void *arg), void *arg)
+/* watched: past the run's deadline the watchdog barks. Jobs that cannot
+ * wait on another rank (memory, setup of a rank's own device) are not
+ * watched: however long they take (a large allocation under a sanitizer),
+ * they are no hang. */
+static hn_status_t exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, void *arg), void *arg, int watched)
 {
     hn_status_t st = HN_OK;
     double deadline;
-    int barked = 0;
+    int barked = !watched;
     pthread_mutex_lock(&rt->mu);
     rt->job_fn = fn;
     rt->job_arg = arg;
@@ -177,6 +182,11 @@ hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, vo
         if (rt->job_status[i] != HN_OK && (st == HN_OK || st == HN_ERR_ABORTED))
             st = rt->job_status[i];
     return st;
+}
+
+hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, void *arg), void *arg)
+{
+    return exec_all(rt, fn, arg, 1);
 }
 
 /* ---- per-rank pools ---- */
@@ -583,6 +593,10 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     memset(&dcfg, 0, sizeof(dcfg));
     dcfg.ndev = rt->n;
     dcfg.host_delay_us = cfg.host_delay_us;
+    {
+        unsigned long long mib = strtoull(hn_setting_get("host_mem_mib"), NULL, 10);
+        dcfg.host_mem_bytes = mib > (SIZE_MAX >> 20) ? SIZE_MAX : (size_t)mib << 20;
+    }
     dcfg.seed = cfg.seed;
     dcfg.sink = &rt->sink;
     if ((st = rt->dev->init(&dcfg, &rt->dev_ctx)) != HN_OK)
@@ -596,7 +610,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
             goto undo;
         }
     }
-    if ((st = hn_runtime_exec_all(rt, rank_init, NULL)) != HN_OK)
+    if ((st = exec_all(rt, rank_init, NULL, 0)) != HN_OK)
         goto undo;
     if ((st = init_comms(rt)) != HN_OK)
         goto undo;
@@ -645,7 +659,7 @@ static hn_status_t mem_call(hn_runtime *rt, mem_job *j)
 {
     if (rt == NULL || j->rank < 0 || j->rank >= rt->n)
         return HN_ERR_INVALID;
-    return hn_runtime_exec_all(rt, mem_on_rank, j);
+    return exec_all(rt, mem_on_rank, j, 0);
 }
 
 hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
@@ -866,7 +880,7 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     if (st == HN_OK) {
         pj.p = p;
         pj.logs = logs;
-        st = hn_runtime_exec_all(rt, prealloc_on_rank, &pj);
+        st = exec_all(rt, prealloc_on_rank, &pj, 0);
         if (st != HN_OK)
             hn_sb_printf(diag, "%s: error: cannot allocate the program's buffers\n", p->filename);
     }
