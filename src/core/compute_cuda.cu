@@ -14,7 +14,6 @@ extern "C" {
 }
 
 #define MAX_DEVICES 256
-#define WORKSPACE_BYTES (64u << 20)
 #define PLAN_CACHE 64
 
 static const char *lt_status(cublasStatus_t s)
@@ -366,9 +365,13 @@ struct plan {
     cublasLtMatmulAlgo_t algo;
 };
 
+/* Per device, touched only by its rank thread at issue time: the handle
+ * and the plan cache (descriptors and layouts are read by cublasLtMatmul
+ * when it enqueues, so matmuls in flight on other streams do not depend on
+ * them). Workspaces, which running kernels write, are per stream
+ * (hn_dstream.workspace). */
 struct dev_state {
     cublasLtHandle_t lt;
-    void *workspace;
     plan plans[PLAN_CACHE];
     int next;
 };
@@ -385,11 +388,8 @@ extern "C" hn_status_t hn_compute_cuda_thread_init(int dev)
     if (d == NULL)
         return HN_ERR_NOMEM;
     HN_CUBLAS_CHECK_GOTO(cublasLtCreate(&d->lt), st, fail);
-    HN_CUDA_CHECK_GOTO(cudaMalloc(&d->workspace, WORKSPACE_BYTES), st, fail_lt);
     states[dev] = d;
     return HN_OK;
-fail_lt:
-    cublasLtDestroy(d->lt);
 fail:
     hn_free(d);
     return st;
@@ -413,7 +413,6 @@ extern "C" void hn_compute_cuda_thread_fini(int dev)
         return;
     for (int i = 0; i < PLAN_CACHE; i++)
         plan_free(&d->plans[i]);
-    (void)HN_CUDA_STATUS(cudaFree(d->workspace));
     cublasLtDestroy(d->lt);
     hn_free(d);
     states[dev] = NULL;
@@ -476,7 +475,7 @@ static plan *get_plan(dev_state *ds, const plan_key *key, hn_status_t *st)
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
-    uint64_t ws = WORKSPACE_BYTES;
+    uint64_t ws = HN_CUDA_WORKSPACE_BYTES;
     cudaDataType_t t = cuda_type((hn_dtype)key->dtype);
     cublasLtEpilogue_t epi = key->has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     int32_t batch = (int32_t)key->batch;
@@ -600,9 +599,10 @@ static int try_lt(hn_dstream *s, const hn_tensor *d, const hn_tensor *a, const h
     if (bias != NULL)
         HN_CUBLAS_CHECK_GOTO(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias->data,
                                                             sizeof(void *)), *st, done);
+    /* the stream's own workspace: matmuls on other streams may run now */
     *st = HN_CUBLAS_STATUS(cublasLtMatmul(ds->lt, p->desc, &alpha, bl->data, p->la, a->data, p->lb, &beta,
-                                          d->data, p->ld, d->data, p->ld, &p->algo, ds->workspace,
-                                          WORKSPACE_BYTES, s->s));
+                                          d->data, p->ld, d->data, p->ld, &p->algo, s->workspace,
+                                          HN_CUDA_WORKSPACE_BYTES, s->s));
 done:
     return 1;
 }

@@ -145,9 +145,12 @@ static hn_status_t cuda_stream_create(void *ctx, int dev, hn_dstream **out)
         return HN_ERR_NOMEM;
     s->dev = dev;
     s->ctx = ctx;
-    HN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking), st, fail);
+    HN_CUDA_CHECK_GOTO(cudaMalloc(&s->workspace, HN_CUDA_WORKSPACE_BYTES), st, fail);
+    HN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking), st, fail_workspace);
     *out = s;
     return HN_OK;
+fail_workspace:
+    (void)HN_CUDA_STATUS(cudaFree(s->workspace));
 fail:
     hn_free(s);
     return st;
@@ -158,6 +161,8 @@ static void cuda_stream_destroy(hn_dstream *s)
     if (s == NULL)
         return;
     (void)HN_CUDA_STATUS(cudaStreamDestroy(s->s));
+    /* cudaFree waits for the device: the stream's last matmul is done */
+    (void)HN_CUDA_STATUS(cudaFree(s->workspace));
     hn_free(s);
 }
 

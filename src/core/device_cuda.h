@@ -7,10 +7,18 @@
 
 #include "device.h"
 
+/* cuBLASLt workspace of one stream. Kernels that run at once must share
+ * nothing they write: matmuls on two streams of one device that shared a
+ * workspace corrupted each other at production sizes (split-K / stream-K
+ * kernels keep partial sums there), so every stream has its own, made with
+ * the stream (between runs, never while collectives run). */
+#define HN_CUDA_WORKSPACE_BYTES ((size_t)64 << 20)
+
 struct hn_dstream {
     cudaStream_t s;
     int dev;
     struct cuda_ctx *ctx;
+    void *workspace; /* HN_CUDA_WORKSPACE_BYTES, for this stream's matmuls */
 };
 
 struct hn_devent {

@@ -149,7 +149,7 @@ static hn_status_t stream_at(hn_exec *x, const hn_instr *in, int idx, hn_dstream
         return HN_OK;
     }
     if ((st = hn_rank_stream(x->r, idx, out)) != HN_OK)
-        return fail(x, in, st, "cannot create stream %d", idx);
+        return fail(x, in, st, "stream %d was not made before the run", idx);
     return HN_OK;
 }
 
@@ -376,12 +376,21 @@ static hn_status_t exec_STREAM(hn_exec *x, const hn_instr *in)
     return HN_OK;
 }
 
+/* A dry run notes each pool stream it uses: they are made before runs
+ * (with their cuBLASLt workspaces), never in the middle of one. */
+static void note_stream(hn_exec *x, int k)
+{
+    if (k >= 0)
+        x->streams_used |= 1u << k;
+}
+
 static hn_status_t exec_SET_STREAM(hn_exec *x, const hn_instr *in)
 {
     int k = 0;
     hn_dstream *s;
     if (streamref(x, in, &k) != HN_OK)
         return x->status;
+    note_stream(x, k);
     if (!x->dry && stream_at(x, in, k, &s) != HN_OK)
         return x->status;
     x->cur = k;
@@ -396,6 +405,7 @@ static hn_status_t exec_WAIT_STREAM(hn_exec *x, const hn_instr *in)
     hn_origin o;
     if (streamref(x, in, &k) != HN_OK)
         return x->status;
+    note_stream(x, k);
     if (x->dry || k == x->cur)
         return HN_OK;
     if (stream_at(x, in, k, &src) != HN_OK || cur_stream(x, in, &dst) != HN_OK)

@@ -191,13 +191,26 @@ hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, vo
 
 /* ---- per-rank pools ---- */
 
-hn_status_t hn_rank_stream(hn_rank *r, int idx, hn_dstream **out)
+/* Pool streams are made between runs, for what the dry run saw (each
+ * with its own cuBLASLt workspace on CUDA: a device allocation, which must
+ * not happen while collectives run). */
+static hn_status_t rank_make_streams(hn_rank *r, unsigned used)
 {
     hn_runtime *rt = r->rt;
-    if (r->streams[idx] == NULL) {
-        hn_status_t st = rt->dev->stream_create(rt->dev_ctx, r->rank, &r->streams[idx]);
-        if (st != HN_OK)
-            return st;
+    for (int k = 0; k < HN_MAX_STREAMS; k++)
+        if ((used >> k & 1u) && r->streams[k] == NULL) {
+            hn_status_t st = rt->dev->stream_create(rt->dev_ctx, r->rank, &r->streams[k]);
+            if (st != HN_OK)
+                return st;
+        }
+    return HN_OK;
+}
+
+hn_status_t hn_rank_stream(hn_rank *r, int idx, hn_dstream **out)
+{
+    if (idx < 0 || idx >= HN_MAX_STREAMS || r->streams[idx] == NULL) {
+        HN_ERROR("rank %d: stream %d was not made before the run (the dry run did not see it)", r->rank, idx);
+        return HN_ERR_RUNTIME;
     }
     *out = r->streams[idx];
     return HN_OK;
@@ -837,6 +850,9 @@ static hn_status_t prealloc_on_rank(hn_rank *r, void *arg)
 {
     prealloc_job *j = arg;
     const hn_comm_log *l = &j->logs[r->rank];
+    hn_status_t made = rank_make_streams(r, l->streams);
+    if (made != HN_OK)
+        return made;
     for (int i = 0; i < l->nallocs; i++) {
         void *ptr;
         hn_status_t st = hn_rank_alloc_cached(r, j->p, l->allocs[i].instr, l->allocs[i].occurrence,

@@ -67,6 +67,7 @@ typedef struct hn_comm_log {
     int nteams_used, teams_cap;
     hn_alloc_rec *allocs;
     int nallocs, allocs_cap;
+    unsigned streams; /* bit k: the run uses pool stream k (made before runs) */
 } hn_comm_log;
 
 typedef struct hn_runtime hn_runtime;
@@ -158,6 +159,7 @@ typedef struct hn_exec {
     int comm_next;        /* next free comm event */
     int *occurrence;      /* per instruction: allocs so far this run */
     hn_comm_log *log;     /* dry run: communications issued */
+    unsigned streams_used; /* dry run: bit k, pool stream k is used */
     int64_t budget;       /* dry run: instructions left before giving up */
     /* dry run: the first error of this rank */
     hn_status_t status;

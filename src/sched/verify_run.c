@@ -349,6 +349,7 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
             }
             add_error(&errs, &nerrs, &errs_cap, &x);
         }
+        logs[reference ? 0 : r].streams |= x.streams_used; /* the reference runs on rank 0 */
         hn_exec_release(&x);
     }
     for (int i = 0; i < nerrs; i++) {

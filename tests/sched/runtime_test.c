@@ -214,6 +214,27 @@ static void test_failing_run(void)
     hn_program_destroy(q);
 }
 
+/* Pool streams are made before the run, exactly those the dry run saw
+ * (on CUDA each holds a cuBLASLt workspace: no allocation mid-run). */
+static void test_streams_made_before_run(void)
+{
+    const char *text = "output Y : i64[8] replicated\ns0 = current_stream\nset_stream stream(5)\n"
+                       "iota Y <- rank, 1\nset_stream s0\nwait_stream stream(2)\nwait_stream stream(5)\n";
+    hn_program *p = hn_test_parse(text, NULL);
+    hn_runtime *rt = make_rt(1, 0, 10);
+    void *y[1];
+    hn_binding b = {"Y", y};
+    hn_run_args args = {0, NULL, NULL, 1, &b};
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(hn_runtime_alloc(rt, 0, 64, &y[0]), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &args), HN_OK);
+    for (int k = 0; k < HN_MAX_STREAMS; k++)
+        CU_ASSERT_EQUAL(rt->ranks[0].streams[k] != NULL, k == 2 || k == 5);
+    hn_runtime_free(rt, 0, y[0]);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
 /* A host_sync waits for the current stream only. */
 static void test_host_sync(void)
 {
@@ -246,6 +267,7 @@ void hn_suite_runtime(void)
         {"wait_stream orders streams (random delays)", test_wait_stream_orders},
         {"a failing rank ends the run with an error", test_failing_run},
         {"host_sync", test_host_sync},
+        {"pool streams are made before the run", test_streams_made_before_run},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/runtime", tests);
