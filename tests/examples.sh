@@ -37,6 +37,11 @@ out=$("$cli" run --gpus 2 "$t/v.hir" 2>&1); rc=$?
 # a failing check: exit 1
 sed 's/Ag\[src\], W, bias/Ag[(src + 1) % world], W, bias/' examples/ag_matmul_p2p.hir > "$t/wrong.hir"
 "$cli" run --gpus 4 --check "$t/wrong.hir" >/dev/null 2>&1; [ $? = 1 ] && ok || bad "a wrong pipeline must fail its check"
+# an output left partly unwritten: the check counts the poisoned elements
+sed 's/^for j in 0 .. S {$/for j in 0 .. S - 1 {/' examples/matmul_reduce_scatter.hir > "$t/unwritten.hir"
+out=$("$cli" run --gpus 2 --check "$t/unwritten.hir" 2>&1); rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "check C: .* 1024 of 2048 elements left at the poison (never written): MISMATCH" \
+  && ok || bad "unwritten output: rc=$rc $out"
 # parameters from the command line
 "$cli" run --gpus 2 --check -D M=1024 -D N=16 examples/ag_matmul_p2p.hir >/dev/null && ok || bad "-D"
 "$cli" run --gpus 2 -D NOPE=1 examples/allgather.hir >/dev/null 2>&1; [ $? = 2 ] && ok || bad "unknown -D"
