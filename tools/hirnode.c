@@ -280,7 +280,10 @@ static int cmd_run(int argc, char **argv)
         rc = EXIT_USAGE;
     } else {
         const char *e = hn_runtime_error(rt);
-        fprintf(stderr, "%s\n", e && *e ? e : hn_status_string(st));
+        if (e && *e)
+            fprintf(stderr, "%s\n", e);
+        else if (diag.data == NULL) /* what failed is said above, when it is known */
+            fprintf(stderr, "hirnode: %s\n", hn_status_string(st));
         rc = EXIT_FAIL;
     }
     hn_sb_free(&diag);

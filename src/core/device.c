@@ -37,6 +37,32 @@ void hn_origin_fail(const hn_origin *o, hn_status_t st, const char *fmt, ...)
         HN_ERROR("%s", msg);
 }
 
+int hn_tensor_make_contiguous(hn_tensor *t)
+{
+    int64_t s = 1, bytes;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        t->stride[i] = s;
+        if (hn_mul_overflows(s, t->shape[i], &s))
+            return 1;
+    }
+    return hn_mul_overflows(s, hn_dtype_size(t->dtype), &bytes);
+}
+
+void hn_shape_overflow_text(const hn_tensor *t, char *buf, size_t n)
+{
+    size_t k = 0;
+    int64_t s = 1;
+    int elems = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < t->ndim && k < n; i++) {
+        k += (size_t)snprintf(buf + k, n - k, i ? " \u00d7 %lld" : "%lld", (long long)t->shape[i]);
+        elems |= hn_mul_overflows(s, t->shape[i], &s);
+    }
+    if (k < n)
+        snprintf(buf + k, n - k, elems ? " elements overflows" : " elements of %d bytes overflows",
+                 hn_dtype_size(t->dtype));
+}
+
 int64_t hn_tensor_numel(const hn_tensor *t)
 {
     int64_t n = 1;

@@ -187,7 +187,10 @@ hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
     if ((st = hn_expr_eval(e->a, env, &x, err, errlen)) != HN_OK)
         return st;
     if (e->kind == HN_EX_NEG) {
-        *out = (int64_t)(0 - (uint64_t)x);
+        if (hn_sub_overflows(0, x, out)) {
+            snprintf(err, (size_t)errlen, "integer overflow: -(%lld)", (long long)x);
+            return HN_ERR_RUNTIME;
+        }
         return HN_OK;
     }
     if (e->kind == HN_EX_NOT) {
@@ -222,10 +225,18 @@ hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
     case HN_B_LE: *out = x <= y; break;
     case HN_B_GT: *out = x > y; break;
     case HN_B_GE: *out = x >= y; break;
-    /* wrap instead of undefined behaviour on overflow */
-    case HN_B_ADD: *out = (int64_t)((uint64_t)x + (uint64_t)y); break;
-    case HN_B_SUB: *out = (int64_t)((uint64_t)x - (uint64_t)y); break;
-    case HN_B_MUL: *out = (int64_t)((uint64_t)x * (uint64_t)y); break;
+    /* an error, never a wrap: these values become sizes and offsets */
+    case HN_B_ADD:
+    case HN_B_SUB:
+    case HN_B_MUL:
+        if (e->op == HN_B_ADD ? hn_add_overflows(x, y, out)
+            : e->op == HN_B_SUB ? hn_sub_overflows(x, y, out)
+                                : hn_mul_overflows(x, y, out)) {
+            snprintf(err, (size_t)errlen, "integer overflow: %lld %s %lld", (long long)x,
+                     hn_binop_text(e->op), (long long)y);
+            return HN_ERR_RUNTIME;
+        }
+        break;
     case HN_B_DIV:
     case HN_B_MOD:
         if (y == 0) {
@@ -233,11 +244,20 @@ hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
                      e->op == HN_B_DIV ? "division" : "modulo");
             return HN_ERR_RUNTIME;
         }
-        if (y == -1) { /* INT64_MIN / -1 overflows */
-            *out = e->op == HN_B_DIV ? (int64_t)(0 - (uint64_t)x) : 0;
+        if (y == -1 && e->op == HN_B_DIV && x == INT64_MIN) {
+            snprintf(err, (size_t)errlen, "integer overflow: %lld / -1", (long long)x);
+            return HN_ERR_RUNTIME;
+        }
+        if (y == -1) { /* INT64_MIN % -1 traps in C */
+            *out = e->op == HN_B_DIV ? -x : 0;
             break;
         }
-        *out = e->op == HN_B_DIV ? floordiv(x, y) : x - floordiv(x, y) * y;
+        if (e->op == HN_B_DIV) {
+            *out = floordiv(x, y);
+        } else { /* floor modulo from C's remainder: no intermediate product */
+            int64_t r = x % y;
+            *out = r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+        }
         break;
     }
     return HN_OK;

@@ -82,6 +82,13 @@ static inline uint64_t hn_splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
+/* Checked int64 arithmetic: 1 when the exact result does not fit (then
+ * *out is unspecified), 0 otherwise. Everything that becomes a size, a
+ * stride, an offset or a count goes through these. */
+static inline int hn_add_overflows(int64_t a, int64_t b, int64_t *out) { return __builtin_add_overflow(a, b, out); }
+static inline int hn_sub_overflows(int64_t a, int64_t b, int64_t *out) { return __builtin_sub_overflow(a, b, out); }
+static inline int hn_mul_overflows(int64_t a, int64_t b, int64_t *out) { return __builtin_mul_overflow(a, b, out); }
+
 #define HN_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define HN_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define HN_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -121,6 +121,14 @@ static cmp compare(const hn_tensor *out, const void *ref, hn_dtype ref_t)
     return c;
 }
 
+/* Out of memory, naming the tensor, the bytes and where. */
+static hn_status_t no_memory(hn_strbuf *diag, const hn_program *p, const hn_io *io, const char *where, size_t bytes)
+{
+    hn_sb_printf(diag, "%s:%d:%d: error: cannot allocate %zu bytes of %s for '%s'\n", p->filename, io->line,
+                 io->col, bytes, where, p->names[io->var]);
+    return HN_ERR_NOMEM;
+}
+
 static void fill_random(hn_tensor *t, uint64_t seed)
 {
     int64_t n = hn_tensor_numel(t);
@@ -146,7 +154,7 @@ static void free_bufs(hn_runtime *rt, io_buf *b, int n)
 /* Runs the reference block on rank 0; ref[k] receives output k (f32 for
  * floating outputs). */
 static hn_status_t run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
-                                 io_buf *b, void **ref, hn_dtype *ref_t)
+                                 io_buf *b, void **ref, hn_dtype *ref_t, hn_strbuf *diag)
 {
     int nio = p->ninputs + p->noutputs;
     void **dev = hn_calloc((size_t)nio + 1, sizeof(void *));
@@ -160,7 +168,7 @@ static hn_status_t run_reference(hn_runtime *rt, const hn_program *p, const int6
         size_t bytes = (size_t)n * es_of(pt);
         void *host = hn_malloc(bytes + 1);
         if (host == NULL) {
-            st = HN_ERR_NOMEM;
+            st = no_memory(diag, p, b[k].io, "host memory (the reference's copy)", bytes);
             break;
         }
         if (k < p->ninputs) {
@@ -169,7 +177,8 @@ static hn_status_t run_reference(hn_runtime *rt, const hn_program *p, const int6
         } else {
             poison(host, pt, n);
         }
-        st = hn_runtime_alloc(rt, 0, bytes, &dev[k]);
+        if ((st = hn_runtime_alloc(rt, 0, bytes, &dev[k])) == HN_ERR_NOMEM)
+            no_memory(diag, p, b[k].io, "rank 0's device memory (the reference)", bytes);
         if (st == HN_OK)
             st = hn_runtime_upload(rt, 0, dev[k], host, bytes);
         if (k >= p->ninputs) {
@@ -253,7 +262,11 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
         x->local_bytes = hn_tensor_bytes(&x->local);
         x->global.data = hn_malloc(hn_tensor_bytes(&x->global) + 1);
         x->dev = hn_calloc((size_t)world, sizeof(void *));
-        if (x->global.data == NULL || x->dev == NULL) {
+        if (x->global.data == NULL) {
+            st = no_memory(diag, p, x->io, "host memory (the global tensor)", hn_tensor_bytes(&x->global));
+            break;
+        }
+        if (x->dev == NULL) {
             st = HN_ERR_NOMEM;
             break;
         }
@@ -267,7 +280,11 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
             }
         }
         for (int r = 0; r < world && st == HN_OK; r++)
-            st = hn_runtime_alloc(rt, r, x->local_bytes, &x->dev[r]);
+            if ((st = hn_runtime_alloc(rt, r, x->local_bytes, &x->dev[r])) == HN_ERR_NOMEM) {
+                char where[64];
+                snprintf(where, sizeof(where), "rank %d's device memory", r);
+                no_memory(diag, p, x->io, where, x->local_bytes);
+            }
         io_ptrs[k] = x->dev;
     }
     if (st != HN_OK)
@@ -276,7 +293,7 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
         io_buf *x = &b[k];
         void *h = hn_malloc(x->local_bytes + 1);
         if (h == NULL) {
-            st = HN_ERR_NOMEM;
+            st = no_memory(diag, p, x->io, "host memory (staging)", x->local_bytes);
             break;
         }
         for (int r = 0; r < world && st == HN_OK; r++) {
@@ -301,7 +318,7 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
     }
     res->median_s = hn_median(times, iters);
 
-    if (o->check && (st = run_reference(rt, p, params, b, ref, ref_t)) != HN_OK)
+    if (o->check && (st = run_reference(rt, p, params, b, ref, ref_t, diag)) != HN_OK)
         goto done;
 
     /* gather outputs; compare each rank's copy of a replicated output */

@@ -67,15 +67,6 @@ static void shape_text(const hn_tensor *t, char *buf, size_t n)
         snprintf(buf + k, n - k, "]");
 }
 
-static void set_contiguous(hn_tensor *t)
-{
-    int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        t->stride[i] = s;
-        s *= t->shape[i];
-    }
-}
-
 static void advance(hn_tensor *t, int64_t elems)
 {
     t->data = (void *)((uintptr_t)t->data + (uintptr_t)(elems * hn_dtype_size(t->dtype)));
@@ -167,11 +158,23 @@ static hn_status_t issued(hn_exec *x, const hn_instr *in, hn_status_t st, const 
 
 /* ---- memory and views ---- */
 
+/* Contiguous strides for t, or an error naming the tensor and the values
+ * when its size overflows. */
+static hn_status_t make_contiguous(hn_exec *x, const hn_instr *in, hn_tensor *t, const char *what)
+{
+    char text[256];
+    if (hn_tensor_make_contiguous(t) == 0)
+        return HN_OK;
+    hn_shape_overflow_text(t, text, sizeof(text));
+    return fail(x, in, HN_ERR_RUNTIME, "%s: %s", what, text);
+}
+
 static hn_status_t exec_ALLOC(hn_exec *x, const hn_instr *in)
 {
     hn_value *v = &x->vals[in->dst];
     hn_tensor t;
-    int64_t numel = 1;
+    int64_t numel;
+    char what[160];
     memset(&t, 0, sizeof(t));
     t.dtype = in->type.dtype;
     if (x->promote && (t.dtype == HN_BF16 || t.dtype == HN_F16))
@@ -183,11 +186,11 @@ static hn_status_t exec_ALLOC(hn_exec *x, const hn_instr *in)
         if (t.shape[i] < 0)
             return fail(x, in, HN_ERR_RUNTIME, "dimension %d is negative (%lld)", i,
                         (long long)t.shape[i]);
-        if (t.shape[i] > 0 && numel > ((int64_t)1 << 40) / t.shape[i])
-            return fail(x, in, HN_ERR_RUNTIME, "allocation too large");
-        numel *= t.shape[i];
     }
-    set_contiguous(&t);
+    snprintf(what, sizeof(what), "shape of '%s'", vname(x, in->dst));
+    if (make_contiguous(x, in, &t, what) != HN_OK)
+        return x->status;
+    numel = hn_tensor_numel(&t);
     if (x->dry) {
         t.data = (void *)DRY_BASE;
         if (x->log != NULL) {
@@ -196,15 +199,14 @@ static hn_status_t exec_ALLOC(hn_exec *x, const hn_instr *in)
                 return fail(x, in, HN_ERR_NOMEM, "out of memory");
             l->allocs[l->nallocs].instr = in->id;
             l->allocs[l->nallocs].occurrence = x->occurrence[in->id]++;
-            l->allocs[l->nallocs].bytes = (size_t)numel * (size_t)hn_dtype_size(t.dtype);
+            l->allocs[l->nallocs].bytes = hn_tensor_bytes(&t);
             l->nallocs++;
         }
     } else {
         int occ = x->occurrence[in->id]++;
-        hn_status_t st = hn_rank_alloc_cached(x->r, x->p, in->id, occ,
-                                              (size_t)numel * (size_t)hn_dtype_size(t.dtype), &t.data);
+        hn_status_t st = hn_rank_alloc_cached(x->r, x->p, in->id, occ, hn_tensor_bytes(&t), &t.data);
         if (st != HN_OK)
-            return fail(x, in, st, "cannot allocate %lld bytes", (long long)numel * hn_dtype_size(t.dtype));
+            return fail(x, in, st, "cannot allocate '%s': %zu bytes", vname(x, in->dst), hn_tensor_bytes(&t));
         if (x->poison && numel > 0) {
             hn_dstream *s;
             hn_origin o = origin_of(x, in);
@@ -243,7 +245,7 @@ static hn_status_t define_view(hn_exec *x, const hn_instr *in, const hn_tensor *
 static hn_status_t exec_VIEW(hn_exec *x, const hn_instr *in)
 {
     hn_tensor t, nt;
-    int64_t numel = 1;
+    char what[160];
     if (tensor_of(x, in, &in->a, &t) != HN_OK || need_contiguous(x, in, &t, "the viewed tensor") != HN_OK)
         return x->status;
     nt = t;
@@ -253,15 +255,16 @@ static hn_status_t exec_VIEW(hn_exec *x, const hn_instr *in)
             return x->status;
         if (nt.shape[i] < 0)
             return fail(x, in, HN_ERR_RUNTIME, "dimension %d is negative", i);
-        numel *= nt.shape[i];
     }
-    if (numel != hn_tensor_numel(&t)) {
+    snprintf(what, sizeof(what), "view of '%s'", vname(x, in->a.var));
+    if (make_contiguous(x, in, &nt, what) != HN_OK)
+        return x->status;
+    if (hn_tensor_numel(&nt) != hn_tensor_numel(&t)) {
         char a[96], b[96];
         shape_text(&t, a, sizeof(a));
         shape_text(&nt, b, sizeof(b));
         return fail(x, in, HN_ERR_RUNTIME, "view changes the element count: %s as %s", a, b);
     }
-    set_contiguous(&nt);
     return define_view(x, in, &nt);
 }
 
@@ -445,13 +448,24 @@ static hn_status_t exec_FOR(hn_exec *x, const hn_instr *in)
         return x->status;
     if (step == 0)
         return fail(x, in, HN_ERR_RUNTIME, "loop step is zero");
-    for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
-        x->ivals[in->dst] = i;
-        x->vals[in->dst].kind = HN_V_INT;
-        if (hn_exec_block(x, &in->body) != HN_OK)
-            return x->status;
-        if (stopped(x))
-            return x->status != HN_OK ? x->status : HN_ERR_ABORTED;
+    /* the trip count in unsigned arithmetic (hi - lo may not fit in int64);
+     * a dry run refuses at once a loop longer than it may play */
+    if (step > 0 ? lo < hi : lo > hi) {
+        uint64_t span = step > 0 ? (uint64_t)hi - (uint64_t)lo : (uint64_t)lo - (uint64_t)hi;
+        uint64_t by = step > 0 ? (uint64_t)step : 0 - (uint64_t)step;
+        uint64_t trips = (span - 1) / by + 1;
+        if (x->dry && trips > (uint64_t)HN_DRY_RUN_BUDGET)
+            return fail(x, in, HN_ERR_VERIFY, "a loop of %llu iterations: the dry run plays at most %d instructions",
+                        (unsigned long long)trips, HN_DRY_RUN_BUDGET);
+        for (uint64_t k = 0; k < trips; k++) {
+            /* lo + k * step fits: it lies between lo and hi */
+            x->ivals[in->dst] = (int64_t)((uint64_t)lo + k * (uint64_t)step);
+            x->vals[in->dst].kind = HN_V_INT;
+            if (hn_exec_block(x, &in->body) != HN_OK)
+                return x->status;
+            if (stopped(x))
+                return x->status != HN_OK ? x->status : HN_ERR_ABORTED;
+        }
     }
     return HN_OK;
 }
@@ -575,7 +589,7 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     int members[256], n, me = -1;
     int64_t root = 0;
     hn_tensor out, inp;
-    int64_t no, ni;
+    int64_t no, ni, total_in, total_out;
     size_t count;
     const char *what = hn_op_table[in->op].keyword;
     if (no_comm_in_reference(x, in) != HN_OK || hn_exec_team(x, in, members, 256, &n) != HN_OK)
@@ -603,21 +617,25 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
                     hn_dtype_name(inp.dtype));
     no = hn_tensor_numel(&out);
     ni = hn_tensor_numel(&inp);
+    /* a buffer's count fits in int64; a team of n of them may not */
+    if (hn_mul_overflows(ni, n, &total_in) || hn_mul_overflows(no, n, &total_out))
+        return fail(x, in, HN_ERR_RUNTIME, "%s over a team of %d: %lld or %lld elements times %d overflows",
+                    what, n, (long long)ni, (long long)no, n);
     switch (kind) {
     case HN_COLL_ALLGATHER:
     case HN_COLL_GATHER:
-        if (no != ni * n)
+        if (no != total_in)
             return fail(x, in, HN_ERR_RUNTIME,
                         "%s of %lld elements over a team of %d needs an output of %lld, not %lld",
-                        what, (long long)ni, n, (long long)(ni * n), (long long)no);
+                        what, (long long)ni, n, (long long)total_in, (long long)no);
         count = (size_t)ni;
         break;
     case HN_COLL_REDUCE_SCATTER:
     case HN_COLL_SCATTER:
-        if (ni != no * n)
+        if (ni != total_out)
             return fail(x, in, HN_ERR_RUNTIME,
                         "%s to %lld elements over a team of %d needs an input of %lld, not %lld",
-                        what, (long long)no, n, (long long)(no * n), (long long)ni);
+                        what, (long long)no, n, (long long)total_out, (long long)ni);
         count = (size_t)no;
         break;
     case HN_COLL_ALL_TO_ALL:

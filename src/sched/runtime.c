@@ -710,34 +710,40 @@ hn_status_t hn_io_tensor(const hn_program *p, const hn_io *io, const int64_t *pa
 {
     int64_t *ivals = hn_calloc((size_t)p->nvars, sizeof(int64_t));
     hn_scalar_env env = {ivals, rank, world, nstreams};
-    char msg[160];
+    char msg[256], who[32];
+    hn_status_t st = HN_OK;
     if (ivals == NULL)
         return HN_ERR_NOMEM;
+    if (global)
+        snprintf(who, sizeof(who), "the global tensor");
+    else
+        snprintf(who, sizeof(who), "rank %d", rank);
     for (int i = 0; i < p->nparams; i++)
         ivals[p->params[i].var] = params[i];
     memset(out, 0, sizeof(*out));
     out->dtype = io->type.dtype;
     out->ndim = io->type.ndim;
-    for (int i = 0; i < out->ndim; i++) {
-        if (hn_expr_eval(io->type.shape[i], &env, &out->shape[i], msg, sizeof(msg)) != HN_OK ||
-            out->shape[i] < 0) {
-            hn_sb_printf(err, "%s:%d:%d: error: shape of '%s': %s\n", p->filename, io->line, io->col,
-                         p->names[io->var], out->shape[i] < 0 ? "negative dimension" : msg);
-            hn_free(ivals);
-            return HN_ERR_VERIFY;
-        }
+    for (int i = 0; i < out->ndim && st == HN_OK; i++) {
+        if (hn_expr_eval(io->type.shape[i], &env, &out->shape[i], msg, sizeof(msg)) != HN_OK)
+            st = HN_ERR_VERIFY;
+        else if (out->shape[i] < 0 && (st = HN_ERR_VERIFY) != HN_OK)
+            snprintf(msg, sizeof(msg), "dimension %d is negative (%lld)", i, (long long)out->shape[i]);
     }
     hn_free(ivals);
-    if (global && io->shard_axis >= 0)
-        out->shape[io->shard_axis] *= world;
-    {
-        int64_t s = 1;
-        for (int i = out->ndim - 1; i >= 0; i--) {
-            out->stride[i] = s;
-            s *= out->shape[i];
-        }
+    /* the unsharded tensor of --check: world shards along the axis */
+    if (st == HN_OK && global && io->shard_axis >= 0 &&
+        hn_mul_overflows(out->shape[io->shard_axis], world, &out->shape[io->shard_axis])) {
+        snprintf(msg, sizeof(msg), "%d shards along axis %d overflow", world, io->shard_axis);
+        st = HN_ERR_VERIFY;
     }
-    return HN_OK;
+    if (st == HN_OK && hn_tensor_make_contiguous(out) != 0) {
+        hn_shape_overflow_text(out, msg, sizeof(msg));
+        st = HN_ERR_VERIFY;
+    }
+    if (st != HN_OK)
+        hn_sb_printf(err, "%s:%d:%d: error: %s: shape of '%s': %s\n", p->filename, io->line, io->col, who,
+                     p->names[io->var], msg);
+    return st;
 }
 
 typedef struct run_job {
@@ -857,8 +863,13 @@ static hn_status_t prealloc_on_rank(hn_rank *r, void *arg)
         void *ptr;
         hn_status_t st = hn_rank_alloc_cached(r, j->p, l->allocs[i].instr, l->allocs[i].occurrence,
                                               l->allocs[i].bytes, &ptr);
-        if (st != HN_OK)
+        if (st != HN_OK) {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "cannot allocate %zu bytes on device %d (%s)", l->allocs[i].bytes, r->rank,
+                     hn_status_string(st));
+            hn_runtime_fail(r->rt, r->rank, l->allocs[i].instr, st, msg);
             return st;
+        }
     }
     return HN_OK;
 }
@@ -875,6 +886,8 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     logs = hn_calloc((size_t)rt->n, sizeof(*logs));
     if (logs == NULL)
         return HN_ERR_NOMEM;
+    hn_runtime_clear_error(rt);
+    rt->err_prog = p; /* errors of the preparation name its instructions */
     st = hn_verify_run(p, rt->n, rt->cfg.nstreams, params, diag, logs);
     for (int r = 0; r < rt->n && st == HN_OK; r++)
         for (int i = 0; i < logs[r].n && st == HN_OK; i++) {
@@ -897,8 +910,11 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
         pj.p = p;
         pj.logs = logs;
         st = exec_all(rt, prealloc_on_rank, &pj, 0);
-        if (st != HN_OK)
-            hn_sb_printf(diag, "%s: error: cannot allocate the program's buffers\n", p->filename);
+        if (st != HN_OK) {
+            /* said once, in diag */
+            hn_sb_printf(diag, "%s\n", rt->err_text[0] ? rt->err_text : "error: cannot allocate the program's buffers");
+            hn_runtime_clear_error(rt);
+        }
     }
     hn_comm_logs_free(logs, rt->n);
     if (st == HN_OK) {

@@ -75,8 +75,44 @@ static void test_errors(void)
     CU_ASSERT_FALSE(ok);
     eval_text("5 % 0", 0, 1, &ok);
     CU_ASSERT_FALSE(ok);
-    /* INT64_MIN / -1 wraps instead of trapping */
-    expect("(-9223372036854775807 - 1) / -1", 0, 1, INT64_MIN);
+}
+
+/* An error that names the values, never a wrap: these become sizes. */
+static void expect_overflow(const char *text, const char *msg)
+{
+    char prog[256], *diag = NULL;
+    hn_program *p;
+    snprintf(prog, sizeof(prog), "x = %s\n", text);
+    p = hn_test_parse(prog, &diag);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    {
+        int64_t vals[16] = {0}, v = 0;
+        hn_scalar_env env = {vals, 0, 1, 3};
+        char err[128] = "";
+        CU_ASSERT_EQUAL(hn_expr_eval(p->body.items[0]->e[0], &env, &v, err, sizeof(err)), HN_ERR_RUNTIME);
+        if (strcmp(err, msg) != 0)
+            fprintf(stderr, "\n  %s: '%s', want '%s'\n", text, err, msg);
+        CU_ASSERT_STRING_EQUAL(err, msg);
+    }
+    hn_prog_free(p);
+    hn_string_free(diag);
+}
+
+static void test_overflow(void)
+{
+    expect_overflow("4611686018427387904 * 4", "integer overflow: 4611686018427387904 * 4");
+    expect_overflow("9223372036854775807 + 1", "integer overflow: 9223372036854775807 + 1");
+    expect_overflow("-9223372036854775807 - 2", "integer overflow: -9223372036854775807 - 2");
+    expect_overflow("(-9223372036854775807 - 1) / -1", "integer overflow: -9223372036854775808 / -1");
+    expect_overflow("-(-9223372036854775807 - 1)", "integer overflow: -(-9223372036854775808)");
+    expect_overflow("4294967296 * 4294967296", "integer overflow: 4294967296 * 4294967296");
+    /* the extremes that do fit */
+    expect("-9223372036854775807 - 1", 0, 1, INT64_MIN);
+    expect("(-9223372036854775807 - 1) % -1", 0, 1, 0);
+    expect("(-9223372036854775807 - 1) % 3", 0, 1, 1);
+    expect("-9223372036854775807 % 3", 0, 1, 2);
+    expect("(-9223372036854775807 - 1) / 2", 0, 1, INT64_MIN / 2);
+    expect("9223372036854775807 % -2", 0, 1, -1);
 }
 
 static void test_clone_equal(void)
@@ -100,6 +136,7 @@ void hn_suite_expr(void)
         {"floor division and modulo", test_floor_division},
         {"comparisons and logic", test_logic},
         {"errors", test_errors},
+        {"overflow is an error naming the values", test_overflow},
         {"clone and equality", test_clone_equal},
         CU_TEST_INFO_NULL,
     };

@@ -96,7 +96,14 @@ static void test_dry_run(void)
     expect_dry("t = alloc f32[6, 2]\nu = transpose t, 0, 1\nv = view u as [12]\n", 1,
                "the viewed tensor must be contiguous");
     expect_dry("for i in 0 .. 3 step 0 { }\n", 1, "loop step is zero");
-    expect_dry("for i in 0 .. 1000000000 { x = i }\n", 1, "the dry run gave up after");
+    expect_dry("for i in 0 .. 1000000000 { x = i }\n", 1,
+               "a loop of 1000000000 iterations: the dry run plays at most 20000000 instructions");
+    expect_dry("for i in 0 .. 100000 { for j in 0 .. 1000 { x = j } }\n", 1, "the dry run gave up after");
+    /* trip counts beyond int64 and steps that would step past the end */
+    expect_dry("for i in -9223372036854775807 - 1 .. 9223372036854775807 { x = i }\n", 1,
+               "a loop of 18446744073709551615 iterations");
+    expect_dry("for i in 0 .. 9223372036854775807 step 4611686018427387904 { t = alloc f32[i] }\n", 1,
+               "shape of 't': 4611686018427387904 elements of 4 bytes overflows");
     expect_dry("s = stream(16)\n", 1, "stream 16 out of range [0, 16)");
     expect_dry("a = alloc f32[2, 3]\nb = alloc f32[2, 3]\nc = alloc f32[2, 2]\nmatmul c <- a, b\n", 1,
                "matmul: shapes f32[2, 2] = f32[2, 3] x f32[2, 3] do not fit");
