@@ -42,6 +42,17 @@ sed 's/^for j in 0 .. S {$/for j in 0 .. S - 1 {/' examples/matmul_reduce_scatte
 out=$("$cli" run --gpus 2 --check "$t/unwritten.hir" 2>&1); rc=$?
 [ $rc = 1 ] && echo "$out" | grep -q "check C: .* 1024 of 2048 elements left at the poison (never written): MISMATCH" \
   && ok || bad "unwritten output: rc=$rc $out"
+# sizes that overflow: exit 2, the line, rank, tensor and values named
+printf 'param N = 4\ninput X : f32[N, 4] shard(axis 0)\noutput Y : f32[N, 4] shard(axis 0)\ncopy Y <- X\nreference {\n  copy Y <- X\n}\n' > "$t/big.hir"
+out=$("$cli" run --check -D N=4611686018427387904 "$t/big.hir" 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q "big.hir:2:7: error: rank 0: shape of 'X': 4611686018427387904 × 4 elements overflows" \
+  && ok || bad "overflowing input: rc=$rc $out"
+printf 'param N = 4\nT = alloc f32[16]\nV = view T as [N, 4]\nfill V[1000] <- 1.0\n' > "$t/view.hir"
+out=$("$cli" run -D N=4611686018427387908 "$t/view.hir" 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q "view.hir:3:1: error: rank 0: V = view T as \[N, 4\]: view of 'T': 4611686018427387908 × 4 elements overflows" \
+  && ok || bad "overflowing view: rc=$rc $out"
+out=$("$cli" check -D N=9223372036854775807 "$t/view.hir" 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q "integer overflow\|overflows" && ok || bad "check with N = 2^63 - 1: rc=$rc $out"
 # parameters from the command line
 "$cli" run --gpus 2 --check -D M=1024 -D N=16 examples/ag_matmul_p2p.hir >/dev/null && ok || bad "-D"
 "$cli" run --gpus 2 -D NOPE=1 examples/allgather.hir >/dev/null 2>&1; [ $? = 2 ] && ok || bad "unknown -D"

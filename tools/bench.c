@@ -39,7 +39,7 @@ static int parse_size(const char *s, size_t *out)
     }
     if (*end == 'B' || *end == 'b')
         end++;
-    if (*end != '\0')
+    if (*end != '\0' || !(v < 9.2e18)) /* a size_t, and no NaN */
         return 0;
     *out = (size_t)v;
     return 1;

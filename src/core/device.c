@@ -65,7 +65,12 @@ void hn_shape_overflow_text(const hn_tensor *t, char *buf, size_t n)
 
 int64_t hn_tensor_numel(const hn_tensor *t)
 {
+    /* a zero dimension first: a view may permute a checked shape so that
+     * larger dimensions meet before the zero does */
     int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] == 0)
+            return 0;
     for (int i = 0; i < t->ndim; i++)
         n *= t->shape[i];
     return n;
@@ -74,6 +79,8 @@ int64_t hn_tensor_numel(const hn_tensor *t)
 int hn_tensor_is_contiguous(const hn_tensor *t)
 {
     int64_t expect = 1;
+    if (hn_tensor_numel(t) == 0) /* no element to address */
+        return 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] != 1 && t->stride[i] != expect)
             return 0;

@@ -358,9 +358,11 @@ int hn_block_push(hn_block *b, hn_instr *in)
 
 hn_program *hn_prog_new(const char *filename)
 {
+    static uint64_t next_uid;
     hn_program *p = hn_calloc(1, sizeof(*p));
     if (p == NULL)
         return NULL;
+    p->uid = __atomic_add_fetch(&next_uid, 1, __ATOMIC_RELAXED);
     p->filename = hn_strdup(filename ? filename : "<program>");
     if (p->filename == NULL) {
         hn_free(p);

@@ -206,6 +206,9 @@ typedef struct hn_io {
 } hn_io;
 
 typedef struct hn_program {
+    /* unique in the process: caches key on it, never on the address, which
+     * a later program may reuse once this one is destroyed */
+    uint64_t uid;
     char *filename;
     char **names;
     int nvars, names_cap;

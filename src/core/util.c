@@ -16,6 +16,8 @@ static void log_init(void)
     static const char *names[] = {"error", "warn", "info", "debug", "trace"};
     if (env == NULL)
         return;
+    if (strcmp(env, "off") == 0)
+        log_level = HN_LOG_OFF;
     for (int i = 0; i < HN_ARRAY_LEN(names); i++)
         if (strcmp(env, names[i]) == 0)
             log_level = i;

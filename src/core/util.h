@@ -9,6 +9,7 @@
 #include "hirnode/hirnode.h"
 
 typedef enum hn_log_level {
+    HN_LOG_OFF = -1, /* nothing is logged */
     HN_LOG_ERROR = 0,
     HN_LOG_WARN,
     HN_LOG_INFO,

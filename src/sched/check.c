@@ -26,6 +26,8 @@ static void shard_move(const hn_tensor *g, const hn_tensor *l, int axis, int r, 
     size_t es = es_of(g->dtype);
     int64_t outer = 1, inner = 1, ga = g->shape[axis], la = l->shape[axis];
     size_t chunk;
+    if (hn_tensor_numel(g) == 0) /* nothing to move; other dimensions may not multiply */
+        return;
     for (int i = 0; i < axis; i++)
         outer *= g->shape[i];
     for (int i = axis + 1; i < g->ndim; i++)
@@ -260,14 +262,25 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
             (st = hn_io_tensor(p, x->io, params, 0, world, rt->cfg.nstreams, 1, &x->global, diag)) != HN_OK)
             break;
         x->local_bytes = hn_tensor_bytes(&x->local);
-        x->global.data = hn_malloc(hn_tensor_bytes(&x->global) + 1);
         x->dev = hn_calloc((size_t)world, sizeof(void *));
-        if (x->global.data == NULL) {
-            st = no_memory(diag, p, x->io, "host memory (the global tensor)", hn_tensor_bytes(&x->global));
-            break;
-        }
         if (x->dev == NULL) {
             st = HN_ERR_NOMEM;
+            break;
+        }
+        /* the devices first: a size they cannot hold fails there, before a
+         * global tensor world times its size is made in host memory */
+        for (int r = 0; r < world && st == HN_OK; r++)
+            if ((st = hn_runtime_alloc(rt, r, x->local_bytes, &x->dev[r])) == HN_ERR_NOMEM) {
+                char where[64];
+                snprintf(where, sizeof(where), "rank %d's device memory", r);
+                no_memory(diag, p, x->io, where, x->local_bytes);
+            }
+        io_ptrs[k] = x->dev;
+        if (st != HN_OK)
+            break;
+        x->global.data = hn_malloc(hn_tensor_bytes(&x->global) + 1);
+        if (x->global.data == NULL) {
+            st = no_memory(diag, p, x->io, "host memory (the global tensor)", hn_tensor_bytes(&x->global));
             break;
         }
         if (k < p->ninputs) {
@@ -279,13 +292,6 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
                 fill_random(&x->global, o->seed * 1000003u + (uint64_t)k);
             }
         }
-        for (int r = 0; r < world && st == HN_OK; r++)
-            if ((st = hn_runtime_alloc(rt, r, x->local_bytes, &x->dev[r])) == HN_ERR_NOMEM) {
-                char where[64];
-                snprintf(where, sizeof(where), "rank %d's device memory", r);
-                no_memory(diag, p, x->io, where, x->local_bytes);
-            }
-        io_ptrs[k] = x->dev;
     }
     if (st != HN_OK)
         goto done;

@@ -15,7 +15,7 @@ static const hn_setting settings[] = {
     {"host_mem_mib", "HIRNODE_HOST_MEM_MIB", "0",
      "host backend: memory of each emulated device, MiB (0: half the machine's, shared)"},
     {"seed", "HIRNODE_SEED", "1", "seed of generated inputs and of the random delays"},
-    {"log", "HIRNODE_LOG", "warn", "log level: error, warn, info, debug, trace"},
+    {"log", "HIRNODE_LOG", "warn", "log level: off, error, warn, info, debug, trace"},
     {"nccl_blocking", "HIRNODE_NCCL_BLOCKING", "1",
      "nccl: 1 blocking communicators (fast issue; the watchdog aborts a stuck one), 0 non-blocking"},
     {"p2p_sync", "HIRNODE_P2P_SYNC", "events",

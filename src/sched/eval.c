@@ -839,11 +839,13 @@ static hn_status_t operands_of(hn_exec *x, const hn_instr *in, operands *ops)
     return HN_OK;
 }
 
-/* 1: issue on *s now; 0: nothing to issue (a dry run, x->status is ok) or
- * an error (x->status says which). */
-static int begin_issue(hn_exec *x, const hn_instr *in, hn_dstream **s, hn_origin *o)
+/* 1: issue on *s now; 0: nothing to issue (a dry run, or an empty
+ * destination: x->status is ok) or an error (x->status says which). An
+ * empty tensor may be a view whose other dimensions are too large to
+ * multiply: no backend sees it. */
+static int begin_issue(hn_exec *x, const hn_instr *in, const hn_tensor *dst, hn_dstream **s, hn_origin *o)
 {
-    if (x->dry)
+    if (x->dry || hn_tensor_numel(dst) == 0)
         return 0;
     *o = origin_of(x, in);
     return cur_stream(x, in, s) == HN_OK;
@@ -861,7 +863,7 @@ static hn_status_t exec_copy_like(hn_exec *x, const hn_instr *in, int same_dtype
     if (same_dtype && o.dst.dtype != o.t[0].dtype)
         return fail(x, in, HN_ERR_RUNTIME, "copy from %s to %s: use cast", hn_dtype_name(o.t[0].dtype),
                     hn_dtype_name(o.dst.dtype));
-    if (!begin_issue(x, in, &s, &or))
+    if (!begin_issue(x, in, &o.dst, &s, &or))
         return x->status;
     return issued(x, in, x->rt->compute->copy(s, &o.dst, &o.t[0], &or), what);
 }
@@ -876,7 +878,7 @@ static hn_status_t exec_FILL(hn_exec *x, const hn_instr *in)
     hn_origin or;
     if (operands_of(x, in, &o) != HN_OK)
         return x->status;
-    if (!begin_issue(x, in, &s, &or))
+    if (!begin_issue(x, in, &o.dst, &s, &or))
         return x->status;
     return issued(x, in, x->rt->compute->fill(s, &o.dst, o.num[0], &or), hn_op_table[in->op].keyword);
 }
@@ -888,7 +890,7 @@ static hn_status_t exec_IOTA(hn_exec *x, const hn_instr *in)
     hn_origin or;
     if (operands_of(x, in, &o) != HN_OK)
         return x->status;
-    if (!begin_issue(x, in, &s, &or))
+    if (!begin_issue(x, in, &o.dst, &s, &or))
         return x->status;
     return issued(x, in, x->rt->compute->iota(s, &o.dst, o.present[0] ? o.num[0] : 0.0, o.present[1] ? o.num[1] : 1.0, &or), hn_op_table[in->op].keyword);
 }
@@ -905,7 +907,7 @@ static hn_status_t exec_RANDOM(hn_exec *x, const hn_instr *in)
     hi = o.present[2] ? o.num[2] : hn_dtype_is_float(o.dst.dtype) ? 1.0 : 100.0;
     if (!(lo < hi))
         return fail(x, in, HN_ERR_RUNTIME, "random range [%g, %g) is empty", lo, hi);
-    if (!begin_issue(x, in, &s, &or))
+    if (!begin_issue(x, in, &o.dst, &s, &or))
         return x->status;
     return issued(x, in, x->rt->compute->random(s, &o.dst, (uint64_t)o.ival[0], lo, hi, &or), hn_op_table[in->op].keyword);
 }
@@ -919,7 +921,7 @@ static hn_status_t exec_binary(hn_exec *x, const hn_instr *in, int op)
     if (operands_of(x, in, &o) != HN_OK || need_same_shape(x, in, &o.dst, &o.t[0], what) != HN_OK ||
         need_same_shape(x, in, &o.dst, &o.t[1], what) != HN_OK)
         return x->status;
-    if (!begin_issue(x, in, &s, &or))
+    if (!begin_issue(x, in, &o.dst, &s, &or))
         return x->status;
     return issued(x, in, x->rt->compute->binary(s, op, &o.dst, &o.t[0], &o.t[1], &or), hn_op_table[in->op].keyword);
 }
@@ -936,7 +938,7 @@ static hn_status_t exec_SCALE(hn_exec *x, const hn_instr *in)
     hn_origin or;
     if (operands_of(x, in, &o) != HN_OK || need_same_shape(x, in, &o.dst, &o.t[0], "scale") != HN_OK)
         return x->status;
-    if (!begin_issue(x, in, &s, &or))
+    if (!begin_issue(x, in, &o.dst, &s, &or))
         return x->status;
     return issued(x, in, x->rt->compute->scale(s, &o.dst, &o.t[0], o.num[1], &or), hn_op_table[in->op].keyword);
 }
@@ -956,7 +958,7 @@ static hn_status_t exec_SUM(hn_exec *x, const hn_instr *in)
     drop_axis(&expect, (int)o.ival[1], 0);
     if (need_same_shape(x, in, &o.dst, &expect, "sum output") != HN_OK)
         return x->status;
-    if (!begin_issue(x, in, &s, &or))
+    if (!begin_issue(x, in, &o.dst, &s, &or))
         return x->status;
     return issued(x, in, x->rt->compute->sum(s, &o.dst, &o.t[0], (int)o.ival[1], &or), hn_op_table[in->op].keyword);
 }
@@ -998,7 +1000,7 @@ static hn_status_t exec_MATMUL(hn_exec *x, const hn_instr *in)
     hn_origin or;
     if (operands_of(x, in, &o) != HN_OK || check_matmul(x, in, &o, 0) != HN_OK)
         return x->status;
-    if (!begin_issue(x, in, &s, &or))
+    if (!begin_issue(x, in, &o.dst, &s, &or))
         return x->status;
     return issued(x, in, x->rt->compute->matmul(s, &o.dst, &o.t[0], &o.t[1], 0, NULL, &or), hn_op_table[in->op].keyword);
 }
@@ -1010,7 +1012,7 @@ static hn_status_t exec_LINEAR(hn_exec *x, const hn_instr *in)
     hn_origin or;
     if (operands_of(x, in, &o) != HN_OK || check_matmul(x, in, &o, 1) != HN_OK)
         return x->status;
-    if (!begin_issue(x, in, &s, &or))
+    if (!begin_issue(x, in, &o.dst, &s, &or))
         return x->status;
     return issued(x, in, x->rt->compute->matmul(s, &o.dst, &o.t[0], &o.t[1], 1, o.present[2] ? &o.t[2] : NULL, &or), hn_op_table[in->op].keyword);
 }

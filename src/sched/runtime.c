@@ -245,7 +245,7 @@ hn_status_t hn_rank_alloc_cached(hn_rank *r, const hn_program *p, int instr, int
     hn_block_cache *b = NULL;
     int is_new = 0;
     for (int i = 0; i < r->nblocks; i++)
-        if (r->blocks[i].prog == p && r->blocks[i].instr == instr &&
+        if (r->blocks[i].prog == p->uid && r->blocks[i].instr == instr &&
             r->blocks[i].occurrence == occurrence) {
             b = &r->blocks[i];
             break;
@@ -259,7 +259,7 @@ hn_status_t hn_rank_alloc_cached(hn_rank *r, const hn_program *p, int instr, int
             return HN_ERR_NOMEM;
         b = &r->blocks[r->nblocks++];
         memset(b, 0, sizeof(*b));
-        b->prog = p;
+        b->prog = p->uid;
         b->instr = instr;
         b->occurrence = occurrence;
         is_new = 1;
@@ -450,7 +450,7 @@ static void destroy_teams(hn_runtime *rt)
         hn_free(rt->teams[i].ranks);
     }
     rt->nteams = 0;
-    rt->verified_prog = NULL; /* the next run creates its teams again */
+    rt->verified_prog = 0; /* the next run creates its teams again */
 }
 
 /* ---- create / destroy ---- */
@@ -880,7 +880,7 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     hn_comm_log *logs;
     hn_status_t st;
     prealloc_job pj;
-    if (rt->verified_prog == p && rt->verified_nparams == p->nparams &&
+    if (rt->verified_prog == p->uid && rt->verified_nparams == p->nparams &&
         (p->nparams == 0 || memcmp(rt->verified_params, params, (size_t)p->nparams * sizeof(int64_t)) == 0))
         return HN_OK;
     logs = hn_calloc((size_t)rt->n, sizeof(*logs));
@@ -923,7 +923,7 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
             memcpy(copy, params, (size_t)p->nparams * sizeof(int64_t));
             hn_free(rt->verified_params);
             rt->verified_params = copy;
-            rt->verified_prog = p;
+            rt->verified_prog = p->uid;
             rt->verified_nparams = p->nparams;
         }
     }

@@ -31,7 +31,7 @@ typedef struct hn_value {
 
 /* One cached device block: the same alloc returns it run after run. */
 typedef struct hn_block_cache {
-    const hn_program *prog;
+    uint64_t prog; /* the program's uid */
     int instr, occurrence;
     void *ptr;
     size_t bytes;
@@ -134,7 +134,7 @@ struct hn_runtime {
     char err_text[1024];
     const hn_program *err_prog; /* to name instructions */
     /* the last configuration verified (runs of it skip the dry run) */
-    const hn_program *verified_prog;
+    uint64_t verified_prog; /* uid; 0 = none */
     int64_t *verified_params;
     int verified_nparams;
     /* teams the programs use */

@@ -235,6 +235,32 @@ static void test_streams_made_before_run(void)
     hn_program_destroy(p);
 }
 
+/* A program parsed after another was destroyed may get its address (glibc
+ * hands the block straight back): the runtime's caches must not take it
+ * for the verified one. */
+static void test_new_program_at_old_address(void)
+{
+    const char *good = "t = alloc f32[4]\nu = alloc f32[4]\n"
+                       "group {\n send t to (rank + 1) % world\n recv u from (rank - 1) % world\n}\n";
+    const char *bad = "t = alloc f32[4]\nu = alloc f32[4]\n"
+                      "group {\n send t to rank\n recv u from (rank - 1) % world\n}\n";
+    hn_runtime *rt = make_rt(2, 0, 10);
+    hn_run_args args = {0, NULL, NULL, 0, NULL};
+    hn_program *p = hn_test_parse(good, NULL), *q;
+    uint64_t uid;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    uid = p->uid;
+    CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &args), HN_OK);
+    hn_program_destroy(p);
+    q = hn_test_parse(bad, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    CU_ASSERT_NOT_EQUAL(q->uid, uid);
+    CU_ASSERT_EQUAL(hn_runtime_run(rt, q, &args), HN_ERR_VERIFY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "never receives it"));
+    hn_program_destroy(q);
+    hn_runtime_destroy(rt);
+}
+
 /* A host_sync waits for the current stream only. */
 static void test_host_sync(void)
 {
@@ -268,6 +294,7 @@ void hn_suite_runtime(void)
         {"a failing rank ends the run with an error", test_failing_run},
         {"host_sync", test_host_sync},
         {"pool streams are made before the run", test_streams_made_before_run},
+        {"a new program at a destroyed one's address is verified anew", test_new_program_at_old_address},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/runtime", tests);
