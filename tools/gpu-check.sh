@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # GPU validation, one command for the device machine: build with CUDA, run
-# every CUnit suite on the CUDA backend, every example with --check at 1, 2
-# and 4 GPUs (as many as there are), and compute-sanitizer memcheck on one
-# example. CUnit comes from .deps/*.deb when the machine has none
+# every CUnit suite on the CUDA backend (the concurrent matmuls at
+# production sizes among them), every example with --check at 1, 2 and 4
+# GPUs (as many as there are), every pipeline example at production sizes
+# at 1, 2 and 3 streams (1 vs 3 bit for bit), and compute-sanitizer memcheck
+# on one example. CUnit comes from .deps/*.deb when the machine has none
 # (`apt-get download libcunit1 libcunit1-dev` into .deps beforehand).
 # Usage: tools/gpu-check.sh [OUTDIR]
+# PARTS="suites examples prod memcheck" (the default: all) picks parts.
 set -u
 out=${1:-gpu-check-out}
 mkdir -p "$out"
@@ -34,11 +37,15 @@ cat "$out/machine.txt"
 make -j"$(nproc)" CUDA=1 all > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 ngpu=$(nvidia-smi -L | wc -l)
 fail=0
+parts=" ${PARTS:-suites examples prod memcheck} "
+part() { case "$parts" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 export HIRNODE_TIMEOUT=${HIRNODE_TIMEOUT:-30}
-timeout "${SUITE_TIMEOUT:-400}" build/hn_tests --backend cuda > "$out/suites-cuda.log" 2>&1 || fail=1
-grep -E "hn_tests:|tests  |asserts|Failed|failures" "$out/suites-cuda.log"
+if part suites; then
+  timeout "${SUITE_TIMEOUT:-400}" build/hn_tests --backend cuda > "$out/suites-cuda.log" 2>&1 || fail=1
+  grep -E "hn_tests:|tests  |asserts|Failed|failures|elements differ" "$out/suites-cuda.log"
+fi
 pass=0 bad=0
-for g in 1 2 4 8; do
+part examples && for g in 1 2 4 8; do
   [ "$g" -le "$ngpu" ] || continue
   for f in examples/*.hir; do
     echo "== $f at $g GPUs" >> "$out/examples.log"
@@ -50,7 +57,50 @@ for g in 1 2 4 8; do
   done
 done
 echo "examples on cuda: $pass passed, $bad failed"
-if command -v compute-sanitizer >/dev/null; then
+
+# Production sizes: libraries pick other kernels there (a shared cuBLASLt
+# workspace corrupted concurrent matmuls only at these sizes). Every
+# pipeline example in bf16 (the f32 ones are run as bf16 copies), M, K, N
+# from 8192 to 32768, --check at 1, 2 and 3 streams, and the outputs of 1
+# and 3 streams compared bit for bit. PROD_GPUS: the GPU counts (default:
+# 1 and 2, as many as there are).
+prod_dir="$out/prod"
+mkdir -p "$prod_dir"
+ppass=0 pbad=0
+prod() { # name file gpus -D...
+  local name=$1 file=$2 g=$3; shift 3
+  for s in 1 2 3; do
+    local dir="$prod_dir/$name-g$g-s$s"
+    mkdir -p "$dir"
+    echo "== $name at $g GPUs, $s streams: $*" >> "$out/prod.log"
+    if timeout 300 build/hirnode run --backend cuda --gpus "$g" --streams "$s" --check --iters 3 \
+         --save "$dir" "$@" "$file" >> "$out/prod.log" 2>&1; then
+      ppass=$((ppass + 1))
+    else
+      pbad=$((pbad + 1)); fail=1; echo "FAIL: $name at $g GPUs, $s streams"
+    fi
+  done
+  for f in "$prod_dir/$name-g$g-s1"/*.npy; do
+    if cmp -s "$f" "$prod_dir/$name-g$g-s3/$(basename "$f")"; then
+      ppass=$((ppass + 1)); echo "bit-identical, 1 vs 3 streams: $name at $g GPUs, $(basename "$f")" >> "$out/prod.log"
+    else
+      pbad=$((pbad + 1)); fail=1; echo "FAIL: $name at $g GPUs: $(basename "$f") differs between 1 and 3 streams"
+    fi
+  done
+  rm -rf "$prod_dir/$name-g$g-s1" "$prod_dir/$name-g$g-s2" "$prod_dir/$name-g$g-s3" # GiBs each
+}
+bf16() { sed 's/\bf32\b/bf16/g' "examples/$1.hir" > "$prod_dir/$1.hir"; echo "$prod_dir/$1.hir"; }
+part prod && for g in ${PROD_GPUS:-1 2}; do
+  [ "$g" -le "$ngpu" ] || continue
+  prod ag_p2p_32k examples/ag_matmul_p2p.hir "$g" -D M=32768 -D K=16384 -D N=8192
+  prod ag_p2p_16k examples/ag_matmul_p2p.hir "$g" -D M=16384 -D K=8192 -D N=8192
+  prod ag_collective "$(bf16 ag_matmul_collective)" "$g" -D S=4 -D M=32768 -D K=16384 -D N=8192
+  prod matmul_ar "$(bf16 matmul_allreduce)" "$g" -D S=4 -D M=16384 -D K=16384 -D N=8192
+  prod matmul_rs "$(bf16 matmul_reduce_scatter)" "$g" -D S=2 -D M=16384 -D K=16384 -D N=8192
+done
+grep -E "^(run|check) |left at the poison|MISMATCH" "$out/prod.log" | sed 's/^/  /' > "$out/prod-summary.txt"
+echo "production sizes on cuda: $ppass passed, $pbad failed (details: $out/prod.log)"
+if part memcheck && command -v compute-sanitizer >/dev/null; then
   timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 \
     build/hirnode run --backend cuda --gpus 1 --check examples/ag_matmul_p2p.hir > "$out/memcheck.log" 2>&1
   echo "compute-sanitizer memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$out/memcheck.log") clean summaries)"
