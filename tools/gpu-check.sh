@@ -64,7 +64,7 @@ echo "examples on cuda: $pass passed, $bad failed"
 # from 8192 to 32768, --check at 1, 2 and 3 streams, and the outputs of 1
 # and 3 streams compared bit for bit. PROD_GPUS: the GPU counts (default:
 # 1 and 2, as many as there are).
-prod_dir="$out/prod"
+prod_dir=${PROD_DIR:-$(mktemp -d)} # outputs of GiBs: outside OUTDIR
 mkdir -p "$prod_dir"
 ppass=0 pbad=0
 prod() { # name file gpus -D...
