@@ -92,6 +92,7 @@ prod() { # name file gpus -D...
 bf16() { sed 's/\bf32\b/bf16/g' "examples/$1.hir" > "$prod_dir/$1.hir"; echo "$prod_dir/$1.hir"; }
 part prod && for g in ${PROD_GPUS:-1 2}; do
   [ "$g" -le "$ngpu" ] || continue
+  prod chunked examples/chunked_matmul.hir "$g" -D S=2 -D M=16384 -D K=16384 -D N=8192
   prod ag_p2p_32k examples/ag_matmul_p2p.hir "$g" -D M=32768 -D K=16384 -D N=8192
   prod ag_p2p_16k examples/ag_matmul_p2p.hir "$g" -D M=16384 -D K=8192 -D N=8192
   prod ag_collective "$(bf16 ag_matmul_collective)" "$g" -D S=4 -D M=32768 -D K=16384 -D N=8192
