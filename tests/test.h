@@ -11,6 +11,7 @@
 
 #define HN_SUITES                                                            \
     HN_SUITE(expr)                                                           \
+    HN_SUITE(fault)                                                          \
     HN_SUITE(parse)                                                          \
     HN_SUITE(print)                                                          \
     HN_SUITE(verify)                                                         \
@@ -23,6 +24,7 @@
     HN_SUITE(collectives)                                                    \
     HN_SUITE(examples)                                                       \
     HN_SUITE(extreme)                                                        \
+    HN_SUITE(faults)                                                         \
     HN_SUITE(stress)
 
 #define HN_SUITE(name) void hn_suite_##name(void);

@@ -47,6 +47,7 @@ typedef struct opts {
     int check, iters, ngpus_set;
     uint64_t seed;
     const char *load_dir, *save_dir;
+    const char *fault; /* --fault SPEC */
     const char *names[64];
     int64_t values[64];
     int ndefs;
@@ -135,6 +136,9 @@ static int parse_opts(int argc, char **argv, opts *o, int allow_run_opts)
             i++;
         } else if (allow_run_opts && strcmp(a, "--save") == 0 && v) {
             o->save_dir = v;
+            i++;
+        } else if (allow_run_opts && strcmp(a, "--fault") == 0 && v) {
+            o->fault = v;
             i++;
         } else if (a[0] == '-') {
             return bad_usage("unknown option '%s'", a);
@@ -254,6 +258,15 @@ static int cmd_run(int argc, char **argv)
         free_opts(&o);
         return st == HN_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
     }
+    hn_sb_init(&diag);
+    if (o.fault != NULL && hn_runtime_set_faults(rt, o.fault, &diag) != HN_OK) {
+        fputs(diag.data ? diag.data : "hirnode: bad --fault\n", stderr);
+        hn_sb_free(&diag);
+        hn_runtime_destroy(rt);
+        hn_program_destroy(p);
+        free_opts(&o);
+        return EXIT_USAGE;
+    }
     memset(&co, 0, sizeof(co));
     co.iters = o.iters;
     co.seed = o.seed;
@@ -264,7 +277,6 @@ static int cmd_run(int argc, char **argv)
     co.names = o.names;
     co.values = o.values;
     co.out = stdout;
-    hn_sb_init(&diag);
     st = hn_check_run(rt, p, &co, &res, &diag);
     if (diag.data != NULL)
         fputs(diag.data, stderr);

@@ -27,6 +27,9 @@ typedef enum hn_status {
     HN_ERR_IO = -9,          /* a file could not be read or written */
     HN_ERR_ABORTED = -10,    /* another rank failed; this one stopped */
     HN_ERR_DEVICE = -11,     /* the device layer failed */
+    HN_ERR_DEVICE_LOST = -12, /* a device's context is lost (an illegal
+                                 address, a trap): nothing in this process
+                                 can use that device any more */
 } hn_status_t;
 
 /* A short lowercase text for a status; never NULL, static storage. */

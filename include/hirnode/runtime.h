@@ -52,6 +52,8 @@ hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
 void hn_runtime_free(hn_runtime *rt, int rank, void *ptr);
 hn_status_t hn_runtime_upload(hn_runtime *rt, int rank, void *dst, const void *src, size_t n);
 hn_status_t hn_runtime_download(hn_runtime *rt, int rank, void *dst, const void *src, size_t n);
+/* Free and total device memory of one rank. */
+hn_status_t hn_runtime_mem_info(hn_runtime *rt, int rank, size_t *free_bytes, size_t *total_bytes);
 
 /* A tensor for each input and output, by name: one device pointer per rank,
  * contiguous, of the declared per-rank shape. */

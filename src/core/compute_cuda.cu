@@ -205,6 +205,14 @@ extern "C" hn_status_t hn_cuda_flag_write(hn_dstream *s, uint32_t *addr, uint32_
     return hn_cuda_status(cudaGetLastError(), "flag kernel", __FILE__, __LINE__);
 }
 
+__global__ void trap_kernel(void) { __trap(); }
+
+extern "C" hn_status_t hn_cuda_trap(hn_dstream *s)
+{
+    trap_kernel<<<1, 1, 0, s->s>>>();
+    return hn_cuda_status(cudaGetLastError(), "trap kernel", __FILE__, __LINE__);
+}
+
 static int grid_for(int64_t n)
 {
     int64_t blocks = (n + 255) / 256;

@@ -6,6 +6,17 @@
 
 #include "util.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* 1 when e leaves the CUDA context unusable (an illegal address, a trap,
+ * an uncorrectable ECC error): it is then recorded as the loss of the
+ * calling thread's device, which the device backend's health reports. */
+int hn_cuda_note_error(cudaError_t e);
+#ifdef __cplusplus
+}
+#endif
+
 /* Logs `what` with CUDA's error string once, here; returns the status. */
 static inline hn_status_t hn_cuda_status(cudaError_t e, const char *what, const char *file, int line)
 {
@@ -14,6 +25,8 @@ static inline hn_status_t hn_cuda_status(cudaError_t e, const char *what, const 
     (void)cudaGetLastError(); /* clear the sticky-free error */
     if (HN_LOG_ERROR <= hn_log_level())
         hn_log_emit(HN_LOG_ERROR, file, line, "%s failed: %s", what, cudaGetErrorString(e));
+    if (hn_cuda_note_error(e))
+        return HN_ERR_DEVICE_LOST;
     return e == cudaErrorMemoryAllocation ? HN_ERR_NOMEM : HN_ERR_DEVICE;
 }
 

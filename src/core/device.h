@@ -115,6 +115,18 @@ typedef struct hn_device_ops {
                                const hn_origin *o);
     /* Drops work not yet started after an abort; streams stay usable. */
     void (*recover)(void *ctx);
+    /* HN_OK, or HN_ERR_DEVICE_LOST once the device's context is lost for
+     * good (a sticky error: an illegal address, a trap); `why` says what
+     * was seen. */
+    hn_status_t (*health)(void *ctx, int dev, char *why, size_t n);
+    /* Free and total memory of a device (for out-of-memory messages). */
+    hn_status_t (*mem_info)(void *ctx, int dev, size_t *free_bytes, size_t *total_bytes);
+    /* Fault injection (HIRNODE_FAULT): work on s that fails when it runs,
+     * after the work before it. sticky = 0: a recoverable asynchronous
+     * error (a failing host closure / host function); sticky = 1: one that
+     * loses the device (a trapping kernel on CUDA; the host backend marks
+     * the device lost). */
+    hn_status_t (*inject_fault)(hn_dstream *s, int sticky, const hn_origin *o);
 } hn_device_ops;
 
 /* Compute ops, issued on a stream. fp32 accumulation for bf16/f16. */

@@ -3,6 +3,7 @@
  * every pair at start, waits that poll with a deadline and give up when
  * another rank failed. */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,6 +18,32 @@
 typedef CUresult (*stream_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 static stream_value_fn write_value32, wait_value32;
 static int write_value_broken; /* peer writes fall back to a one-thread kernel */
+
+/* Per device: the sticky CUDA error that lost its context, 0 while none. */
+#define MAX_DEVICES 256
+static int lost_error[MAX_DEVICES];
+
+int hn_cuda_note_error(cudaError_t e)
+{
+    int dev = -1;
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorECCUncorrectable:
+        break;
+    default:
+        return 0;
+    }
+    if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < MAX_DEVICES)
+        __atomic_store_n(&lost_error[dev], (int)e, __ATOMIC_RELEASE);
+    return 1;
+}
 
 typedef struct cuda_ctx {
     int ndev;
@@ -304,6 +331,41 @@ static void cuda_recover(void *ctx)
     (void)cudaGetLastError();
 }
 
+static hn_status_t cuda_health(void *ctx, int dev, char *why, size_t n)
+{
+    int e = dev >= 0 && dev < MAX_DEVICES ? __atomic_load_n(&lost_error[dev], __ATOMIC_ACQUIRE) : 0;
+    (void)ctx;
+    if (e == 0)
+        return HN_OK;
+    snprintf(why, n, "device %d: %s: its CUDA context is lost, and with it every later use of the device in "
+             "this process (restart the process)", dev, cudaGetErrorString((cudaError_t)e));
+    return HN_ERR_DEVICE_LOST;
+}
+
+static hn_status_t cuda_mem_info(void *ctx, int dev, size_t *free_bytes, size_t *total_bytes)
+{
+    hn_status_t st;
+    (void)ctx;
+    HN_CUDA_CHECK_GOTO(cudaSetDevice(dev), st, fail);
+    HN_CUDA_CHECK_GOTO(cudaMemGetInfo(free_bytes, total_bytes), st, fail);
+fail:
+    return st;
+}
+
+static hn_status_t fail_injected(void *arg, const hn_origin *o)
+{
+    (void)arg;
+    hn_origin_fail(o, HN_ERR_DEVICE, "an asynchronous device error (injected)");
+    return HN_ERR_DEVICE;
+}
+
+static hn_status_t cuda_inject_fault(hn_dstream *s, int sticky, const hn_origin *o)
+{
+    if (sticky) /* a kernel that traps: the context is lost for good */
+        return hn_cuda_trap(s);
+    return cuda_launch_host(s, fail_injected, NULL, NULL, o);
+}
+
 const hn_device_ops hn_device_cuda = {
     .name = "cuda",
     .compute = &hn_compute_cuda,
@@ -329,4 +391,7 @@ const hn_device_ops hn_device_cuda = {
     .stream_wait_flag = cuda_wait_flag,
     .launch_host = cuda_launch_host,
     .recover = cuda_recover,
+    .health = cuda_health,
+    .mem_info = cuda_mem_info,
+    .inject_fault = cuda_inject_fault,
 };

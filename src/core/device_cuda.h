@@ -36,6 +36,8 @@ void hn_compute_cuda_thread_fini(int dev);
 /* Stores value at addr (peer memory too) after prior work of s, from a
  * one-thread kernel: the fallback of the stream memory write. */
 hn_status_t hn_cuda_flag_write(hn_dstream *s, uint32_t *addr, uint32_t value);
+/* A one-thread kernel that traps (fault injection: loses the context). */
+hn_status_t hn_cuda_trap(hn_dstream *s);
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
  * optional random delay before each closure shakes out missing waits. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -33,6 +34,7 @@ typedef struct host_ctx {
     int ndev;
     size_t capacity; /* bytes of each emulated device */
     size_t *used;    /* per device: bytes allocated */
+    int *lost;       /* per device: its "context" is lost (an injected trap) */
     double delay_us;
     uint64_t seed;
     const hn_fault_sink *sink;
@@ -79,7 +81,10 @@ static hn_status_t host_init(const hn_device_config *cfg, void **out)
         return HN_ERR_NOMEM;
     c->ndev = cfg->ndev;
     c->used = hn_calloc((size_t)cfg->ndev, sizeof(size_t));
-    if (c->used == NULL) {
+    c->lost = hn_calloc((size_t)cfg->ndev, sizeof(int));
+    if (c->used == NULL || c->lost == NULL) {
+        hn_free(c->used);
+        hn_free(c->lost);
         hn_free(c);
         return HN_ERR_NOMEM;
     }
@@ -103,6 +108,7 @@ static void host_fini(void *ctx)
     pthread_mutex_destroy(&c->flag_mu);
     pthread_cond_destroy(&c->flag_cv);
     hn_free(c->used);
+    hn_free(c->lost);
     hn_free(c);
 }
 
@@ -224,12 +230,22 @@ static void deadline_in(struct timespec *ts, double s)
     ts->tv_nsec %= 1000000000L;
 }
 
+/* A wait on a GPU stream has no deadline of its own (the host's stream
+ * sync has one); here a worker must not wait forever, but it gives up
+ * later than the host-side waits of the same run, which know whom they
+ * wait for and can name the rank that never came. */
+static double device_wait_deadline(const closure *cl)
+{
+    double t = cl->origin.sink ? cl->origin.sink->timeout_s : 60.0;
+    return t + (t / 2 > 1 ? t / 2 : 1);
+}
+
 /* A worker waits for another stream to reach a ticket (an event). */
 static void run_wait(closure *cl)
 {
     hn_dstream *src = cl->wait_stream;
     double start = hn_now();
-    double timeout = cl->origin.sink ? cl->origin.sink->timeout_s : 60.0;
+    double timeout = device_wait_deadline(cl);
     pthread_mutex_lock(&src->mu);
     while (src->completed < cl->wait_ticket) {
         struct timespec ts;
@@ -259,7 +275,7 @@ static void run_write_flag(host_ctx *c, closure *cl)
 static void run_wait_flag(host_ctx *c, closure *cl)
 {
     double start = hn_now();
-    double timeout = cl->origin.sink ? cl->origin.sink->timeout_s : 60.0;
+    double timeout = device_wait_deadline(cl);
     pthread_mutex_lock(&c->flag_mu);
     while ((int32_t)(__atomic_load_n((const uint32_t *)cl->src, __ATOMIC_ACQUIRE) - cl->value) < 0) {
         struct timespec ts;
@@ -496,6 +512,53 @@ static hn_status_t host_launch(hn_dstream *s, hn_host_fn fn, void *arg, void (*r
 
 static void host_recover(void *ctx) { (void)ctx; }
 
+static hn_status_t host_health(void *ctx, int dev, char *why, size_t n)
+{
+    host_ctx *c = ctx;
+    if (dev < 0 || dev >= c->ndev || !__atomic_load_n(&c->lost[dev], __ATOMIC_ACQUIRE))
+        return HN_OK;
+    snprintf(why, n, "device %d trapped (an injected fault): its context is lost", dev);
+    return HN_ERR_DEVICE_LOST;
+}
+
+static hn_status_t host_mem_info(void *ctx, int dev, size_t *free_bytes, size_t *total_bytes)
+{
+    host_ctx *c = ctx;
+    size_t used = dev >= 0 && dev < c->ndev ? __atomic_load_n(&c->used[dev], __ATOMIC_RELAXED) : 0;
+    *total_bytes = c->capacity;
+    *free_bytes = used < c->capacity ? c->capacity - used : 0;
+    return HN_OK;
+}
+
+typedef struct injected {
+    host_ctx *c;
+    int dev, sticky;
+} injected;
+
+static hn_status_t run_injected(void *arg, const hn_origin *o)
+{
+    injected *j = arg;
+    if (j->sticky) {
+        /* like a trapping kernel: the device is gone for every later call */
+        __atomic_store_n(&j->c->lost[j->dev], 1, __ATOMIC_RELEASE);
+        hn_origin_fail(o, HN_ERR_DEVICE_LOST, "device %d trapped (injected): its context is lost", j->dev);
+        return HN_ERR_DEVICE_LOST;
+    }
+    hn_origin_fail(o, HN_ERR_DEVICE, "an asynchronous device error (injected)");
+    return HN_ERR_DEVICE;
+}
+
+static hn_status_t host_inject_fault(hn_dstream *s, int sticky, const hn_origin *o)
+{
+    injected *j = hn_malloc(sizeof(*j));
+    if (j == NULL)
+        return HN_ERR_NOMEM;
+    j->c = s->ctx;
+    j->dev = s->dev;
+    j->sticky = sticky;
+    return host_launch(s, run_injected, j, hn_free, o);
+}
+
 const hn_device_ops hn_device_host = {
     .name = "host",
     .compute = &hn_compute_host,
@@ -521,4 +584,7 @@ const hn_device_ops hn_device_host = {
     .stream_wait_flag = host_wait_flag,
     .launch_host = host_launch,
     .recover = host_recover,
+    .health = host_health,
+    .mem_info = host_mem_info,
+    .inject_fault = host_inject_fault,
 };

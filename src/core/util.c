@@ -236,6 +236,7 @@ const char *hn_status_string(hn_status_t status)
     case HN_ERR_IO: return "i/o error";
     case HN_ERR_ABORTED: return "aborted";
     case HN_ERR_DEVICE: return "device error";
+    case HN_ERR_DEVICE_LOST: return "device lost";
     }
     return "unknown status";
 }

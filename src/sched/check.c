@@ -131,6 +131,17 @@ static hn_status_t no_memory(hn_strbuf *diag, const hn_program *p, const hn_io *
     return HN_ERR_NOMEM;
 }
 
+/* ... on a device: with its free memory. */
+static void no_device_memory(hn_runtime *rt, hn_strbuf *diag, const hn_program *p, const hn_io *io, int rank,
+                             const char *what, size_t bytes)
+{
+    size_t free_b = 0, total_b = 0;
+    char where[160];
+    hn_runtime_mem_info(rt, rank, &free_b, &total_b);
+    snprintf(where, sizeof(where), "rank %d's device memory%s (%zu of %zu bytes free)", rank, what, free_b, total_b);
+    no_memory(diag, p, io, where, bytes);
+}
+
 static void fill_random(hn_tensor *t, uint64_t seed)
 {
     int64_t n = hn_tensor_numel(t);
@@ -180,7 +191,7 @@ static hn_status_t run_reference(hn_runtime *rt, const hn_program *p, const int6
             poison(host, pt, n);
         }
         if ((st = hn_runtime_alloc(rt, 0, bytes, &dev[k])) == HN_ERR_NOMEM)
-            no_memory(diag, p, b[k].io, "rank 0's device memory (the reference)", bytes);
+            no_device_memory(rt, diag, p, b[k].io, 0, ", for the reference", bytes);
         if (st == HN_OK)
             st = hn_runtime_upload(rt, 0, dev[k], host, bytes);
         if (k >= p->ninputs) {
@@ -270,11 +281,8 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
         /* the devices first: a size they cannot hold fails there, before a
          * global tensor world times its size is made in host memory */
         for (int r = 0; r < world && st == HN_OK; r++)
-            if ((st = hn_runtime_alloc(rt, r, x->local_bytes, &x->dev[r])) == HN_ERR_NOMEM) {
-                char where[64];
-                snprintf(where, sizeof(where), "rank %d's device memory", r);
-                no_memory(diag, p, x->io, where, x->local_bytes);
-            }
+            if ((st = hn_runtime_alloc(rt, r, x->local_bytes, &x->dev[r])) == HN_ERR_NOMEM)
+                no_device_memory(rt, diag, p, x->io, r, "", x->local_bytes);
         io_ptrs[k] = x->dev;
         if (st != HN_OK)
             break;

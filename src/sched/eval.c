@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "sched.h"
 
@@ -761,6 +762,8 @@ static hn_status_t exec_p2p(hn_exec *x, const hn_instr *in)
 static hn_status_t exec_SEND(hn_exec *x, const hn_instr *in) { return exec_p2p(x, in); }
 static hn_status_t exec_RECV(hn_exec *x, const hn_instr *in) { return exec_p2p(x, in); }
 
+static hn_status_t inject_faults(hn_exec *x, const hn_instr *in);
+
 static hn_status_t exec_GROUP(hn_exec *x, const hn_instr *in)
 {
     hn_p2p_op stack_ops[16], *ops = stack_ops;
@@ -776,6 +779,9 @@ static hn_status_t exec_GROUP(hn_exec *x, const hn_instr *in)
                       "protocol: this is via %s%s, the first via %s%s", hn_backend_name(in->body.items[i]->via),
                       in->body.items[i]->get ? " get" : "", hn_backend_name(in->body.items[0]->via),
                       in->body.items[0]->get ? " get" : "");
+        else if (!x->dry && !x->reference && x->rt->faults.n > 0 &&
+                 inject_faults(x, in->body.items[i]) != HN_OK) /* its members are instructions too */
+            st = x->status != HN_OK ? x->status : HN_ERR_ABORTED;
         else
             st = p2p_op(x, in->body.items[i], &ops[i]);
     }
@@ -1017,6 +1023,81 @@ static hn_status_t exec_LINEAR(hn_exec *x, const hn_instr *in)
     return issued(x, in, x->rt->compute->matmul(s, &o.dst, &o.t[0], &o.t[1], 1, o.present[2] ? &o.t[2] : NULL, &or), hn_op_table[in->op].keyword);
 }
 
+/* ---- injected faults (HIRNODE_FAULT) ----
+ * HN_OK: issue the instruction (perhaps after a fault was set off beside
+ * it); otherwise it is not issued and x->status says why. */
+
+static void sleep_ms(double ms)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(ms / 1e3);
+    ts.tv_nsec = (long)((ms - (double)ts.tv_sec * 1e3) * 1e6);
+    nanosleep(&ts, NULL);
+}
+
+static void fired(hn_exec *x) { __atomic_add_fetch(&x->rt->faults_fired, 1, __ATOMIC_RELAXED); }
+
+static hn_status_t set_off(hn_exec *x, const hn_instr *in, const hn_fault *f)
+{
+    hn_dstream *s;
+    hn_origin o;
+    if ((f->kind == HN_FAULT_COMM && !(hn_op_table[in->op].flags & HN_OPF_COMM)) ||
+        (f->kind == HN_FAULT_OOM && in->op != HN_OP_ALLOC))
+        return HN_OK; /* communications only; allocations only */
+    fired(x);
+    switch (f->kind) {
+    case HN_FAULT_ISSUE:
+        return fail(x, in, HN_ERR_DEVICE, "the device refused the instruction (injected fault)");
+    case HN_FAULT_ASYNC:
+    case HN_FAULT_TRAP:
+        o = origin_of(x, in);
+        if (cur_stream(x, in, &s) != HN_OK ||
+            issued(x, in, x->rt->dev->inject_fault(s, f->kind == HN_FAULT_TRAP, &o), "an injected fault") != HN_OK)
+            return x->status;
+        return HN_OK;
+    case HN_FAULT_COMM:
+        /* like an asynchronous NCCL error: every communicator is aborted
+         * at the end of the run and the teams are made anew */
+        __atomic_store_n(&x->rt->teams_dead, 1, __ATOMIC_RELEASE);
+        return fail(x, in, HN_ERR_DEVICE, "its communicator failed (injected fault); the communicators are "
+                    "aborted and made anew");
+    case HN_FAULT_STOP:
+        /* as if the rank's thread hung: its peers time out, or the
+         * watchdog names it; then it is released */
+        while (!__atomic_load_n(&x->rt->abort_flag, __ATOMIC_ACQUIRE))
+            sleep_ms(1);
+        return HN_ERR_ABORTED;
+    case HN_FAULT_SLOW:
+        sleep_ms(f->ms);
+        return HN_OK;
+    case HN_FAULT_OOM: {
+        size_t free_b = 0, total_b = 0;
+        x->rt->dev->mem_info(x->rt->dev_ctx, x->rank, &free_b, &total_b);
+        return fail(x, in, HN_ERR_NOMEM, "cannot allocate '%s' (injected fault): device %d has %zu of %zu "
+                    "bytes free", vname(x, in->dst), x->rank, free_b, total_b);
+    }
+    default:
+        return HN_OK;
+    }
+}
+
+static hn_status_t inject_faults(hn_exec *x, const hn_instr *in)
+{
+    const hn_fault_plan *plan = &x->rt->faults;
+    for (int i = 0; i < plan->n; i++) {
+        const hn_fault *f = &plan->f[i];
+        hn_status_t st;
+        if (f->rank != x->rank || f->line != in->line)
+            continue;
+        x->fault_seen[i]++;
+        if (f->occurrence != 0 && x->fault_seen[i] != f->occurrence)
+            continue;
+        if ((st = set_off(x, in, f)) != HN_OK)
+            return st;
+    }
+    return HN_OK;
+}
+
 /* ---- dispatch ---- */
 
 typedef hn_status_t (*exec_fn)(hn_exec *x, const hn_instr *in);
@@ -1035,6 +1116,8 @@ hn_status_t hn_exec_block(hn_exec *x, const hn_block *b)
                         HN_DRY_RUN_BUDGET);
         if (x->r != NULL)
             __atomic_store_n(&x->r->current_instr, in->id, __ATOMIC_RELAXED);
+        if (!x->dry && !x->reference && x->rt->faults.n > 0 && inject_faults(x, in) != HN_OK)
+            return x->status != HN_OK ? x->status : HN_ERR_ABORTED;
         if (dispatch[in->op](x, in) != HN_OK)
             return x->status != HN_OK ? x->status : HN_ERR_RUNTIME;
         if (stopped(x))

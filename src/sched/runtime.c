@@ -48,6 +48,18 @@ static void sink_report(void *ctx, int rank, int instr, hn_status_t st, const ch
     hn_runtime_fail(ctx, rank, instr, st, msg);
 }
 
+hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *err)
+{
+    char msg[256];
+    hn_fault_plan plan;
+    if (hn_fault_parse(spec, &plan, msg, sizeof(msg)) != HN_OK) {
+        hn_sb_printf(err, "hirnode: error: %s\n", msg);
+        return HN_ERR_INVALID;
+    }
+    rt->faults = plan;
+    return HN_OK;
+}
+
 void hn_runtime_clear_error(hn_runtime *rt)
 {
     pthread_mutex_lock(&rt->err_mu);
@@ -130,7 +142,7 @@ static void watchdog(hn_runtime *rt)
     }
     for (int c = 0; c < rt->ncomms; c++)
         if (rt->comms[c].ops->abort(rt->comms[c].world))
-            rt->teams_dead = 1;
+            __atomic_store_n(&rt->teams_dead, 1, __ATOMIC_RELEASE);
 }
 
 /* watched: past the run's deadline the watchdog barks. Jobs that cannot
@@ -151,7 +163,7 @@ static hn_status_t exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, void *
     __atomic_add_fetch(&rt->job_gen, 1, __ATOMIC_ACQ_REL);
     pthread_cond_broadcast(&rt->cv_job);
     pthread_mutex_unlock(&rt->mu);
-    deadline = hn_now() + rt->cfg.timeout_s + 5;
+    deadline = hn_now() + rt->cfg.timeout_s + rt->watchdog_grace_s;
     for (;;) {
         /* the caller's thread is blocked in this call anyway: by default it
          * spins until the run ends, so a long run does not end with a
@@ -582,6 +594,17 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     rt->cfg = cfg;
     rt->n = cfg.ndev;
     rt->spin_us = atof(hn_setting_get("spin_us"));
+    rt->watchdog_grace_s = atof(hn_setting_get("watchdog_grace_s"));
+    if (!(rt->watchdog_grace_s >= 0))
+        rt->watchdog_grace_s = 5;
+    {
+        char err[256];
+        if (hn_fault_parse(hn_setting_get("fault"), &rt->faults, err, sizeof(err)) != HN_OK) {
+            HN_ERROR("HIRNODE_FAULT: %s", err);
+            hn_free(rt);
+            return HN_ERR_INVALID;
+        }
+    }
     rt->join_spin = atoi(hn_setting_get("join_spin"));
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv_job, NULL);
@@ -652,6 +675,7 @@ typedef struct mem_job {
     void *ptr;
     void *dst;
     const void *src;
+    size_t free_bytes, total_bytes;
 } mem_job;
 
 static hn_status_t mem_on_rank(hn_rank *r, void *arg)
@@ -664,7 +688,8 @@ static hn_status_t mem_on_rank(hn_rank *r, void *arg)
     case 0: return rt->dev->mem_alloc(rt->dev_ctx, r->rank, j->bytes, &j->ptr);
     case 1: rt->dev->mem_free(rt->dev_ctx, r->rank, j->ptr); return HN_OK;
     case 2: return rt->dev->copy_to_device(rt->dev_ctx, r->rank, j->dst, j->src, j->bytes);
-    default: return rt->dev->copy_to_host(rt->dev_ctx, r->rank, j->dst, j->src, j->bytes);
+    case 3: return rt->dev->copy_to_host(rt->dev_ctx, r->rank, j->dst, j->src, j->bytes);
+    default: return rt->dev->mem_info(rt->dev_ctx, r->rank, &j->free_bytes, &j->total_bytes);
     }
 }
 
@@ -675,9 +700,20 @@ static hn_status_t mem_call(hn_runtime *rt, mem_job *j)
     return exec_all(rt, mem_on_rank, j, 0);
 }
 
+hn_status_t hn_runtime_mem_info(hn_runtime *rt, int rank, size_t *free_bytes, size_t *total_bytes)
+{
+    mem_job j = {rank, 4, 0, NULL, NULL, NULL, 0, 0};
+    hn_status_t st = mem_call(rt, &j);
+    if (st == HN_OK) {
+        *free_bytes = j.free_bytes;
+        *total_bytes = j.total_bytes;
+    }
+    return st;
+}
+
 hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
 {
-    mem_job j = {rank, 0, bytes, NULL, NULL, NULL};
+    mem_job j = {rank, 0, bytes, NULL, NULL, NULL, 0, 0};
     hn_status_t st = mem_call(rt, &j);
     if (st == HN_OK)
         *ptr = j.ptr;
@@ -686,20 +722,20 @@ hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
 
 void hn_runtime_free(hn_runtime *rt, int rank, void *ptr)
 {
-    mem_job j = {rank, 1, 0, ptr, NULL, NULL};
+    mem_job j = {rank, 1, 0, ptr, NULL, NULL, 0, 0};
     if (ptr != NULL)
         mem_call(rt, &j);
 }
 
 hn_status_t hn_runtime_upload(hn_runtime *rt, int rank, void *dst, const void *src, size_t n)
 {
-    mem_job j = {rank, 2, n, NULL, dst, src};
+    mem_job j = {rank, 2, n, NULL, dst, src, 0, 0};
     return mem_call(rt, &j);
 }
 
 hn_status_t hn_runtime_download(hn_runtime *rt, int rank, void *dst, const void *src, size_t n)
 {
-    mem_job j = {rank, 3, n, NULL, dst, src};
+    mem_job j = {rank, 3, n, NULL, dst, src, 0, 0};
     return mem_call(rt, &j);
 }
 
@@ -803,20 +839,41 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
     return st != HN_OK ? st : sync_st;
 }
 
+/* HN_ERR_DEVICE_LOST once any device's context is lost: nothing can run on
+ * it again in this process, so the runtime refuses every later run. */
+static hn_status_t check_devices(hn_runtime *rt)
+{
+    for (int r = 0; r < rt->n && !rt->lost; r++) {
+        char why[320];
+        if (rt->dev->health(rt->dev_ctx, r, why, sizeof(why)) != HN_OK) {
+            snprintf(rt->lost_text, sizeof(rt->lost_text),
+                     "hirnode: error: %s; this runtime refuses further runs (destroy it; restart the process "
+                     "to use the device again)", why);
+            rt->lost = 1;
+        }
+    }
+    return rt->lost ? HN_ERR_DEVICE_LOST : HN_OK;
+}
+
 static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
 {
     if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
-        int dead = rt->teams_dead;
+        int dead = __atomic_load_n(&rt->teams_dead, __ATOMIC_ACQUIRE);
         for (int c = 0; c < rt->ncomms; c++)
             dead |= rt->comms[c].ops->abort(rt->comms[c].world);
         if (dead)
             destroy_teams(rt);
-        rt->teams_dead = 0;
+        __atomic_store_n(&rt->teams_dead, 0, __ATOMIC_RELEASE);
         rt->dev->recover(rt->dev_ctx);
         if (rt->err_status != HN_OK)
             st = rt->err_status;
         else if (st == HN_OK)
             st = HN_ERR_RUNTIME;
+        if (check_devices(rt) != HN_OK) { /* a lost device outlives the run: say so */
+            snprintf(rt->err_text + strlen(rt->err_text), sizeof(rt->err_text) - strlen(rt->err_text),
+                     "%s%s", rt->err_text[0] ? "\n" : "", rt->lost_text);
+            st = HN_ERR_DEVICE_LOST;
+        }
     }
     for (int c = 0; c < rt->ncomms; c++)
         rt->comms[c].ops->reset(rt->comms[c].world);
@@ -835,6 +892,10 @@ hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int6
                                  void *const *const *io_ptrs, int poison)
 {
     run_job j = {p, params, io_ptrs, poison, 0};
+    if (check_devices(rt) != HN_OK) {
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
+        return HN_ERR_DEVICE_LOST;
+    }
     begin_run(rt, p);
     return finish_run(rt, hn_runtime_exec_all(rt, run_on_rank, &j));
 }
@@ -843,6 +904,10 @@ hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const 
                                      void *const *io_ptrs)
 {
     run_job j = {p, params, (void *const *const *)io_ptrs, 0, 1};
+    if (check_devices(rt) != HN_OK) {
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
+        return HN_ERR_DEVICE_LOST;
+    }
     begin_run(rt, p);
     return finish_run(rt, hn_runtime_exec_all(rt, run_on_rank, &j));
 }
@@ -864,9 +929,11 @@ static hn_status_t prealloc_on_rank(hn_rank *r, void *arg)
         hn_status_t st = hn_rank_alloc_cached(r, j->p, l->allocs[i].instr, l->allocs[i].occurrence,
                                               l->allocs[i].bytes, &ptr);
         if (st != HN_OK) {
-            char msg[128];
-            snprintf(msg, sizeof(msg), "cannot allocate %zu bytes on device %d (%s)", l->allocs[i].bytes, r->rank,
-                     hn_status_string(st));
+            char msg[192];
+            size_t free_b = 0, total_b = 0;
+            r->rt->dev->mem_info(r->rt->dev_ctx, r->rank, &free_b, &total_b);
+            snprintf(msg, sizeof(msg), "cannot allocate %zu bytes on device %d (%s): %zu of %zu bytes free",
+                     l->allocs[i].bytes, r->rank, hn_status_string(st), free_b, total_b);
             hn_runtime_fail(r->rt, r->rank, l->allocs[i].instr, st, msg);
             return st;
         }
@@ -880,6 +947,10 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     hn_comm_log *logs;
     hn_status_t st;
     prealloc_job pj;
+    if (check_devices(rt) != HN_OK) {
+        hn_sb_printf(diag, "%s\n", rt->lost_text);
+        return HN_ERR_DEVICE_LOST;
+    }
     if (rt->verified_prog == p->uid && rt->verified_nparams == p->nparams &&
         (p->nparams == 0 || memcmp(rt->verified_params, params, (size_t)p->nparams * sizeof(int64_t)) == 0))
         return HN_OK;

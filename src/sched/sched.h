@@ -11,6 +11,7 @@
 
 #include "../comm/comm.h"
 #include "../core/device.h"
+#include "../core/fault.h"
 #include "../core/ir.h"
 #include "../core/verify.h"
 #include "hirnode/runtime.h"
@@ -123,7 +124,12 @@ struct hn_runtime {
     int job_done;
     double spin_us;   /* how long idle threads spin before they sleep */
     int join_spin;    /* the caller spins until a run ends */
-    int teams_dead;   /* the watchdog aborted the communicators */
+    int teams_dead;   /* the communicators were aborted (watchdog, a failed one) */
+    double watchdog_grace_s; /* the watchdog barks at timeout + this */
+    hn_fault_plan faults; /* injected faults (HIRNODE_FAULT) */
+    int faults_fired;     /* how many took effect (atomic; for tests) */
+    int lost;         /* a device's context is lost: no more runs */
+    char lost_text[512];
     int quit;
     hn_status_t (*job_fn)(hn_rank *r, void *arg);
     void *job_arg;
@@ -160,6 +166,7 @@ typedef struct hn_exec {
     int *occurrence;      /* per instruction: allocs so far this run */
     hn_comm_log *log;     /* dry run: communications issued */
     unsigned streams_used; /* dry run: bit k, pool stream k is used */
+    int fault_seen[HN_MAX_FAULTS]; /* per injected fault: matches so far */
     int64_t budget;       /* dry run: instructions left before giving up */
     /* dry run: the first error of this rank */
     hn_status_t status;
@@ -205,6 +212,9 @@ hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ra
 hn_status_t hn_runtime_ensure_team(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n);
 /* Runs fn on every rank thread (all at once) and waits for all. */
 hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_status_t (*fn)(hn_rank *r, void *arg), void *arg);
+/* Replaces the injected faults (spec as HIRNODE_FAULT; NULL or "" none);
+ * HN_ERR_INVALID with err set for a bad spec. Between runs only. */
+hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *err);
 /* Records an error of a rank (first one wins) and stops everybody. */
 void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const char *msg);
 void hn_runtime_clear_error(hn_runtime *rt);

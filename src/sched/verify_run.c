@@ -195,15 +195,18 @@ static int match_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn
     return errors;
 }
 
-/* Sends and receives via p2p in an order that cannot complete: every rank
- * posts one group at a time (a lone send or recv is a group of one), and a
- * group completes only once every partner op is posted too — the p2p
- * communicator's rule (a send's copy waits for its receiver's buffer, a
- * receive's stream waits for the data, whatever the protocol). Played out
- * on the dry run's logs; the first rank left stuck on a p2p op is reported
- * with the peer and what that peer is stuck on. Collectives and messages
- * through other communicators (NCCL may buffer them) are left out: fewer
- * blocking ops only make progress easier, so a hang found is real. */
+/* Sends and receives in an order that cannot complete, whatever the
+ * communicator: every rank posts one group at a time (a lone send or recv
+ * is a group of one), and a group completes only once every partner op is
+ * posted too. That is the p2p communicator's rule (a send's copy waits for
+ * its receiver's buffer, a receive's stream waits for the data, whatever
+ * the protocol) and the CPU communicator's; NCCL may buffer a small
+ * message and let a lone cycle through, or, at 2 GPUs and 64 MiB, fault
+ * on an illegal address (seen on 2 H200s with NCCL 2.28.3) — its buffering
+ * is no contract, so a program is held to the same rule on every backend.
+ * Played out on the dry run's logs; the first rank left stuck is reported
+ * with the peer and what that peer is stuck on. Collectives are left out:
+ * fewer blocking ops only make progress easier, so a hang found is real. */
 typedef struct p2p_ref {
     int rank, idx; /* into logs[rank].recs */
 } p2p_ref;
@@ -244,7 +247,7 @@ static int hang_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn_
         changed = 0;
         for (int r = 0; r < world; r++) {
             int i = pos[r], e, all = 1;
-            while (i < logs[r].n && !(logs[r].recs[i].is_p2p && logs[r].recs[i].via == HN_VIA_P2P))
+            while (i < logs[r].n && !logs[r].recs[i].is_p2p)
                 i++;
             pos[r] = i;
             if (i >= logs[r].n)
@@ -263,7 +266,7 @@ static int hang_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn_
         for (int k = i; i < logs[r].n && k < post_end(&logs[r], i) && errors == 0; k++) {
             const hn_comm_rec *a = &logs[r].recs[k];
             p2p_ref q = partner[r][k];
-            if (a->via != HN_VIA_P2P || q.rank < 0 || posted(logs, pos, q))
+            if (q.rank < 0 || posted(logs, pos, q))
                 continue;
             where(diag, p, a->instr);
             hn_sb_printf(diag, ": error: rank %d: ", r);

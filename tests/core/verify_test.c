@@ -142,16 +142,24 @@ static void test_matching(void)
     expect_dry("t = alloc f32[4]\nu = alloc f32[4]\nrecv u from (rank - 1) % world via p2p get\n"
                "send t to (rank + 1) % world via p2p get\n", 2, "post them together in one `group`");
     expect_dry("t = alloc f32[4]\nsend t to rank via p2p\nrecv t from rank via p2p\n", 1, "would hang");
+    /* ... and through every other communicator: NCCL's buffering is no contract */
+    expect_dry("t = alloc f32[4]\nu = alloc f32[4]\nsend t to (rank + 1) % world\nrecv u from (rank - 1) % world\n", 2,
+               "t.hir:3:1: error: rank 0: send t to (rank + 1) % world would hang: rank 1 posts its side only after "
+               "send t to (rank + 1) % world, which waits in turn (sends and receives in a cycle); post them "
+               "together in one `group`");
+    expect_dry("t = alloc f32[4]\nu = alloc f32[4]\nsend t to (rank + 1) % world via nccl\n"
+               "recv u from (rank - 1) % world via nccl\n", 3, "would hang");
     {
-        /* the same exchange grouped, ordered (even ranks send first), or
-         * through NCCL (not played out: it depends on NCCL's buffering) */
+        /* the same exchange grouped, or ordered (even ranks send first) */
         static const char *fine[] = {
             "t = alloc f32[4]\nu = alloc f32[4]\ngroup {\n  send t to (rank + 1) % world via p2p\n"
             "  recv u from (rank - 1) % world via p2p\n}\n",
             "t = alloc f32[4]\nu = alloc f32[4]\nif rank % 2 == 0 {\n  send t to (rank + 1) % world via p2p\n"
             "  recv u from (rank - 1) % world via p2p\n} else {\n  recv u from (rank - 1) % world via p2p\n"
             "  send t to (rank + 1) % world via p2p\n}\n",
-            "t = alloc f32[4]\nu = alloc f32[4]\nsend t to (rank + 1) % world\nrecv u from (rank - 1) % world\n",
+            "t = alloc f32[4]\nu = alloc f32[4]\nif rank % 2 == 0 {\n  send t to (rank + 1) % world\n"
+            "  recv u from (rank - 1) % world\n} else {\n  recv u from (rank - 1) % world\n"
+            "  send t to (rank + 1) % world\n}\n",
             "t = alloc f32[4]\nallreduce t <- t\nif rank == 0 {\n  send t to 1 via p2p\n}\n"
             "if rank == 1 {\n  recv t from 0 via p2p\n}\nallreduce t <- t\n",
         };

@@ -1,0 +1,43 @@
+/* Fault injection (HIRNODE_FAULT, `hirnode run --fault`): which rank fails
+ * how at which instruction, so that the promises "never hang, never exit,
+ * name the rank and instruction, stay usable" can be tested. */
+#ifndef HN_FAULT_H
+#define HN_FAULT_H
+
+#include <stddef.h>
+
+#include "util.h"
+
+typedef enum hn_fault_kind {
+    HN_FAULT_ISSUE, /* the device refuses the instruction when it is issued */
+    HN_FAULT_ASYNC, /* an asynchronous device error, after the work before it */
+    HN_FAULT_TRAP,  /* an asynchronous error that loses the device (a trapping kernel) */
+    HN_FAULT_COMM,  /* the instruction's communicator fails (it is aborted and made anew) */
+    HN_FAULT_STOP,  /* the rank stops issuing, as if its thread hung */
+    HN_FAULT_SLOW,  /* the rank sleeps before the instruction (ms; default 200) */
+    HN_FAULT_OOM,   /* the allocation fails (alloc instructions) */
+    HN_FAULT_KIND_COUNT
+} hn_fault_kind;
+
+#define HN_MAX_FAULTS 16
+
+typedef struct hn_fault {
+    int rank;
+    int line;       /* of the instruction in the program text */
+    int occurrence; /* the n-th time this rank issues an instruction of
+                       that line in a run, from 1; 0 = every time */
+    hn_fault_kind kind;
+    double ms;      /* slow: how long */
+} hn_fault;
+
+typedef struct hn_fault_plan {
+    int n;
+    hn_fault f[HN_MAX_FAULTS];
+} hn_fault_plan;
+
+/* Parses "RANK:LINE[:OCCURRENCE]:KIND[:MS][,...]" (empty or NULL: no
+ * faults). On error writes why into err and returns HN_ERR_INVALID. */
+hn_status_t hn_fault_parse(const char *spec, hn_fault_plan *out, char *err, size_t errlen);
+const char *hn_fault_kind_name(hn_fault_kind k);
+
+#endif

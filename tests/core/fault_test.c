@@ -1,0 +1,76 @@
+/* Tests of src/core/fault.c: the fault plans of HIRNODE_FAULT. */
+#include <string.h>
+
+#include "core/fault.h"
+#include "test.h"
+
+static void test_parse(void)
+{
+    hn_fault_plan plan;
+    char err[256];
+    CU_ASSERT_EQUAL(hn_fault_parse(NULL, &plan, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(plan.n, 0);
+    CU_ASSERT_EQUAL(hn_fault_parse("", &plan, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(plan.n, 0);
+    CU_ASSERT_EQUAL(hn_fault_parse("1:17:async", &plan, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(plan.n, 1);
+    CU_ASSERT_EQUAL(plan.f[0].rank, 1);
+    CU_ASSERT_EQUAL(plan.f[0].line, 17);
+    CU_ASSERT_EQUAL(plan.f[0].occurrence, 1);
+    CU_ASSERT_EQUAL(plan.f[0].kind, HN_FAULT_ASYNC);
+    CU_ASSERT_EQUAL(hn_fault_parse("0:12:3:slow:50,7:4:0:stop,2:9:trap", &plan, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(plan.n, 3);
+    CU_ASSERT_EQUAL(plan.f[0].occurrence, 3);
+    CU_ASSERT_EQUAL(plan.f[0].kind, HN_FAULT_SLOW);
+    CU_ASSERT_DOUBLE_EQUAL(plan.f[0].ms, 50.0, 1e-9);
+    CU_ASSERT_EQUAL(plan.f[1].rank, 7);
+    CU_ASSERT_EQUAL(plan.f[1].occurrence, 0);
+    CU_ASSERT_EQUAL(plan.f[1].kind, HN_FAULT_STOP);
+    CU_ASSERT_EQUAL(plan.f[2].kind, HN_FAULT_TRAP);
+    for (int k = 0; k < HN_FAULT_KIND_COUNT; k++) {
+        char spec[64];
+        snprintf(spec, sizeof(spec), "0:1:%s", hn_fault_kind_name((hn_fault_kind)k));
+        CU_ASSERT_EQUAL(hn_fault_parse(spec, &plan, err, sizeof(err)), HN_OK);
+        CU_ASSERT_EQUAL(plan.f[0].kind, k);
+    }
+}
+
+static void test_bad_specs(void)
+{
+    static const char *const bad[] = {
+        "1:17",          /* no kind */
+        "1:17:melt",     /* no such kind */
+        "x:17:issue",    /* rank not a number */
+        "-1:17:issue",   /* negative rank */
+        "1:0:issue",     /* lines count from 1 */
+        "1:17:x:issue",  /* occurrence not a number */
+        "1:17:issue:5",  /* only slow takes milliseconds */
+        "1:17:slow:-5",  /* negative */
+        "1:17:1:slow:5:6",
+        "1:17:issue,",   /* an empty fault */
+        "1:17:2:3:issue",
+    };
+    hn_fault_plan plan;
+    char err[256];
+    for (int i = 0; i < HN_ARRAY_LEN(bad); i++) {
+        err[0] = '\0';
+        CU_ASSERT_EQUAL(hn_fault_parse(bad[i], &plan, err, sizeof(err)), HN_ERR_INVALID);
+        CU_ASSERT(strlen(err) > 0);
+    }
+    {
+        char many[1024] = "";
+        for (int i = 0; i <= HN_MAX_FAULTS; i++)
+            strcat(many, i ? ",0:1:issue" : "0:1:issue");
+        CU_ASSERT_EQUAL(hn_fault_parse(many, &plan, err, sizeof(err)), HN_ERR_INVALID);
+    }
+}
+
+void hn_suite_fault(void)
+{
+    static CU_TestInfo tests[] = {
+        {"fault plans parse", test_parse},
+        {"bad fault plans are refused with a reason", test_bad_specs},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("core/fault", tests);
+}
