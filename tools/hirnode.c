@@ -36,6 +36,7 @@ static const char usage[] =
     "  --delay US        host backend: random delay up to US microseconds\n"
     "                    before each piece of stream work\n"
     "  --timeout S       seconds any wait may last (default 60)\n"
+    "  --fault SPEC      inject faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... (docs/RELIABILITY.md)\n"
     "\n"
     "check options: --gpus N (default 8), --streams S, -D NAME=VAL\n"
     "environment: HIRNODE_LOG=error|warn|info|debug|trace and the settings\n"
