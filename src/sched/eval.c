@@ -34,7 +34,7 @@ static hn_status_t fail(hn_exec *x, const hn_instr *in, hn_status_t st, const ch
 
 static hn_origin origin_of(const hn_exec *x, const hn_instr *in)
 {
-    hn_origin o = {x->dry ? NULL : &x->rt->sink, x->rank, in->id};
+    hn_origin o = {x->dry ? NULL : &x->rt->sink, x->rank, in->id, NULL};
     return o;
 }
 

@@ -391,7 +391,7 @@ static hn_status_t join_on_rank(hn_rank *r, void *arg)
     for (int t = 0; t < rt->nteams && st == HN_OK; t++) {
         hn_team_entry *e = &rt->teams[t];
         const hn_comm_ops *ops = rt->comms[e->comm].ops;
-        hn_origin o = {&rt->sink, r->rank, -1};
+        hn_origin o = {&rt->sink, r->rank, -1, NULL};
         if (phase == RESERVE ? e->reserved >= e->reserve : e->joined)
             continue;
         for (int me = 0; me < e->n && st == HN_OK; me++)
