@@ -13,6 +13,7 @@
     HN_SUITE(expr)                                                           \
     HN_SUITE(parse)                                                          \
     HN_SUITE(print)                                                          \
+    HN_SUITE(json)                                                           \
     HN_SUITE(verify)                                                         \
     HN_SUITE(device_host)                                                    \
     HN_SUITE(compute_host)                                                   \
