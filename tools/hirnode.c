@@ -36,6 +36,7 @@ static const char usage[] =
     "  --delay US        host backend: random delay up to US microseconds\n"
     "                    before each piece of stream work\n"
     "  --timeout S       seconds any wait may last (default 60)\n"
+    "  --trace FILE      record every run: Chrome trace-event JSON (Perfetto)\n"
     "\n"
     "check options: --gpus N (default 8), --streams S, -D NAME=VAL\n"
     "environment: HIRNODE_LOG=error|warn|info|debug|trace and the settings\n"
@@ -47,6 +48,7 @@ typedef struct opts {
     int check, iters, ngpus_set;
     uint64_t seed;
     const char *load_dir, *save_dir;
+    const char *trace;
     const char *names[64];
     int64_t values[64];
     int ndefs;
@@ -135,6 +137,11 @@ static int parse_opts(int argc, char **argv, opts *o, int allow_run_opts)
             i++;
         } else if (allow_run_opts && strcmp(a, "--save") == 0 && v) {
             o->save_dir = v;
+            i++;
+        } else if (allow_run_opts && strcmp(a, "--trace") == 0) {
+            if (v == NULL || *v == '\0')
+                return bad_usage("--trace needs a file%s", "");
+            o->trace = v;
             i++;
         } else if (a[0] == '-') {
             return bad_usage("unknown option '%s'", a);
@@ -254,6 +261,13 @@ static int cmd_run(int argc, char **argv)
         free_opts(&o);
         return st == HN_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
     }
+    if (o.trace != NULL && hn_runtime_trace_start(rt, o.trace) != HN_OK) {
+        fprintf(stderr, "hirnode: cannot write a trace to %s\n", o.trace);
+        hn_runtime_destroy(rt);
+        hn_program_destroy(p);
+        free_opts(&o);
+        return EXIT_USAGE;
+    }
     memset(&co, 0, sizeof(co));
     co.iters = o.iters;
     co.seed = o.seed;
@@ -282,6 +296,14 @@ static int cmd_run(int argc, char **argv)
         const char *e = hn_runtime_error(rt);
         fprintf(stderr, "%s\n", e && *e ? e : hn_status_string(st));
         rc = EXIT_FAIL;
+    }
+    if (o.trace != NULL) {
+        if (hn_runtime_trace_stop(rt) == HN_OK) {
+            printf("trace: %s\n", o.trace);
+        } else {
+            fprintf(stderr, "hirnode: cannot write the trace to %s\n", o.trace);
+            rc = rc == EXIT_OK ? EXIT_FAIL : rc;
+        }
     }
     hn_sb_free(&diag);
     hn_runtime_destroy(rt);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sched.h"
+#include "trace.h"
 
 #define DRY_BASE ((uintptr_t)1 << 20) /* fake address of dry-run buffers */
 
@@ -34,7 +35,7 @@ static hn_status_t fail(hn_exec *x, const hn_instr *in, hn_status_t st, const ch
 
 static hn_origin origin_of(const hn_exec *x, const hn_instr *in)
 {
-    hn_origin o = {x->dry ? NULL : &x->rt->sink, x->rank, in->id, NULL};
+    hn_origin o = {x->dry ? NULL : &x->rt->sink, x->rank, in->id, x->trace_hook};
     return o;
 }
 
@@ -1005,7 +1006,8 @@ hn_status_t hn_exec_block(hn_exec *x, const hn_block *b)
                         HN_DRY_RUN_BUDGET);
         if (x->r != NULL)
             __atomic_store_n(&x->r->current_instr, in->id, __ATOMIC_RELAXED);
-        if (dispatch[in->op](x, in) != HN_OK)
+        /* tracing off costs this one branch */
+        if ((x->trace != NULL ? hn_trace_exec(x, in, dispatch[in->op]) : dispatch[in->op](x, in)) != HN_OK)
             return x->status != HN_OK ? x->status : HN_ERR_RUNTIME;
         if (stopped(x))
             return x->status != HN_OK ? x->status : HN_ERR_ABORTED;

@@ -9,6 +9,7 @@
 
 #include "../core/parse.h"
 #include "sched.h"
+#include "trace.h"
 
 /* ---- errors ---- */
 
@@ -508,6 +509,8 @@ static hn_status_t init_comms(hn_runtime *rt)
 
 static void teardown(hn_runtime *rt, int nthreads)
 {
+    if (rt->trace != NULL) /* written while the rank threads still run */
+        (void)hn_runtime_trace_stop(rt);
     /* communicators go before streams and buffers */
     destroy_teams(rt);
     hn_free(rt->teams);
@@ -761,11 +764,15 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
     x.poison = j->poison;
     x.reference = j->reference;
     x.promote = j->reference;
+    if (rt->trace != NULL && !j->reference)
+        hn_trace_run_begin(rt->trace, r, &x);
     st = bind_io(&x, j, r->rank);
     if (st == HN_OK)
         st = hn_exec_block(&x, j->reference ? &j->p->reference : &j->p->body);
     /* the end of a run joins every stream of this rank */
     sync_st = sync_all(r);
+    if (x.trace != NULL)
+        hn_trace_run_end(&x, st == HN_OK && sync_st == HN_OK);
     hn_exec_release(&x);
     return st != HN_OK ? st : sync_st;
 }
