@@ -129,13 +129,13 @@ typedef struct hn_device_ops {
     /* Timing markers, for tracing only (the events above keep timing
      * disabled, so a run that is not traced pays nothing): a record marks
      * the point of s's work where it is issued (a marker may be recorded
-     * again, run after run); once the streams of both records are
-     * synchronized, elapsed is the time from one to the other, in seconds
-     * (markers of one device). HN_ERR_RUNTIME if a marker was never
-     * reached (its work was dropped after a failure). */
+     * again, run after run; like other work, it is dropped after a failure
+     * of o's run); once the streams of both records are synchronized,
+     * elapsed is the time from one to the other, in seconds (markers of one
+     * device). HN_ERR_RUNTIME if a marker was never reached. */
     hn_status_t (*timer_create)(void *ctx, int dev, hn_dtimer **t);
     void (*timer_destroy)(hn_dtimer *t);
-    hn_status_t (*timer_record)(hn_dtimer *t, hn_dstream *s);
+    hn_status_t (*timer_record)(hn_dtimer *t, hn_dstream *s, const hn_origin *o);
     hn_status_t (*timer_elapsed)(const hn_dtimer *from, const hn_dtimer *to, double *seconds);
     /* When a reached marker was reached on the host's monotonic clock (the
      * one hn_now reads), in nanoseconds: backends whose streams run on the

@@ -330,8 +330,9 @@ static void cuda_timer_destroy(hn_dtimer *t)
     hn_free(t);
 }
 
-static hn_status_t cuda_timer_record(hn_dtimer *t, hn_dstream *s)
+static hn_status_t cuda_timer_record(hn_dtimer *t, hn_dstream *s, const hn_origin *o)
 {
+    (void)o;
     if (t->dev != s->dev) {
         HN_ERROR("timer of device %d recorded on a stream of device %d", t->dev, s->dev);
         return HN_ERR_INVALID;

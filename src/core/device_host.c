@@ -457,9 +457,9 @@ static hn_status_t host_timer_create(void *ctx, int dev, hn_dtimer **out)
 static void host_timer_destroy(hn_dtimer *t) { hn_free(t); }
 
 /* the marker is a closure of its own: its time is when the worker gets to it */
-static hn_status_t host_timer_record(hn_dtimer *t, hn_dstream *s)
+static hn_status_t host_timer_record(hn_dtimer *t, hn_dstream *s, const hn_origin *o)
 {
-    closure *cl = new_closure(CL_TIMER, NULL);
+    closure *cl = new_closure(CL_TIMER, o);
     if (cl == NULL)
         return HN_ERR_NOMEM;
     __atomic_store_n(&t->ns, (int64_t)-1, __ATOMIC_RELAXED);

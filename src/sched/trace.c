@@ -102,10 +102,12 @@ static int new_pend(hn_trace_rank *t)
     return t->npend++;
 }
 
-/* Records the next marker of the pool on s; its index, or -1. */
-static int take_timer(hn_trace_rank *t, hn_dstream *s)
+/* Records the next marker of the pool on s, for instruction `instr`; its
+ * index, or -1. After a failure, the backend drops it like other work. */
+static int take_timer(hn_trace_rank *t, hn_dstream *s, int instr)
 {
     hn_runtime *rt = t->tr->rt;
+    hn_origin o = {&rt->sink, t->rank, instr, NULL};
     hn_status_t st;
     if (t->tnext == t->ntimers) {
         if (hn_grow((void **)&t->timers, &t->timers_cap, t->ntimers, sizeof(*t->timers)) != 0) {
@@ -118,7 +120,7 @@ static int take_timer(hn_trace_rank *t, hn_dstream *s)
         }
         t->ntimers++;
     }
-    if ((st = rt->dev->timer_record(t->timers[t->tnext], s)) != HN_OK) {
+    if ((st = rt->dev->timer_record(t->timers[t->tnext], s, &o)) != HN_OK) {
         stop_recording(t, st, "cannot record a timing marker");
         return -1;
     }
@@ -296,7 +298,7 @@ static int device_begin(hn_trace_rank *t, hn_exec *x, const hn_instr *in, int ki
     e->id = t->next_id++;
     if (kind == HN_SPAN_WAIT)
         e->dep = wait_dep(t, x, in);
-    if ((t->pend[p].t0 = take_timer(t, s)) < 0) {
+    if ((t->pend[p].t0 = take_timer(t, s, in->id)) < 0) {
         t->npend--;
         return -1;
     }
@@ -305,7 +307,7 @@ static int device_begin(hn_trace_rank *t, hn_exec *x, const hn_instr *in, int ki
 
 static void device_end(hn_trace_rank *t, hn_exec *x, const hn_instr *in, int p, hn_dstream *s, int comm)
 {
-    int t1 = take_timer(t, s);
+    int t1 = take_timer(t, s, in->id);
     pend *e = &t->pend[p];
     if (t1 < 0) {
         e->dropped = 1;
@@ -353,13 +355,13 @@ static void lane_mark(void *ctx, hn_dstream *s, int lane, size_t bytes, int end)
         t->pend[p].via = HN_VIA_P2P;
         t->pend[p].lane = lane;
         t->pend[p].bytes = bytes;
-        if ((t->pend[p].t0 = take_timer(t, s)) < 0) {
+        if ((t->pend[p].t0 = take_timer(t, s, t->pend[p].instr)) < 0) {
             t->npend--;
             return;
         }
         t->open_lane = p;
     } else if (t->open_lane >= 0) {
-        int t1 = take_timer(t, s);
+        int t1 = take_timer(t, s, t->pend[t->open_lane].instr);
         if (t1 < 0)
             t->pend[t->open_lane].dropped = 1;
         else
@@ -424,7 +426,7 @@ void hn_trace_run_begin(hn_trace *tr, hn_rank *r, hn_exec *x)
     /* the caller's stream is idle: the device reaches the epoch marker at
      * once, and markers without a host-clock reading are timed from it */
     t->epoch_h = now(t);
-    if (take_timer(t, r->caller) != 0 || r->rt->dev->stream_sync(r->caller) != HN_OK)
+    if (take_timer(t, r->caller, -1) != 0 || r->rt->dev->stream_sync(r->caller) != HN_OK)
         return;
     t->align = now(t) - t->epoch_h;
     x->trace = t;
@@ -561,14 +563,16 @@ static int put_span(hn_trace_rank *t, const pend *e, int host_clock)
 void hn_trace_run_end(hn_exec *x, int ok)
 {
     hn_trace_rank *t = x->trace;
+    hn_runtime *rt = t->tr->rt;
     int64_t h_end = now(t), h;
-    int host_clock = t->tr->rt->dev->timer_host_ns(t->timers[0], &h) == HN_OK;
+    int host_clock = rt->dev->timer_host_ns(t->timers[0], &h) == HN_OK;
     hn_strbuf *sb = &t->out;
+    /* a rank that issued and synchronized well may still be in a failed run */
+    ok = ok && !__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE);
     for (int i = 0; i < t->npend && t->failed == HN_OK; i++) {
         const pend *e = &t->pend[i];
-        if (e->dropped || (hn_span_on_device(e->kind) && !ok))
-            continue;
-        if (!put_span(t, e, host_clock))
+        /* after a failure, markers behind it were dropped: so are their spans */
+        if (!e->dropped && !put_span(t, e, host_clock) && ok)
             t->dropped++;
     }
     hn_sb_printf(sb, "{\"ph\":\"X\",\"cat\":\"run\",\"name\":\"run %d\",\"pid\":%d,\"tid\":%d", t->cur_run, t->rank,

@@ -185,9 +185,9 @@ static void test_timers(void)
     /* never recorded: no time */
     CU_ASSERT_EQUAL(D->timer_elapsed(t[0], t[1], &sec), HN_ERR_RUNTIME);
     /* behind a closure that has not run, a marker is not reached yet */
-    CU_ASSERT_EQUAL(D->timer_record(t[0], s), HN_OK);
+    CU_ASSERT_EQUAL(D->timer_record(t[0], s, NULL), HN_OK);
     CU_ASSERT_EQUAL(D->launch_host(s, wait_gate, &g, NULL, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->timer_record(t[1], s), HN_OK);
+    CU_ASSERT_EQUAL(D->timer_record(t[1], s, NULL), HN_OK);
     CU_ASSERT_EQUAL(D->timer_elapsed(t[0], t[1], &sec), HN_ERR_RUNTIME);
     __atomic_store_n(&g.open, 1, __ATOMIC_RELEASE);
     CU_ASSERT_EQUAL(D->stream_sync(s), HN_OK);
@@ -196,13 +196,13 @@ static void test_timers(void)
     /* markers around 2 ms of work measure at least that; one on another
      * stream after a wait for it comes after */
     for (int round = 0; round < 4; round++) {
-        CU_ASSERT_EQUAL(D->timer_record(t[0], s), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_record(t[0], s, NULL), HN_OK);
         CU_ASSERT_EQUAL(D->launch_host(s, sleep_2ms, NULL, NULL, NULL), HN_OK);
-        CU_ASSERT_EQUAL(D->timer_record(t[1], s), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_record(t[1], s, NULL), HN_OK);
         CU_ASSERT_EQUAL(D->event_record(e, s), HN_OK);
-        CU_ASSERT_EQUAL(D->timer_record(t[2], s2), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_record(t[2], s2, NULL), HN_OK);
         CU_ASSERT_EQUAL(D->stream_wait_event(s2, e, NULL), HN_OK);
-        CU_ASSERT_EQUAL(D->timer_record(t[3], s2), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_record(t[3], s2, NULL), HN_OK);
         CU_ASSERT_EQUAL(D->stream_sync(s), HN_OK);
         CU_ASSERT_EQUAL(D->stream_sync(s2), HN_OK);
         CU_ASSERT_EQUAL(D->timer_elapsed(t[0], t[1], &sec), HN_OK);
@@ -211,6 +211,19 @@ static void test_timers(void)
         CU_ASSERT(sec <= -2e-3);
         CU_ASSERT_EQUAL(D->timer_elapsed(t[1], t[3], &sec), HN_OK);
         CU_ASSERT(sec >= 0);
+    }
+    /* after a failure of its run, a marker is dropped like other work */
+    {
+        hn_test_faults f;
+        hn_origin o;
+        hn_test_faults_init(&f, 5);
+        o = (hn_origin){&f.sink, 0, 0, NULL};
+        __atomic_store_n(&f.abort, 1, __ATOMIC_RELEASE);
+        CU_ASSERT_EQUAL(D->timer_record(t[0], s, NULL), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_record(t[1], s, &o), HN_OK);
+        CU_ASSERT_EQUAL(D->stream_sync(s), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_elapsed(t[0], t[1], &sec), HN_ERR_RUNTIME);
+        hn_test_faults_fini(&f);
     }
     for (int i = 0; i < 4; i++)
         D->timer_destroy(t[i]);
