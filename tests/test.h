@@ -22,6 +22,10 @@
     HN_SUITE(compute_cuda)                                                   \
     HN_SUITE(runtime)                                                        \
     HN_SUITE(collectives)                                                    \
+    HN_SUITE(trace)                                                          \
+    HN_SUITE(trace_read)                                                     \
+    HN_SUITE(trace_stats)                                                    \
+    HN_SUITE(trace_svg)                                                      \
     HN_SUITE(examples)                                                       \
     HN_SUITE(stress)
 

@@ -11,6 +11,7 @@
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 int hn_cli_bench(int argc, char **argv); /* bench.c */
+int hn_cli_trace(int argc, char **argv); /* trace.c */
 
 static const char usage[] =
     "usage: hirnode <command> [options]\n"
@@ -22,6 +23,8 @@ static const char usage[] =
     "  info          version, backends, devices, effective settings\n"
     "  bench collectives [options]   busbw of collectives beside raw NCCL\n"
     "                (hirnode bench collectives --help for its options)\n"
+    "  trace summary FILE            busy time, overlap figure, critical path of a trace\n"
+    "  trace svg FILE -o OUT.svg     the timeline of a trace as a picture\n"
     "\n"
     "run options:\n"
     "  --gpus N          ranks, one per device (default 1)\n"
@@ -354,5 +357,7 @@ int main(int argc, char **argv)
         return cmd_info();
     if (strcmp(argv[1], "bench") == 0)
         return hn_cli_bench(argc, argv);
+    if (strcmp(argv[1], "trace") == 0)
+        return hn_cli_trace(argc, argv);
     return bad_usage("unknown command '%s'", argv[1]);
 }

@@ -29,8 +29,9 @@ static inline int hn_track_of_stream(int stream)
  * x->trace and x->trace_hook (left NULL if recording has failed before). */
 void hn_trace_run_begin(hn_trace *tr, hn_rank *r, hn_exec *x);
 /* After the run's streams are synchronized: the run's spans get their
- * device times and go into the recording; a failed run (ok = 0) keeps only
- * its host spans (its markers may never have been reached). */
+ * device times and go into the recording. In a failed run (ok = 0, or
+ * another rank failed) the device spans whose markers were never reached
+ * (dropped behind the failure) are left out. */
 void hn_trace_run_end(hn_exec *x, int ok);
 /* Issues one instruction of a traced run through the evaluator's handler
  * fn: times its issue on the host, and puts markers on its stream around
@@ -76,8 +77,10 @@ typedef struct hn_trace_data {
     /* match keys, interned: spans of one communication on its members
      * share a key (collectives: team and sequence; messages: sender,
      * receiver and sequence) */
-    int *keys;
-    int nkeys;         /* distinct keys */
+    int *keys;         /* key ids of the spans' match keys, back to back */
+    int nkeys;
+    char **key_names;  /* by key id, e.g. "c:p2p:0,1,2,3:5", "m:nccl:2>3:0" */
+    int nkey_names;
     hn_trace_track *tracks; /* sorted by (rank, track) */
     int ntracks;
     int nranks, nruns;
@@ -90,6 +93,8 @@ typedef struct hn_trace_data {
  * ("line:col: ..." for bad JSON, or what is missing). On failure *out is
  * left empty (nothing to free). */
 hn_status_t hn_trace_load(const char *text, size_t len, hn_trace_data *out, hn_strbuf *err);
+/* The same from a file; HN_ERR_IO if it cannot be read. */
+hn_status_t hn_trace_load_file(const char *path, hn_trace_data *out, hn_strbuf *err);
 void hn_trace_data_free(hn_trace_data *t);
 /* The track's name ("stream 2", "p2p lane 0", ...), "?" if unnamed. */
 const char *hn_trace_track_name(const hn_trace_data *t, int rank, int track);
