@@ -12,11 +12,12 @@ int hn_cli_trace(int argc, char **argv);
 
 static const char usage[] =
     "usage: hirnode trace summary FILE [--run N|last|all]\n"
-    "       hirnode trace svg FILE -o OUT.svg [--run N|last|all] [--width PX]\n"
+    "       hirnode trace svg FILE [FILE...] -o OUT.svg [--run N|last|all] [--width PX]\n"
     "FILE is a trace written by `hirnode run --trace FILE` (or bench, or\n"
-    "hn_runtime_trace_start); --run picks one run (default: the last one).\n";
+    "hn_runtime_trace_start); --run picks one run (default: the last one).\n"
+    "svg stacks several traces one above the other on one time scale.\n";
 
-enum { RUN_LAST = -2, RUN_ALL = -1 };
+enum { RUN_ALL = -1 };
 
 static const char *const kind_names[HN_SPAN_KINDS] = {"compute", "communication", "waiting", "issue", "run"};
 
@@ -166,13 +167,13 @@ static int summary(const char *file, const hn_trace_data *t, int run)
     return 0;
 }
 
-static int svg(const hn_trace_data *t, int run, int width, const char *out)
+static int svg(const hn_trace_data *const *t, const int *runs, int n, int width, const char *out)
 {
     hn_strbuf sb;
     FILE *f;
     int ok;
     hn_sb_init(&sb);
-    if (hn_trace_svg(t, run, width, &sb) != HN_OK) {
+    if (hn_trace_svg_stack(t, runs, n, width, &sb) != HN_OK) {
         fprintf(stderr, "trace: out of memory\n");
         hn_sb_free(&sb);
         return 1;
@@ -186,13 +187,27 @@ static int svg(const hn_trace_data *t, int run, int width, const char *out)
     return ok ? 0 : 1;
 }
 
+/* The run that --run names in t: RUN_ALL, or an index; -3 if none. */
+static int pick_run(const hn_trace_data *t, const char *runs)
+{
+    char *end;
+    long v;
+    if (strcmp(runs, "all") == 0)
+        return RUN_ALL;
+    if (strcmp(runs, "last") == 0)
+        return t->nruns - 1;
+    v = strtol(runs, &end, 10);
+    return *end != '\0' || v < 0 || v >= t->nruns ? -3 : (int)v;
+}
+
 int hn_cli_trace(int argc, char **argv)
 {
-    const char *cmd = argc > 2 ? argv[2] : "", *file = NULL, *out = NULL, *runs = "last";
-    int width = 1400, run, rc;
-    hn_trace_data t;
-    hn_strbuf err;
-    if (strcmp(cmd, "summary") != 0 && strcmp(cmd, "svg") != 0) {
+    const char *cmd = argc > 2 ? argv[2] : "", *files[HN_TRACE_SVG_MAX], *out = NULL, *runs = "last";
+    int width = 1400, nfiles = 0, rc = 0, loaded = 0, run[HN_TRACE_SVG_MAX];
+    hn_trace_data t[HN_TRACE_SVG_MAX];
+    const hn_trace_data *tp[HN_TRACE_SVG_MAX];
+    int is_svg = strcmp(cmd, "svg") == 0;
+    if (strcmp(cmd, "summary") != 0 && !is_svg) {
         fputs(usage, stderr);
         return 2;
     }
@@ -202,50 +217,47 @@ int hn_cli_trace(int argc, char **argv)
             fprintf(stderr, "trace: %s needs a value\n%s", a, usage);
             return 2;
         }
-        if (strcmp(a, "-o") == 0 && strcmp(cmd, "svg") == 0) {
+        if (strcmp(a, "-o") == 0 && is_svg) {
             out = v;
             i++;
         } else if (strcmp(a, "--run") == 0) {
             runs = v;
             i++;
-        } else if (strcmp(a, "--width") == 0 && strcmp(cmd, "svg") == 0) {
+        } else if (strcmp(a, "--width") == 0 && is_svg) {
             width = atoi(v);
             i++;
-        } else if (a[0] != '-' && file == NULL) {
-            file = a;
+        } else if (a[0] != '-' && nfiles < (is_svg ? HN_TRACE_SVG_MAX : 1)) {
+            files[nfiles++] = a;
         } else {
             fprintf(stderr, "trace: unexpected argument '%s'\n%s", a, usage);
             return 2;
         }
     }
-    if (file == NULL || (strcmp(cmd, "svg") == 0 && out == NULL)) {
+    if (nfiles == 0 || (is_svg && out == NULL)) {
         fputs(usage, stderr);
         return 2;
     }
-    hn_sb_init(&err);
-    if (hn_trace_load_file(file, &t, &err) != HN_OK) {
-        fprintf(stderr, "%s: error: %s\n", file, err.data != NULL ? err.data : "cannot read the trace");
-        hn_sb_free(&err);
-        return 2;
-    }
-    hn_sb_free(&err);
-    if (strcmp(runs, "all") == 0) {
-        run = RUN_ALL;
-    } else if (strcmp(runs, "last") == 0) {
-        run = t.nruns - 1;
-    } else {
-        char *end;
-        long v = strtol(runs, &end, 10);
-        if (*end != '\0' || v < 0 || v >= t.nruns) {
-            fprintf(stderr, "trace: --run %s: the trace has runs 0 to %d\n", runs, t.nruns - 1);
-            hn_trace_data_free(&t);
-            return 2;
+    for (int k = 0; k < nfiles && rc == 0; k++) {
+        hn_strbuf err;
+        hn_sb_init(&err);
+        if (hn_trace_load_file(files[k], &t[k], &err) != HN_OK) {
+            fprintf(stderr, "%s: error: %s\n", files[k], err.data != NULL ? err.data : "cannot read the trace");
+            rc = 2;
+        } else {
+            loaded++;
+            tp[k] = &t[k];
+            if ((run[k] = pick_run(&t[k], runs)) == -3) {
+                fprintf(stderr, "trace: --run %s: %s has runs 0 to %d\n", runs, files[k], t[k].nruns - 1);
+                rc = 2;
+            }
         }
-        run = (int)v;
+        hn_sb_free(&err);
     }
-    rc = strcmp(cmd, "summary") == 0 ? summary(file, &t, run) : svg(&t, run < 0 ? RUN_ALL : run, width, out);
+    if (rc == 0)
+        rc = is_svg ? svg(tp, run, nfiles, width, out) : summary(files[0], &t[0], run[0]);
     if (rc == 0 && out != NULL)
         printf("%s\n", out);
-    hn_trace_data_free(&t);
+    for (int k = 0; k < loaded; k++)
+        hn_trace_data_free(&t[k]);
     return rc;
 }

@@ -146,9 +146,14 @@ hn_status_t hn_trace_critical_path(const hn_span *s, int n, const int *keys, int
 
 /* ---- picture (trace_svg.c) ---- */
 
-/* The timeline of `run` (-1: all runs) as a standalone SVG: a row per
- * rank and device track, compute and communication in two colours (waits
- * pale), a time axis, the overlap figure in the title. */
+/* The timeline of `run` (-1: all runs) as a standalone SVG, `width`
+ * pixels wide: a row per rank and device track, compute and communication
+ * in two colours (waits pale), a time axis, the overlap figure in the
+ * title. Appended to out. */
 hn_status_t hn_trace_svg(const hn_trace_data *t, int run, int width, hn_strbuf *out);
+/* n traces (1 to HN_TRACE_SVG_MAX; run runs[k] of t[k]) one above the
+ * other, each from its own start, on one time scale. */
+#define HN_TRACE_SVG_MAX 8
+hn_status_t hn_trace_svg_stack(const hn_trace_data *const *t, const int *runs, int n, int width, hn_strbuf *out);
 
 #endif

@@ -258,6 +258,37 @@ static void test_picture(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(sb.data, ">0 us<")); /* the axis, in microseconds here */
     CU_ASSERT_PTR_NOT_NULL(strstr(sb.data, ">200 us<"));
     hn_sb_free(&sb);
+    /* two traces, one above the other: the same rows twice, one scale
+     * (the second, half as long, ends at the middle of the axis) */
+    {
+        hn_trace_data half = t;
+        hn_span hs[6];
+        const hn_trace_data *both[2] = {&t, &half};
+        int runs[2] = {-1, -1};
+        char *second;
+        memcpy(hs, s, sizeof(hs));
+        for (int i = 0; i < 6; i++) {
+            hs[i].begin /= 2;
+            hs[i].end /= 2;
+        }
+        half.spans = hs;
+        hn_sb_init(&sb);
+        CU_ASSERT_EQUAL_FATAL(hn_trace_svg_stack(both, runs, 2, 900, &sb), HN_OK);
+        CU_ASSERT_TRUE(xml_ok(sb.data, sb.len, &el, err, sizeof(err)));
+        CU_ASSERT_EQUAL(count(sb.data, "<rect class=\"compute\""), 4);
+        CU_ASSERT_EQUAL(count(sb.data, "overlap 50.0%"), 2);
+        /* the compute span of rank 0 ends at 150 of 200 us in the first
+         * block, 75 in the second: x = 190 + 686 * 50 / 200 .. */
+        CU_ASSERT_PTR_NOT_NULL(strstr(sb.data, "class=\"compute\" x=\"361.50\" y=\"86\" width=\"343.00\""));
+        second = strstr(sb.data, "a&amp;b.hir \xc2\xb7");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(second);
+        second = strstr(second + 1, "a&amp;b.hir \xc2\xb7");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(second);
+        CU_ASSERT_PTR_NOT_NULL(strstr(second, "class=\"compute\" x=\"275.75\""));
+        CU_ASSERT_PTR_NOT_NULL(strstr(second, "width=\"171.50\""));
+        CU_ASSERT_EQUAL(hn_trace_svg_stack(both, runs, 0, 900, &sb), HN_ERR_INVALID);
+        hn_sb_free(&sb);
+    }
     /* one run only; and a trace without spans still makes a picture */
     hn_sb_init(&sb);
     CU_ASSERT_EQUAL(hn_trace_svg(&t, 3, 900, &sb), HN_OK);
@@ -271,7 +302,7 @@ void hn_suite_trace_svg(void)
 {
     static CU_TestInfo tests[] = {
         {"the XML checker itself", test_checker},
-        {"a hand-made trace's picture", test_picture},
+        {"a hand-made trace's picture, and two stacked", test_picture},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/trace_svg", tests);
