@@ -413,6 +413,7 @@ hn_status_t hn_trace_exec(hn_exec *x, const hn_instr *in, hn_status_t (*fn)(hn_e
 void hn_trace_run_begin(hn_trace *tr, hn_rank *r, hn_exec *x)
 {
     hn_trace_rank *t = &tr->ranks[r->rank];
+    int64_t h;
     t->cur_run = t->run++; /* counted even when not recorded: runs keep their numbers on every rank */
     if (t->failed != HN_OK)
         return;
@@ -424,9 +425,13 @@ void hn_trace_run_begin(hn_trace *tr, hn_rank *r, hn_exec *x)
     for (int i = 0; i < HN_TRACK_LANE0; i++)
         t->last_id[i] = -1;
     /* the caller's stream is idle: the device reaches the epoch marker at
-     * once, and markers without a host-clock reading are timed from it */
+     * once, and markers without a host-clock reading are timed from it;
+     * for those, waiting for it bounds how far the clocks may be apart */
     t->epoch_h = now(t);
-    if (take_timer(t, r->caller, -1) != 0 || r->rt->dev->stream_sync(r->caller) != HN_OK)
+    if (take_timer(t, r->caller, -1) != 0)
+        return;
+    if (r->rt->dev->timer_host_ns(t->timers[0], &h) == HN_ERR_UNSUPPORTED &&
+        r->rt->dev->stream_sync(r->caller) != HN_OK)
         return;
     t->align = now(t) - t->epoch_h;
     x->trace = t;
