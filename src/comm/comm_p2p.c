@@ -383,7 +383,7 @@ static int lane_of(const ctx *c, const hn_dstream *s)
 static void copy_on(ctx *c, hn_dstream *s, void *dst, const void *src, size_t bytes)
 {
     /* a traced run gives each copy on a lane a span on the lane's track */
-    int lane = c->o->trace != NULL && s != c->s ? lane_of(c, s) : -1;
+    int lane = c->o != NULL && c->o->trace != NULL && s != c->s ? lane_of(c, s) : -1;
     if (c->st != HN_OK || bytes == 0 || dst == src)
         return;
     if (lane >= 0)
