@@ -57,7 +57,8 @@ struct hn_trace_rank {
     uint32_t used; /* stream tracks used (bit = track) */
     int run, cur_run, next_id;
     int cur_comm, open_lane; /* pend indices while a communication issues */
-    int64_t epoch_h; /* host ns when the run's epoch marker was recorded ... */
+    int host_clock;  /* the backend reads markers on the host's clock: no epoch */
+    int64_t epoch_h; /* host ns when the run's epoch marker (timer 0) was recorded ... */
     int64_t align;   /* ... and within how long the device reached it */
     hn_strbuf out;   /* finished events, one a line */
     hn_status_t failed;
@@ -102,25 +103,36 @@ static int new_pend(hn_trace_rank *t)
     return t->npend++;
 }
 
+/* Marker i of the pool, created when first needed; NULL on failure. */
+static hn_dtimer *timer_at(hn_trace_rank *t, int i)
+{
+    hn_runtime *rt = t->tr->rt;
+    hn_status_t st;
+    while (t->ntimers <= i) {
+        if (hn_grow((void **)&t->timers, &t->timers_cap, t->ntimers, sizeof(*t->timers)) != 0) {
+            stop_recording(t, HN_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        if ((st = rt->dev->timer_create(rt->dev_ctx, t->rank, &t->timers[t->ntimers])) != HN_OK) {
+            stop_recording(t, st, "cannot create a timing marker");
+            return NULL;
+        }
+        t->ntimers++;
+    }
+    return t->timers[i];
+}
+
 /* Records the next marker of the pool on s, for instruction `instr`; its
  * index, or -1. After a failure, the backend drops it like other work. */
 static int take_timer(hn_trace_rank *t, hn_dstream *s, int instr)
 {
     hn_runtime *rt = t->tr->rt;
     hn_origin o = {&rt->sink, t->rank, instr, NULL};
+    hn_dtimer *m = timer_at(t, t->tnext);
     hn_status_t st;
-    if (t->tnext == t->ntimers) {
-        if (hn_grow((void **)&t->timers, &t->timers_cap, t->ntimers, sizeof(*t->timers)) != 0) {
-            stop_recording(t, HN_ERR_NOMEM, "out of memory");
-            return -1;
-        }
-        if ((st = rt->dev->timer_create(rt->dev_ctx, t->rank, &t->timers[t->ntimers])) != HN_OK) {
-            stop_recording(t, st, "cannot create a timing marker");
-            return -1;
-        }
-        t->ntimers++;
-    }
-    if ((st = rt->dev->timer_record(t->timers[t->tnext], s, &o)) != HN_OK) {
+    if (m == NULL)
+        return -1;
+    if ((st = rt->dev->timer_record(m, s, &o)) != HN_OK) {
         stop_recording(t, st, "cannot record a timing marker");
         return -1;
     }
@@ -424,14 +436,18 @@ void hn_trace_run_begin(hn_trace *tr, hn_rank *r, hn_exec *x)
     memset(t->recvs, 0, (size_t)HN_VIA_COUNT * (size_t)x->world * sizeof(int));
     for (int i = 0; i < HN_TRACK_LANE0; i++)
         t->last_id[i] = -1;
-    /* the caller's stream is idle: the device reaches the epoch marker at
-     * once, and markers without a host-clock reading are timed from it;
-     * for those, waiting for it bounds how far the clocks may be apart */
+    /* Markers without a host-clock reading are timed from an epoch marker
+     * on the caller's stream, idle at a run's start, so the device reaches
+     * it at once; waiting for it bounds how far the clocks may be apart.
+     * Backends with host-clock markers need none: an epoch there would be
+     * work on the caller's stream that a first wait_stream waits for. */
     t->epoch_h = now(t);
-    if (take_timer(t, r->caller, -1) != 0)
+    if (timer_at(t, 0) == NULL)
         return;
-    if (r->rt->dev->timer_host_ns(t->timers[0], &h) == HN_ERR_UNSUPPORTED &&
-        r->rt->dev->stream_sync(r->caller) != HN_OK)
+    t->host_clock = r->rt->dev->timer_host_ns(t->timers[0], &h) != HN_ERR_UNSUPPORTED;
+    if (t->host_clock)
+        t->tnext = 1; /* timer 0 stays unused */
+    else if (take_timer(t, r->caller, -1) != 0 || r->rt->dev->stream_sync(r->caller) != HN_OK)
         return;
     t->align = now(t) - t->epoch_h;
     x->trace = t;
@@ -569,8 +585,8 @@ void hn_trace_run_end(hn_exec *x, int ok)
 {
     hn_trace_rank *t = x->trace;
     hn_runtime *rt = t->tr->rt;
-    int64_t h_end = now(t), h;
-    int host_clock = rt->dev->timer_host_ns(t->timers[0], &h) == HN_OK;
+    int64_t h_end = now(t);
+    int host_clock = t->host_clock;
     hn_strbuf *sb = &t->out;
     /* a rank that issued and synchronized well may still be in a failed run */
     ok = ok && !__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE);
