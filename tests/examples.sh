@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of the `hirnode` command: every example with --check at
 # 1, 2, 4 and 8 ranks (also with random stream delays), exit codes, error
-# format, dump round trip, .npy save/load.
+# format, dump round trip, .npy save/load, traces and their summary and
+# picture.
 set -u
 cli=${1:-build/hirnode}
 fail=0 pass=0
@@ -61,6 +62,30 @@ out=$("$cli" check -D N=9223372036854775807 "$t/view.hir" 2>&1); rc=$?
 printf 'param M = 64, N = 8\ninput Y : f32[M / world, N] shard(axis 0)\noutput Z : f32[M, N] replicated\nallgather Z <- Y\nreference {\n  copy Z <- Y\n}\n' > "$t/load.hir"
 "$cli" run --gpus 2 --check --load "$t" --save "$t" "$t/load.hir" >/dev/null && cmp -s "$t/Y.npy" "$t/Z.npy" && ok || bad "--load"
 "$cli" info >/dev/null && ok || bad "info"
+# tracing: run --trace writes a trace, trace summary and trace svg read it
+tr="$t/trace.json"
+"$cli" run --gpus 4 --iters 2 --delay 20 --trace "$tr" examples/ag_matmul_p2p.hir >/dev/null && [ -s "$tr" ] && ok || bad "run --trace"
+if command -v python3 >/dev/null; then
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["otherData"]["ranks"] == 4' "$tr" && ok || bad "the trace is not JSON to python"
+fi
+out=$("$cli" trace summary "$tr" 2>&1) && echo "$out" | grep -q "^run 1 (the last" && echo "$out" | grep -q "^overlap: [0-9.]*% of the communications' time" \
+  && echo "$out" | grep -q "^critical path of run 1: " && echo "$out" | grep -q "^    3  stream 2 " && ok || bad "trace summary: $out"
+"$cli" trace summary "$tr" --run all | grep -q "^critical path of run 0: " && ok || bad "trace summary --run all"
+"$cli" trace svg "$tr" -o "$t/trace.svg" --run 0 >/dev/null && grep -q "overlap [0-9.]*%" "$t/trace.svg" && ok || bad "trace svg"
+"$cli" run --gpus 4 --trace "$t/seq.json" examples/ag_matmul_sequential.hir >/dev/null \
+  && "$cli" trace svg "$tr" "$t/seq.json" -o "$t/both.svg" >/dev/null && [ "$(grep -c 'overlap' "$t/both.svg")" = 2 ] \
+  && ok || bad "trace svg of two traces"
+if command -v xmllint >/dev/null; then
+  xmllint --noout "$t/trace.svg" "$t/both.svg" && ok || bad "the pictures are not XML to xmllint"
+fi
+"$cli" trace summary "$t/none.json" >/dev/null 2>&1; [ $? = 2 ] && ok || bad "trace summary of a missing file"
+out=$("$cli" trace summary examples/allgather.hir 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q "^examples/allgather.hir: error: 1:1: " && ok || bad "trace summary of no JSON: rc=$rc $out"
+"$cli" trace svg "$tr" >/dev/null 2>&1; [ $? = 2 ] && ok || bad "trace svg without -o"
+"$cli" trace summary "$tr" --run 9 >/dev/null 2>&1; [ $? = 2 ] && ok || bad "trace summary --run out of range"
+"$cli" run --gpus 2 --trace "$t/no/such/dir.json" examples/allgather.hir >/dev/null 2>&1; [ $? = 2 ] && ok || bad "run --trace to a bad path"
+"$cli" bench collectives --gpus 2 --op allreduce --min 64K --max 64K --iters 2 --reps 1 --warmup 0 --trace "$t/bench.json" >/dev/null \
+  && "$cli" trace summary "$t/bench.json" | grep -q "allreduce Y <- X op sum" && ok || bad "bench --trace"
 rm -rf "$t"
 
 echo "examples: $pass passed, $fail failed"

@@ -14,6 +14,7 @@
     HN_SUITE(fault)                                                          \
     HN_SUITE(parse)                                                          \
     HN_SUITE(print)                                                          \
+    HN_SUITE(json)                                                           \
     HN_SUITE(verify)                                                         \
     HN_SUITE(device_host)                                                    \
     HN_SUITE(compute_host)                                                   \
@@ -22,6 +23,10 @@
     HN_SUITE(compute_cuda)                                                   \
     HN_SUITE(runtime)                                                        \
     HN_SUITE(collectives)                                                    \
+    HN_SUITE(trace)                                                          \
+    HN_SUITE(trace_read)                                                     \
+    HN_SUITE(trace_stats)                                                    \
+    HN_SUITE(trace_svg)                                                      \
     HN_SUITE(examples)                                                       \
     HN_SUITE(extreme)                                                        \
     HN_SUITE(faults)                                                         \

@@ -23,6 +23,7 @@ typedef struct bench_opts {
     hn_dtype dtype;
     int iters, warmup, reps;
     int markdown;
+    const char *trace; /* record every run into this file (times then include tracing) */
 } bench_opts;
 
 static int parse_size(const char *s, size_t *out)
@@ -187,6 +188,11 @@ static int bench_collectives(const bench_opts *o)
         return st == HN_ERR_INVALID ? 2 : 1;
     }
     n = hn_runtime_size(rt);
+    if (o->trace != NULL && hn_runtime_trace_start(rt, o->trace) != HN_OK) {
+        fprintf(stderr, "bench: cannot write a trace to %s\n", o->trace);
+        hn_runtime_destroy(rt);
+        return 2;
+    }
 #ifdef HN_HAVE_CUDA
     raw = strcmp(hn_runtime_backend(rt), "cuda") == 0;
 #else
@@ -199,6 +205,8 @@ static int bench_collectives(const bench_opts *o)
         printf("# %s, %d ranks, %s, %s backend via %s; %d iterations x %d repetitions after %d warm-up\n",
                hn_coll_name(kind), n, hn_dtype_name(o->dtype), hn_runtime_backend(rt), o->via, o->iters, o->reps,
                o->warmup);
+        if (o->trace != NULL)
+            printf("# traced into %s: the hirnode times include tracing\n", o->trace);
         if (strncmp(o->via, "p2p", 3) == 0)
             printf("# p2p: sync %s, pieces %s (allgather %s) of >= %s KiB, lanes %s\n", hn_setting_get("p2p_sync"),
                    hn_setting_get("p2p_pieces"), hn_setting_get("p2p_ag_pieces"), hn_setting_get("p2p_piece_kib"),
@@ -233,6 +241,10 @@ static int bench_collectives(const bench_opts *o)
             }
         }
     }
+    if (o->trace != NULL && hn_runtime_trace_stop(rt) != HN_OK) {
+        fprintf(stderr, "bench: cannot write the trace to %s\n", o->trace);
+        rc = 1;
+    }
     hn_runtime_destroy(rt);
     return rc;
 }
@@ -255,7 +267,8 @@ int hn_cli_bench(int argc, char **argv)
     if (argc < 3 || strcmp(argv[2], "collectives") != 0) {
         fprintf(stderr, "usage: hirnode bench collectives [--gpus N] [--backend B] [--via nccl|p2p|\"p2p get\"]\n"
                         "         [--op all|allreduce|allgather|reduce_scatter] [--min 1M] [--max 1G]\n"
-                        "         [--dtype bf16|f32|f16] [--iters K] [--warmup W] [--reps R] [--markdown]\n");
+                        "         [--dtype bf16|f32|f16] [--iters K] [--warmup W] [--reps R] [--markdown]\n"
+                        "         [--trace FILE]   (every run recorded: hirnode trace summary FILE)\n");
         return 2;
     }
     for (int i = 3; i < argc; i++) {
@@ -280,6 +293,7 @@ int hn_cli_bench(int argc, char **argv)
         else if (strcmp(a, "--iters") == 0) ok = (o.iters = atoi(v)) > 0;
         else if (strcmp(a, "--warmup") == 0) ok = (o.warmup = atoi(v)) >= 0;
         else if (strcmp(a, "--reps") == 0) ok = (o.reps = atoi(v)) > 0;
+        else if (strcmp(a, "--trace") == 0) o.trace = v;
         else ok = 0;
         if (!ok) {
             fprintf(stderr, "bench: bad option %s %s\n", a, v);

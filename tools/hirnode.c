@@ -11,6 +11,7 @@
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 int hn_cli_bench(int argc, char **argv); /* bench.c */
+int hn_cli_trace(int argc, char **argv); /* trace.c */
 
 static const char usage[] =
     "usage: hirnode <command> [options]\n"
@@ -22,6 +23,8 @@ static const char usage[] =
     "  info          version, backends, devices, effective settings\n"
     "  bench collectives [options]   busbw of collectives beside raw NCCL\n"
     "                (hirnode bench collectives --help for its options)\n"
+    "  trace summary FILE            busy time, overlap figure, critical path of a trace\n"
+    "  trace svg FILE -o OUT.svg     the timeline of a trace as a picture\n"
     "\n"
     "run options:\n"
     "  --gpus N          ranks, one per device (default 1)\n"
@@ -37,6 +40,7 @@ static const char usage[] =
     "                    before each piece of stream work\n"
     "  --timeout S       seconds any wait may last (default 60)\n"
     "  --fault SPEC      inject faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... (docs/RELIABILITY.md)\n"
+    "  --trace FILE      record every run: Chrome trace-event JSON (Perfetto)\n"
     "\n"
     "check options: --gpus N (default 8), --streams S, -D NAME=VAL\n"
     "environment: HIRNODE_LOG=error|warn|info|debug|trace and the settings\n"
@@ -49,6 +53,7 @@ typedef struct opts {
     uint64_t seed;
     const char *load_dir, *save_dir;
     const char *fault; /* --fault SPEC */
+    const char *trace;
     const char *names[64];
     int64_t values[64];
     int ndefs;
@@ -140,6 +145,10 @@ static int parse_opts(int argc, char **argv, opts *o, int allow_run_opts)
             i++;
         } else if (allow_run_opts && strcmp(a, "--fault") == 0 && v) {
             o->fault = v;
+        } else if (allow_run_opts && strcmp(a, "--trace") == 0) {
+            if (v == NULL || *v == '\0')
+                return bad_usage("--trace needs a file%s", "");
+            o->trace = v;
             i++;
         } else if (a[0] == '-') {
             return bad_usage("unknown option '%s'", a);
@@ -268,6 +277,14 @@ static int cmd_run(int argc, char **argv)
         free_opts(&o);
         return EXIT_USAGE;
     }
+    if (o.trace != NULL && hn_runtime_trace_start(rt, o.trace) != HN_OK) {
+        fprintf(stderr, "hirnode: cannot write a trace to %s\n", o.trace);
+        hn_sb_free(&diag);
+        hn_runtime_destroy(rt);
+        hn_program_destroy(p);
+        free_opts(&o);
+        return EXIT_USAGE;
+    }
     memset(&co, 0, sizeof(co));
     co.iters = o.iters;
     co.seed = o.seed;
@@ -298,6 +315,14 @@ static int cmd_run(int argc, char **argv)
         else if (diag.data == NULL) /* what failed is said above, when it is known */
             fprintf(stderr, "hirnode: %s\n", hn_status_string(st));
         rc = EXIT_FAIL;
+    }
+    if (o.trace != NULL) {
+        if (hn_runtime_trace_stop(rt) == HN_OK) {
+            printf("trace: %s\n", o.trace);
+        } else {
+            fprintf(stderr, "hirnode: cannot write the trace to %s\n", o.trace);
+            rc = rc == EXIT_OK ? EXIT_FAIL : rc;
+        }
     }
     hn_sb_free(&diag);
     hn_runtime_destroy(rt);
@@ -348,5 +373,7 @@ int main(int argc, char **argv)
         return cmd_info();
     if (strcmp(argv[1], "bench") == 0)
         return hn_cli_bench(argc, argv);
+    if (strcmp(argv[1], "trace") == 0)
+        return hn_cli_trace(argc, argv);
     return bad_usage("unknown command '%s'", argv[1]);
 }

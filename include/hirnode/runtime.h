@@ -77,6 +77,27 @@ hn_status_t hn_runtime_run(hn_runtime *rt, const hn_program *p, const hn_run_arg
 /* Text of the last failure ("" if none); owned by the runtime. */
 const char *hn_runtime_error(const hn_runtime *rt);
 
+/* Tracing (docs/TRACING.md). From hn_runtime_trace_start to
+ * hn_runtime_trace_stop, every run of rt is recorded (not the reference
+ * runs of a --check): per rank, its thread's issue of each instruction
+ * (host clock), and each instruction's work on its stream, timed by
+ * device markers that exist only while tracing (CUDA events with timing;
+ * on the host backend, the time its stream worker reaches them), with the
+ * source line and text, and for communications the bytes, team or peers
+ * and communicator. The recording stays in memory; stop writes it to
+ * `path` as Chrome trace-event JSON (Perfetto, chrome://tracing: a process
+ * per rank, a track per stream and p2p copy lane) and frees it. Without a
+ * trace, a run pays one predictable branch per instruction.
+ * start opens (creates or truncates) `path` at once: HN_ERR_IO if it
+ * cannot, HN_ERR_INVALID if a trace is running already. The caller keeps
+ * ownership of `path` (it is copied). Thread safety as for every call on
+ * the runtime: between runs, from one caller thread at a time.
+ * hn_runtime_destroy stops (and writes) a trace still running. */
+hn_status_t hn_runtime_trace_start(hn_runtime *rt, const char *path);
+/* Writes and closes the trace; HN_ERR_IO if writing failed, HN_ERR_INVALID
+ * if no trace runs. The recording is freed in every case. */
+hn_status_t hn_runtime_trace_stop(hn_runtime *rt);
+
 #ifdef __cplusplus
 }
 #endif

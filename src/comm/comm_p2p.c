@@ -371,10 +371,26 @@ typedef struct ctx {
     hn_status_t st;
 } ctx;
 
+/* Which of the issuing member's lanes s is; -1 for the caller's stream. */
+static int lane_of(const ctx *c, const hn_dstream *s)
+{
+    for (int k = 0; k < c->t->lanes; k++)
+        if (c->t->m[c->me].side[k] == s)
+            return k;
+    return -1;
+}
+
 static void copy_on(ctx *c, hn_dstream *s, void *dst, const void *src, size_t bytes)
 {
-    if (c->st == HN_OK && bytes > 0 && dst != src)
-        c->st = c->w->dev->memcpy_async(dst, src, bytes, s, c->o);
+    /* a traced run gives each copy on a lane a span on the lane's track */
+    int lane = c->o != NULL && c->o->trace != NULL && s != c->s ? lane_of(c, s) : -1;
+    if (c->st != HN_OK || bytes == 0 || dst == src)
+        return;
+    if (lane >= 0)
+        hn_origin_lane_mark(c->o, s, lane, bytes, 0);
+    c->st = c->w->dev->memcpy_async(dst, src, bytes, s, c->o);
+    if (lane >= 0 && c->st == HN_OK)
+        hn_origin_lane_mark(c->o, s, lane, bytes, 1);
 }
 
 /* events: record this member's event of (m, i) on s and publish it as

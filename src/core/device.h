@@ -14,6 +14,7 @@
 
 typedef struct hn_dstream hn_dstream; /* a backend stream */
 typedef struct hn_devent hn_devent;   /* a backend event */
+typedef struct hn_dtimer hn_dtimer;   /* a backend timing marker (tracing) */
 
 /* Where asynchronous failures are reported: the runtime's error slot. */
 typedef struct hn_fault_sink {
@@ -23,12 +24,32 @@ typedef struct hn_fault_sink {
     double timeout_s;      /* deadline of any blocking wait */
 } hn_fault_sink;
 
+/* While a run is traced, its origins carry the rank's recorder: a
+ * communicator that issues part of an instruction on a side stream of its
+ * own (the p2p copy lanes) marks there where each piece of that work begins
+ * (end = 0) and ends (end = 1), so the lane gets a track of its own in the
+ * trace. Called only while issuing, on the issuing rank's thread; tracing
+ * failures are the recorder's to note, never the run's. */
+typedef struct hn_trace_hook {
+    void (*lane)(void *ctx, hn_dstream *s, int lane, size_t bytes, int end);
+    void *ctx;
+} hn_trace_hook;
+
 /* Which rank and instruction issued a piece of asynchronous work. */
 typedef struct hn_origin {
     const hn_fault_sink *sink;
     int rank;
     int instr;
+    const hn_trace_hook *trace; /* NULL unless the run is traced */
 } hn_origin;
+
+/* Marks the start or end of lane work of the origin's instruction on s
+ * (nothing when the run is not traced). */
+static inline void hn_origin_lane_mark(const hn_origin *o, hn_dstream *s, int lane, size_t bytes, int end)
+{
+    if (o != NULL && o->trace != NULL)
+        o->trace->lane(o->trace->ctx, s, lane, bytes, end);
+}
 
 void hn_origin_fail(const hn_origin *o, hn_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -127,6 +148,22 @@ typedef struct hn_device_ops {
      * loses the device (a trapping kernel on CUDA; the host backend marks
      * the device lost). */
     hn_status_t (*inject_fault)(hn_dstream *s, int sticky, const hn_origin *o);
+    /* Timing markers, for tracing only (the events above keep timing
+     * disabled, so a run that is not traced pays nothing): a record marks
+     * the point of s's work where it is issued (a marker may be recorded
+     * again, run after run; like other work, it is dropped after a failure
+     * of o's run); once the streams of both records are synchronized,
+     * elapsed is the time from one to the other, in seconds (markers of one
+     * device). HN_ERR_RUNTIME if a marker was never reached. */
+    hn_status_t (*timer_create)(void *ctx, int dev, hn_dtimer **t);
+    void (*timer_destroy)(hn_dtimer *t);
+    hn_status_t (*timer_record)(hn_dtimer *t, hn_dstream *s, const hn_origin *o);
+    hn_status_t (*timer_elapsed)(const hn_dtimer *from, const hn_dtimer *to, double *seconds);
+    /* When a reached marker was reached on the host's monotonic clock (the
+     * one hn_now reads), in nanoseconds: backends whose streams run on the
+     * host know it exactly; the others return HN_ERR_UNSUPPORTED, and their
+     * markers are placed from an epoch marker with timer_elapsed. */
+    hn_status_t (*timer_host_ns)(const hn_dtimer *t, int64_t *ns);
 } hn_device_ops;
 
 /* Compute ops, issued on a stream. fp32 accumulation for bf16/f16. */

@@ -366,6 +366,75 @@ static hn_status_t cuda_inject_fault(hn_dstream *s, int sticky, const hn_origin 
     return cuda_launch_host(s, fail_injected, NULL, NULL, o);
 }
 
+/* Timing markers: events with timing enabled, made only by a traced run
+ * (the pooled events above keep cudaEventDisableTiming). */
+struct hn_dtimer {
+    cudaEvent_t e;
+    int dev;
+};
+
+static hn_status_t cuda_timer_create(void *ctx, int dev, hn_dtimer **out)
+{
+    hn_dtimer *t = hn_calloc(1, sizeof(*t));
+    hn_status_t st;
+    (void)ctx;
+    if (t == NULL)
+        return HN_ERR_NOMEM;
+    t->dev = dev;
+    HN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&t->e, cudaEventDefault), st, fail);
+    *out = t;
+    return HN_OK;
+fail:
+    hn_free(t);
+    return st;
+}
+
+static void cuda_timer_destroy(hn_dtimer *t)
+{
+    if (t == NULL)
+        return;
+    (void)HN_CUDA_STATUS(cudaEventDestroy(t->e));
+    hn_free(t);
+}
+
+static hn_status_t cuda_timer_record(hn_dtimer *t, hn_dstream *s, const hn_origin *o)
+{
+    (void)o;
+    if (t->dev != s->dev) {
+        HN_ERROR("timer of device %d recorded on a stream of device %d", t->dev, s->dev);
+        return HN_ERR_INVALID;
+    }
+    return HN_CUDA_STATUS(cudaEventRecord(t->e, s->s));
+}
+
+static hn_status_t cuda_timer_elapsed(const hn_dtimer *from, const hn_dtimer *to, double *seconds)
+{
+    float ms = 0;
+    cudaError_t e;
+    if (from->dev != to->dev) {
+        HN_ERROR("timers of devices %d and %d cannot be compared", from->dev, to->dev);
+        return HN_ERR_INVALID;
+    }
+    e = cudaEventElapsedTime(&ms, from->e, to->e);
+    if (e == cudaErrorNotReady) { /* never reached: its work was dropped */
+        (void)cudaGetLastError();
+        return HN_ERR_RUNTIME;
+    }
+    if (e != cudaSuccess)
+        return HN_CUDA_STATUS(e);
+    *seconds = (double)ms * 1e-3;
+    return HN_OK;
+}
+
+/* GPU timestamps have no host-clock reading: traces place them from an
+ * epoch marker (timer_elapsed) */
+static hn_status_t cuda_timer_host_ns(const hn_dtimer *t, int64_t *ns)
+{
+    (void)t;
+    (void)ns;
+    return HN_ERR_UNSUPPORTED;
+}
+
 const hn_device_ops hn_device_cuda = {
     .name = "cuda",
     .compute = &hn_compute_cuda,
@@ -394,4 +463,9 @@ const hn_device_ops hn_device_cuda = {
     .health = cuda_health,
     .mem_info = cuda_mem_info,
     .inject_fault = cuda_inject_fault,
+    .timer_create = cuda_timer_create,
+    .timer_destroy = cuda_timer_destroy,
+    .timer_record = cuda_timer_record,
+    .timer_elapsed = cuda_timer_elapsed,
+    .timer_host_ns = cuda_timer_host_ns,
 };

@@ -13,7 +13,7 @@
 
 #include "device.h"
 
-typedef enum { CL_FN, CL_WAIT, CL_COPY, CL_WRITE_FLAG, CL_WAIT_FLAG } closure_kind;
+typedef enum { CL_FN, CL_WAIT, CL_COPY, CL_WRITE_FLAG, CL_WAIT_FLAG, CL_TIMER } closure_kind;
 
 typedef struct closure {
     closure_kind kind;
@@ -61,6 +61,19 @@ struct hn_devent {
     hn_dstream *s;
     uint64_t ticket;
 };
+
+/* the monotonic clock when the stream's worker reached the marker, in
+ * nanoseconds; -1 until then (atomic) */
+struct hn_dtimer {
+    int64_t ns;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static int host_device_count(void) { return 1024; }
 
@@ -323,6 +336,7 @@ static void *worker(void *arg)
             case CL_COPY: memmove(cl->dst, cl->src, cl->n); break;
             case CL_WRITE_FLAG: run_write_flag(s->ctx, cl); break;
             case CL_WAIT_FLAG: run_wait_flag(s->ctx, cl); break;
+            case CL_TIMER: __atomic_store_n(&((hn_dtimer *)cl->dst)->ns, now_ns(), __ATOMIC_RELEASE); break;
             }
         }
         if (cl->release != NULL)
@@ -559,6 +573,49 @@ static hn_status_t host_inject_fault(hn_dstream *s, int sticky, const hn_origin 
     return host_launch(s, run_injected, j, hn_free, o);
 }
 
+static hn_status_t host_timer_create(void *ctx, int dev, hn_dtimer **out)
+{
+    hn_dtimer *t = hn_calloc(1, sizeof(*t));
+    (void)ctx;
+    (void)dev;
+    if (t == NULL)
+        return HN_ERR_NOMEM;
+    t->ns = -1;
+    *out = t;
+    return HN_OK;
+}
+
+static void host_timer_destroy(hn_dtimer *t) { hn_free(t); }
+
+/* the marker is a closure of its own: its time is when the worker gets to it */
+static hn_status_t host_timer_record(hn_dtimer *t, hn_dstream *s, const hn_origin *o)
+{
+    closure *cl = new_closure(CL_TIMER, o);
+    if (cl == NULL)
+        return HN_ERR_NOMEM;
+    __atomic_store_n(&t->ns, (int64_t)-1, __ATOMIC_RELAXED);
+    cl->dst = t;
+    return enqueue(s, cl);
+}
+
+static hn_status_t host_timer_elapsed(const hn_dtimer *from, const hn_dtimer *to, double *seconds)
+{
+    int64_t a = __atomic_load_n(&from->ns, __ATOMIC_ACQUIRE), b = __atomic_load_n(&to->ns, __ATOMIC_ACQUIRE);
+    if (a < 0 || b < 0)
+        return HN_ERR_RUNTIME;
+    *seconds = (double)(b - a) * 1e-9;
+    return HN_OK;
+}
+
+static hn_status_t host_timer_host_ns(const hn_dtimer *t, int64_t *ns)
+{
+    int64_t v = __atomic_load_n(&t->ns, __ATOMIC_ACQUIRE);
+    if (v < 0)
+        return HN_ERR_RUNTIME;
+    *ns = v;
+    return HN_OK;
+}
+
 const hn_device_ops hn_device_host = {
     .name = "host",
     .compute = &hn_compute_host,
@@ -587,4 +644,9 @@ const hn_device_ops hn_device_host = {
     .health = host_health,
     .mem_info = host_mem_info,
     .inject_fault = host_inject_fault,
+    .timer_create = host_timer_create,
+    .timer_destroy = host_timer_destroy,
+    .timer_record = host_timer_record,
+    .timer_elapsed = host_timer_elapsed,
+    .timer_host_ns = host_timer_host_ns,
 };

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "sched.h"
+#include "trace.h"
 
 #define DRY_BASE ((uintptr_t)1 << 20) /* fake address of dry-run buffers */
 
@@ -35,7 +36,7 @@ static hn_status_t fail(hn_exec *x, const hn_instr *in, hn_status_t st, const ch
 
 static hn_origin origin_of(const hn_exec *x, const hn_instr *in)
 {
-    hn_origin o = {x->dry ? NULL : &x->rt->sink, x->rank, in->id};
+    hn_origin o = {x->dry ? NULL : &x->rt->sink, x->rank, in->id, x->trace_hook};
     return o;
 }
 
@@ -1118,7 +1119,8 @@ hn_status_t hn_exec_block(hn_exec *x, const hn_block *b)
             __atomic_store_n(&x->r->current_instr, in->id, __ATOMIC_RELAXED);
         if (!x->dry && !x->reference && x->rt->faults.n > 0 && inject_faults(x, in) != HN_OK)
             return x->status != HN_OK ? x->status : HN_ERR_ABORTED;
-        if (dispatch[in->op](x, in) != HN_OK)
+        /* tracing off costs this one branch */
+        if ((x->trace != NULL ? hn_trace_exec(x, in, dispatch[in->op]) : dispatch[in->op](x, in)) != HN_OK)
             return x->status != HN_OK ? x->status : HN_ERR_RUNTIME;
         if (stopped(x))
             return x->status != HN_OK ? x->status : HN_ERR_ABORTED;

@@ -10,6 +10,7 @@
 
 #include "../core/parse.h"
 #include "sched.h"
+#include "trace.h"
 
 /* ---- errors ---- */
 
@@ -426,7 +427,7 @@ static hn_status_t join_on_rank(hn_rank *r, void *arg)
     for (int t = 0; t < rt->nteams && st == HN_OK; t++) {
         hn_team_entry *e = &rt->teams[t];
         const hn_comm_ops *ops = rt->comms[e->comm].ops;
-        hn_origin o = {&rt->sink, r->rank, -1};
+        hn_origin o = {&rt->sink, r->rank, -1, NULL};
         if (phase == RESERVE ? e->reserved >= e->reserve : e->joined)
             continue;
         for (int me = 0; me < e->n && st == HN_OK; me++)
@@ -543,6 +544,8 @@ static hn_status_t init_comms(hn_runtime *rt)
 
 static void teardown(hn_runtime *rt, int nthreads)
 {
+    if (rt->trace != NULL) /* written while the rank threads still run */
+        (void)hn_runtime_trace_stop(rt);
     /* communicators go before streams and buffers */
     destroy_teams(rt);
     hn_free(rt->teams);
@@ -830,11 +833,15 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
     x.poison = j->poison;
     x.reference = j->reference;
     x.promote = j->reference;
+    if (rt->trace != NULL && !j->reference)
+        hn_trace_run_begin(rt->trace, r, &x);
     st = bind_io(&x, j, r->rank);
     if (st == HN_OK)
         st = hn_exec_block(&x, j->reference ? &j->p->reference : &j->p->body);
     /* the end of a run joins every stream of this rank */
     sync_st = sync_all(r);
+    if (x.trace != NULL)
+        hn_trace_run_end(&x, st == HN_OK && sync_st == HN_OK);
     hn_exec_release(&x);
     return st != HN_OK ? st : sync_st;
 }

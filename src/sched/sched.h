@@ -72,6 +72,8 @@ typedef struct hn_comm_log {
 } hn_comm_log;
 
 typedef struct hn_runtime hn_runtime;
+typedef struct hn_trace hn_trace;           /* a running trace (trace.h) */
+typedef struct hn_trace_rank hn_trace_rank; /* its recorder of one rank */
 
 typedef struct hn_rank {
     hn_runtime *rt;
@@ -146,6 +148,7 @@ struct hn_runtime {
     /* teams the programs use */
     hn_team_entry *teams;
     int nteams, teams_cap;
+    hn_trace *trace; /* between hn_runtime_trace_start and _stop, else NULL */
 };
 
 /* Per-run evaluation state of one rank. */
@@ -167,6 +170,8 @@ typedef struct hn_exec {
     hn_comm_log *log;     /* dry run: communications issued */
     unsigned streams_used; /* dry run: bit k, pool stream k is used */
     int fault_seen[HN_MAX_FAULTS]; /* per injected fault: matches so far */
+    hn_trace_rank *trace; /* a traced run: this rank's recorder, else NULL */
+    const hn_trace_hook *trace_hook; /* ... and its hook, in every origin */
     int64_t budget;       /* dry run: instructions left before giving up */
     /* dry run: the first error of this rank */
     hn_status_t status;

@@ -159,6 +159,80 @@ static void test_memcpy_order(void)
     D->fini(ctx);
 }
 
+static hn_status_t sleep_2ms(void *arg, const hn_origin *o)
+{
+    (void)arg;
+    (void)o;
+    usleep(2000);
+    return HN_OK;
+}
+
+/* Timing markers: a marker's time is when its stream gets to it, not when
+ * it is issued; across streams they follow the waits between them. */
+static void test_timers(void)
+{
+    void *ctx = ctx_new(50);
+    hn_dstream *s, *s2;
+    hn_devent *e;
+    hn_dtimer *t[4];
+    gate g = {0};
+    double sec = 0;
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &s), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &s2), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->event_create(ctx, 0, &e), HN_OK);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL_FATAL(D->timer_create(ctx, 0, &t[i]), HN_OK);
+    /* never recorded: no time */
+    CU_ASSERT_EQUAL(D->timer_elapsed(t[0], t[1], &sec), HN_ERR_RUNTIME);
+    /* behind a closure that has not run, a marker is not reached yet */
+    CU_ASSERT_EQUAL(D->timer_record(t[0], s, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->launch_host(s, wait_gate, &g, NULL, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->timer_record(t[1], s, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->timer_elapsed(t[0], t[1], &sec), HN_ERR_RUNTIME);
+    __atomic_store_n(&g.open, 1, __ATOMIC_RELEASE);
+    CU_ASSERT_EQUAL(D->stream_sync(s), HN_OK);
+    CU_ASSERT_EQUAL(D->timer_elapsed(t[0], t[1], &sec), HN_OK);
+    CU_ASSERT(sec >= 0);
+    /* markers around 2 ms of work measure at least that; one on another
+     * stream after a wait for it comes after */
+    for (int round = 0; round < 4; round++) {
+        CU_ASSERT_EQUAL(D->timer_record(t[0], s, NULL), HN_OK);
+        CU_ASSERT_EQUAL(D->launch_host(s, sleep_2ms, NULL, NULL, NULL), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_record(t[1], s, NULL), HN_OK);
+        CU_ASSERT_EQUAL(D->event_record(e, s), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_record(t[2], s2, NULL), HN_OK);
+        CU_ASSERT_EQUAL(D->stream_wait_event(s2, e, NULL), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_record(t[3], s2, NULL), HN_OK);
+        CU_ASSERT_EQUAL(D->stream_sync(s), HN_OK);
+        CU_ASSERT_EQUAL(D->stream_sync(s2), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_elapsed(t[0], t[1], &sec), HN_OK);
+        CU_ASSERT(sec >= 2e-3);
+        CU_ASSERT_EQUAL(D->timer_elapsed(t[1], t[0], &sec), HN_OK);
+        CU_ASSERT(sec <= -2e-3);
+        CU_ASSERT_EQUAL(D->timer_elapsed(t[1], t[3], &sec), HN_OK);
+        CU_ASSERT(sec >= 0);
+    }
+    /* after a failure of its run, a marker is dropped like other work */
+    {
+        hn_test_faults f;
+        hn_origin o;
+        hn_test_faults_init(&f, 5);
+        o = (hn_origin){&f.sink, 0, 0, NULL};
+        __atomic_store_n(&f.abort, 1, __ATOMIC_RELEASE);
+        CU_ASSERT_EQUAL(D->timer_record(t[0], s, NULL), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_record(t[1], s, &o), HN_OK);
+        CU_ASSERT_EQUAL(D->stream_sync(s), HN_OK);
+        CU_ASSERT_EQUAL(D->timer_elapsed(t[0], t[1], &sec), HN_ERR_RUNTIME);
+        hn_test_faults_fini(&f);
+    }
+    for (int i = 0; i < 4; i++)
+        D->timer_destroy(t[i]);
+    D->event_destroy(e);
+    D->stream_destroy(s);
+    D->stream_destroy(s2);
+    D->fini(ctx);
+}
+
 void hn_suite_device_host(void)
 {
     static CU_TestInfo tests[] = {
@@ -167,6 +241,7 @@ void hn_suite_device_host(void)
         {"events and cross-device waits", test_cross_device_wait},
         {"waiting on an unrecorded event", test_unrecorded_event},
         {"copies in stream order", test_memcpy_order},
+        {"timing markers", test_timers},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("core/device_host", tests);
