@@ -105,3 +105,13 @@ void hn_runtime_lowered_free(hn_runtime *rt)
     rt->lowered = NULL;
     rt->nlowered = rt->lowered_cap = 0;
 }
+
+void hn_runtime_forget(hn_runtime *rt, const hn_program *p)
+{
+    for (int i = rt->nlowered - 1; i >= 0; i--)
+        if (rt->lowered[i].src == p)
+            drop(rt, i);
+    hn_runtime_exec_all(rt, forget_on_rank, (void *)p);
+    if (rt->verified_prog == p)
+        rt->verified_prog = NULL;
+}

@@ -292,6 +292,9 @@ hn_status_t hn_runtime_lowered(hn_runtime *rt, const hn_program *p, const int64_
 /* The lowered copy made before, or p. */
 const hn_program *hn_runtime_lowered_of(hn_runtime *rt, const hn_program *p, const int64_t *params);
 void hn_runtime_lowered_free(hn_runtime *rt);
+/* Between runs: frees what the runtime keeps for p (its lowered copies,
+ * their buffers and its own), before p is destroyed. */
+void hn_runtime_forget(hn_runtime *rt, const hn_program *p);
 
 /* The communicator a collective goes through: `via auto` (and, where
  * default_auto, `via default`) picks NCCL or p2p from measured crossovers
