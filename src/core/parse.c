@@ -618,10 +618,8 @@ static int pipelined_nested(parser *ps, hn_instr *in)
     hn_token nested = ps->tok;
     int op = pipe_lookup(hn_op_table[in->op].keyword, &nested);
     if (op < 0) {
-        char what[160];
-        describe(&nested, what, sizeof(what));
-        error_at(ps, &nested, "%s(...) as an operand of %s: no pipelined statement reads it "
-                 "(docs/SYNTAX.md lists them)", what, hn_op_table[in->op].keyword);
+        error_at(ps, &nested, "%.*s(...) as an operand of %s: no pipelined statement reads it "
+                 "(docs/SYNTAX.md lists them)", nested.len, nested.s, hn_op_table[in->op].keyword);
         return 0;
     }
     become_pipelined(in, op);

@@ -103,9 +103,10 @@ static void pipelined(hn_strbuf *sb, const hn_program *p, const hn_instr *in)
     hn_sb_append(sb, " ");
     tref(sb, p, &in->a);
     hn_sb_append(sb, " <- ");
-    /* the nested keyword, then its operands and the outer ones */
-    hn_sb_appendn(sb, sig, strcspn(sig, "("));
-    for (const char *s = sig + strcspn(sig, "("); *s; s++) {
+    /* the nested keyword (if any), then its operands and the outer ones */
+    size_t kw = strchr(sig, '(') != NULL ? strcspn(sig, "(") : 0;
+    hn_sb_appendn(sb, sig, kw);
+    for (const char *s = sig + kw; *s; s++) {
         if (*s == '(' || *s == ')') {
             hn_sb_printf(sb, "%c", *s);
             first = *s == '(';

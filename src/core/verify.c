@@ -137,8 +137,6 @@ static void params_only(vstate *v, const hn_expr *e, int line, int col, const ch
         if (!is_param)
             err(v, line, col, "%s may use parameters, world and nstreams only, not '%s'", what, nm(v, e->var));
     }
-    if (e->kind == HN_EX_RANK)
-        err(v, line, col, "%s may use parameters, world and nstreams only, not 'rank'", what);
     params_only(v, e->a, line, col, what);
     params_only(v, e->b, line, col, what);
 }

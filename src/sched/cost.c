@@ -95,9 +95,9 @@ const int hn_cost_npoints = HN_ARRAY_LEN(hn_cost_points);
 const hn_cost_coeffs hn_cost_model = {
     .gemm_tflops_at_1t = 773.035,
     .gemm_gamma = 0.0462726,
-    .seq_overhead_s = 1.20777e-05,
-    .kappa = {{0.446289, 0.284503}, {0.608082, 0.685821}},
-    .tau_s = {{0, 0}, {0, 0}},
+    .seq_overhead_s = 1.68969e-05,
+    .kappa = {{0.190273, 0.0288933}, {0.518952, 0.506207}},
+    .tau_s = {{3.67368e-05, 7.92476e-06}, {0, 0}},
 };
 
 /* ---- collectives ---- */
@@ -433,17 +433,18 @@ hn_status_t hn_pipe_choose(const hn_pipe_shape *sh, int offered, hn_pipe_plan *p
 
 /* ---- fitting ---- */
 
-/* y ~ a x1 + b x2 by least squares, a, b >= 0 (one clamped to 0 and the
- * other refitted when negative). */
-static void fit2(const double *x1, const double *x2, const double *y, int n, double *a, double *b)
+/* y ~ a x1 + b x2 by weighted least squares, a, b >= 0 (one clamped to 0
+ * and the other refitted when negative). */
+static void fit2(const double *x1, const double *x2, const double *y, const double *w, int n, double *a,
+                 double *b)
 {
     double s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0, det;
     for (int i = 0; i < n; i++) {
-        s11 += x1[i] * x1[i];
-        s12 += x1[i] * x2[i];
-        s22 += x2[i] * x2[i];
-        s1y += x1[i] * y[i];
-        s2y += x2[i] * y[i];
+        s11 += w[i] * x1[i] * x1[i];
+        s12 += w[i] * x1[i] * x2[i];
+        s22 += w[i] * x2[i] * x2[i];
+        s1y += w[i] * x1[i] * y[i];
+        s2y += w[i] * x2[i] * y[i];
     }
     det = s11 * s22 - s12 * s12;
     *a = *b = 0;
@@ -465,8 +466,8 @@ static void fit2(const double *x1, const double *x2, const double *y, int n, dou
 
 void hn_cost_fit(const hn_cost_point *pts, int n, hn_cost_coeffs *out)
 {
-    double sx = 0, sy = 0, sxx = 0, sxy = 0, seq = 0;
-    int ng = 0, nseq = 0;
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, seq = 0, wseq = 0;
+    int ng = 0;
     memset(out, 0, sizeof(*out));
     /* GEMM rate: ln F = ln F1 - gamma ln(flop / 1e12), each shape once */
     for (int i = 0; i < n; i++) {
@@ -494,7 +495,7 @@ void hn_cost_fit(const hn_cost_point *pts, int n, hn_cost_coeffs *out)
      * GEMM alone (at the rate measured with it) and its exposed first step */
     for (int gather = 1; gather >= 0; gather--)
         for (int ce = 0; ce < 2; ce++) {
-            double x1[64], x2[64], y[64];
+            double x1[64], x2[64], y[64], w[64];
             int m = 0;
             for (int i = 0; i < n && m < 64; i++) {
                 const hn_cost_point *p = &pts[i];
@@ -511,12 +512,15 @@ void hn_cost_fit(const hn_cost_point *pts, int n, hn_cost_coeffs *out)
                     C = p->chunks * hn_cost_coll_seconds(ck, ce, p->world, B / p->chunks);
                     first = C / p->chunks;
                 }
-                /* compute-bound: T = first + G + kappa C + steps tau */
+                /* compute-bound: T = first + G + kappa C + steps tau; weighed
+                 * by 1 / G^2, so that the ratios (what the choice rests on)
+                 * fit, not the largest shape's milliseconds */
                 x1[m] = C;
                 x2[m] = p->chunks;
+                w[m] = 1 / (G * G);
                 y[m++] = T - G - first;
             }
-            fit2(x1, x2, y, m, &out->kappa[!gather][ce], &out->tau_s[!gather][ce]);
+            fit2(x1, x2, y, w, m, &out->kappa[!gather][ce], &out->tau_s[!gather][ce]);
         }
     for (int i = 0; i < n; i++) {
         const hn_cost_point *p = &pts[i];
@@ -524,8 +528,9 @@ void hn_cost_fit(const hn_cost_point *pts, int n, hn_cost_coeffs *out)
         double G = 2.0 * p->M * p->N * p->K / (p->gemm_tflops * 1e12);
         if (p->world != 2 || p->strategy != HN_STRAT_SEQUENTIAL)
             continue;
-        seq += G / p->ratio - G - hn_cost_coll_seconds(coll_of(p->kind), p->p2p, p->world, total_bytes(&sh));
-        nseq++;
+        seq += (G / p->ratio - G - hn_cost_coll_seconds(coll_of(p->kind), p->p2p, p->world, total_bytes(&sh))) /
+               (G * G);
+        wseq += 1 / (G * G);
     }
-    out->seq_overhead_s = nseq ? HN_MAX(seq / nseq, 0) : 0;
+    out->seq_overhead_s = wseq > 0 ? HN_MAX(seq / wseq, 0) : 0;
 }
