@@ -21,6 +21,9 @@
     HN_SUITE(compute_cuda)                                                   \
     HN_SUITE(runtime)                                                        \
     HN_SUITE(collectives)                                                    \
+    HN_SUITE(lower)                                                          \
+    HN_SUITE(lowered)                                                        \
+    HN_SUITE(cost)                                                           \
     HN_SUITE(examples)                                                       \
     HN_SUITE(stress)
 
