@@ -770,7 +770,14 @@ static void lower_pipelined(lower *L, const hn_instr *in, hn_block *out)
         tref_text(L, &in->args[2].t, c.biast, sizeof(c.biast));
     begin_stmt(L, in);
     if (L->notes != NULL) {
-        hn_sb_printf(L->notes, "line %d: %s: strategy=%s, chunks=%d, streams=%d", in->line, kind_names[c.sh.kind],
+        char what[64];
+        snprintf(what, sizeof(what), "%s", kind_names[c.sh.kind]);
+        if (c.linear) { /* say linear where it is */
+            char *m = strstr(what, "matmul");
+            if (m != NULL)
+                memcpy(m, "linear", 6);
+        }
+        hn_sb_printf(L->notes, "line %d: %s: strategy=%s, chunks=%d, streams=%d", in->line, what,
                      hn_strategy_name(c.plan.strategy), c.plan.chunks, c.plan.streams);
         if (c.plan.via != HN_VIA_AUTO)
             hn_sb_printf(L->notes, ", via=%s", hn_backend_name(c.plan.via));
