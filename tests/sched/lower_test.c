@@ -325,6 +325,8 @@ static void test_golden(void)
         snprintf(path + strlen(path) - 9, 16, ".hir");
         CU_ASSERT_PTR_NOT_NULL_FATAL(expected);
         CU_ASSERT_EQUAL_FATAL(hn_program_load(path, &p, &diag), HN_OK);
+        hn_string_free(diag);
+        diag = NULL;
         lp = lower_at(p, n, 3, &diag);
         CU_ASSERT_PTR_NOT_NULL_FATAL(lp);
         printed = hn_program_print(lp);
