@@ -13,29 +13,11 @@
 #include <string.h>
 
 #include "../core/parse.h"
-#include "cost.h"
-#include "sched.h"
+#include "lower.h"
 
-typedef struct lower {
-    const hn_program *src;
-    hn_program *out;
-    int world, nstreams;
-    const int64_t *params;
-    const hn_comm_log *logs; /* the source's dry run, world entries */
-    hn_strbuf *diag;
-    hn_strbuf *notes; /* the plan of each statement, or NULL */
-    int errors;
-    hn_status_t st;    /* out of memory, or an internal error */
-    hn_block hoist;    /* allocations for the top of the body */
-    /* the statement being lowered */
-    const hn_instr *stmt;
-    int origin;
-    hn_strbuf code, top; /* its code, and its allocations */
-} lower;
+static void stmt_error(hn_lower *L, const hn_instr *in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-static void stmt_error(lower *L, const hn_instr *in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void stmt_error(lower *L, const hn_instr *in, const char *fmt, ...)
+static void stmt_error(hn_lower *L, const hn_instr *in, const char *fmt, ...)
 {
     va_list ap;
     hn_sb_printf(L->diag, "%s:%d:%d: error: ", L->src->filename, in->line, in->col);
@@ -47,10 +29,7 @@ static void stmt_error(lower *L, const hn_instr *in, const char *fmt, ...)
     hn_sb_append(L->diag, "\n");
     L->errors++;
 }
-
-static void emit(lower *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void emit(lower *L, const char *fmt, ...)
+void hn_lower_emit(hn_lower *L, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -60,7 +39,7 @@ static void emit(lower *L, const char *fmt, ...)
 
 /* A name no variable of the program has, reserved for this statement:
  * `base`, else base_1, base_2, ... */
-static const char *fresh(lower *L, const char *base, char *buf, size_t n)
+const char *hn_lower_fresh(hn_lower *L, const char *base, char *buf, size_t n)
 {
     snprintf(buf, n, "%s", base);
     for (int k = 1; hn_prog_find_var(L->out, buf) >= 0 || hn_name_reserved(buf); k++)
@@ -69,7 +48,6 @@ static const char *fresh(lower *L, const char *base, char *buf, size_t n)
         L->st = HN_ERR_NOMEM;
     return buf;
 }
-
 /* ---- generated code: positions and origin ---- */
 
 static void unplace_expr(hn_expr *e)
@@ -121,7 +99,7 @@ static void place_block(hn_block *b, const hn_instr *stmt, int origin)
 }
 
 /* Parses generated text into `out`, placed at the statement. */
-static void parse_generated(lower *L, const hn_strbuf *text, hn_block *out)
+static void parse_generated(hn_lower *L, const hn_strbuf *text, hn_block *out)
 {
     hn_strbuf err;
     hn_block b;
@@ -154,7 +132,7 @@ static void parse_generated(lower *L, const hn_strbuf *text, hn_block *out)
     hn_free(b.items);
 }
 
-static void begin_stmt(lower *L, const hn_instr *in)
+static void begin_stmt(hn_lower *L, const hn_instr *in)
 {
     hn_strbuf sb;
     L->stmt = in;
@@ -167,18 +145,17 @@ static void begin_stmt(lower *L, const hn_instr *in)
     hn_sb_init(&L->top);
 }
 
-static void end_stmt(lower *L, hn_block *out)
+static void end_stmt(hn_lower *L, hn_block *out)
 {
     parse_generated(L, &L->top, &L->hoist);
     parse_generated(L, &L->code, out);
     hn_sb_free(&L->code);
     hn_sb_free(&L->top);
 }
-
 /* ---- the stream scaffold (shared/seeds/001) ---- */
 
 /* `stream(i % S)`, or stream(0) when there is one */
-static void stream_of(char *buf, size_t n, const char *i, int S)
+void hn_lower_stream_of(char *buf, size_t n, const char *i, int S)
 {
     if (S == 1)
         snprintf(buf, n, "stream(0)");
@@ -188,36 +165,35 @@ static void stream_of(char *buf, size_t n, const char *i, int S)
 
 /* The caller's stream, and the worker streams waiting for it in a loop of
  * their own: `steps` steps on S streams use streams 0 .. min(steps, S) - 1. */
-static void fan_out(lower *L, const char *caller, int steps, int S)
+void hn_lower_fan_out(hn_lower *L, const char *caller, int steps, int S)
 {
     char i[64];
     int used = HN_MIN(steps, S);
-    emit(L, "%s = current_stream\n", caller);
+    hn_lower_emit(L, "%s = current_stream\n", caller);
     if (used == 1) {
-        emit(L, "set_stream stream(0)\nwait_stream %s\n", caller);
+        hn_lower_emit(L, "set_stream stream(0)\nwait_stream %s\n", caller);
         return;
     }
-    fresh(L, "w", i, sizeof(i));
-    emit(L, "for %s in 0 .. %d {\n  set_stream stream(%s)\n  wait_stream %s\n}\n", i, used, i, caller);
+    hn_lower_fresh(L, "w", i, sizeof(i));
+    hn_lower_emit(L, "for %s in 0 .. %d {\n  set_stream stream(%s)\n  wait_stream %s\n}\n", i, used, i, caller);
 }
 
 /* ... and the caller waiting for every stream used. */
-static void join(lower *L, const char *caller, int steps, int S)
+void hn_lower_join(hn_lower *L, const char *caller, int steps, int S)
 {
     char i[64];
     int used = HN_MIN(steps, S);
-    emit(L, "set_stream %s\n", caller);
+    hn_lower_emit(L, "set_stream %s\n", caller);
     if (used == 1) {
-        emit(L, "wait_stream stream(0)\n");
+        hn_lower_emit(L, "wait_stream stream(0)\n");
         return;
     }
-    fresh(L, "w", i, sizeof(i));
-    emit(L, "for %s in 0 .. %d {\n  wait_stream stream(%s)\n}\n", i, used, i);
+    hn_lower_fresh(L, "w", i, sizeof(i));
+    hn_lower_emit(L, "for %s in 0 .. %d {\n  wait_stream stream(%s)\n}\n", i, used, i);
 }
-
 /* ---- stream-parallel loops ---- */
 
-static void lower_block(lower *L, const hn_block *in, hn_block *out);
+static void lower_block(hn_lower *L, const hn_block *in, hn_block *out);
 
 /* for j in a .. b [step s] on streams { body }
  *   ->
@@ -228,7 +204,7 @@ static void lower_block(lower *L, const hn_block *in, hn_block *out);
  * for j in lo .. min(hi, lo + nstreams * s) [step s] { wait_stream stream(j % nstreams) }
  * (max instead of min for a negative step): the first nstreams iterations
  * name every stream the loop uses. */
-static void lower_stream_loop(lower *L, const hn_instr *in, hn_block *out)
+static void lower_stream_loop(hn_lower *L, const hn_instr *in, hn_block *out)
 {
     const hn_program *p = L->src;
     const char *j = p->names[in->dst];
@@ -241,24 +217,24 @@ static void lower_stream_loop(lower *L, const hn_instr *in, hn_block *out)
         s = in->e[2]->kind == HN_EX_INT ? in->e[2]->ival : -in->e[2]->a->ival;
     if (s != 1)
         snprintf(step, sizeof(step), " step %lld", (long long)s);
-    fresh(L, "lo", lo, sizeof(lo));
-    fresh(L, "hi", hi, sizeof(hi));
-    fresh(L, "caller", caller, sizeof(caller));
+    hn_lower_fresh(L, "lo", lo, sizeof(lo));
+    hn_lower_fresh(L, "hi", hi, sizeof(hi));
+    hn_lower_fresh(L, "caller", caller, sizeof(caller));
     hn_sb_init(&e);
     hn_print_expr(&e, p, in->e[0]);
-    emit(L, "%s = %s\n", lo, e.data ? e.data : "0");
+    hn_lower_emit(L, "%s = %s\n", lo, e.data ? e.data : "0");
     hn_sb_free(&e);
     hn_sb_init(&e);
     hn_print_expr(&e, p, in->e[1]);
-    emit(L, "%s = %s\n", hi, e.data ? e.data : "0");
+    hn_lower_emit(L, "%s = %s\n", hi, e.data ? e.data : "0");
     hn_sb_free(&e);
     snprintf(bound, sizeof(bound), "%s(%s, %s + nstreams * %lld)", s > 0 ? "min" : "max", hi, lo, (long long)s);
-    emit(L, "%s = current_stream\n", caller);
-    emit(L, "for %s in %s .. %s%s {\n  set_stream stream(%s %% nstreams)\n  wait_stream %s\n}\n", j, lo, bound,
+    hn_lower_emit(L, "%s = current_stream\n", caller);
+    hn_lower_emit(L, "for %s in %s .. %s%s {\n  set_stream stream(%s %% nstreams)\n  wait_stream %s\n}\n", j, lo, bound,
          step, j, caller);
-    emit(L, "for %s in %s .. %s%s {\n  set_stream stream(%s %% nstreams)\n}\n", j, lo, hi, step, j);
-    emit(L, "set_stream %s\n", caller);
-    emit(L, "for %s in %s .. %s%s {\n  wait_stream stream(%s %% nstreams)\n}\n", j, lo, bound, step, j);
+    hn_lower_emit(L, "for %s in %s .. %s%s {\n  set_stream stream(%s %% nstreams)\n}\n", j, lo, hi, step, j);
+    hn_lower_emit(L, "set_stream %s\n", caller);
+    hn_lower_emit(L, "for %s in %s .. %s%s {\n  wait_stream stream(%s %% nstreams)\n}\n", j, lo, bound, step, j);
     memset(&scaffold, 0, sizeof(scaffold));
     parse_generated(L, &L->code, &scaffold);
     hn_sb_free(&L->code);
@@ -275,12 +251,11 @@ static void lower_stream_loop(lower *L, const hn_instr *in, hn_block *out)
         }
     hn_free(scaffold.items);
 }
-
 /* ---- pipelined statements ---- */
 
 /* One statement's operands as the dry run saw them, the same on every rank
  * and at every execution; 0 (after an error) if not, -1 if never run. */
-static int operands_of(lower *L, const hn_instr *in, hn_pipe_rec *out)
+static int operands_of(hn_lower *L, const hn_instr *in, hn_pipe_rec *out)
 {
     int found = 0;
     for (int r = 0; r < L->world; r++)
@@ -328,25 +303,12 @@ static void shape_text(const hn_tensor *t, char *buf, size_t n)
     if (k < n)
         snprintf(buf + k, n - k, "]");
 }
-
-typedef struct pipe_ctx {
-    const hn_instr *in;
-    hn_pipe_rec rec;
-    hn_pipe_shape sh;
-    hn_pipe_plan plan;
-    int linear, bias;
-    char out[256], a[256], b[256], biast[256]; /* operand texts */
-    const char *mm; /* matmul or linear */
-    const char *dt;
-    char via[32];   /* " via p2p get", ... */
-} pipe_ctx;
-
 static const char *kind_names[] = {"allgather + matmul", "matmul + reduce_scatter", "matmul + allreduce",
                                    "allgather", "reduce_scatter", "allreduce"};
 
 /* What the statement computes, checked against its tensors:
  * out, then operands (A, B|W [, bias]) or the one input. */
-static int shape_of(lower *L, pipe_ctx *c)
+static int shape_of(hn_lower *L, hn_lower_pipe *c)
 {
     const hn_instr *in = c->in;
     const hn_tensor *t = c->rec.t, *o = &t[0], *A = &t[1], *B = &t[2];
@@ -432,7 +394,7 @@ static int shape_of(lower *L, pipe_ctx *c)
 }
 
 /* chunks= and streams=: fixed before the run (params, world, nstreams). */
-static int option_value(lower *L, const hn_instr *in, const hn_expr *e, const char *what, int *out)
+static int option_value(hn_lower *L, const hn_instr *in, const hn_expr *e, const char *what, int *out)
 {
     hn_scalar_env env;
     int64_t *ivals = hn_calloc((size_t)L->src->nvars + 1, sizeof(int64_t)), v;
@@ -467,265 +429,19 @@ static int option_value(lower *L, const hn_instr *in, const hn_expr *e, const ch
 /* The matmul or linear of the statement into `dst` from `a`; `bias`:
  * 1 with the bias, 0 without, -1 with it on rank 0 only (so that a sum
  * over the ranks adds it once). */
-static void gemm(lower *L, const pipe_ctx *c, const char *indent, const char *dst, const char *a, int bias)
+void hn_lower_gemm(hn_lower *L, const hn_lower_pipe *c, const char *indent, const char *dst, const char *a, int bias)
 {
     if (!c->bias || bias == 0) {
-        emit(L, "%s%s %s <- %s, %s\n", indent, c->mm, dst, a, c->b);
+        hn_lower_emit(L, "%s%s %s <- %s, %s\n", indent, c->mm, dst, a, c->b);
     } else if (bias > 0) {
-        emit(L, "%s%s %s <- %s, %s, %s\n", indent, c->mm, dst, a, c->b, c->biast);
+        hn_lower_emit(L, "%s%s %s <- %s, %s, %s\n", indent, c->mm, dst, a, c->b, c->biast);
     } else {
-        emit(L, "%sif rank == 0 {\n%s  %s %s <- %s, %s, %s\n%s} else {\n%s  %s %s <- %s, %s\n%s}\n", indent,
+        hn_lower_emit(L, "%sif rank == 0 {\n%s  %s %s <- %s, %s, %s\n%s} else {\n%s  %s %s <- %s, %s\n%s}\n", indent,
              indent, c->mm, dst, a, c->b, c->biast, indent, indent, c->mm, dst, a, c->b, indent);
     }
 }
 
-/* allgather + matmul/linear */
-static void lower_ag_mm(lower *L, const pipe_ctx *c)
-{
-    const hn_pipe_plan *pl = &c->plan;
-    int n = L->world, S = pl->streams, steps = pl->chunks;
-    long long m = c->sh.M / n, K = c->sh.K, N = c->sh.N;
-    char ag[64], cv[64], caller[64], i[64], src[64], av[64], d[64], q[64], v[64], dst[256], a[256], st[80];
-    fresh(L, "gathered", ag, sizeof(ag));
-    switch (pl->strategy) {
-    case HN_STRAT_SEQUENTIAL:
-        hn_sb_printf(&L->top, "%s = alloc %s[%lld, %lld]\n", ag, c->dt, n * m, K);
-        emit(L, "allgather %s <- %s%s\n", ag, c->a, c->via);
-        gemm(L, c, "", c->out, ag, 1);
-        return;
-    case HN_STRAT_RING:
-        /* step i: receive the shard of rank + i, send ours to rank - i */
-        hn_sb_printf(&L->top, "%s = alloc %s[%d, %lld, %lld]\n", ag, c->dt, n, m, K);
-        emit(L, "%s = view %s as [%d, %lld, %lld]\n", fresh(L, "out", cv, sizeof(cv)), c->out, n, m, N);
-        fan_out(L, fresh(L, "caller", caller, sizeof(caller)), steps, S);
-        emit(L, "set_stream stream(0)\n");
-        snprintf(dst, sizeof(dst), "%s[rank]", cv);
-        gemm(L, c, "", dst, c->a, 1);
-        fresh(L, "i", i, sizeof(i));
-        fresh(L, "src", src, sizeof(src));
-        stream_of(st, sizeof(st), i, S);
-        emit(L, "for %s in 1 .. %d {\n  set_stream %s\n  %s = (rank + %s) %% world\n", i, n, st, src, i);
-        emit(L, "  group {\n    send %s to (rank - %s) %% world%s\n    recv %s[%s] from %s%s\n  }\n", c->a, i, c->via,
-             ag, src, src, c->via);
-        snprintf(dst, sizeof(dst), "%s[%s]", cv, src);
-        snprintf(a, sizeof(a), "%s[%s]", ag, src);
-        gemm(L, c, "  ", dst, a, 1);
-        emit(L, "}\n");
-        join(L, caller, steps, S);
-        return;
-    case HN_STRAT_COLLECTIVE:
-        /* chunk j: rows j of every rank's shard, gathered, then multiplied
-         * into those rows of the output (a strided view) */
-        hn_sb_printf(&L->top, "%s = alloc %s[%d, %d, %lld, %lld]\n", ag, c->dt, steps, n, m / steps, K);
-        emit(L, "%s = view %s as [%d, %lld, %lld]\n", fresh(L, "pieces", av, sizeof(av)), c->a, steps, m / steps, K);
-        emit(L, "%s = view %s as [%d, %d, %lld, %lld]\n", fresh(L, "out", cv, sizeof(cv)), c->out, n, steps,
-             m / steps, N);
-        fan_out(L, fresh(L, "caller", caller, sizeof(caller)), steps, S);
-        fresh(L, "j", i, sizeof(i));
-        stream_of(st, sizeof(st), i, S);
-        emit(L, "for %s in 0 .. %d {\n  set_stream %s\n", i, steps, st);
-        emit(L, "  allgather %s[%s] <- %s[%s]%s\n", ag, i, av, i, c->via);
-        emit(L, "  %s = select %s, 1, %s\n", fresh(L, "rows", d, sizeof(d)), cv, i);
-        snprintf(a, sizeof(a), "%s[%s]", ag, i);
-        gemm(L, c, "  ", d, a, 1);
-        emit(L, "}\n");
-        join(L, caller, steps, S);
-        return;
-    default: { /* broadcast: step t sends piece t % u of rank t / u to all */
-        int u = steps / n;
-        hn_sb_printf(&L->top, "%s = alloc %s[%d, %d, %lld, %lld]\n", ag, c->dt, n, u, m / u, K);
-        emit(L, "%s = view %s as [%d, %lld, %lld]\n", fresh(L, "pieces", av, sizeof(av)), c->a, u, m / u, K);
-        emit(L, "%s = view %s as [%d, %d, %lld, %lld]\n", fresh(L, "out", cv, sizeof(cv)), c->out, n, u, m / u, N);
-        fan_out(L, fresh(L, "caller", caller, sizeof(caller)), steps, S);
-        fresh(L, "t", i, sizeof(i));
-        stream_of(st, sizeof(st), i, S);
-        emit(L, "for %s in 0 .. %d {\n  set_stream %s\n", i, steps, st);
-        emit(L, "  %s = %s / %d\n  %s = %s %% %d\n", fresh(L, "owner", q, sizeof(q)), i, u, fresh(L, "piece", v, sizeof(v)),
-             i, u);
-        emit(L, "  broadcast %s[%s][%s] <- %s[%s] root %s%s\n", ag, q, v, av, v, q, c->via);
-        snprintf(dst, sizeof(dst), "%s[%s][%s]", cv, q, v);
-        snprintf(a, sizeof(a), "%s[%s][%s]", ag, q, v);
-        gemm(L, c, "  ", dst, a, 1);
-        emit(L, "}\n");
-        join(L, caller, steps, S);
-        return;
-    }
-    }
-}
-
-/* The ring of partial sums: at step k rank r computes the rows of block
- * (r - 1 - k) % world, adds what rank r - 1 passed on for them and passes
- * the sum to r + 1; at the last step the block is its own. The next
- * step's GEMM runs on the next stream while this step's sum travels. */
-static void rs_ring(lower *L, const pipe_ctx *c, const char *dst_text, const char *caller)
-{
-    int n = L->world, S = c->plan.streams;
-    long long m = c->sh.M / n, K = c->sh.K, N = c->sh.N;
-    char part[64], recvd[64], av[64], k[64], g[64], st[80], dst[256], a[256];
-    fresh(L, "partial", part, sizeof(part));
-    fresh(L, "received", recvd, sizeof(recvd));
-    hn_sb_printf(&L->top, "%s = alloc %s[%d, %lld, %lld]\n", part, c->dt, n, m, N);
-    hn_sb_printf(&L->top, "%s = alloc %s[%d, %lld, %lld]\n", recvd, c->dt, n, m, N);
-    emit(L, "%s = view %s as [%d, %lld, %lld]\n", fresh(L, "blocks", av, sizeof(av)), c->a, n, m, K);
-    fan_out(L, caller, n, S);
-    /* step 0: the block of rank - 1 (never the own one: no bias) */
-    emit(L, "set_stream stream(0)\n");
-    snprintf(dst, sizeof(dst), "%s[0]", part);
-    snprintf(a, sizeof(a), "%s[(rank - 1) %% world]", av);
-    gemm(L, c, "", dst, a, 0);
-    fresh(L, "k", k, sizeof(k));
-    fresh(L, "sent", g, sizeof(g));
-    stream_of(st, sizeof(st), k, S);
-    emit(L, "for %s in 0 .. %d {\n  set_stream %s\n", k, n - 1, st);
-    emit(L, "  if %s > 0 {\n    add %s[%s] <- %s[%s], %s[%s]\n  }\n", k, part, k, part, k, recvd, k);
-    emit(L, "  %s = group {\n    send %s[%s] to (rank + 1) %% world%s\n    recv %s[%s + 1] from (rank - 1) %% world%s\n"
-            "  }\n", g, part, k, c->via, recvd, k, c->via);
-    /* step k + 1's GEMM on the next stream while this sum travels */
-    if (S > 1)
-        emit(L, "  set_stream stream((%s + 1) %% %d)\n", k, S);
-    snprintf(dst, sizeof(dst), "%s[%s + 1]", part, k);
-    snprintf(a, sizeof(a), "%s[(rank - %s - 2) %% world]", av, k);
-    if (c->bias && n > 2) { /* the last step is the own block: it adds the bias */
-        emit(L, "  if %s == %d {\n", k, n - 2);
-        gemm(L, c, "    ", dst, a, 1);
-        emit(L, "  } else {\n");
-        gemm(L, c, "    ", dst, a, 0);
-        emit(L, "  }\n");
-    } else {
-        gemm(L, c, "  ", dst, a, c->bias ? 1 : 0);
-    }
-    if (S > 1) /* which the next step adds on this stream */
-        emit(L, "  wait %s\n", g);
-    emit(L, "}\n");
-    emit(L, "set_stream stream(%d)\nadd %s <- %s[%d], %s[%d]\n", (n - 1) % S, dst_text, part, n - 1, recvd, n - 1);
-}
-
-/* matmul/linear + reduce_scatter, + allreduce */
-static void lower_mm_red(lower *L, const pipe_ctx *c)
-{
-    const hn_pipe_plan *pl = &c->plan;
-    int n = L->world, S = pl->streams, steps = pl->chunks, ar = c->sh.kind == HN_PIPE_MM_AR;
-    long long M = c->sh.M, K = c->sh.K, N = c->sh.N, rows = ar ? M : M / n;
-    char p[64], caller[64], av[64], cv[64], j[64], a[64], rc[64], dst[256], st[80], src[256];
-    const char *coll = ar ? "allreduce" : "reduce_scatter";
-    switch (pl->strategy) {
-    case HN_STRAT_SEQUENTIAL:
-        if (ar) {
-            gemm(L, c, "", c->out, c->a, -1);
-            emit(L, "allreduce %s <- %s op sum%s\n", c->out, c->out, c->via);
-            return;
-        }
-        fresh(L, "partial", p, sizeof(p));
-        hn_sb_printf(&L->top, "%s = alloc %s[%lld, %lld]\n", p, c->dt, M, N);
-        gemm(L, c, "", p, c->a, -1);
-        emit(L, "reduce_scatter %s <- %s op sum%s\n", c->out, p, c->via);
-        return;
-    case HN_STRAT_RING:
-        if (n == 1) { /* one rank: its block is the whole product */
-            gemm(L, c, "", c->out, c->a, 1);
-            return;
-        }
-        fresh(L, "caller", caller, sizeof(caller));
-        if (!ar) {
-            rs_ring(L, c, c->out, caller);
-        } else { /* reduce-scatter into this rank's block, then gather the blocks */
-            fresh(L, "block", rc, sizeof(rc));
-            hn_sb_printf(&L->top, "%s = alloc %s[%lld, %lld]\n", rc, c->dt, M / n, N);
-            rs_ring(L, c, rc, caller);
-            emit(L, "allgather %s <- %s%s\n", c->out, rc, c->via);
-        }
-        join(L, caller, n, S);
-        return;
-    default: /* collective: chunk j is rows j of every block (reduce_scatter) or of the output */
-        fresh(L, "partial", p, sizeof(p));
-        if (ar) {
-            emit(L, "%s = view %s as [%d, %lld, %lld]\n", fresh(L, "rows", av, sizeof(av)), c->a, steps, M / steps, K);
-            emit(L, "%s = view %s as [%d, %lld, %lld]\n", fresh(L, "out", cv, sizeof(cv)), c->out, steps, M / steps, N);
-        } else {
-            hn_sb_printf(&L->top, "%s = alloc %s[%d, %d, %lld, %lld]\n", p, c->dt, steps, n, rows / steps, N);
-            emit(L, "%s = view %s as [%d, %d, %lld, %lld]\n", fresh(L, "rows", av, sizeof(av)), c->a, n, steps,
-                 rows / steps, K);
-            emit(L, "%s = view %s as [%d, %lld, %lld]\n", fresh(L, "out", cv, sizeof(cv)), c->out, steps, rows / steps,
-                 N);
-        }
-        fan_out(L, fresh(L, "caller", caller, sizeof(caller)), steps, S);
-        fresh(L, "j", j, sizeof(j));
-        stream_of(st, sizeof(st), j, S);
-        emit(L, "for %s in 0 .. %d {\n  set_stream %s\n", j, steps, st);
-        if (ar) {
-            snprintf(dst, sizeof(dst), "%s[%s]", cv, j);
-            snprintf(src, sizeof(src), "%s[%s]", av, j);
-            gemm(L, c, "  ", dst, src, -1);
-            emit(L, "  allreduce %s <- %s op sum%s\n", dst, dst, c->via);
-        } else {
-            emit(L, "  %s = select %s, 1, %s\n", fresh(L, "chunk", a, sizeof(a)), av, j);
-            snprintf(dst, sizeof(dst), "%s[%s]", p, j);
-            gemm(L, c, "  ", dst, a, -1);
-            emit(L, "  %s %s[%s] <- %s op sum%s\n", coll, cv, j, dst, c->via);
-        }
-        emit(L, "}\n");
-        join(L, caller, steps, S);
-        return;
-    }
-}
-
-/* plain allgather / reduce_scatter / allreduce in chunks */
-static void lower_coll(lower *L, const pipe_ctx *c)
-{
-    const hn_pipe_plan *pl = &c->plan;
-    int n = L->world, S = pl->streams, steps = pl->chunks;
-    long long E = c->sh.M; /* elements per rank's chunk (allreduce: all) */
-    const char *kw = hn_op_table[c->in->op].keyword;
-    char op[32] = "", buf[64], iv[64], ov[64], caller[64], j[64], d[64], q[64], v[64], st[80];
-    if (c->sh.kind != HN_PIPE_AG)
-        snprintf(op, sizeof(op), " op %s", hn_redop_name(c->in->redop));
-    if (pl->strategy == HN_STRAT_SEQUENTIAL) {
-        emit(L, "%s %s <- %s%s%s\n", kw, c->out, c->a, op, c->via);
-        return;
-    }
-    fan_out(L, fresh(L, "caller", caller, sizeof(caller)), steps, S);
-    if (pl->strategy == HN_STRAT_BROADCAST) { /* straight into the output */
-        int u = steps / n;
-        emit(L, "%s = view %s as [%d, %lld]\n", fresh(L, "pieces", iv, sizeof(iv)), c->a, u, E / u);
-        emit(L, "%s = view %s as [%d, %d, %lld]\n", fresh(L, "out", ov, sizeof(ov)), c->out, n, u, E / u);
-        fresh(L, "t", j, sizeof(j));
-        stream_of(st, sizeof(st), j, S);
-        emit(L, "for %s in 0 .. %d {\n  set_stream %s\n", j, steps, st);
-        emit(L, "  %s = %s / %d\n  %s = %s %% %d\n", fresh(L, "owner", q, sizeof(q)), j, u, fresh(L, "piece", v, sizeof(v)),
-             j, u);
-        emit(L, "  broadcast %s[%s][%s] <- %s[%s] root %s%s\n}\n", ov, q, v, iv, v, q, c->via);
-    } else if (c->sh.kind == HN_PIPE_AR) { /* contiguous chunks in place */
-        emit(L, "%s = view %s as [%d, %lld]\n", fresh(L, "pieces", iv, sizeof(iv)), c->a, steps, E / steps);
-        emit(L, "%s = view %s as [%d, %lld]\n", fresh(L, "out", ov, sizeof(ov)), c->out, steps, E / steps);
-        fresh(L, "j", j, sizeof(j));
-        stream_of(st, sizeof(st), j, S);
-        emit(L, "for %s in 0 .. %d {\n  set_stream %s\n  allreduce %s[%s] <- %s[%s]%s%s\n}\n", j, steps, st, ov, j, iv,
-             j, op, c->via);
-    } else if (c->sh.kind == HN_PIPE_AG) { /* chunk j of every rank, then into place */
-        fresh(L, "staged", buf, sizeof(buf));
-        hn_sb_printf(&L->top, "%s = alloc %s[%d, %d, %lld]\n", buf, c->dt, steps, n, E / steps);
-        emit(L, "%s = view %s as [%d, %lld]\n", fresh(L, "pieces", iv, sizeof(iv)), c->a, steps, E / steps);
-        emit(L, "%s = view %s as [%d, %d, %lld]\n", fresh(L, "out", ov, sizeof(ov)), c->out, n, steps, E / steps);
-        fresh(L, "j", j, sizeof(j));
-        stream_of(st, sizeof(st), j, S);
-        emit(L, "for %s in 0 .. %d {\n  set_stream %s\n  allgather %s[%s] <- %s[%s]%s\n", j, steps, st, buf, j, iv, j,
-             c->via);
-        emit(L, "  %s = select %s, 1, %s\n  copy %s <- %s[%s]\n}\n", fresh(L, "place", d, sizeof(d)), ov, j, d, buf, j);
-    } else { /* reduce_scatter: chunk j of every block staged, then reduced */
-        fresh(L, "staged", buf, sizeof(buf));
-        hn_sb_printf(&L->top, "%s = alloc %s[%d, %d, %lld]\n", buf, c->dt, steps, n, E / steps);
-        emit(L, "%s = view %s as [%d, %d, %lld]\n", fresh(L, "pieces", iv, sizeof(iv)), c->a, n, steps, E / steps);
-        emit(L, "%s = view %s as [%d, %lld]\n", fresh(L, "out", ov, sizeof(ov)), c->out, steps, E / steps);
-        fresh(L, "j", j, sizeof(j));
-        stream_of(st, sizeof(st), j, S);
-        emit(L, "for %s in 0 .. %d {\n  set_stream %s\n", j, steps, st);
-        emit(L, "  %s = select %s, 1, %s\n  copy %s[%s] <- %s\n", fresh(L, "chunk", d, sizeof(d)), iv, j, buf, j, d);
-        emit(L, "  reduce_scatter %s[%s] <- %s[%s]%s%s\n}\n", ov, j, buf, j, op, c->via);
-    }
-    join(L, caller, steps, S);
-}
-
-static void tref_text(const lower *L, const hn_tref *t, char *buf, size_t n)
+static void tref_text(const hn_lower *L, const hn_tref *t, char *buf, size_t n)
 {
     hn_strbuf sb;
     hn_sb_init(&sb);
@@ -734,9 +450,9 @@ static void tref_text(const lower *L, const hn_tref *t, char *buf, size_t n)
     hn_sb_free(&sb);
 }
 
-static void lower_pipelined(lower *L, const hn_instr *in, hn_block *out)
+static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
 {
-    pipe_ctx c;
+    hn_lower_pipe c;
     char err[256];
     int found;
     memset(&c, 0, sizeof(c));
@@ -786,15 +502,15 @@ static void lower_pipelined(lower *L, const hn_instr *in, hn_block *out)
         hn_sb_printf(L->notes, " (the model: %.4g ms on H200s)\n", c.plan.seconds * 1e3);
     }
     switch (c.sh.kind) {
-    case HN_PIPE_AG_MM: lower_ag_mm(L, &c); break;
+    case HN_PIPE_AG_MM: hn_lower_allgather_gemm(L, &c); break;
     case HN_PIPE_MM_RS:
-    case HN_PIPE_MM_AR: lower_mm_red(L, &c); break;
-    default: lower_coll(L, &c); break;
+    case HN_PIPE_MM_AR: hn_lower_gemm_reduce(L, &c); break;
+    default: hn_lower_collective(L, &c); break;
     }
     end_stmt(L, out);
 }
 
-static void lower_block(lower *L, const hn_block *in, hn_block *out)
+static void lower_block(hn_lower *L, const hn_block *in, hn_block *out)
 {
     for (int i = 0; i < in->n && L->st == HN_OK; i++) {
         const hn_instr *ins = in->items[i];
@@ -846,7 +562,7 @@ static hn_status_t copy_decls(const hn_program *src, hn_program *out)
 hn_status_t hn_sched_lower(const hn_program *src, int world, int nstreams, const int64_t *params,
                            hn_program **out, hn_strbuf *diag, hn_strbuf *notes)
 {
-    lower L;
+    hn_lower L;
     hn_comm_log *logs = hn_calloc((size_t)world, sizeof(*logs));
     hn_block body;
     hn_status_t st;
