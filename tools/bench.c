@@ -245,7 +245,7 @@ int hn_cli_bench(int argc, char **argv)
     bench_opts o;
     memset(&o, 0, sizeof(o));
     hn_runtime_config_default(&o.cfg);
-    o.via = "default";
+    o.via = "nccl"; /* not `default`, which on CUDA now picks by size (via auto) */
     o.ops = "all";
     o.min = 1 << 20;
     o.max = 1u << 30;
