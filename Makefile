@@ -2,6 +2,8 @@
 #   make            build the library, the CLI and the tests
 #   make run        build, then run an AllGather+matmul pipeline on 8 devices with --check
 #   make test       install missing build dependencies, build, run every suite
+#   make install    PREFIX=/usr/local DESTDIR=: headers, libhirnode.so (soname) and .a,
+#                   hirnode.pc, the CLI;  make uninstall  removes them
 #   make format     clang-format the sources
 
 CC      ?= gcc
@@ -74,12 +76,14 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
+VERSION  := $(shell sed -n 's/^\#define HN_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' include/hirnode/hirnode.h | paste -sd.)
+SOMAJOR  := $(firstword $(subst ., ,$(VERSION)))
 LIB      := $(BUILD)/libhirnode.a
 SOLIB    := $(BUILD)/libhirnode.so
 CLI      := $(BUILD)/hirnode
 TESTS    := $(BUILD)/hn_tests
 
-.PHONY: all run test test-build check-deps format clean sanitize
+.PHONY: all run test test-build check-deps format clean sanitize install uninstall
 all: $(LIB) $(SOLIB) $(CLI) $(TESTS)
 
 # objects are rebuilt when the flags change (CUDA=0/1, sanitizers, ...)
@@ -102,9 +106,10 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
-# the shared library exports hn_* only
+# the shared library exports hn_* only; its soname carries the major version
 $(SOLIB): $(LIB_OBJ) src/hirnode.map
-	$(CC) -shared -Wl,--version-script=src/hirnode.map $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS)
+	$(CC) -shared -Wl,--version-script=src/hirnode.map -Wl,-soname,libhirnode.so.$(SOMAJOR) $(LDFLAGS) \
+	  -o $@ $(LIB_OBJ) $(LDLIBS)
 
 $(CLI): $(TOOL_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
@@ -121,6 +126,28 @@ check-deps:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libcunit1-dev >/dev/null; \
 	fi
+
+# Installation: PREFIX (default /usr/local), DESTDIR for staging
+PREFIX  ?= /usr/local
+DESTDIR ?=
+LIBDIR  := $(DESTDIR)$(PREFIX)/lib
+install: $(LIB) $(SOLIB) $(CLI)
+	install -d $(DESTDIR)$(PREFIX)/include/hirnode $(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/hirnode/*.h $(DESTDIR)$(PREFIX)/include/hirnode/
+	install -m 755 $(SOLIB) $(LIBDIR)/libhirnode.so.$(VERSION)
+	ln -sf libhirnode.so.$(VERSION) $(LIBDIR)/libhirnode.so.$(SOMAJOR)
+	ln -sf libhirnode.so.$(SOMAJOR) $(LIBDIR)/libhirnode.so
+	install -m 644 $(LIB) $(LIBDIR)/libhirnode.a
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
+	    -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|' src/hirnode.pc.in > $(LIBDIR)/pkgconfig/hirnode.pc
+	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/hirnode
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/include/hirnode/,$(notdir $(wildcard include/hirnode/*.h)))
+	-rmdir $(DESTDIR)$(PREFIX)/include/hirnode 2>/dev/null
+	rm -f $(LIBDIR)/libhirnode.so.$(VERSION) $(LIBDIR)/libhirnode.so.$(SOMAJOR) $(LIBDIR)/libhirnode.so \
+	      $(LIBDIR)/libhirnode.a $(LIBDIR)/pkgconfig/hirnode.pc $(DESTDIR)$(PREFIX)/bin/hirnode
+	-rmdir $(LIBDIR)/pkgconfig $(LIBDIR) $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include 2>/dev/null
 
 run: $(CLI)
 	$(CLI) run --gpus 8 --check examples/ag_matmul_p2p.hir

@@ -27,6 +27,9 @@
     HN_SUITE(trace_read)                                                     \
     HN_SUITE(trace_stats)                                                    \
     HN_SUITE(trace_svg)                                                      \
+    HN_SUITE(lower)                                                          \
+    HN_SUITE(lowered)                                                        \
+    HN_SUITE(cost)                                                           \
     HN_SUITE(examples)                                                       \
     HN_SUITE(extreme)                                                        \
     HN_SUITE(faults)                                                         \

@@ -250,13 +250,14 @@ static int bench_collectives(const bench_opts *o)
 }
 
 int hn_cli_bench(int argc, char **argv);
+int hn_cli_bench_overlap(int argc, char **argv); /* bench_overlap.c */
 
 int hn_cli_bench(int argc, char **argv)
 {
     bench_opts o;
     memset(&o, 0, sizeof(o));
     hn_runtime_config_default(&o.cfg);
-    o.via = "default";
+    o.via = "nccl"; /* not `default`, which on CUDA now picks by size (via auto) */
     o.ops = "all";
     o.min = 1 << 20;
     o.max = 1u << 30;
@@ -264,8 +265,11 @@ int hn_cli_bench(int argc, char **argv)
     o.iters = 20;
     o.warmup = 5;
     o.reps = 5;
+    if (argc >= 3 && strcmp(argv[2], "overlap") == 0)
+        return hn_cli_bench_overlap(argc, argv);
     if (argc < 3 || strcmp(argv[2], "collectives") != 0) {
-        fprintf(stderr, "usage: hirnode bench collectives [--gpus N] [--backend B] [--via nccl|p2p|\"p2p get\"]\n"
+        fprintf(stderr, "usage: hirnode bench overlap --help\n"
+                        "       hirnode bench collectives [--gpus N] [--backend B] [--via nccl|p2p|\"p2p get\"]\n"
                         "         [--op all|allreduce|allgather|reduce_scatter] [--min 1M] [--max 1G]\n"
                         "         [--dtype bf16|f32|f16] [--iters K] [--warmup W] [--reps R] [--markdown]\n"
                         "         [--trace FILE]   (every run recorded: hirnode trace summary FILE)\n");

@@ -97,7 +97,9 @@ part prod && for g in ${PROD_GPUS:-1 2}; do
   prod ag_p2p_16k examples/ag_matmul_p2p.hir "$g" -D M=16384 -D K=8192 -D N=8192
   prod ag_collective "$(bf16 ag_matmul_collective)" "$g" -D S=4 -D M=32768 -D K=16384 -D N=8192
   prod matmul_ar "$(bf16 matmul_allreduce)" "$g" -D S=4 -D M=16384 -D K=16384 -D N=8192
-  prod matmul_rs "$(bf16 matmul_reduce_scatter)" "$g" -D S=2 -D M=16384 -D K=16384 -D N=8192
+  prod matmul_rs "$(bf16 matmul_reduce_scatter)" "$g" -D M=16384 -D K=16384 -D N=8192
+  prod ag_linear_auto examples/ag_linear_bf16.hir "$g" -D M=16384 -D K=8192 -D N=8192
+  prod tp_mlp "$(bf16 tp_mlp)" "$g" -D L=2 -D M=16384 -D D=8192 -D F=16384
 done
 grep -E "^(run|check) |left at the poison|MISMATCH" "$out/prod.log" | sed 's/^/  /' > "$out/prod-summary.txt"
 echo "production sizes on cuda: $ppass passed, $pbad failed (details: $out/prod.log)"

@@ -20,9 +20,13 @@ static const char usage[] =
     "  run FILE      run a program on every rank\n"
     "  check FILE    parse and verify a program (a dry run of every rank)\n"
     "  dump FILE     print the program in canonical text\n"
+    "  dump --lowered FILE [--gpus N] [--streams S] [-D NAME=VAL]\n"
+    "                print it with its pipelined statements and stream-parallel\n"
+    "                loops lowered for that configuration (default 8 ranks)\n"
     "  info          version, backends, devices, effective settings\n"
     "  bench collectives [options]   busbw of collectives beside raw NCCL\n"
-    "                (hirnode bench collectives --help for its options)\n"
+    "  bench overlap [options]       pipelined GEMMs: every strategy and auto\n"
+    "                (hirnode bench collectives|overlap --help for their options)\n"
     "  trace summary FILE            busy time, overlap figure, critical path of a trace\n"
     "  trace svg FILE -o OUT.svg     the timeline of a trace as a picture\n"
     "\n"
@@ -49,7 +53,7 @@ static const char usage[] =
 typedef struct opts {
     hn_runtime_config cfg;
     const char *file;
-    int check, iters, ngpus_set;
+    int check, iters, ngpus_set, lowered;
     uint64_t seed;
     const char *load_dir, *save_dir;
     const char *fault; /* --fault SPEC */
@@ -135,6 +139,8 @@ static int parse_opts(int argc, char **argv, opts *o, int allow_run_opts)
                 return bad_usage("--timeout needs seconds, not '%s'", v ? v : "");
             o->cfg.timeout_s = d;
             i++;
+        } else if (strcmp(argv[1], "dump") == 0 && strcmp(a, "--lowered") == 0) {
+            o->lowered = 1;
         } else if (allow_run_opts && strcmp(a, "--check") == 0) {
             o->check = 1;
         } else if (allow_run_opts && strcmp(a, "--load") == 0 && v) {
@@ -181,24 +187,79 @@ static hn_program *load(const char *file)
     return p;
 }
 
+/* The program lowered for the configuration of `o` (a copy of p when it
+ * has nothing to lower); NULL after printing why. Plans into notes. */
+static hn_program *lowered(const opts *o, hn_program *p, int64_t **params_out, hn_strbuf *notes, int *rc)
+{
+    int64_t *params = calloc((size_t)p->nparams + 1, sizeof(int64_t));
+    hn_program *lp = NULL;
+    hn_strbuf diag;
+    hn_status_t st;
+    hn_sb_init(&diag);
+    st = params == NULL ? HN_ERR_NOMEM
+                        : hn_params_resolve(p, o->cfg.ndev, o->cfg.nstreams, o->ndefs, o->names, o->values, params,
+                                            &diag);
+    if (st == HN_OK)
+        st = hn_sched_lower(p, o->cfg.ndev, o->cfg.nstreams, params, &lp, &diag, notes);
+    if (diag.data != NULL)
+        fputs(diag.data, stderr);
+    hn_sb_free(&diag);
+    *rc = st == HN_OK ? EXIT_OK : st == HN_ERR_NOMEM || st == HN_ERR_RUNTIME ? EXIT_FAIL : EXIT_USAGE;
+    if (st != HN_OK) {
+        free(params);
+        return NULL;
+    }
+    *params_out = params;
+    return lp;
+}
+
 static int cmd_dump(int argc, char **argv)
 {
     opts o;
-    hn_program *p;
+    hn_program *p, *lp = NULL;
+    int64_t *params = NULL;
+    hn_strbuf notes;
     char *text;
     int rc;
     memset(&o, 0, sizeof(o));
     hn_runtime_config_default(&o.cfg);
-    if ((rc = parse_opts(argc, argv, &o, 0)) != EXIT_OK)
+    o.cfg.ndev = 8;
+    if ((rc = parse_opts(argc, argv, &o, 0)) != EXIT_OK) {
+        free_opts(&o);
         return rc;
-    free_opts(&o);
-    if ((p = load(o.file)) == NULL)
+    }
+    if ((p = load(o.file)) == NULL) {
+        free_opts(&o);
         return EXIT_USAGE;
-    text = hn_program_print(p);
+    }
+    hn_sb_init(&notes);
+    if (o.lowered && (lp = lowered(&o, p, &params, &notes, &rc)) == NULL) {
+        hn_sb_free(&notes);
+        hn_program_destroy(p);
+        free_opts(&o);
+        return rc;
+    }
+    if (o.lowered) {
+        /* comments: the parser reads the program back without them */
+        printf("# %s lowered for %d ranks, nstreams = %d", o.file, o.cfg.ndev, o.cfg.nstreams);
+        for (int i = 0; i < p->nparams; i++)
+            printf("%s %s = %lld", i ? "," : ";", p->names[p->params[i].var], (long long)params[i]);
+        printf("\n");
+        for (char *line = notes.data; line != NULL && *line;) {
+            char *nl = strchr(line, '\n');
+            printf("# %.*s\n", nl ? (int)(nl - line) : (int)strlen(line), line);
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+    text = hn_program_print(lp != NULL ? lp : p);
     if (text != NULL)
         fputs(text, stdout);
     hn_string_free(text);
+    hn_sb_free(&notes);
+    hn_program_destroy(lp);
     hn_program_destroy(p);
+    free(params);
+    free_opts(&o);
     return text != NULL ? EXIT_OK : EXIT_FAIL;
 }
 
@@ -226,6 +287,14 @@ static int cmd_check(int argc, char **argv)
     st = params == NULL ? HN_ERR_NOMEM
                         : hn_params_resolve(p, o.cfg.ndev, o.cfg.nstreams, o.ndefs, o.names, o.values,
                                             params, &diag);
+    if (st == HN_OK && p->has_sched) { /* what runs is the lowered program */
+        hn_program *lp = NULL;
+        st = hn_sched_lower(p, o.cfg.ndev, o.cfg.nstreams, params, &lp, &diag, NULL);
+        if (st == HN_OK) {
+            hn_program_destroy(p);
+            p = lp;
+        }
+    }
     if (st == HN_OK)
         st = hn_verify_run(p, o.cfg.ndev, o.cfg.nstreams, params, &diag, NULL);
     if (diag.data != NULL)

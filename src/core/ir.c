@@ -21,7 +21,13 @@ int hn_op_lookup(const char *word, int len)
 }
 
 static const char *redop_names[HN_RED_COUNT] = {"sum", "prod", "max", "min", "avg"};
-static const char *backend_names[HN_VIA_COUNT] = {"default", "nccl", "p2p"};
+static const char *backend_names[HN_VIA_COUNT] = {"default", "nccl", "p2p", "auto"};
+static const char *strategy_names[HN_STRAT_COUNT] = {"auto", "sequential", "ring", "collective", "broadcast"};
+
+const char *hn_strategy_name(hn_strategy s)
+{
+    return (unsigned)s < HN_STRAT_COUNT ? strategy_names[s] : "?";
+}
 
 const char *hn_redop_name(hn_redop r) { return (unsigned)r < HN_RED_COUNT ? redop_names[r] : "?"; }
 const char *hn_backend_name(hn_backend_kind b)
@@ -298,7 +304,99 @@ hn_instr *hn_instr_new(hn_op op, int line, int col)
     in->sref_var = -1;
     in->wait_var = -1;
     in->id = -1;
+    in->origin = -1;
+    /* a pipelined statement picks its communicator itself unless told */
+    if (hn_op_table[op].form == HN_FORM_PIPELINED)
+        in->via = HN_VIA_AUTO;
     return in;
+}
+
+int hn_tref_clone(hn_tref *dst, const hn_tref *src)
+{
+    *dst = *src;
+    for (int i = 0; i < src->nidx; i++)
+        dst->idx[i] = NULL;
+    for (int i = 0; i < src->nidx; i++)
+        if ((dst->idx[i] = hn_expr_clone(src->idx[i])) == NULL) {
+            hn_tref_clear(dst);
+            return -1;
+        }
+    return 0;
+}
+
+int hn_type_clone(hn_type *dst, const hn_type *src)
+{
+    *dst = *src;
+    for (int i = 0; i < src->ndim; i++)
+        dst->shape[i] = NULL;
+    for (int i = 0; i < src->ndim; i++)
+        if ((dst->shape[i] = hn_expr_clone(src->shape[i])) == NULL) {
+            hn_type_clear(dst);
+            return -1;
+        }
+    return 0;
+}
+
+static int block_clone(hn_block *dst, const hn_block *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    for (int i = 0; i < src->n; i++) {
+        hn_instr *c = hn_instr_clone(src->items[i]);
+        if (c == NULL || hn_block_push(dst, c) != 0) {
+            hn_instr_free(c);
+            hn_block_free(dst);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int expr_slot_clone(hn_expr **dst, const hn_expr *src)
+{
+    *dst = NULL;
+    return src != NULL && (*dst = hn_expr_clone(src)) == NULL ? -1 : 0;
+}
+
+hn_instr *hn_instr_clone(const hn_instr *in)
+{
+    hn_instr *c = hn_calloc(1, sizeof(*c));
+    int ok = 1;
+    if (c == NULL)
+        return NULL;
+    *c = *in;
+    /* own nothing yet, so that a failure half-way frees only copies */
+    c->a.nidx = c->b.nidx = c->type.ndim = c->nteam = c->nargs = 0;
+    c->team = NULL;
+    c->sref_index = NULL;
+    memset(c->e, 0, sizeof(c->e));
+    memset(&c->body, 0, sizeof(c->body));
+    memset(&c->orelse, 0, sizeof(c->orelse));
+    ok = hn_tref_clone(&c->a, &in->a) == 0;
+    ok = ok && hn_tref_clone(&c->b, &in->b) == 0;
+    ok = ok && hn_type_clone(&c->type, &in->type) == 0;
+    for (int i = 0; i < 3 && ok; i++)
+        ok = expr_slot_clone(&c->e[i], in->e[i]) == 0;
+    ok = ok && expr_slot_clone(&c->sref_index, in->sref_index) == 0;
+    if (ok && in->nteam > 0) {
+        ok = (c->team = hn_calloc((size_t)in->nteam, sizeof(*c->team))) != NULL;
+        for (int i = 0; i < in->nteam && ok; i++, c->nteam++)
+            ok = (c->team[i] = hn_expr_clone(in->team[i])) != NULL;
+    }
+    for (int i = 0; i < in->nargs && ok; i++) {
+        c->args[i] = in->args[i];
+        c->args[i].t.nidx = 0;
+        c->args[i].e = NULL;
+        c->nargs++;
+        ok = hn_tref_clone(&c->args[i].t, &in->args[i].t) == 0 &&
+             expr_slot_clone(&c->args[i].e, in->args[i].e) == 0;
+    }
+    ok = ok && block_clone(&c->body, &in->body) == 0;
+    ok = ok && block_clone(&c->orelse, &in->orelse) == 0;
+    if (!ok) {
+        hn_instr_free(c);
+        return NULL;
+    }
+    return c;
 }
 
 void hn_tref_clear(hn_tref *t)
@@ -393,8 +491,21 @@ void hn_prog_free(hn_program *p)
     hn_block_free(&p->body);
     hn_block_free(&p->reference);
     hn_free(p->instrs);
+    for (int i = 0; i < p->norigins; i++)
+        hn_free(p->origins[i]);
+    hn_free(p->origins);
     hn_free(p->filename);
     hn_free(p);
+}
+
+int hn_prog_add_origin(hn_program *p, const char *text)
+{
+    char *copy;
+    if (hn_grow((void **)&p->origins, &p->origins_cap, p->norigins, sizeof(*p->origins)) != 0 ||
+        (copy = hn_strdup(text)) == NULL)
+        return -1;
+    p->origins[p->norigins] = copy;
+    return p->norigins++;
 }
 
 int hn_prog_find_var(const hn_program *p, const char *name)
@@ -468,6 +579,7 @@ static void number_block(hn_program *p, const hn_block *b, int *next)
     for (int i = 0; i < b->n; i++) {
         hn_instr *in = b->items[i];
         p->has_wait |= in->op == HN_OP_WAIT;
+        p->has_sched |= in->on_streams || (hn_op_table[in->op].flags & HN_OPF_PIPE) != 0;
         in->id = (*next)++;
         p->instrs[in->id] = in;
         number_block(p, &in->body, next);
@@ -484,6 +596,7 @@ hn_status_t hn_prog_finish(hn_program *p)
     if (p->instrs == NULL)
         return HN_ERR_NOMEM;
     p->has_wait = 0;
+    p->has_sched = 0;
     number_block(p, &p->body, &next);
     number_block(p, &p->reference, &next);
     p->ninstrs = n;
@@ -565,6 +678,7 @@ static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
         !tref_eq(c, &a->b, &b->b) || !type_eq(c, &a->type, &b->type) ||
         !name_equal(c, a->sref_var, b->sref_var) || !expr_eq(c, a->sref_index, b->sref_index) ||
         a->redop != b->redop || a->via != b->via || a->get != b->get || a->team_kind != b->team_kind ||
+        a->strategy != b->strategy || a->protocol != b->protocol || a->on_streams != b->on_streams ||
         a->nteam != b->nteam || !name_equal(c, a->wait_var, b->wait_var) ||
         a->nargs != b->nargs)
         return 0;

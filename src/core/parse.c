@@ -37,6 +37,8 @@ static int is_reserved(const char *s, int len)
     return hn_op_lookup(s, len) >= 0;
 }
 
+int hn_name_reserved(const char *name) { return is_reserved(name, (int)strlen(name)); }
+
 static void describe(const hn_token *t, char *buf, size_t n)
 {
     switch (t->kind) {
@@ -437,15 +439,238 @@ static int via(parser *ps, hn_instr *in)
     return 0;
 }
 
+/* ---- pipelined statements ---- */
+
+/* The pipelined pattern of ops.def written `KW out <- NESTED(...) ...`
+ * (nested: the nested keyword, or NULL for `KW out <- in pipelined(...)`);
+ * -1 if there is none. */
+static int pipe_lookup(const char *kw, const hn_token *nested)
+{
+    for (int op = 0; op < HN_OP_COUNT; op++) {
+        const hn_op_info *info = &hn_op_table[op];
+        size_t n = strcspn(info->sig, "(");
+        if (info->form != HN_FORM_PIPELINED || strcmp(info->keyword, kw) != 0)
+            continue;
+        if (nested == NULL ? info->sig[0] == 't'
+                           : info->sig[n] == '(' && (int)n == nested->len &&
+                                 strncmp(info->sig, nested->s, n) == 0)
+            return op;
+    }
+    return -1;
+}
+
+/* A tensor operand of a pipelined statement, appended to in->args. */
+static int pipe_operand(parser *ps, hn_instr *in)
+{
+    hn_arg *arg;
+    if (in->nargs == HN_ARRAY_LEN(in->args)) {
+        error_at(ps, &ps->tok, "too many operands");
+        return 0;
+    }
+    /* counted before it is parsed, so that a half-parsed operand is freed */
+    arg = &in->args[in->nargs++];
+    arg->is_tensor = 1;
+    arg->t.var = -1;
+    return tref(ps, &arg->t);
+}
+
+/* The operands after the nested keyword, as the signature in ops.def says:
+ * sig "(tt?t)t" reads `(A, B [, bias]), C`; `?` makes the rest of its
+ * group optional. */
+static int pipe_operands(parser *ps, hn_instr *in, const char *sig)
+{
+    int optional = 0, first = 1;
+    for (const char *s = sig; *s && !ps->failed; s++) {
+        switch (*s) {
+        case '(':
+            if (!expect_punct(ps, HN_P_LPAREN))
+                return 0;
+            first = 1;
+            optional = 0;
+            break;
+        case ')':
+            if (!expect_punct(ps, HN_P_RPAREN))
+                return 0;
+            first = optional = 0;
+            break;
+        case '?': optional = 1; break;
+        default: /* 't' */
+            if (optional && !is_punct(ps, HN_P_COMMA)) {
+                while (s[1] != '\0' && s[1] != ')')
+                    s++; /* the rest of this group is omitted */
+                break;
+            }
+            if ((!first && !expect_punct(ps, HN_P_COMMA)) || !pipe_operand(ps, in))
+                return 0;
+            first = 0;
+            break;
+        }
+    }
+    return !ps->failed;
+}
+
+static int pipe_count(parser *ps, hn_expr **slot)
+{
+    if (is_word(ps, "auto")) { /* the cost model chooses */
+        next(ps);
+        return 1;
+    }
+    return (*slot = expr(ps)) != NULL;
+}
+
+/* Picks one of `n` words; -1 after an error listing them. */
+static int pipe_choice(parser *ps, const char *what, const char *const *words, int n)
+{
+    char list[160], found[160];
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        if (is_word(ps, words[i])) {
+            next(ps);
+            return i;
+        }
+    for (int i = 0; i < n && k < sizeof(list); i++)
+        k += (size_t)snprintf(list + k, sizeof(list) - k, i ? ", %s" : "%s", words[i]);
+    describe(&ps->tok, found, sizeof(found));
+    error_at(ps, &ps->tok, "expected %s (%s) but found %s", what, list, found);
+    return -1;
+}
+
+/* pipe_opts := 'pipelined' '(' [ pipe_opt { ',' pipe_opt } ] ')'
+ * pipe_opt  := 'strategy' '=' ('auto' | 'sequential' | 'ring' | 'collective' | 'broadcast')
+ *            | ('chunks' | 'streams') '=' ('auto' | expr)
+ *            | 'via' '=' ('auto' | 'nccl' | 'p2p' | 'default')
+ *            | 'protocol' '=' ('auto' | 'put' | 'get') */
+static int pipe_options(parser *ps, hn_instr *in)
+{
+    static const char *const keys[] = {"strategy", "chunks", "streams", "via", "protocol"};
+    static const char *const protocols[] = {"auto", "put", "get"};
+    const char *strategies[HN_STRAT_COUNT], *vias[HN_VIA_COUNT];
+    int seen[HN_ARRAY_LEN(keys)] = {0};
+    for (int i = 0; i < HN_STRAT_COUNT; i++)
+        strategies[i] = hn_strategy_name((hn_strategy)i);
+    for (int i = 0; i < HN_VIA_COUNT; i++)
+        vias[i] = hn_backend_name((hn_backend_kind)i);
+    if (!expect_word(ps, "pipelined") || !expect_punct(ps, HN_P_LPAREN))
+        return 0;
+    if (accept_punct(ps, HN_P_RPAREN))
+        return 1;
+    do {
+        hn_token key = ps->tok;
+        int k = -1, v;
+        for (int i = 0; i < HN_ARRAY_LEN(keys); i++)
+            if (is_word(ps, keys[i]))
+                k = i;
+        if (k < 0) {
+            char what[160];
+            describe(&key, what, sizeof(what));
+            error_at(ps, &key, "unknown option %s of pipelined (strategy, chunks, streams, via, protocol)",
+                     what);
+            return 0;
+        }
+        if (seen[k]++) {
+            error_at(ps, &key, "option '%s' given twice", keys[k]);
+            return 0;
+        }
+        next(ps);
+        if (!expect_punct(ps, HN_P_ASSIGN))
+            return 0;
+        switch (k) {
+        case 0:
+            if ((v = pipe_choice(ps, "a strategy", strategies, HN_STRAT_COUNT)) < 0)
+                return 0;
+            in->strategy = (hn_strategy)v;
+            break;
+        case 1:
+        case 2:
+            if (!pipe_count(ps, &in->e[k - 1]))
+                return 0;
+            break;
+        case 3:
+            if ((v = pipe_choice(ps, "a communicator", vias, HN_VIA_COUNT)) < 0)
+                return 0;
+            in->via = (hn_backend_kind)v;
+            break;
+        default:
+            if ((v = pipe_choice(ps, "a protocol", protocols, HN_ARRAY_LEN(protocols))) < 0)
+                return 0;
+            in->protocol = (hn_protocol)v;
+            break;
+        }
+    } while (accept_punct(ps, HN_P_COMMA));
+    return expect_punct(ps, HN_P_RPAREN);
+}
+
+/* Turns `in` into the pipelined pattern `op` (its options not yet read). */
+static void become_pipelined(hn_instr *in, int op)
+{
+    in->op = (hn_op)op;
+    in->via = HN_VIA_AUTO;
+    in->get = 0;
+}
+
+/* pipelined := KW tref '<-' NESTED pipe_operands [ 'op' REDOP ] pipe_opts
+ * where NESTED is the nested keyword of an ops.def pattern, e.g.
+ *   matmul C <- allgather(A), B pipelined(...)
+ *   reduce_scatter C <- linear(A, W, bias) pipelined(...)
+ * The current token is NESTED (followed by '('). */
+static int pipelined_nested(parser *ps, hn_instr *in)
+{
+    hn_token nested = ps->tok;
+    int op = pipe_lookup(hn_op_table[in->op].keyword, &nested);
+    if (op < 0) {
+        error_at(ps, &nested, "%.*s(...) as an operand of %s: no pipelined statement reads it "
+                 "(docs/SYNTAX.md lists them)", nested.len, nested.s, hn_op_table[in->op].keyword);
+        return 0;
+    }
+    become_pipelined(in, op);
+    next(ps);
+    if (!pipe_operands(ps, in, hn_op_table[op].sig + strcspn(hn_op_table[op].sig, "(")))
+        return 0;
+    if (is_word(ps, "op")) {
+        error_at(ps, &ps->tok, "a pipelined %s sums its partial products: no 'op'", hn_op_table[op].keyword);
+        return 0;
+    }
+    return pipe_options(ps, in);
+}
+
+/* Whether the current token starts a nested operation: KEYWORD '('. */
+static int at_nested(parser *ps)
+{
+    return ps->tok.kind == HN_T_IDENT && hn_op_lookup(ps->tok.s, ps->tok.len) >= 0 &&
+           peek2(ps).kind == HN_T_PUNCT && peek2(ps).punct == HN_P_LPAREN;
+}
+
 /* coll := OP tref '<-' tref { 'op' REDOP | 'root' expr | 'team' team | 'via' BACKEND } */
 static int coll(parser *ps, hn_instr *in)
 {
     int flags = hn_op_table[in->op].flags;
     int seen_op = 0, seen_root = 0, seen_team = 0, seen_via = 0;
-    if (!tref(ps, &in->a) || !expect_punct(ps, HN_P_ARROW) || !tref(ps, &in->b))
+    if (!tref(ps, &in->a) || !expect_punct(ps, HN_P_ARROW))
+        return 0;
+    if (at_nested(ps))
+        return pipelined_nested(ps, in);
+    if (!tref(ps, &in->b))
         return 0;
     while (!ps->failed && ps->tok.kind == HN_T_IDENT) {
         hn_token t = ps->tok;
+        if (is_word(ps, "pipelined")) {
+            int op = pipe_lookup(hn_op_table[in->op].keyword, NULL);
+            if (op < 0 || seen_root || seen_team || seen_via) {
+                error_at(ps, &t, op < 0 ? "%s has no pipelined form"
+                                        : "a pipelined %s spans all ranks and takes its communicator "
+                                          "in pipelined(via=...): no root, team or via before it",
+                         hn_op_table[in->op].keyword);
+                return 0;
+            }
+            become_pipelined(in, op);
+            /* the input becomes the one operand */
+            in->args[0].is_tensor = 1;
+            in->args[0].t = in->b;
+            in->nargs = 1;
+            memset(&in->b, 0, sizeof(in->b));
+            in->b.var = -1;
+            return pipe_options(ps, in);
+        }
         if (is_word(ps, "op") && (flags & HN_OPF_REDOP) && !seen_op) {
             int found = 0;
             next(ps);
@@ -498,6 +723,8 @@ static int compute(parser *ps, hn_instr *in)
         return 1;
     if (!expect_punct(ps, HN_P_ARROW))
         return 0;
+    if (at_nested(ps))
+        return pipelined_nested(ps, in);
     for (const char *s = sig; *s; s++) {
         hn_arg *arg;
         if (*s == '?') {
@@ -525,6 +752,11 @@ static int compute(parser *ps, hn_instr *in)
             return 0;
         }
     }
+    if (is_word(ps, "pipelined") && pipe_lookup(hn_op_table[in->op].keyword, NULL) < 0) {
+        error_at(ps, &ps->tok, "%s is pipelined with a nested communication as an operand, e.g. "
+                 "matmul C <- allgather(A), B pipelined(...)", hn_op_table[in->op].keyword);
+        return 0;
+    }
     return 1;
 }
 
@@ -546,7 +778,7 @@ static int instr_body(parser *ps, hn_instr *in)
         return expect_punct(ps, HN_P_LPAREN) && (in->e[0] = expr(ps)) != NULL &&
                expect_punct(ps, HN_P_RPAREN);
     case HN_FORM_STREAMREF: return streamref(ps, in);
-    case HN_FORM_FOR: /* for NAME 'in' expr '..' expr ['step' expr] block */
+    case HN_FORM_FOR: /* for NAME 'in' expr '..' expr ['step' expr] ['on' 'streams'] block */
         if ((in->dst = name(ps, "a loop variable")) < 0 || !expect_word(ps, "in") ||
             (in->e[0] = expr(ps)) == NULL || !expect_punct(ps, HN_P_DOTDOT) ||
             (in->e[1] = expr(ps)) == NULL)
@@ -556,7 +788,16 @@ static int instr_body(parser *ps, hn_instr *in)
             if ((in->e[2] = expr(ps)) == NULL)
                 return 0;
         }
+        if (is_word(ps, "on")) { /* a stream-parallel loop (src/sched/lower.c) */
+            next(ps);
+            if (!expect_word(ps, "streams"))
+                return 0;
+            in->on_streams = 1;
+        }
         return block(ps, &in->body);
+    case HN_FORM_PIPELINED: /* only reached through the compute and collective forms */
+        error_at(ps, &ps->tok, "internal: a pipelined form has no keyword of its own");
+        return 0;
     case HN_FORM_IF: /* if expr block ['else' (block | if ...)] */
         if ((in->e[0] = expr(ps)) == NULL || !block(ps, &in->body))
             return 0;
@@ -661,7 +902,16 @@ static hn_instr *statement(parser *ps)
     }
     if (op != HN_OP_FOR)
         in->dst = dst;
-    if (!instr_body(ps, in) || !end_of_statement(ps)) {
+    if (!instr_body(ps, in)) {
+        hn_instr_free(in);
+        return NULL;
+    }
+    if (dst >= 0 && hn_op_table[in->op].form == HN_FORM_PIPELINED) {
+        error_at(ps, &t, "a pipelined statement defines no value: it ends when its work is done");
+        hn_instr_free(in);
+        return NULL;
+    }
+    if (!end_of_statement(ps)) {
         hn_instr_free(in);
         return NULL;
     }
@@ -809,6 +1059,33 @@ static void program(parser *ps)
             }
         }
     }
+}
+
+hn_status_t hn_parse_stmts(hn_program *p, const char *text, size_t len, hn_block *out, hn_strbuf *diag)
+{
+    parser ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.file = "<generated>";
+    ps.diag = diag;
+    ps.prog = p;
+    hn_lex_init(&ps.lx, text, len);
+    next(&ps);
+    for (;;) {
+        hn_instr *in;
+        skip_newlines(&ps);
+        if (ps.failed || ps.tok.kind == HN_T_EOF)
+            break;
+        if ((in = statement(&ps)) == NULL)
+            break;
+        if (hn_block_push(out, in) != 0) {
+            hn_instr_free(in);
+            oom(&ps);
+        }
+    }
+    if (!ps.failed)
+        return HN_OK;
+    hn_block_free(out);
+    return ps.nomem ? HN_ERR_NOMEM : HN_ERR_PARSE;
 }
 
 hn_status_t hn_parse(const char *text, size_t len, const char *filename,

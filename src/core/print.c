@@ -71,6 +71,8 @@ static void tref(hn_strbuf *sb, const hn_program *p, const hn_tref *t)
     }
 }
 
+void hn_print_tref(hn_strbuf *sb, const hn_program *p, const hn_tref *t) { tref(sb, p, t); }
+
 static void shape(hn_strbuf *sb, const hn_program *p, const hn_type *ty)
 {
     hn_sb_append(sb, "[");
@@ -91,6 +93,45 @@ static void exprs(hn_strbuf *sb, const hn_program *p, hn_expr *const *e, int n)
 }
 
 static void block(hn_strbuf *sb, const hn_program *p, const hn_block *b, int indent, int oneline);
+
+/* `out <- nested(operands), operands [op R] pipelined(options)`, the
+ * operands laid out as the signature in ops.def says. */
+static void pipelined(hn_strbuf *sb, const hn_program *p, const hn_instr *in)
+{
+    const char *sig = hn_op_table[in->op].sig;
+    int arg = 0, first = 1, nopt = 0;
+    hn_sb_append(sb, " ");
+    tref(sb, p, &in->a);
+    hn_sb_append(sb, " <- ");
+    /* the nested keyword (if any), then its operands and the outer ones */
+    size_t kw = strchr(sig, '(') != NULL ? strcspn(sig, "(") : 0;
+    hn_sb_appendn(sb, sig, kw);
+    for (const char *s = sig + kw; *s; s++) {
+        if (*s == '(' || *s == ')') {
+            hn_sb_printf(sb, "%c", *s);
+            first = *s == '(';
+        } else if (*s == 't' && arg < in->nargs) {
+            hn_sb_append(sb, first ? "" : ", ");
+            tref(sb, p, &in->args[arg++].t);
+            first = 0;
+        }
+    }
+    if ((hn_op_table[in->op].flags & HN_OPF_REDOP) && in->redop != HN_RED_SUM)
+        hn_sb_printf(sb, " op %s", hn_redop_name(in->redop));
+    hn_sb_append(sb, " pipelined(");
+    if (in->strategy != HN_STRAT_AUTO)
+        hn_sb_printf(sb, "%sstrategy=%s", nopt++ ? ", " : "", hn_strategy_name(in->strategy));
+    for (int k = 0; k < 2; k++)
+        if (in->e[k] != NULL) {
+            hn_sb_printf(sb, "%s%s=", nopt++ ? ", " : "", k == 0 ? "chunks" : "streams");
+            hn_print_expr(sb, p, in->e[k]);
+        }
+    if (in->via != HN_VIA_AUTO)
+        hn_sb_printf(sb, "%svia=%s", nopt++ ? ", " : "", hn_backend_name(in->via));
+    if (in->protocol != HN_PROTO_AUTO)
+        hn_sb_printf(sb, "%sprotocol=%s", nopt++ ? ", " : "", in->protocol == HN_PROTO_GET ? "get" : "put");
+    hn_sb_append(sb, ")");
+}
 
 /* Instruction text without the trailing newline; blocks at `indent`. */
 static void instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in, int indent, int oneline)
@@ -145,6 +186,8 @@ static void instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in, int in
             hn_sb_append(sb, " step ");
             hn_print_expr(sb, p, in->e[2]);
         }
+        if (in->on_streams)
+            hn_sb_append(sb, " on streams");
         block(sb, p, &in->body, indent, oneline);
         break;
     case HN_FORM_IF:
@@ -208,6 +251,7 @@ static void instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in, int in
                 hn_print_expr(sb, p, in->args[i].e);
         }
         break;
+    case HN_FORM_PIPELINED: pipelined(sb, p, in); break;
     }
 }
 
@@ -228,7 +272,11 @@ static void block(hn_strbuf *sb, const hn_program *p, const hn_block *b, int ind
 
 void hn_print_instr_short(hn_strbuf *sb, const hn_program *p, const hn_instr *in)
 {
-    instr(sb, p, in, 0, 1);
+    /* generated code is named by the statement it was lowered from */
+    if (in->origin >= 0 && in->origin < p->norigins)
+        hn_sb_append(sb, p->origins[in->origin]);
+    else
+        instr(sb, p, in, 0, 1);
 }
 
 static void io(hn_strbuf *sb, const hn_program *p, const hn_io *x, const char *kw)

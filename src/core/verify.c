@@ -3,6 +3,7 @@
  * parameters, inputs, outputs or loop variables, the reference block does
  * not communicate. All errors are reported, not just the first. */
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "parse.h"
@@ -25,6 +26,7 @@ typedef struct vstate {
     int errors;
     sym *syms;
     int in_reference;
+    const hn_instr *stream_loop; /* the stream-parallel loop around, if any */
     int nomem;
 } vstate;
 
@@ -122,6 +124,65 @@ static void no_comm_in_reference(vstate *v, const hn_instr *in)
             hn_op_table[in->op].keyword);
 }
 
+/* Option expressions of pipelined statements are fixed before a run: they
+ * may use parameters, world and nstreams only. */
+static void params_only(vstate *v, const hn_expr *e, int line, int col, const char *what)
+{
+    int is_param = 0;
+    if (e == NULL)
+        return;
+    if (e->kind == HN_EX_VAR) {
+        for (int i = 0; i < v->p->nparams; i++)
+            is_param |= v->p->params[i].var == e->var;
+        if (!is_param)
+            err(v, line, col, "%s may use parameters, world and nstreams only, not '%s'", what, nm(v, e->var));
+    }
+    params_only(v, e->a, line, col, what);
+    params_only(v, e->b, line, col, what);
+}
+
+/* An integer literal, possibly negated: its value into *v. */
+static int is_constant(const hn_expr *e, int64_t *v)
+{
+    if (e->kind == HN_EX_INT)
+        *v = e->ival;
+    else if (e->kind == HN_EX_NEG && e->a->kind == HN_EX_INT)
+        *v = -e->a->ival;
+    else
+        return 0;
+    return 1;
+}
+
+/* A pipelined statement: tensor operands of one dtype, a strategy it
+ * offers, options fixed before the run, outside stream-parallel loops. */
+static void check_pipelined(vstate *v, const hn_instr *in)
+{
+    const hn_op_info *info = &hn_op_table[in->op];
+    int da = check_tref(v, &in->a);
+    no_comm_in_reference(v, in);
+    if (v->stream_loop != NULL)
+        err(v, in->line, in->col, "a pipelined statement assigns streams itself: it cannot be inside the "
+            "stream-parallel loop of line %d", v->stream_loop->line);
+    for (int i = 0; i < in->nargs; i++)
+        same_dtype(v, in, da, check_tref(v, &in->args[i].t), info->keyword);
+    if (in->strategy != HN_STRAT_AUTO && !(info->flags & HN_OPF_STRATEGY(in->strategy))) {
+        char list[128] = "";
+        for (int s = 1; s < HN_STRAT_COUNT; s++)
+            if (info->flags & HN_OPF_STRATEGY(s))
+                snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", list[0] ? ", " : "",
+                         hn_strategy_name((hn_strategy)s));
+        err(v, in->line, in->col, "strategy %s does not apply to this %s: it offers %s",
+            hn_strategy_name(in->strategy), info->keyword, list);
+    }
+    for (int k = 0; k < 2; k++) {
+        check_expr(v, in->e[k], in->line, in->col, 0);
+        params_only(v, in->e[k], in->line, in->col, k == 0 ? "chunks" : "streams");
+    }
+    if (in->protocol != HN_PROTO_AUTO && in->via != HN_VIA_P2P && in->via != HN_VIA_AUTO)
+        err(v, in->line, in->col, "protocol=%s applies to via=p2p, not via=%s",
+            in->protocol == HN_PROTO_GET ? "get" : "put", hn_backend_name(in->via));
+}
+
 static void instr(vstate *v, const hn_instr *in)
 {
     const hn_op_info *info = &hn_op_table[in->op];
@@ -159,7 +220,12 @@ static void instr(vstate *v, const hn_instr *in)
         check_expr(v, in->e[0], in->line, in->col, 1);
         define(v, in, in->dst, K_STREAM, -1, 0);
         break;
-    case HN_FORM_STREAMREF: check_streamref(v, in); break;
+    case HN_FORM_STREAMREF:
+        check_streamref(v, in);
+        if (in->op == HN_OP_SET_STREAM && v->stream_loop != NULL)
+            err(v, in->line, in->col, "the stream-parallel loop of line %d puts each iteration on its "
+                "own stream: no set_stream inside it", v->stream_loop->line);
+        break;
     case HN_FORM_BARE: break;
     case HN_FORM_FOR: {
         sym saved = v->syms[in->dst];
@@ -171,7 +237,20 @@ static void instr(vstate *v, const hn_instr *in)
         }
         v->syms[in->dst].k = K_INT;
         v->syms[in->dst].fixed = 1;
-        block(v, &in->body);
+        if (in->on_streams) {
+            const hn_instr *outer = v->stream_loop;
+            if (outer != NULL)
+                err(v, in->line, in->col, "stream-parallel loops do not nest (this one is inside line %d's)",
+                    outer->line);
+            int64_t step = 1;
+            if (in->e[2] != NULL && (!is_constant(in->e[2], &step) || step == 0))
+                err(v, in->line, in->col, "the step of a stream-parallel loop is a non-zero integer");
+            v->stream_loop = in;
+            block(v, &in->body);
+            v->stream_loop = outer;
+        } else {
+            block(v, &in->body);
+        }
         v->syms[in->dst] = saved;
         break;
     }
@@ -193,6 +272,9 @@ static void instr(vstate *v, const hn_instr *in)
         break;
     case HN_FORM_P2P:
         no_comm_in_reference(v, in);
+        if (in->via == HN_VIA_AUTO)
+            err(v, in->line, in->col, "via auto chooses the communicator of collectives; a %s names "
+                "nccl, p2p or default", info->keyword);
         check_tref(v, &in->a);
         check_expr(v, in->e[0], in->line, in->col, 1);
         if (in->dst >= 0)
@@ -224,6 +306,7 @@ static void instr(vstate *v, const hn_instr *in)
                 same_dtype(v, in, da, dt[i], info->keyword);
         break;
     }
+    case HN_FORM_PIPELINED: check_pipelined(v, in); break;
     }
 }
 

@@ -18,6 +18,8 @@ static const hn_setting settings[] = {
     {"log", "HIRNODE_LOG", "warn", "log level: off, error, warn, info, debug, trace"},
     {"nccl_blocking", "HIRNODE_NCCL_BLOCKING", "1",
      "nccl: 1 blocking communicators (fast issue; the watchdog aborts a stuck one), 0 non-blocking"},
+    {"default_via", "HIRNODE_DEFAULT_VIA", "auto",
+     "cuda: collectives without `via`: auto (NCCL or p2p by measured crossovers) or nccl"},
     {"p2p_sync", "HIRNODE_P2P_SYNC", "events",
      "p2p: how devices wait for each other: events (cross-device events) or flags (stream memory operations)"},
     {"p2p_pieces", "HIRNODE_P2P_PIECES", "4", "p2p: most pieces of a reduce-scatter ring step (1-64)"},

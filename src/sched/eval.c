@@ -593,6 +593,8 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     hn_tensor out, inp;
     int64_t no, ni, total_in, total_out;
     size_t count;
+    hn_backend_kind via;
+    int get;
     const char *what = hn_op_table[in->op].keyword;
     if (no_comm_in_reference(x, in) != HN_OK || hn_exec_team(x, in, members, 256, &n) != HN_OK)
         return x->status;
@@ -654,19 +656,22 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         count = (size_t)ni;
         break;
     }
-    if (in->via == HN_VIA_P2P && kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER &&
+    /* `via auto` picks by size here, the same way on every member */
+    via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, kind, count, out.dtype, n);
+    get = via == in->via ? in->get : 0;
+    if (via == HN_VIA_P2P && kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER &&
         kind != HN_COLL_ALLREDUCE && kind != HN_COLL_BROADCAST)
         return fail(x, in, HN_ERR_UNSUPPORTED, "%s via p2p: the p2p backend does allgather, reduce_scatter, "
                     "allreduce, broadcast and send/recv", what);
-    if (in->via == HN_VIA_P2P && kind == HN_COLL_ALLREDUCE && count % (size_t)n != 0)
+    if (via == HN_VIA_P2P && kind == HN_COLL_ALLREDUCE && count % (size_t)n != 0)
         return fail(x, in, HN_ERR_UNSUPPORTED, "allreduce via p2p of %zu elements: not divisible by the team "
                     "size %d", count, n);
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));
         rec.instr = in->id;
-        rec.via = (int)in->via;
-        rec.get = in->get;
+        rec.via = (int)via;
+        rec.get = get;
         rec.kind = kind;
         rec.nteam = n;
         if (intern_team(x, in, members, n, &rec.team_off) != HN_OK)
@@ -679,14 +684,14 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
             return x->status;
         return record_comm(x, in, NULL);
     } else {
-        hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (int)in->redop, (int)root, in->get};
-        hn_comm_team *team = hn_runtime_team(x->rt, in->via, members, n);
+        hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (int)in->redop, (int)root, get};
+        hn_comm_team *team = hn_runtime_team(x->rt, via, members, n);
         hn_dstream *s;
         hn_origin o = origin_of(x, in);
         if (team == NULL)
             return fail(x, in, HN_ERR_RUNTIME, "no communicator for this team (not verified?)");
         if (cur_stream(x, in, &s) != HN_OK ||
-            issued(x, in, hn_runtime_comm(x->rt, in->via)->ops->collective(team, me, &args, s, &o), what) != HN_OK)
+            issued(x, in, hn_runtime_comm(x->rt, via)->ops->collective(team, me, &args, s, &o), what) != HN_OK)
             return x->status;
         return record_comm(x, in, s);
     }
@@ -1098,6 +1103,48 @@ static hn_status_t inject_faults(hn_exec *x, const hn_instr *in)
     }
     return HN_OK;
 }
+
+/* ---- pipelined statements ---- */
+
+/* Only the dry run before lowering meets a pipelined statement: it records
+ * the statement's tensors, from which the scheduler (lower.c) sizes what it
+ * generates; a run executes the lowered program instead. */
+static hn_status_t exec_pipelined(hn_exec *x, const hn_instr *in)
+{
+    hn_comm_log *l = x->log;
+    hn_pipe_rec rec;
+    if (no_comm_in_reference(x, in) != HN_OK)
+        return x->status;
+    if (!x->dry)
+        return fail(x, in, HN_ERR_UNSUPPORTED, "a pipelined statement runs lowered (hn_sched_lower)");
+    memset(&rec, 0, sizeof(rec));
+    rec.instr = in->id;
+    rec.ntensors = 1 + in->nargs;
+    if (tensor_of(x, in, &in->a, &rec.t[0]) != HN_OK)
+        return x->status;
+    for (int i = 0; i < in->nargs && i + 1 < HN_ARRAY_LEN(rec.t); i++)
+        if (tensor_of(x, in, &in->args[i].t, &rec.t[i + 1]) != HN_OK)
+            return x->status;
+    if (l == NULL)
+        return HN_OK;
+    if (hn_grow((void **)&l->pipes, &l->pipes_cap, l->npipes, sizeof(*l->pipes)) != 0)
+        return fail(x, in, HN_ERR_NOMEM, "out of memory");
+    l->pipes[l->npipes++] = rec;
+    return HN_OK;
+}
+
+#define PIPE(E) \
+    static hn_status_t exec_##E(hn_exec *x, const hn_instr *in) { return exec_pipelined(x, in); }
+PIPE(AG_MATMUL)
+PIPE(AG_LINEAR)
+PIPE(MATMUL_RS)
+PIPE(LINEAR_RS)
+PIPE(MATMUL_AR)
+PIPE(LINEAR_AR)
+PIPE(PIPE_ALLGATHER)
+PIPE(PIPE_REDUCE_SCATTER)
+PIPE(PIPE_ALLREDUCE)
+#undef PIPE
 
 /* ---- dispatch ---- */
 

@@ -503,6 +503,7 @@ static hn_status_t init_comms(hn_runtime *rt)
     names[HN_VIA_DEFAULT] = rt->dev->comm;
     names[HN_VIA_NCCL] = hn_comm_find("nccl") != NULL && strcmp(rt->dev->name, "host") != 0 ? "nccl" : rt->dev->comm;
     names[HN_VIA_P2P] = "p2p";
+    names[HN_VIA_AUTO] = rt->dev->comm; /* never used: resolved per instruction */
     if (strcmp(hn_setting_get("p2p_sync"), "flags") != 0 && strcmp(hn_setting_get("p2p_sync"), "events") != 0) {
         HN_ERROR("HIRNODE_P2P_SYNC=%s: expected flags or events", hn_setting_get("p2p_sync"));
         return HN_ERR_INVALID;
@@ -566,6 +567,7 @@ static void teardown(hn_runtime *rt, int nthreads)
     pthread_cond_destroy(&rt->cv_done);
     pthread_mutex_destroy(&rt->err_mu);
     hn_free(rt->verified_params);
+    hn_runtime_lowered_free(rt);
     hn_free(rt->job_status);
     hn_free(rt->all_ranks);
     hn_free(rt->ranks);
@@ -625,6 +627,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     if ((rt->dev = pick_backend(&cfg, &st)) == NULL)
         goto undo;
     rt->compute = rt->dev->compute;
+    rt->default_auto = hn_default_via_auto(rt->dev->name);
     rt->sink.report = sink_report;
     rt->sink.ctx = rt;
     rt->sink.abort_flag = &rt->abort_flag;
@@ -898,24 +901,24 @@ static void begin_run(hn_runtime *rt, const hn_program *p)
 hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                  void *const *const *io_ptrs, int poison)
 {
-    run_job j = {p, params, io_ptrs, poison, 0};
+    run_job j = {hn_runtime_lowered_of(rt, p, params), params, io_ptrs, poison, 0};
     if (check_devices(rt) != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
         return HN_ERR_DEVICE_LOST;
     }
-    begin_run(rt, p);
+    begin_run(rt, j.p);
     return finish_run(rt, hn_runtime_exec_all(rt, run_on_rank, &j));
 }
 
 hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                      void *const *io_ptrs)
 {
-    run_job j = {p, params, (void *const *const *)io_ptrs, 0, 1};
+    run_job j = {hn_runtime_lowered_of(rt, p, params), params, (void *const *const *)io_ptrs, 0, 1};
     if (check_devices(rt) != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
         return HN_ERR_DEVICE_LOST;
     }
-    begin_run(rt, p);
+    begin_run(rt, j.p);
     return finish_run(rt, hn_runtime_exec_all(rt, run_on_rank, &j));
 }
 
@@ -958,6 +961,9 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
         hn_sb_printf(diag, "%s\n", rt->lost_text);
         return HN_ERR_DEVICE_LOST;
     }
+    /* pipelined statements and stream-parallel loops run lowered (lower.c) */
+    if ((st = hn_runtime_lowered(rt, p, params, &p, diag)) != HN_OK)
+        return st;
     if (rt->verified_prog == p->uid && rt->verified_nparams == p->nparams &&
         (p->nparams == 0 || memcmp(rt->verified_params, params, (size_t)p->nparams * sizeof(int64_t)) == 0))
         return HN_OK;
@@ -972,11 +978,15 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
             const hn_comm_rec *rec = &logs[r].recs[i];
             const int *ranks = rec->is_p2p ? rt->all_ranks : hn_rec_team(&logs[r], rec);
             int n = rec->is_p2p ? rt->n : rec->nteam;
+            /* as the run will resolve `via default` */
+            hn_backend_kind via = rec->is_p2p ? (hn_backend_kind)rec->via
+                                              : hn_via_resolve((hn_backend_kind)rec->via, rt->default_auto,
+                                                               (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
             /* point-to-point goes through the team of all ranks */
-            st = hn_runtime_ensure_team(rt, (hn_backend_kind)rec->via, ranks, n);
+            st = hn_runtime_ensure_team(rt, via, ranks, n);
             if (st == HN_OK && !rec->is_p2p &&
                 (rec->kind == HN_COLL_REDUCE_SCATTER || rec->kind == HN_COLL_ALLREDUCE)) {
-                hn_team_entry *e = find_team(rt, rt->via_comm[rec->via], ranks, n);
+                hn_team_entry *e = find_team(rt, rt->via_comm[via], ranks, n);
                 size_t chunk = rec->kind == HN_COLL_ALLREDUCE ? rec->count / (size_t)n : rec->count;
                 e->reserve = HN_MAX(e->reserve, chunk * (size_t)hn_dtype_size(rec->dtype));
             }

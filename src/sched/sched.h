@@ -60,6 +60,14 @@ typedef struct hn_alloc_rec {
     size_t bytes;
 } hn_alloc_rec;
 
+/* What the dry run records of a pipelined statement it meets (before
+ * lowering): its tensors, out first, for the scheduler (lower.c). */
+typedef struct hn_pipe_rec {
+    int instr;
+    int ntensors;
+    hn_tensor t[5];
+} hn_pipe_rec;
+
 /* One rank's dry run: its communications in issue order, its allocations. */
 typedef struct hn_comm_log {
     hn_comm_rec *recs;
@@ -69,6 +77,8 @@ typedef struct hn_comm_log {
     hn_alloc_rec *allocs;
     int nallocs, allocs_cap;
     unsigned streams; /* bit k: the run uses pool stream k (made before runs) */
+    hn_pipe_rec *pipes;
+    int npipes, pipes_cap;
 } hn_comm_log;
 
 typedef struct hn_runtime hn_runtime;
@@ -149,6 +159,11 @@ struct hn_runtime {
     hn_team_entry *teams;
     int nteams, teams_cap;
     hn_trace *trace; /* between hn_runtime_trace_start and _stop, else NULL */
+    /* collectives without `via` pick NCCL or p2p like `via auto` (cuda) */
+    int default_auto;
+    /* the programs lowered for this runtime (lower.c) */
+    struct hn_lowered *lowered;
+    int nlowered, lowered_cap;
 };
 
 /* Per-run evaluation state of one rank. */
@@ -274,5 +289,38 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
 
 /* Formats "file:line:col: error: rank R: <instr>: msg". */
 void hn_format_fault(hn_strbuf *sb, const hn_program *p, int rank, int instr, const char *msg);
+
+/* ---- the scheduler (lower.c, cost.c; docs/SCHEDULER.md) ---- */
+
+/* Lowers the pipelined statements and stream-parallel loops of `src` for
+ * one configuration (world, nstreams, parameter values) into the plain
+ * instructions they stand for: a dry run of `src` reads its operands'
+ * shapes, the cost model settles every `auto`, and each generated
+ * instruction carries its statement's line, column and text. The result
+ * passes the static verifier; *out is written only on success. Pure: no
+ * device. Diagnostics (file:line:col: error: ...) into diag; the plan
+ * chosen for each statement, one line each, into notes (may be NULL). */
+hn_status_t hn_sched_lower(const hn_program *src, int world, int nstreams, const int64_t *params,
+                           hn_program **out, hn_strbuf *diag, hn_strbuf *notes);
+/* The runtime's lowered copy of p for these parameter values, made (and
+ * kept for the runtime's life) when needed; p itself when it has nothing
+ * to lower. *out NULL with diagnostics when lowering fails. */
+hn_status_t hn_runtime_lowered(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                               const hn_program **out, hn_strbuf *diag);
+/* The lowered copy made before, or p. */
+const hn_program *hn_runtime_lowered_of(hn_runtime *rt, const hn_program *p, const int64_t *params);
+void hn_runtime_lowered_free(hn_runtime *rt);
+/* Between runs: frees what the runtime keeps for p (its lowered copies,
+ * their buffers and its own), before p is destroyed. */
+void hn_runtime_forget(hn_runtime *rt, const hn_program *p);
+
+/* The communicator a collective goes through: `via auto` (and, where
+ * default_auto, `via default`) picks NCCL or p2p from measured crossovers
+ * by kind, size and team size; any other via is kept. count as in
+ * hn_coll_args. Deterministic: every member picks the same. */
+hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_kind kind, size_t count,
+                               hn_dtype dtype, int n);
+/* Whether collectives without `via` pick like `via auto` on this backend. */
+int hn_default_via_auto(const char *device_backend);
 
 #endif

@@ -24,6 +24,7 @@ void hn_comm_logs_free(hn_comm_log *logs, int world)
         hn_free(logs[i].recs);
         hn_free(logs[i].allocs);
         hn_free(logs[i].teams);
+        hn_free(logs[i].pipes);
     }
     hn_free(logs);
 }

@@ -24,6 +24,18 @@ static void test_good(void)
         "t = alloc f32[2, 3]\nfill t <- -1.5e-3\nrandom t <- 7, -2.0, 2\niota t\niota t <- 1, 0.5\n",
         "t = alloc f32[2, 3]\nu = transpose t, 0, 1\nv = view t as [6]\nw = chunk v, 0, 3, 1\n",
         "input A : f32[8] replicated\nreference { B = alloc f32[8]\ncopy B <- A }\n",
+        /* the scheduler's statements */
+        "for j in 0 .. 4 on streams { x = j }\nfor j in 4 .. 0 step -2 on streams { x = j }\n",
+        "input A : f32[2, 4] replicated\ninput B : f32[4, 4] replicated\noutput C : f32[4, 4] replicated\n"
+        "matmul C <- allgather(A), B pipelined()\n"
+        "matmul C <- allgather(A), B pipelined(strategy=ring, chunks=world, streams=2, via=p2p, protocol=get)\n",
+        "input A : f32[4, 4] replicated\ninput W : f32[4, 4] replicated\ninput b : f32[4] replicated\n"
+        "output C : f32[2, 4] replicated\noutput D : f32[4, 4] replicated\n"
+        "reduce_scatter C <- linear(A, W, b) pipelined(strategy=collective, chunks=auto, streams=auto)\n"
+        "allreduce D <- matmul(A, W) pipelined(via=nccl)\n",
+        "input A : f32[8] replicated\noutput B : f32[8] replicated\n"
+        "allreduce B <- A op max pipelined(chunks=2)\nallgather B <- A pipelined(strategy=broadcast)\n"
+        "allreduce B <- A via auto\n",
     };
     for (int i = 0; i < HN_ARRAY_LEN(good); i++) {
         char *diag = NULL;
@@ -57,6 +69,33 @@ static void test_bad(void)
         {"input A : f32[2] replicated\nallgather A <- A op sum\n",
          "t.hir:2:18: error: unexpected option 'op' for allgather"},
         {"x = host_sync\n", "t.hir:1:5: error: 'host_sync' defines no value"},
+        /* the scheduler's statements */
+        {"for i in 0 .. 4 on stream { }\n", "t.hir:1:20: error: expected 'streams' but found 'stream'"},
+        {"matmul C <- allgather(A), B pipelined(strategy=fast)\n",
+         "t.hir:1:48: error: expected a strategy (auto, sequential, ring, collective, broadcast) but found 'fast'"},
+        {"matmul C <- allgather(A), B pipelined(chunk=2)\n",
+         "t.hir:1:39: error: unknown option 'chunk' of pipelined (strategy, chunks, streams, via, protocol)"},
+        {"matmul C <- allgather(A), B pipelined(chunks=2, chunks=4)\n",
+         "t.hir:1:49: error: option 'chunks' given twice"},
+        {"matmul C <- allgather(A), B pipelined(via=mpi)\n",
+         "t.hir:1:43: error: expected a communicator (default, nccl, p2p, auto) but found 'mpi'"},
+        {"matmul C <- allgather(A), B pipelined(protocol=push)\n",
+         "t.hir:1:48: error: expected a protocol (auto, put, get) but found 'push'"},
+        {"matmul C <- allgather(A), B\n", "t.hir:1:28: error: expected 'pipelined' but found end of line"},
+        {"matmul C <- A, B pipelined()\n",
+         "t.hir:1:18: error: matmul is pipelined with a nested communication as an operand"},
+        {"add C <- allgather(A), B pipelined()\n",
+         "t.hir:1:10: error: allgather(...) as an operand of add: no pipelined statement reads it"},
+        {"reduce_scatter C <- allgather(A) pipelined()\n",
+         "t.hir:1:21: error: allgather(...) as an operand of reduce_scatter"},
+        {"reduce_scatter C <- matmul(A, B) op max pipelined()\n",
+         "t.hir:1:34: error: a pipelined reduce_scatter sums its partial products: no 'op'"},
+        {"c = allgather C <- A pipelined()\n",
+         "t.hir:1:1: error: a pipelined statement defines no value"},
+        {"allgather C <- A team [0] pipelined()\n",
+         "t.hir:1:27: error: a pipelined allgather spans all ranks"},
+        {"broadcast C <- A pipelined()\n", "t.hir:1:18: error: broadcast has no pipelined form"},
+        {"reduce_scatter C <- linear(A) pipelined()\n", "t.hir:1:29: error: expected ',' but found ')'"},
         {"input A : f32[2] replicated\ninput A : f32[2] replicated\n", "t.hir:2:7: error: 'A' is declared twice"},
         {"x = 1 2\n", "t.hir:1:7: error: expected end of line but found '2'"},
         {"reference { }\nreference { }\n", "t.hir:2:1: error: a second reference block"},

@@ -47,6 +47,48 @@ static void test_static(void)
     expect_static("param M = 1, M = 2\n", 1, "parameter 'M' is declared twice");
 }
 
+/* Misuses of the scheduler's statements the static verifier catches, each
+ * at the statement's own position. */
+static void test_static_sched(void)
+{
+    const char *io = "param P = 2\ninput A : f32[4, 4] replicated\ninput B : f32[4, 4] replicated\n"
+                     "output C : f32[4, 4] replicated\n";
+    char text[1024];
+#define WITH_IO(body) (snprintf(text, sizeof(text), "%s%s", io, body), text)
+    expect_static(WITH_IO("reduce_scatter C <- matmul(A, B) pipelined(strategy=broadcast)\n"), 1,
+                  "t.hir:5:1: error: strategy broadcast does not apply to this reduce_scatter: it offers "
+                  "sequential, ring, collective");
+    expect_static(WITH_IO("allreduce C <- A pipelined(strategy=ring)\n"), 1,
+                  "t.hir:5:1: error: strategy ring does not apply to this allreduce");
+    expect_static(WITH_IO("matmul C <- allgather(A), B pipelined(chunks=rank + 1)\n"), 1,
+                  "t.hir:5:46: error: 'rank' is not allowed here");
+    expect_static(WITH_IO("n = 2\nmatmul C <- allgather(A), B pipelined(streams=n * P)\n"), 1,
+                  "t.hir:6:1: error: streams may use parameters, world and nstreams only, not 'n'");
+    expect_static(WITH_IO("matmul C <- allgather(A), B pipelined(via=nccl, protocol=get)\n"), 1,
+                  "t.hir:5:1: error: protocol=get applies to via=p2p, not via=nccl");
+    expect_static(WITH_IO("matmul C <- allgather(A), q pipelined()\n"), 1, "t.hir:5:27: error: 'q' is not defined here");
+    expect_static("input A : f32[4] replicated\ninput B : bf16[4, 4] replicated\noutput C : f32[4, 4] replicated\n"
+                  "matmul C <- allgather(A), B pipelined()\n", 1, "t.hir:4:1: error: matmul: f32 and bf16 differ");
+    expect_static(WITH_IO("reference {\n  matmul C <- allgather(A), B pipelined()\n}\n"), 1,
+                  "t.hir:6:3: error: the reference block runs on one device: no matmul");
+    expect_static(WITH_IO("for j in 0 .. 2 on streams {\n  matmul C <- allgather(A), B pipelined()\n}\n"), 1,
+                  "t.hir:6:3: error: a pipelined statement assigns streams itself: it cannot be inside the "
+                  "stream-parallel loop of line 5");
+    expect_static("for i in 0 .. 2 on streams {\n  for j in 0 .. 2 on streams {\n  }\n}\n", 1,
+                  "t.hir:2:3: error: stream-parallel loops do not nest (this one is inside line 1's)");
+    expect_static("for i in 0 .. 2 on streams {\n  set_stream stream(1)\n}\n", 1,
+                  "t.hir:2:3: error: the stream-parallel loop of line 1 puts each iteration on its own stream: "
+                  "no set_stream inside it");
+    expect_static("param S = 2\nfor i in 0 .. 8 step S on streams {\n}\n", 1,
+                  "t.hir:2:1: error: the step of a stream-parallel loop is a non-zero integer");
+    expect_static("for i in 0 .. 8 step -0 on streams {\n}\n", 1,
+                  "t.hir:1:1: error: the step of a stream-parallel loop is a non-zero integer");
+    expect_static(WITH_IO("send A to 0 via auto\n"), 1,
+                  "t.hir:5:1: error: via auto chooses the communicator of collectives; a send names nccl, p2p or "
+                  "default");
+#undef WITH_IO
+}
+
 /* Dry run at `world`; returns the diagnostics (caller frees). */
 static char *dry(const char *text, int world, hn_status_t *st)
 {
@@ -199,6 +241,7 @@ void hn_suite_verify(void)
 {
     static CU_TestInfo tests[] = {
         {"static errors, all at once", test_static},
+        {"misused pipelined statements and stream-parallel loops", test_static_sched},
         {"dry-run errors name rank and instruction", test_dry_run},
         {"collectives and messages match across ranks", test_matching},
         CU_TEST_INFO_NULL,

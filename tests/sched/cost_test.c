@@ -1,0 +1,248 @@
+/* Tests of src/sched/cost.c: the coefficient table is the fit of the
+ * measurement table; the fitted model orders the measured strategies as
+ * measured; the chooser keeps fixed choices and rejects impossible ones;
+ * `via auto` picks by the measured crossovers, the same on every rank, on
+ * the host backend as on CUDA. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hirnode/runtime.h"
+#include "sched/cost.h"
+#include "sched/sched.h"
+#include "test.h"
+
+static int close_to(double a, double b) { return fabs(a - b) <= 1e-5 * fmax(fabs(a), fabs(b)) + 1e-12; }
+
+/* After new measurements, this prints the table to paste into cost.c. */
+static void test_coefficients_are_the_fit(void)
+{
+    hn_cost_coeffs f;
+    const hn_cost_coeffs *m = &hn_cost_model;
+    int same;
+    hn_cost_fit(hn_cost_points, hn_cost_npoints, &f);
+    same = close_to(f.gemm_tflops_at_1t, m->gemm_tflops_at_1t) && close_to(f.gemm_gamma, m->gemm_gamma) &&
+           close_to(f.seq_overhead_s, m->seq_overhead_s);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            same = same && close_to(f.kappa[i][j], m->kappa[i][j]) && close_to(f.tau_s[i][j], m->tau_s[i][j]);
+    if (!same)
+        fprintf(stderr, "\n  refit: .gemm_tflops_at_1t = %g, .gemm_gamma = %g, .seq_overhead_s = %g,\n"
+                        "  .kappa = {{%g, %g}, {%g, %g}}, .tau_s = {{%g, %g}, {%g, %g}}\n",
+                f.gemm_tflops_at_1t, f.gemm_gamma, f.seq_overhead_s, f.kappa[0][0], f.kappa[0][1], f.kappa[1][0],
+                f.kappa[1][1], f.tau_s[0][0], f.tau_s[0][1], f.tau_s[1][0], f.tau_s[1][1]);
+    CU_ASSERT_TRUE(same);
+    /* the fit is a fit: it moves with the data */
+    {
+        hn_cost_point pts[64];
+        memcpy(pts, hn_cost_points, sizeof(pts[0]) * (size_t)hn_cost_npoints);
+        for (int i = 0; i < hn_cost_npoints; i++)
+            if (pts[i].strategy == HN_STRAT_RING)
+                pts[i].ratio *= 0.9; /* slower rings interfere more */
+        hn_cost_fit(pts, hn_cost_npoints, &f);
+        CU_ASSERT(f.kappa[0][1] > m->kappa[0][1] && f.kappa[1][1] > m->kappa[1][1]);
+    }
+}
+
+static double predicted_ratio(const hn_cost_point *p, hn_backend_kind via)
+{
+    hn_pipe_shape sh = {p->kind, p->M, p->K, p->N, HN_BF16, p->world};
+    hn_pipe_plan pl = {p->strategy, p->chunks, p->strategy == HN_STRAT_SEQUENTIAL ? 1 : 2, via, HN_PROTO_PUT, 0};
+    return 2.0 * p->M * p->N * p->K / (p->gemm_tflops * 1e12) / hn_pipe_seconds(&sh, &pl) *
+           (hn_cost_gemm_seconds(2.0 * p->M * p->N * p->K, HN_BF16) / (2.0 * p->M * p->N * p->K /
+                                                                        (p->gemm_tflops * 1e12)));
+}
+
+/* Within 0.1 of every measured ratio of the runs it was fitted to, and
+ * the strategies of each shape in the measured order. */
+static void test_model_follows_the_measurements(void)
+{
+    for (int i = 0; i < hn_cost_npoints; i++) {
+        const hn_cost_point *p = &hn_cost_points[i];
+        double r = predicted_ratio(p, p->p2p ? HN_VIA_P2P : HN_VIA_NCCL);
+        if (p->world != 2)
+            continue;
+        if (fabs(r - p->ratio) > 0.1)
+            fprintf(stderr, "\n  point %d: predicted %.3f, measured %.3f", i, r, p->ratio);
+        CU_ASSERT(fabs(r - p->ratio) <= 0.1);
+        for (int j = 0; j < hn_cost_npoints; j++) {
+            const hn_cost_point *q = &hn_cost_points[j];
+            double rq;
+            if (j == i || q->world != 2 || q->kind != p->kind || q->M != p->M || q->ratio >= p->ratio)
+                continue;
+            rq = predicted_ratio(q, q->p2p ? HN_VIA_P2P : HN_VIA_NCCL);
+            if (!(rq < r))
+                fprintf(stderr, "\n  %lld x %lld: %s (%.3f) should beat %s (%.3f)", (long long)p->M, (long long)p->K,
+                        hn_strategy_name(p->strategy), r, hn_strategy_name(q->strategy), rq);
+            CU_ASSERT(rq < r);
+        }
+    }
+}
+
+/* auto picks what ran fastest on 2 H200s for the issue's shapes (the ring
+ * everywhere), keeps what the statement fixes, and says why it cannot. */
+static void test_choose(void)
+{
+    static const long long shapes[][3] = {{32768, 16384, 8192}, {16384, 8192, 8192}, {4096, 8192, 8192}};
+    int ag = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE | HN_OPF_BROADCAST;
+    int rs = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE;
+    char err[256];
+    for (int k = 0; k < 3; k++)
+        for (int op = 0; op < 2; op++) {
+            hn_pipe_shape sh = {op ? HN_PIPE_MM_RS : HN_PIPE_AG_MM, shapes[k][0], shapes[k][1], shapes[k][2],
+                                HN_BF16, 2};
+            hn_pipe_plan pl = {HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+            CU_ASSERT_EQUAL(hn_pipe_choose(&sh, op ? rs : ag, &pl, err, sizeof(err)), HN_OK);
+            CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_RING);
+            CU_ASSERT_EQUAL(pl.chunks, 2);
+            CU_ASSERT_EQUAL(pl.via, HN_VIA_P2P);
+            CU_ASSERT_EQUAL(pl.protocol, HN_PROTO_PUT);
+            CU_ASSERT(pl.streams >= 2);
+        }
+    for (int op = 0; op < 2; op++) {
+        /* a decode-sized GEMM on 4 GPUs: nothing to hide the latency behind */
+        hn_pipe_shape sh = {op ? HN_PIPE_MM_RS : HN_PIPE_AG_MM, 16, 4096, 4096, HN_BF16, 4};
+        hn_pipe_plan pl = {HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, op ? rs : ag, &pl, err, sizeof(err)), HN_OK);
+        CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_SEQUENTIAL);
+        CU_ASSERT_EQUAL(pl.streams, 1);
+    }
+    {
+        /* fixed choices are kept, the free ones chosen */
+        hn_pipe_shape sh = {HN_PIPE_AG_MM, 4096, 8192, 8192, HN_BF16, 4};
+        hn_pipe_plan pl = {HN_STRAT_COLLECTIVE, 0, 3, HN_VIA_NCCL, HN_PROTO_AUTO, 0};
+        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_OK);
+        CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_COLLECTIVE);
+        CU_ASSERT_EQUAL(pl.streams, 3);
+        CU_ASSERT_EQUAL(pl.via, HN_VIA_NCCL);
+        CU_ASSERT(pl.chunks == 2 || pl.chunks == 4 || pl.chunks == 8);
+        pl = (hn_pipe_plan){HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_GET, 0};
+        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_OK);
+        CU_ASSERT_EQUAL(pl.via, HN_VIA_P2P); /* get pulls through p2p */
+        pl = (hn_pipe_plan){HN_STRAT_RING, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_ERR_VERIFY);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "chunks=3 must be world (4)"));
+        pl = (hn_pipe_plan){HN_STRAT_BROADCAST, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, HN_OPF_SEQUENTIAL | HN_OPF_RING, &pl, err, sizeof(err)), HN_OK);
+        CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_BROADCAST); /* a fixed strategy is the statement's business */
+    }
+    {
+        /* f32 GEMMs are slower: more to hide behind, never less overlap */
+        hn_pipe_shape a = {HN_PIPE_AG_MM, 4096, 8192, 8192, HN_BF16, 2}, b = a;
+        b.dtype = HN_F32;
+        CU_ASSERT(hn_cost_gemm_seconds(1e12, HN_F32) > 10 * hn_cost_gemm_seconds(1e12, HN_BF16));
+        (void)b;
+    }
+}
+
+static void test_via_resolve(void)
+{
+    /* the measured crossovers, and their growth beyond 4 ranks */
+    CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_ALLGATHER, 2), (size_t)8 << 20);
+    CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_REDUCE_SCATTER, 2), (size_t)16 << 20);
+    CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_ALLREDUCE, 2), (size_t)64 << 20);
+    CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_ALLGATHER, 3), (size_t)64 << 20);
+    CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_REDUCE_SCATTER, 4), (size_t)128 << 20);
+    CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_ALLGATHER, 8), (size_t)512 << 20);
+    CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_BROADCAST, 2), SIZE_MAX);
+    CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_ALLGATHER, 1), SIZE_MAX);
+    /* allgather: count per member; 2 ranks x 1 Mi bf16 elements x 2 bytes = 4 MiB */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 1 << 20, HN_BF16, 2), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_P2P);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 4), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_REDUCE_SCATTER, 4 << 20, HN_BF16, 2), HN_VIA_P2P);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_REDUCE_SCATTER, 2 << 20, HN_BF16, 2), HN_VIA_NCCL);
+    /* an allreduce the rings cannot split stays on NCCL; rooted ones too */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 64 << 20, HN_F32, 2), HN_VIA_P2P);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, (64 << 20) + 1, HN_F32, 2), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_BROADCAST, 1 << 30, HN_F32, 2), HN_VIA_NCCL);
+    /* default resolves like auto only where the backend says so */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 0, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_DEFAULT);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_P2P);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_NCCL, 1, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_NCCL);
+    CU_ASSERT_FALSE(hn_default_via_auto("host"));
+    CU_ASSERT_TRUE(hn_default_via_auto("cuda"));
+    setenv("HIRNODE_DEFAULT_VIA", "nccl", 1);
+    CU_ASSERT_FALSE(hn_default_via_auto("cuda"));
+    unsetenv("HIRNODE_DEFAULT_VIA");
+}
+
+/* `via auto` through the dry run (every rank records the same choice)
+ * and a run on the test backend: an 8 MiB allgather on 2 ranks goes p2p,
+ * a 4 MiB one NCCL (the host communicator here); both exact. */
+static void test_via_auto_runs(void)
+{
+    const char *text = "param N = 1024 * 1024\n"
+                       "input X : f32[N] replicated\noutput Y : f32[2 * N] replicated\n"
+                       "output Z : f32[N] replicated\n"
+                       "Xs = view X as [2, N / 2]\nZs = view Z as [N / 2, 2]\n"
+                       "allgather Y <- X via auto\n"
+                       "allgather Zs <- Xs[rank] via auto\n";
+    hn_program *p = hn_test_parse(text, NULL);
+    hn_comm_log logs[2];
+    int64_t params[1] = {1024 * 1024};
+    hn_strbuf sb;
+    char *why = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    if (hn_test_max_ranks() < 2) {
+        hn_program_destroy(p);
+        return;
+    }
+    memset(logs, 0, sizeof(logs));
+    hn_sb_init(&sb);
+    CU_ASSERT_EQUAL(hn_verify_run(p, 2, 3, params, &sb, logs), HN_OK);
+    if (sb.data != NULL)
+        fprintf(stderr, "\n%s", sb.data);
+    for (int r = 0; r < 2; r++) {
+        CU_ASSERT_EQUAL_FATAL(logs[r].n, 2);
+        CU_ASSERT_EQUAL(logs[r].recs[0].via, HN_VIA_P2P);  /* 8 MiB gathered */
+        CU_ASSERT_EQUAL(logs[r].recs[1].via, HN_VIA_NCCL); /* 4 MiB gathered */
+    }
+    for (int i = 0; i < 2; i++) {
+        hn_free(logs[i].recs);
+        hn_free(logs[i].teams);
+        hn_free(logs[i].allocs);
+        hn_free(logs[i].pipes);
+    }
+    hn_sb_free(&sb);
+    hn_program_destroy(p);
+    {
+        /* the run: the reference gathers rows of the global X */
+        hn_runtime_config cfg;
+        hn_runtime *rt = NULL;
+        hn_check_opts o;
+        hn_check_result res;
+        hn_program *q = hn_test_parse("param N = 1024 * 1024\ninput X : f32[N] shard(axis 0)\n"
+                                      "output Y : f32[2 * N] replicated\nallgather Y <- X via auto\n"
+                                      "reference {\n  copy Y <- X\n}\n", NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+        hn_runtime_config_default(&cfg);
+        cfg.ndev = 2;
+        cfg.backend = hn_test_backend;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &rt), HN_OK);
+        memset(&o, 0, sizeof(o));
+        o.iters = 2;
+        o.check = 1;
+        hn_sb_init(&sb);
+        CU_ASSERT_EQUAL(hn_check_run(rt, q, &o, &res, &sb), HN_OK);
+        CU_ASSERT_TRUE(res.passed);
+        hn_sb_free(&sb);
+        hn_runtime_destroy(rt);
+        hn_program_destroy(q);
+    }
+    free(why);
+}
+
+void hn_suite_cost(void)
+{
+    static CU_TestInfo tests[] = {
+        {"the coefficients are the fit of the measurements", test_coefficients_are_the_fit},
+        {"the model follows the measurements", test_model_follows_the_measurements},
+        {"auto chooses, keeps fixed choices, rejects impossible ones", test_choose},
+        {"via auto: the measured crossovers", test_via_resolve},
+        {"via auto: the same choice on every rank, runs exact", test_via_auto_runs},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("sched/cost", tests);
+}
