@@ -27,6 +27,7 @@ typedef enum hn_status {
     HN_ERR_IO = -9,          /* a file could not be read or written */
     HN_ERR_ABORTED = -10,    /* another rank failed; this one stopped */
     HN_ERR_DEVICE = -11,     /* the device layer failed */
+    HN_ERR_BUSY = -13,       /* work is still running (a query) */
     HN_ERR_DEVICE_LOST = -12, /* a device's context is lost (an illegal
                                  address, a trap): nothing in this process
                                  can use that device any more */

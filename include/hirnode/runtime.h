@@ -77,6 +77,50 @@ hn_status_t hn_runtime_run(hn_runtime *rt, const hn_program *p, const hn_run_arg
 /* Text of the last failure ("" if none); owned by the runtime. */
 const char *hn_runtime_error(const hn_runtime *rt);
 
+/* ---- Launches on the caller's streams (servers) ----
+ *
+ * hn_runtime_launch issues p once on every rank and returns as soon as
+ * every rank has issued it (not finished it): streams[r] (one per rank,
+ * the backend's own handle: a cudaStream_t on CUDA, a stream from
+ * hn_runtime_stream_create on the host backend; NULL, or streams == NULL:
+ * the runtime's own) is the program's current_stream on rank r. It is
+ * ordered with that stream by stream events: work the caller enqueued on
+ * it before is seen by the program, work enqueued on it after waits for
+ * all of the program's streams; launches of one rank run one after
+ * another, also on different streams. The caller's buffers (bindings) may
+ * change from launch to launch (same shapes); they must stay valid until
+ * the launch's work is done. The first launch of a configuration
+ * (parameters × world × streams) verifies and prepares it (a few are
+ * remembered); it first waits for the launches in flight, since it may
+ * allocate. Back-to-back launches need no host sync between them.
+ *
+ * Errors of work that runs asynchronously are reported by the next call
+ * that collects the launches in flight: hn_runtime_sync, hn_runtime_query
+ * once done, a launch of another program or any other runtime call that
+ * needs the devices idle (run, alloc/free... wait for them) — the next
+ * launch after a failure returns that failure without issuing anything.
+ * Thread safety: like every call on the runtime, from one thread at a
+ * time. While tracing, a launch is synchronous. */
+hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_args *args, void *const *streams);
+/* Blocks until the work of every launch issued so far is done, within the
+ * runtime's deadline; HN_OK, or the first failure of those launches
+ * (hn_runtime_error names rank and instruction). The runtime is usable
+ * again afterwards (as after a failed run). */
+hn_status_t hn_runtime_sync(hn_runtime *rt);
+/* Never blocks on the devices: HN_ERR_BUSY while launched work runs;
+ * otherwise what hn_runtime_sync would return (it collects the launches). */
+hn_status_t hn_runtime_query(hn_runtime *rt);
+/* A stream of rank `rank`'s device made by the backend, for embedders
+ * without their own (CUDA: a non-blocking cudaStream_t; host backend: an
+ * emulated stream). The runtime owns it: hn_runtime_stream_destroy, or
+ * hn_runtime_destroy, frees it. */
+hn_status_t hn_runtime_stream_create(hn_runtime *rt, int rank, void **stream);
+void hn_runtime_stream_destroy(hn_runtime *rt, int rank, void *stream);
+/* Frees what the runtime keeps for a program (its cached buffers, its
+ * lowered copies, its prepared configurations): call it before destroying
+ * a program that was run, when the runtime lives on. Between runs. */
+void hn_runtime_forget(hn_runtime *rt, const hn_program *p);
+
 /* Tracing (docs/TRACING.md). From hn_runtime_trace_start to
  * hn_runtime_trace_stop, every run of rt is recorded (not the reference
  * runs of a --check): per rank, its thread's issue of each instruction

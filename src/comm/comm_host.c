@@ -617,9 +617,15 @@ static int host_abort(hn_comm_world *w)
     return 0;
 }
 
+/* After an abort (every stream drained): posts, slots and sequence numbers
+ * start over. Otherwise nothing: a successful run leaves no post or slot
+ * behind, and the sequence numbers go on growing, so that the work of
+ * launches still in flight keeps its partners. */
 static void host_reset(hn_comm_world *w)
 {
     size_t n2 = (size_t)w->nranks * (size_t)w->nranks;
+    if (!__atomic_load_n(&w->aborted, __ATOMIC_ACQUIRE))
+        return;
     __atomic_store_n(&w->aborted, 0, __ATOMIC_RELEASE);
     free_posts(w);
     memset(w->send_seq, 0, n2 * sizeof(uint64_t));

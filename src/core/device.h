@@ -115,6 +115,18 @@ typedef struct hn_device_ops {
     void (*stream_destroy)(hn_dstream *s);
     /* Blocks the calling host thread until all work issued so far is done. */
     hn_status_t (*stream_sync)(hn_dstream *s);
+    /* HN_OK when every piece of work issued to s is done, HN_ERR_BUSY while
+     * some runs; another error if the stream failed. Never blocks. */
+    hn_status_t (*stream_query)(hn_dstream *s);
+    /* The backend's own handle of a stream (CUDA: its cudaStream_t; host:
+     * the stream itself), what embedders pass to launches. */
+    void *(*stream_native)(hn_dstream *s);
+    /* A handle for a stream an embedder made (`native`, of device dev):
+     * work issued on it runs on that stream; per-stream resources (the
+     * cuBLASLt workspace) are borrowed from `like`, which must not run at
+     * the same time. stream_release frees the handle, not the stream. */
+    hn_status_t (*stream_adopt)(void *ctx, int dev, void *native, hn_dstream *like, hn_dstream **out);
+    void (*stream_release)(hn_dstream *s);
     hn_status_t (*event_create)(void *ctx, int dev, hn_devent **e);
     void (*event_destroy)(hn_devent *e);
     hn_status_t (*event_record)(hn_devent *e, hn_dstream *s);

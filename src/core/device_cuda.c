@@ -193,6 +193,42 @@ static void cuda_stream_destroy(hn_dstream *s)
     hn_free(s);
 }
 
+static hn_status_t cuda_stream_query(hn_dstream *s)
+{
+    cudaError_t e = cudaStreamQuery(s->s);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return HN_ERR_BUSY;
+    }
+    return HN_CUDA_STATUS(e);
+}
+
+static void *cuda_stream_native(hn_dstream *s) { return (void *)s->s; }
+
+static hn_status_t cuda_stream_adopt(void *ctx, int dev, void *native, hn_dstream *like, hn_dstream **out)
+{
+    hn_dstream *s;
+    if (native == NULL || like == NULL || like->dev != dev) {
+        HN_ERROR("device %d: a launch needs the caller's stream of that device", dev);
+        return HN_ERR_INVALID;
+    }
+    if ((s = hn_calloc(1, sizeof(*s))) == NULL)
+        return HN_ERR_NOMEM;
+    s->s = (cudaStream_t)native;
+    s->dev = dev;
+    s->ctx = ctx;
+    s->workspace = like->workspace; /* borrowed: `like` never runs beside it */
+    s->adopted = 1;
+    *out = s;
+    return HN_OK;
+}
+
+static void cuda_stream_release(hn_dstream *s)
+{
+    if (s != NULL && s->adopted)
+        hn_free(s);
+}
+
 /* Polls until the stream is idle, another rank failed, or the deadline. */
 static hn_status_t cuda_stream_sync(hn_dstream *s)
 {
@@ -451,6 +487,10 @@ const hn_device_ops hn_device_cuda = {
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,
     .stream_sync = cuda_stream_sync,
+    .stream_query = cuda_stream_query,
+    .stream_native = cuda_stream_native,
+    .stream_adopt = cuda_stream_adopt,
+    .stream_release = cuda_stream_release,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,

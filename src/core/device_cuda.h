@@ -19,6 +19,7 @@ struct hn_dstream {
     int dev;
     struct cuda_ctx *ctx;
     void *workspace; /* HN_CUDA_WORKSPACE_BYTES, for this stream's matmuls */
+    int adopted;     /* an embedder's stream: the handle is ours, not the stream */
 };
 
 struct hn_devent {

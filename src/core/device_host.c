@@ -392,6 +392,32 @@ static void host_stream_destroy(hn_dstream *s)
     hn_free(s);
 }
 
+static hn_status_t host_stream_query(hn_dstream *s)
+{
+    int busy;
+    pthread_mutex_lock(&s->mu);
+    busy = s->completed < s->issued;
+    pthread_mutex_unlock(&s->mu);
+    return busy ? HN_ERR_BUSY : HN_OK;
+}
+
+static void *host_stream_native(hn_dstream *s) { return s; }
+
+/* an embedder's host stream is one of this backend's streams already */
+static hn_status_t host_stream_adopt(void *ctx, int dev, void *native, hn_dstream *like, hn_dstream **out)
+{
+    hn_dstream *s = native;
+    (void)like;
+    if (s == NULL || s->ctx != ctx || s->dev != dev) {
+        HN_ERROR("host device %d: the stream given is not one of this backend's streams of that device", dev);
+        return HN_ERR_INVALID;
+    }
+    *out = s;
+    return HN_OK;
+}
+
+static void host_stream_release(hn_dstream *s) { (void)s; }
+
 static hn_status_t host_stream_sync(hn_dstream *s)
 {
     uint64_t target;
@@ -632,6 +658,10 @@ const hn_device_ops hn_device_host = {
     .stream_create = host_stream_create,
     .stream_destroy = host_stream_destroy,
     .stream_sync = host_stream_sync,
+    .stream_query = host_stream_query,
+    .stream_native = host_stream_native,
+    .stream_adopt = host_stream_adopt,
+    .stream_release = host_stream_release,
     .event_create = host_event_create,
     .event_destroy = host_event_destroy,
     .event_record = host_event_record,

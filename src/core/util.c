@@ -237,6 +237,7 @@ const char *hn_status_string(hn_status_t status)
     case HN_ERR_ABORTED: return "aborted";
     case HN_ERR_DEVICE: return "device error";
     case HN_ERR_DEVICE_LOST: return "device lost";
+    case HN_ERR_BUSY: return "busy";
     }
     return "unknown status";
 }

@@ -138,7 +138,7 @@ static hn_status_t stream_at(hn_exec *x, const hn_instr *in, int idx, hn_dstream
 {
     hn_status_t st;
     if (idx == HN_CALLER_STREAM) {
-        *out = x->r->caller;
+        *out = x->r->active;
         return HN_OK;
     }
     if ((st = hn_rank_stream(x->r, idx, out)) != HN_OK)

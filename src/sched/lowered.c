@@ -41,8 +41,7 @@ static void drop(hn_runtime *rt, int i)
 {
     hn_lowered *e = &rt->lowered[i];
     hn_runtime_exec_all(rt, forget_on_rank, e->prog);
-    if (rt->verified_prog == e->prog->uid)
-        rt->verified_prog = 0;
+    hn_runtime_forget_verified(rt, e->prog->uid);
     hn_prog_free(e->prog);
     hn_free(e->params);
     rt->lowered[i] = rt->lowered[--rt->nlowered];
@@ -108,10 +107,11 @@ void hn_runtime_lowered_free(hn_runtime *rt)
 
 void hn_runtime_forget(hn_runtime *rt, const hn_program *p)
 {
+    if (rt->inflight > 0)
+        (void)hn_runtime_sync(rt); /* its work first */
     for (int i = rt->nlowered - 1; i >= 0; i--)
         if (rt->lowered[i].src == p)
             drop(rt, i);
     hn_runtime_exec_all(rt, forget_on_rank, (void *)p);
-    if (rt->verified_prog == p->uid)
-        rt->verified_prog = 0;
+    hn_runtime_forget_verified(rt, p->uid);
 }

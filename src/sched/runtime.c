@@ -311,9 +311,13 @@ static hn_status_t rank_init(hn_rank *r, void *arg)
         return st;
     if ((st = rt->dev->stream_create(rt->dev_ctx, r->rank, &r->caller)) != HN_OK)
         return st;
+    r->active = r->caller;
     for (int i = 0; i <= HN_MAX_STREAMS; i++)
         if ((st = rt->dev->event_create(rt->dev_ctx, r->rank, &r->stream_event[i])) != HN_OK)
             return st;
+    if ((st = rt->dev->event_create(rt->dev_ctx, r->rank, &r->launch_start)) != HN_OK ||
+        (st = rt->dev->event_create(rt->dev_ctx, r->rank, &r->launch_done)) != HN_OK)
+        return st;
     return HN_OK;
 }
 
@@ -322,6 +326,8 @@ static hn_status_t sync_all(hn_rank *r)
     hn_runtime *rt = r->rt;
     hn_status_t st = HN_OK, s2;
     if (r->caller != NULL && (s2 = rt->dev->stream_sync(r->caller)) != HN_OK)
+        st = s2;
+    if (r->adopted != NULL && (s2 = rt->dev->stream_sync(r->adopted)) != HN_OK)
         st = s2;
     for (int i = 0; i < HN_MAX_STREAMS; i++)
         if (r->streams[i] != NULL && (s2 = rt->dev->stream_sync(r->streams[i])) != HN_OK)
@@ -348,10 +354,22 @@ static hn_status_t rank_fini(hn_rank *r, void *arg)
             rt->dev->stream_destroy(r->streams[i]);
             r->streams[i] = NULL;
         }
+    if (r->adopted != NULL) {
+        rt->dev->stream_release(r->adopted);
+        r->adopted = NULL;
+    }
+    for (int i = 0; i < r->nuser_streams; i++)
+        rt->dev->stream_destroy(r->user_streams[i]);
+    hn_free(r->user_streams);
+    r->user_streams = NULL;
+    r->nuser_streams = r->user_streams_cap = 0;
     if (r->caller != NULL) {
         rt->dev->stream_destroy(r->caller);
         r->caller = NULL;
     }
+    rt->dev->event_destroy(r->launch_start);
+    rt->dev->event_destroy(r->launch_done);
+    r->launch_start = r->launch_done = NULL;
     for (int i = 0; i <= HN_MAX_STREAMS; i++)
         if (r->stream_event[i] != NULL) {
             rt->dev->event_destroy(r->stream_event[i]);
@@ -463,7 +481,7 @@ static void destroy_teams(hn_runtime *rt)
         hn_free(rt->teams[i].ranks);
     }
     rt->nteams = 0;
-    rt->verified_prog = 0; /* the next run creates its teams again */
+    hn_runtime_forget_verified(rt, 0); /* the next run creates its teams again */
 }
 
 /* ---- create / destroy ---- */
@@ -566,7 +584,8 @@ static void teardown(hn_runtime *rt, int nthreads)
     pthread_cond_destroy(&rt->cv_job);
     pthread_cond_destroy(&rt->cv_done);
     pthread_mutex_destroy(&rt->err_mu);
-    hn_free(rt->verified_params);
+    for (int i = 0; i < HN_VERIFIED_CONFIGS; i++)
+        hn_free(rt->verified[i].params);
     hn_runtime_lowered_free(rt);
     hn_free(rt->job_status);
     hn_free(rt->all_ranks);
@@ -701,8 +720,12 @@ static hn_status_t mem_on_rank(hn_rank *r, void *arg)
 
 static hn_status_t mem_call(hn_runtime *rt, mem_job *j)
 {
+    hn_status_t st;
     if (rt == NULL || j->rank < 0 || j->rank >= rt->n)
         return HN_ERR_INVALID;
+    /* memory calls need the devices idle: launches in flight first */
+    if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK)
+        return st;
     return exec_all(rt, mem_on_rank, j, 0);
 }
 
@@ -794,6 +817,8 @@ typedef struct run_job {
     void *const *const *io_ptrs;
     int poison;
     int reference;
+    int launch;           /* issue only: no sync at the end (hn_runtime_launch) */
+    void *const *streams; /* a launch: the caller's stream of each rank (NULL: the runtime's) */
 } run_job;
 
 static hn_status_t bind_io(hn_exec *x, const run_job *j, int rank)
@@ -819,14 +844,80 @@ static hn_status_t bind_io(hn_exec *x, const run_job *j, int rank)
     return st;
 }
 
+/* A launch's stream on rank r: the embedder's (adopted; the handle is kept
+ * for the next launch on the same stream) or the runtime's caller stream. */
+static hn_status_t launch_stream(hn_rank *r, void *native, hn_dstream **out)
+{
+    hn_runtime *rt = r->rt;
+    hn_status_t st;
+    if (native == NULL) {
+        *out = r->caller;
+        return HN_OK;
+    }
+    if (r->adopted != NULL && r->adopted_native == native) {
+        *out = r->adopted;
+        return HN_OK;
+    }
+    if (r->adopted != NULL) { /* its work is ordered before this launch's (launch_done) */
+        rt->dev->stream_release(r->adopted);
+        r->adopted = NULL;
+    }
+    /* matmuls on it borrow the caller stream's workspace: launches of one
+     * rank run one after another, and the caller stream runs none of them */
+    if ((st = rt->dev->stream_adopt(rt->dev_ctx, r->rank, native, r->caller, &r->adopted)) != HN_OK)
+        return st;
+    r->adopted_native = native;
+    *out = r->adopted;
+    return HN_OK;
+}
+
+/* A launch is ordered with its stream S by events: S first waits for the
+ * previous launch of this rank (when that one ran on another stream), and
+ * every pool stream waits for what S holds; at the end S waits for every
+ * pool stream, then marks the launch done. So work the caller enqueued on
+ * S before is seen, work it enqueues after waits for all of the program's
+ * streams, and launches of a rank never overlap (they share cached buffers
+ * and the caller stream's workspace). */
+static hn_status_t launch_join(hn_rank *r, hn_dstream *s, int at_end, const hn_dstream *previous)
+{
+    hn_runtime *rt = r->rt;
+    hn_origin o = {&rt->sink, r->rank, -1, NULL};
+    hn_status_t st = HN_OK;
+    if (!at_end) {
+        if (previous != NULL && previous != s)
+            st = rt->dev->stream_wait_event(s, r->launch_done, &o);
+        if (st == HN_OK)
+            st = rt->dev->event_record(r->launch_start, s);
+        for (int k = 0; k < HN_MAX_STREAMS && st == HN_OK; k++)
+            if (r->streams[k] != NULL)
+                st = rt->dev->stream_wait_event(r->streams[k], r->launch_start, &o);
+        return st;
+    }
+    for (int k = 0; k < HN_MAX_STREAMS && st == HN_OK; k++)
+        if (r->streams[k] != NULL && (st = rt->dev->event_record(r->stream_event[k + 1], r->streams[k])) == HN_OK)
+            st = rt->dev->stream_wait_event(s, r->stream_event[k + 1], &o);
+    if (st == HN_OK)
+        st = rt->dev->event_record(r->launch_done, s);
+    return st;
+}
+
 static hn_status_t run_on_rank(hn_rank *r, void *arg)
 {
     run_job *j = arg;
     hn_runtime *rt = r->rt;
+    const hn_dstream *previous = r->active;
     hn_exec x;
     hn_status_t st, sync_st;
     if (j->reference && r->rank != 0)
         return HN_OK;
+    r->active = r->caller;
+    if (j->launch &&
+        ((st = launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &r->active)) != HN_OK ||
+         (st = launch_join(r, r->active, 0, previous)) != HN_OK)) {
+        r->active = r->caller;
+        hn_runtime_fail(rt, r->rank, -1, st, "cannot issue the launch on the caller's stream");
+        return st;
+    }
     if ((st = hn_exec_prepare(&x, j->p, r->rank, rt->n, rt->cfg.nstreams, j->params)) != HN_OK) {
         hn_runtime_fail(rt, r->rank, -1, st, "out of memory");
         return st;
@@ -841,6 +932,16 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
     st = bind_io(&x, j, r->rank);
     if (st == HN_OK)
         st = hn_exec_block(&x, j->reference ? &j->p->reference : &j->p->body);
+    if (j->launch) {
+        /* issued: the launch returns; hn_runtime_sync joins it */
+        sync_st = launch_join(r, r->active, 1, NULL);
+        if (sync_st != HN_OK)
+            hn_runtime_fail(rt, r->rank, -1, sync_st, "cannot join the launch's streams");
+        if (x.trace != NULL) /* a traced launch is synchronous */
+            hn_trace_run_end(&x, st == HN_OK && sync_st == HN_OK && sync_all(r) == HN_OK);
+        hn_exec_release(&x);
+        return st != HN_OK ? st : sync_st;
+    }
     /* the end of a run joins every stream of this rank */
     sync_st = sync_all(r);
     if (x.trace != NULL)
@@ -901,7 +1002,10 @@ static void begin_run(hn_runtime *rt, const hn_program *p)
 hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                  void *const *const *io_ptrs, int poison)
 {
-    run_job j = {hn_runtime_lowered_of(rt, p, params), params, io_ptrs, poison, 0};
+    run_job j = {hn_runtime_lowered_of(rt, p, params), params, io_ptrs, poison, 0, 0, NULL};
+    hn_status_t st;
+    if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK) /* launches first */
+        return st;
     if (check_devices(rt) != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
         return HN_ERR_DEVICE_LOST;
@@ -913,7 +1017,10 @@ hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int6
 hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                      void *const *io_ptrs)
 {
-    run_job j = {hn_runtime_lowered_of(rt, p, params), params, (void *const *const *)io_ptrs, 0, 1};
+    run_job j = {hn_runtime_lowered_of(rt, p, params), params, (void *const *const *)io_ptrs, 0, 1, 0, NULL};
+    hn_status_t st;
+    if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK)
+        return st;
     if (check_devices(rt) != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
         return HN_ERR_DEVICE_LOST;
@@ -951,9 +1058,53 @@ static hn_status_t prealloc_on_rank(hn_rank *r, void *arg)
     return HN_OK;
 }
 
+static struct hn_verified *find_verified(hn_runtime *rt, const hn_program *p, const int64_t *params)
+{
+    for (int i = 0; i < HN_VERIFIED_CONFIGS; i++) {
+        struct hn_verified *v = &rt->verified[i];
+        if (v->prog == p->uid && v->nparams == p->nparams &&
+            (p->nparams == 0 || memcmp(v->params, params, (size_t)p->nparams * sizeof(int64_t)) == 0))
+            return v;
+    }
+    return NULL;
+}
+
+void hn_runtime_forget_verified(hn_runtime *rt, uint64_t prog)
+{
+    for (int i = 0; i < HN_VERIFIED_CONFIGS; i++)
+        if (rt->verified[i].prog != 0 && (prog == 0 || rt->verified[i].prog == prog)) {
+            hn_free(rt->verified[i].params);
+            memset(&rt->verified[i], 0, sizeof(rt->verified[i]));
+        }
+}
+
+static void remember_verified(hn_runtime *rt, const hn_program *p, const int64_t *params)
+{
+    struct hn_verified *v = &rt->verified[0];
+    int64_t *copy = hn_malloc((size_t)(p->nparams + 1) * sizeof(int64_t));
+    if (copy == NULL)
+        return; /* prepared anew next time */
+    for (int i = 1; i < HN_VERIFIED_CONFIGS; i++) /* a free entry, else the least recently used */
+        if (v->prog != 0 && (rt->verified[i].prog == 0 || rt->verified[i].used < v->used))
+            v = &rt->verified[i];
+    hn_free(v->params);
+    memcpy(copy, params, (size_t)p->nparams * sizeof(int64_t));
+    v->prog = p->uid;
+    v->params = copy;
+    v->nparams = p->nparams;
+    v->used = ++rt->verified_clock;
+}
+
+int hn_runtime_prepared(hn_runtime *rt, const hn_program *p, const int64_t *params)
+{
+    const hn_program *lp = hn_runtime_lowered_of(rt, p, params);
+    return !(p->has_sched && lp == p) && find_verified(rt, lp, params) != NULL && !rt->lost;
+}
+
 hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                hn_strbuf *diag)
 {
+    struct hn_verified *v;
     hn_comm_log *logs;
     hn_status_t st;
     prealloc_job pj;
@@ -964,9 +1115,11 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     /* pipelined statements and stream-parallel loops run lowered (lower.c) */
     if ((st = hn_runtime_lowered(rt, p, params, &p, diag)) != HN_OK)
         return st;
-    if (rt->verified_prog == p->uid && rt->verified_nparams == p->nparams &&
-        (p->nparams == 0 || memcmp(rt->verified_params, params, (size_t)p->nparams * sizeof(int64_t)) == 0))
+    if ((v = find_verified(rt, p, params)) != NULL) {
+        v->used = ++rt->verified_clock;
         return HN_OK;
+    }
+    rt->preparations++;
     logs = hn_calloc((size_t)rt->n, sizeof(*logs));
     if (logs == NULL)
         return HN_ERR_NOMEM;
@@ -1005,59 +1158,238 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
         }
     }
     hn_comm_logs_free(logs, rt->n);
-    if (st == HN_OK) {
-        int64_t *copy = hn_malloc((size_t)(p->nparams + 1) * sizeof(int64_t));
-        if (copy != NULL) {
-            memcpy(copy, params, (size_t)p->nparams * sizeof(int64_t));
-            hn_free(rt->verified_params);
-            rt->verified_params = copy;
-            rt->verified_prog = p->uid;
-            rt->verified_nparams = p->nparams;
-        }
-    }
+    if (st == HN_OK)
+        remember_verified(rt, p, params);
     return st;
 }
 
-hn_status_t hn_runtime_run(hn_runtime *rt, const hn_program *p, const hn_run_args *args)
+/* Parameters and bindings of a run or launch, resolved; the program
+ * prepared (verified, lowered, teams and buffers made) for them. */
+typedef struct resolved {
+    int64_t *params;
+    void ***io;
+} resolved;
+
+static void resolved_free(resolved *rs)
 {
-    int64_t *params = NULL;
-    void ***io = NULL;
+    hn_free(rs->params);
+    hn_free(rs->io);
+}
+
+static hn_status_t resolve(hn_runtime *rt, const hn_program *p, const hn_run_args *args, resolved *rs)
+{
     hn_strbuf diag;
     hn_status_t st;
-    int nio;
-    if (rt == NULL || p == NULL || args == NULL)
-        return HN_ERR_INVALID;
+    int nio = p->ninputs + p->noutputs;
     hn_sb_init(&diag);
-    hn_runtime_clear_error(rt);
-    nio = p->ninputs + p->noutputs;
-    params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t));
-    io = hn_calloc((size_t)nio + 1, sizeof(*io));
-    if (params == NULL || io == NULL) {
+    rs->params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t));
+    rs->io = hn_calloc((size_t)nio + 1, sizeof(*rs->io));
+    if (rs->params == NULL || rs->io == NULL) {
         st = HN_ERR_NOMEM;
         goto done;
     }
     st = hn_params_resolve(p, rt->n, rt->cfg.nstreams, args->nparams, args->param_names,
-                           args->param_values, params, &diag);
+                           args->param_values, rs->params, &diag);
     for (int k = 0; k < nio && st == HN_OK; k++) {
         const hn_io *x = k < p->ninputs ? &p->inputs[k] : &p->outputs[k - p->ninputs];
         for (int b = 0; b < args->nbindings; b++)
             if (strcmp(args->bindings[b].name, p->names[x->var]) == 0)
-                io[k] = (void **)args->bindings[b].data;
-        if (io[k] == NULL) {
+                rs->io[k] = (void **)args->bindings[b].data;
+        if (rs->io[k] == NULL) {
             hn_sb_printf(&diag, "%s: error: no binding for %s '%s'\n", p->filename,
                          k < p->ninputs ? "input" : "output", p->names[x->var]);
             st = HN_ERR_INVALID;
         }
     }
+    /* a configuration not yet prepared allocates: launches in flight first */
+    if (st == HN_OK && !hn_runtime_prepared(rt, p, rs->params) && rt->inflight > 0 &&
+        (st = hn_runtime_sync(rt)) != HN_OK) {
+        resolved_free(rs);
+        hn_sb_free(&diag);
+        return st; /* the earlier launch's error, in hn_runtime_error */
+    }
     if (st == HN_OK)
-        st = hn_runtime_prepare(rt, p, params, &diag);
-    if (st == HN_OK)
-        st = hn_runtime_run_bound(rt, p, params, (void *const *const *)io, 0);
-    else
-        snprintf(rt->err_text, sizeof(rt->err_text), "%s", diag.data ? diag.data : hn_status_string(st));
+        st = hn_runtime_prepare(rt, p, rs->params, &diag);
 done:
+    if (st != HN_OK) {
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", diag.data ? diag.data : hn_status_string(st));
+        resolved_free(rs);
+    }
     hn_sb_free(&diag);
-    hn_free(params);
-    hn_free(io);
     return st;
+}
+
+hn_status_t hn_runtime_run(hn_runtime *rt, const hn_program *p, const hn_run_args *args)
+{
+    resolved rs = {NULL, NULL};
+    hn_status_t st;
+    if (rt == NULL || p == NULL || args == NULL)
+        return HN_ERR_INVALID;
+    if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK)
+        return st;
+    hn_runtime_clear_error(rt);
+    if ((st = resolve(rt, p, args, &rs)) != HN_OK)
+        return st;
+    st = hn_runtime_run_bound(rt, p, rs.params, (void *const *const *)rs.io, 0);
+    resolved_free(&rs);
+    return st;
+}
+
+/* ---- launches on the caller's streams ---- */
+
+hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_args *args, void *const *streams)
+{
+    resolved rs = {NULL, NULL};
+    run_job j;
+    hn_status_t st;
+    if (rt == NULL || p == NULL || args == NULL)
+        return HN_ERR_INVALID;
+    /* an earlier launch failed: collect it (its error is this call's) */
+    if (rt->inflight > 0 && __atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE))
+        return hn_runtime_sync(rt);
+    /* errors of asynchronous work name instructions of the program in
+     * flight: another program waits for those launches */
+    if (rt->inflight > 0 && rt->inflight_prog != p->uid && (st = hn_runtime_sync(rt)) != HN_OK)
+        return st;
+    if (rt->inflight == 0)
+        hn_runtime_clear_error(rt);
+    if ((st = resolve(rt, p, args, &rs)) != HN_OK)
+        return st;
+    memset(&j, 0, sizeof(j));
+    j.p = hn_runtime_lowered_of(rt, p, rs.params);
+    j.params = rs.params;
+    j.io_ptrs = (void *const *const *)rs.io;
+    j.launch = 1;
+    j.streams = streams;
+    if (check_devices(rt) != HN_OK) {
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
+        resolved_free(&rs);
+        return HN_ERR_DEVICE_LOST;
+    }
+    rt->err_prog = j.p;
+    st = hn_runtime_exec_all(rt, run_on_rank, &j);
+    resolved_free(&rs);
+    rt->inflight++;
+    rt->inflight_prog = p->uid;
+    /* a launch that could not be issued, or a traced one, ends here */
+    if (st != HN_OK || rt->trace != NULL) {
+        hn_status_t sync_st = hn_runtime_sync(rt);
+        return st != HN_OK ? (rt->err_status != HN_OK ? rt->err_status : st) : sync_st;
+    }
+    return HN_OK;
+}
+
+static hn_status_t sync_on_rank(hn_rank *r, void *arg)
+{
+    hn_status_t st;
+    (void)arg;
+    st = sync_all(r);
+    r->active = r->caller;
+    return st;
+}
+
+hn_status_t hn_runtime_sync(hn_runtime *rt)
+{
+    hn_status_t st;
+    if (rt == NULL)
+        return HN_ERR_INVALID;
+    if (rt->inflight == 0)
+        return HN_OK;
+    st = finish_run(rt, hn_runtime_exec_all(rt, sync_on_rank, NULL));
+    rt->inflight = 0;
+    return st;
+}
+
+static hn_status_t query_on_rank(hn_rank *r, void *arg)
+{
+    hn_status_t st = HN_OK;
+    int *busy = arg;
+    hn_dstream *s[HN_MAX_STREAMS + 2];
+    int n = 0;
+    s[n++] = r->caller;
+    if (r->adopted != NULL)
+        s[n++] = r->adopted;
+    for (int k = 0; k < HN_MAX_STREAMS; k++)
+        if (r->streams[k] != NULL)
+            s[n++] = r->streams[k];
+    for (int i = 0; i < n && st == HN_OK; i++)
+        if ((st = r->rt->dev->stream_query(s[i])) == HN_ERR_BUSY) {
+            __atomic_store_n(busy, 1, __ATOMIC_RELAXED);
+            st = HN_OK;
+        }
+    return st;
+}
+
+hn_status_t hn_runtime_query(hn_runtime *rt)
+{
+    int busy = 0;
+    hn_status_t st;
+    if (rt == NULL)
+        return HN_ERR_INVALID;
+    if (rt->inflight == 0)
+        return HN_OK;
+    if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE)) /* failed: collect */
+        return hn_runtime_sync(rt);
+    st = exec_all(rt, query_on_rank, &busy, 0);
+    if (st != HN_OK)
+        return hn_runtime_sync(rt);
+    return busy ? HN_ERR_BUSY : hn_runtime_sync(rt);
+}
+
+/* ---- streams for embedders without their own ---- */
+
+typedef struct stream_job {
+    int rank, destroy;
+    void *native;
+} stream_job;
+
+static hn_status_t stream_on_rank(hn_rank *r, void *arg)
+{
+    stream_job *j = arg;
+    hn_runtime *rt = r->rt;
+    hn_dstream *s;
+    hn_status_t st;
+    if (r->rank != j->rank)
+        return HN_OK;
+    if (j->destroy) {
+        for (int i = 0; i < r->nuser_streams; i++)
+            if (rt->dev->stream_native(r->user_streams[i]) == j->native) {
+                if (r->adopted != NULL && r->adopted_native == j->native) {
+                    rt->dev->stream_release(r->adopted);
+                    r->adopted = NULL;
+                }
+                rt->dev->stream_destroy(r->user_streams[i]);
+                r->user_streams[i] = r->user_streams[--r->nuser_streams];
+                return HN_OK;
+            }
+        return HN_ERR_INVALID;
+    }
+    if (hn_grow((void **)&r->user_streams, &r->user_streams_cap, r->nuser_streams, sizeof(*r->user_streams)) != 0)
+        return HN_ERR_NOMEM;
+    if ((st = rt->dev->stream_create(rt->dev_ctx, r->rank, &s)) != HN_OK)
+        return st;
+    r->user_streams[r->nuser_streams++] = s;
+    j->native = rt->dev->stream_native(s);
+    return HN_OK;
+}
+
+hn_status_t hn_runtime_stream_create(hn_runtime *rt, int rank, void **stream)
+{
+    stream_job j = {rank, 0, NULL};
+    hn_status_t st;
+    if (rt == NULL || stream == NULL || rank < 0 || rank >= rt->n)
+        return HN_ERR_INVALID;
+    if ((st = exec_all(rt, stream_on_rank, &j, 0)) == HN_OK)
+        *stream = j.native;
+    return st;
+}
+
+void hn_runtime_stream_destroy(hn_runtime *rt, int rank, void *stream)
+{
+    stream_job j = {rank, 1, stream};
+    if (rt == NULL || stream == NULL || rank < 0 || rank >= rt->n)
+        return;
+    if (rt->inflight > 0)
+        (void)hn_runtime_sync(rt); /* its work first */
+    (void)exec_all(rt, stream_on_rank, &j, 0);
 }

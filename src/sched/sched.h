@@ -17,6 +17,7 @@
 #include "hirnode/runtime.h"
 
 #define HN_MAX_STREAMS 16
+#define HN_VERIFIED_CONFIGS 8 /* prepared configurations a runtime remembers */
 #define HN_CALLER_STREAM (-1)
 #define HN_DRY_RUN_BUDGET 20000000 /* instructions a dry run may execute */
 
@@ -90,6 +91,12 @@ typedef struct hn_rank {
     int rank;
     pthread_t thread;
     hn_dstream *caller;                   /* the runtime's stream for this rank */
+    hn_dstream *active;  /* the program's current_stream: caller, or the embedder's in a launch */
+    hn_dstream *adopted; /* handle of the embedder's stream of the last launch, or NULL */
+    void *adopted_native;
+    hn_devent *launch_start, *launch_done; /* a launch's joins with its stream */
+    hn_dstream **user_streams; /* made by hn_runtime_stream_create */
+    int nuser_streams, user_streams_cap;
     hn_dstream *streams[HN_MAX_STREAMS];  /* pool, created on first use */
     hn_devent *stream_event[HN_MAX_STREAMS + 1]; /* [0] caller, [k+1] pool k */
     hn_devent **comm_events;              /* pool, reused every run */
@@ -141,6 +148,8 @@ struct hn_runtime {
     hn_fault_plan faults; /* injected faults (HIRNODE_FAULT) */
     int faults_fired;     /* how many took effect (atomic; for tests) */
     int lost;         /* a device's context is lost: no more runs */
+    int inflight;     /* launches issued since the last sync */
+    uint64_t inflight_prog; /* the uid of their program */
     char lost_text[512];
     int quit;
     hn_status_t (*job_fn)(hn_rank *r, void *arg);
@@ -152,9 +161,16 @@ struct hn_runtime {
     char err_text[1024];
     const hn_program *err_prog; /* to name instructions */
     /* the last configuration verified (runs of it skip the dry run) */
-    uint64_t verified_prog; /* uid; 0 = none */
-    int64_t *verified_params;
-    int verified_nparams;
+    /* configurations (program uid, parameter values) prepared lately: a
+     * server switching between a few batch sizes pays each dry run once */
+    struct hn_verified {
+        uint64_t prog; /* uid; 0 = free */
+        int64_t *params;
+        int nparams;
+        uint64_t used; /* for least-recently-used replacement */
+    } verified[HN_VERIFIED_CONFIGS];
+    uint64_t verified_clock;
+    int preparations; /* configurations prepared (dry runs), for tests */
     /* teams the programs use */
     hn_team_entry *teams;
     int nteams, teams_cap;
@@ -242,6 +258,10 @@ void hn_runtime_clear_error(hn_runtime *rt);
  * and sizes every rank's allocation cache. Diagnostics into diag. */
 hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                hn_strbuf *diag);
+/* 1 when runs of p with these parameters need no preparation. */
+int hn_runtime_prepared(hn_runtime *rt, const hn_program *p, const int64_t *params);
+/* Forgets the prepared configurations of a program (uid; 0: all). */
+void hn_runtime_forget_verified(hn_runtime *rt, uint64_t prog);
 /* Runs a prepared program; io_ptrs[i][rank] for inputs then outputs. */
 hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                  void *const *const *io_ptrs, int poison);

@@ -171,7 +171,7 @@ static hn_dstream *stream_of(hn_exec *x, int idx)
 {
     hn_dstream *s = NULL;
     if (idx == HN_CALLER_STREAM)
-        return x->r->caller;
+        return x->r->active;
     return hn_rank_stream(x->r, idx, &s) == HN_OK ? s : NULL;
 }
 
@@ -447,7 +447,7 @@ void hn_trace_run_begin(hn_trace *tr, hn_rank *r, hn_exec *x)
     t->host_clock = r->rt->dev->timer_host_ns(t->timers[0], &h) != HN_ERR_UNSUPPORTED;
     if (t->host_clock)
         t->tnext = 1; /* timer 0 stays unused */
-    else if (take_timer(t, r->caller, -1) != 0 || r->rt->dev->stream_sync(r->caller) != HN_OK)
+    else if (take_timer(t, r->active, -1) != 0 || r->rt->dev->stream_sync(r->active) != HN_OK)
         return;
     t->align = now(t) - t->epoch_h;
     x->trace = t;

@@ -276,6 +276,158 @@ static void test_new_program_at_old_address(void)
     hn_runtime_destroy(rt);
 }
 
+/* Launches on the caller's streams, back to back with no host sync, on two
+ * streams per rank in turn, with random stream delays: each launch reads
+ * its own input and writes its own output through a buffer all launches
+ * share, so launches that overlapped would mix them up. */
+#define LAUNCHES 12
+#define LN 256
+static const char *launch_text =
+    "param N = 256\n"
+    "input  X : f32[N] replicated\n"
+    "output Y : f32[N] replicated\n"
+    "T = alloc f32[N]\n"
+    "copy T <- X\n"
+    "s0 = current_stream\n"
+    "set_stream stream(1)\n"
+    "wait_stream s0\n"
+    "scale T <- T, 2.0\n"
+    "allreduce T <- T op sum\n"
+    "set_stream s0\n"
+    "wait_stream stream(1)\n"
+    "copy Y <- T\n";
+
+static void test_launches(void)
+{
+    hn_program *p = hn_test_parse(launch_text, NULL);
+    int nr = hn_test_max_ranks() < 4 ? hn_test_max_ranks() : 4;
+    hn_runtime *rt = make_rt(nr, strcmp(hn_test_backend, "host") == 0 ? 50 : 0, 20);
+    void *x[LAUNCHES][8], *y[LAUNCHES][8], *streams[2][8];
+    float host[LN], got[LN];
+    int wrong = 0, prepared;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < 2; k++)
+            CU_ASSERT_EQUAL_FATAL(hn_runtime_stream_create(rt, r, &streams[k][r]), HN_OK);
+    for (int l = 0; l < LAUNCHES; l++)
+        for (int r = 0; r < nr; r++) {
+            for (int i = 0; i < LN; i++)
+                host[i] = (float)(l * 1000 + r * 10 + i % 7);
+            CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, sizeof(host), &x[l][r]), HN_OK);
+            CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, sizeof(host), &y[l][r]), HN_OK);
+            CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, x[l][r], host, sizeof(host)), HN_OK);
+        }
+    for (int l = 0; l < LAUNCHES; l++) {
+        hn_binding b[2] = {{"X", x[l]}, {"Y", y[l]}};
+        hn_run_args args = {0, NULL, NULL, 2, b};
+        /* the first prepares the configuration; the others only issue */
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &args, l == 3 ? NULL : streams[l % 2]), HN_OK);
+        if (l == 0)
+            prepared = rt->preparations;
+    }
+    CU_ASSERT_EQUAL(rt->inflight, LAUNCHES); /* none collected yet */
+    CU_ASSERT_EQUAL(rt->preparations, prepared);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_query(rt), HN_OK);
+    for (int l = 0; l < LAUNCHES; l++)
+        for (int r = 0; r < nr; r++) {
+            CU_ASSERT_EQUAL(hn_runtime_download(rt, r, got, y[l][r], sizeof(got)), HN_OK);
+            for (int i = 0; i < LN; i++) {
+                float want = 0;
+                for (int q = 0; q < nr; q++)
+                    want += 2.0f * (float)(l * 1000 + q * 10 + i % 7);
+                wrong += got[i] != want;
+            }
+        }
+    CU_ASSERT_EQUAL(wrong, 0);
+    for (int l = 0; l < LAUNCHES; l++)
+        for (int r = 0; r < nr; r++) {
+            hn_runtime_free(rt, r, x[l][r]);
+            hn_runtime_free(rt, r, y[l][r]);
+        }
+    for (int r = 0; r < nr; r++)
+        hn_runtime_stream_destroy(rt, r, streams[1][r]);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt); /* and the streams left */
+    hn_program_destroy(p);
+}
+
+/* A launch that fails asynchronously is reported by the next call that
+ * collects the launches; nothing new is issued; then the runtime works. */
+static void test_launch_failure(void)
+{
+    hn_program *p = hn_test_parse(launch_text, NULL);
+    int nr = hn_test_max_ranks() < 2 ? hn_test_max_ranks() : 2;
+    hn_runtime *rt = make_rt(nr, 0, 10);
+    void *x[8], *y[8];
+    hn_binding b[2] = {{"X", x}, {"Y", y}};
+    hn_run_args args = {0, NULL, NULL, 2, b};
+    hn_strbuf err;
+    hn_status_t st;
+    if (strcmp(hn_test_backend, "host") != 0) { /* an async fault on CUDA is a host function: fine, but slow to set up */
+        hn_runtime_destroy(rt);
+        hn_program_destroy(p);
+        return;
+    }
+    hn_sb_init(&err);
+    for (int r = 0; r < nr; r++) {
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, LN * 4, &x[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, LN * 4, &y[r]), HN_OK);
+    }
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, "0:9:async", &err), HN_OK);
+    /* the fault runs on the stream; it may stop the launch while its ranks
+     * still issue, or be found by the next launch, or by the sync */
+    st = hn_runtime_launch(rt, p, &args, NULL);
+    if (st == HN_OK)
+        st = hn_runtime_launch(rt, p, &args, NULL);
+    if (st == HN_OK)
+        st = hn_runtime_sync(rt);
+    CU_ASSERT_EQUAL(st, HN_ERR_DEVICE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "t.hir:9:1: error: rank 0: scale T <- T, 2.0: "
+                                                       "an asynchronous device error (injected)"));
+    CU_ASSERT_EQUAL(rt->inflight, 0);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &args, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT_STRING_EQUAL(hn_runtime_error(rt), "");
+    for (int r = 0; r < nr; r++) {
+        hn_runtime_free(rt, r, x[r]);
+        hn_runtime_free(rt, r, y[r]);
+    }
+    hn_sb_free(&err);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
+/* A server switching between a few batch sizes pays each dry run once. */
+static void test_prepared_configurations(void)
+{
+    const char *text = "param N = 8\noutput Y : f32[N] replicated\nfill Y <- 1.0\n";
+    hn_program *p = hn_test_parse(text, NULL);
+    hn_runtime *rt = make_rt(1, 0, 10);
+    void *y[1];
+    hn_binding b = {"Y", y};
+    const char *names[] = {"N"};
+    int64_t sizes[] = {8, 16, 8, 32, 16, 8};
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, 0, 32 * 4, &y[0]), HN_OK);
+    for (int i = 0; i < HN_ARRAY_LEN(sizes); i++) {
+        hn_run_args args = {1, names, &sizes[i], 1, &b};
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &args), HN_OK);
+    }
+    CU_ASSERT_EQUAL(rt->preparations, 3);
+    /* more configurations than it remembers: the oldest is prepared again */
+    for (int64_t n = 1; n <= HN_VERIFIED_CONFIGS + 1; n++) {
+        hn_run_args args = {1, names, &n, 1, &b};
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &args), HN_OK);
+    }
+    CU_ASSERT_EQUAL(rt->preparations, 3 + HN_VERIFIED_CONFIGS + 1 - 1); /* 8 was prepared already */
+    hn_runtime_free(rt, 0, y[0]);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
 /* A host_sync waits for the current stream only. */
 static void test_host_sync(void)
 {
@@ -310,6 +462,9 @@ void hn_suite_runtime(void)
         {"host_sync", test_host_sync},
         {"pool streams are made before the run", test_streams_made_before_run},
         {"a new program at a destroyed one's address is verified anew", test_new_program_at_old_address},
+        {"launches on caller streams, back to back, with random delays", test_launches},
+        {"a failed launch is reported by the next collecting call", test_launch_failure},
+        {"prepared configurations are remembered", test_prepared_configurations},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/runtime", tests);
