@@ -125,6 +125,11 @@ check-deps:
 	  echo "installing libcunit1-dev"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libcunit1-dev >/dev/null; \
+	fi; \
+	if ! command -v pkg-config >/dev/null; then \
+	  echo "installing pkg-config (the install check builds an example with it)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq pkg-config >/dev/null; \
 	fi
 
 # Installation: PREFIX (default /usr/local), DESTDIR for staging
@@ -163,6 +168,7 @@ test: check-deps
 	$(MAKE) -j$(NPROC) TSAN=1 build-tsan/hn_tests
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/hn_tests
 	tests/examples.sh $(CLI)
+	tests/install.sh
 
 format:
 	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(wildcard src/*/*.h include/hirnode/*.h tests/*.h)

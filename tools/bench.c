@@ -251,6 +251,7 @@ static int bench_collectives(const bench_opts *o)
 
 int hn_cli_bench(int argc, char **argv);
 int hn_cli_bench_overlap(int argc, char **argv); /* bench_overlap.c */
+int hn_cli_bench_issue(int argc, char **argv);   /* bench_issue.c */
 
 int hn_cli_bench(int argc, char **argv)
 {
@@ -267,8 +268,11 @@ int hn_cli_bench(int argc, char **argv)
     o.reps = 5;
     if (argc >= 3 && strcmp(argv[2], "overlap") == 0)
         return hn_cli_bench_overlap(argc, argv);
+    if (argc >= 3 && strcmp(argv[2], "issue") == 0)
+        return hn_cli_bench_issue(argc, argv);
     if (argc < 3 || strcmp(argv[2], "collectives") != 0) {
         fprintf(stderr, "usage: hirnode bench overlap --help\n"
+                        "       hirnode bench issue --help\n"
                         "       hirnode bench collectives [--gpus N] [--backend B] [--via nccl|p2p|\"p2p get\"]\n"
                         "         [--op all|allreduce|allgather|reduce_scatter] [--min 1M] [--max 1G]\n"
                         "         [--dtype bf16|f32|f16] [--iters K] [--warmup W] [--reps R] [--markdown]\n"

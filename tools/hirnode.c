@@ -26,6 +26,7 @@ static const char usage[] =
     "  info          version, backends, devices, effective settings\n"
     "  bench collectives [options]   busbw of collectives beside raw NCCL\n"
     "  bench overlap [options]       pipelined GEMMs: every strategy and auto\n"
+    "  bench issue [options]         the cost of issuing one instruction beside a plain launch loop\n"
     "                (hirnode bench collectives|overlap --help for their options)\n"
     "  trace summary FILE            busy time, overlap figure, critical path of a trace\n"
     "  trace svg FILE -o OUT.svg     the timeline of a trace as a picture\n"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# make install into a temporary prefix: headers, libhirnode.so (soname) and
+# .a, hirnode.pc, the CLI; only the public API's hn_* symbols exported;
+# examples/embed/serve.c built with pkg-config and run (host backend);
+# make uninstall leaves nothing behind.
+set -u
+fail=0 pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+prefix=$(mktemp -d)
+make -s install PREFIX="$prefix" >/dev/null || { echo "FAIL: make install"; exit 1; }
+lib="$prefix/lib"
+[ -f "$prefix/include/hirnode/runtime.h" ] && [ -f "$lib/libhirnode.a" ] && [ -x "$prefix/bin/hirnode" ] && ok || bad "installed files"
+[ "$(readelf -d "$lib/libhirnode.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')" = "libhirnode.so.0" ] && ok || bad "soname"
+# exported: exactly the functions the public headers declare
+declared=$(grep -ohE '\bhn_[a-z0-9_]+\(' "$prefix"/include/hirnode/*.h | tr -d '(' | sort -u)
+exported=$(nm -D --defined-only "$lib/libhirnode.so" | awk '$2 == "T" {print $3}' | sort -u)
+if [ "$declared" = "$exported" ]; then ok; else
+  bad "exports differ from the headers: $(diff <(echo "$declared") <(echo "$exported") | grep '^[<>]' | tr '\n' ' ')"; fi
+export PKG_CONFIG_PATH="$lib/pkgconfig"
+[ "$(pkg-config --modversion hirnode)" = "$(build/hirnode info | sed -n 's/^hirnode \([0-9.]*\).*/\1/p')" ] && ok || bad "pkg-config version"
+if cc -std=c11 -Wall -Wextra -Werror -O2 examples/embed/serve.c $(pkg-config --cflags --libs hirnode) -lm -o "$prefix/serve" 2>"$prefix/cc.log"; then ok
+else bad "the embedding example does not build against the installed library: $(cat "$prefix/cc.log")"; fi
+out=$(LD_LIBRARY_PATH="$lib" HIRNODE_BACKEND=host "$prefix/serve" 300 2 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^check: ok" && ok || bad "serve: rc=$rc $out"
+echo "$out" | sed -n 's/^/  /p' | head -2
+make -s uninstall PREFIX="$prefix" >/dev/null
+rm -f "$prefix/serve" "$prefix/cc.log"
+[ -z "$(find "$prefix" -mindepth 1)" ] && ok || bad "uninstall left $(find "$prefix" -mindepth 1 | head -5)"
+rm -rf "$prefix"
+echo "install: $pass passed, $fail failed"
+[ $fail = 0 ]

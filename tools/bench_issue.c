@@ -1,0 +1,153 @@
+/* `hirnode bench issue`: what issuing one instruction costs. A run of a
+ * loop of N tiny fills (one kernel each on CUDA), timed per instruction,
+ * beside the plain loop of the same kernels through the compute table on
+ * the same stream of the same rank threads, timed the same way: host clock
+ * around issuing all N and the end of every rank's stream, the slowest
+ * rank, the median of the repetitions after a warm-up. Also the same loop
+ * launched back to back (hn_runtime_launch, one sync at the end). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/sched/sched.h"
+#include "hirnode/runtime.h"
+
+typedef struct issue_opts {
+    hn_runtime_config cfg;
+    int n, reps, warmup, markdown;
+} issue_opts;
+
+typedef struct raw_job {
+    int n;
+    void **buf; /* per rank: 16 floats */
+} raw_job;
+
+/* the plain loop: the same fill kernel, straight through the compute table */
+static hn_status_t raw_on_rank(hn_rank *r, void *arg)
+{
+    raw_job *j = arg;
+    hn_tensor t;
+    hn_status_t st = HN_OK;
+    memset(&t, 0, sizeof(t));
+    t.dtype = HN_F32;
+    t.ndim = 1;
+    t.shape[0] = 16;
+    t.stride[0] = 1;
+    t.data = j->buf[r->rank];
+    for (int i = 0; i < j->n && st == HN_OK; i++)
+        st = r->rt->compute->fill(r->caller, &t, 1.0, NULL);
+    if (st == HN_OK)
+        st = r->rt->dev->stream_sync(r->caller);
+    return st;
+}
+
+static int bench_issue(const issue_opts *o)
+{
+    char text[256];
+    hn_program *p = NULL;
+    hn_runtime *rt = NULL;
+    hn_run_args args = {0, NULL, NULL, 0, NULL};
+    double *t_run = calloc((size_t)o->reps, sizeof(double)), *t_raw = calloc((size_t)o->reps, sizeof(double));
+    double *t_launch = calloc((size_t)o->reps, sizeof(double));
+    void *buf[256];
+    raw_job rj;
+    hn_status_t st;
+    int rc = 1;
+    snprintf(text, sizeof(text), "param N = %d\nT = alloc f32[16]\nfor i in 0 .. N {\n  fill T <- 1.0\n}\n", o->n);
+    if (t_run == NULL || t_raw == NULL || t_launch == NULL ||
+        hn_program_parse(text, strlen(text), "issue.hir", &p, NULL) != HN_OK)
+        goto done;
+    if ((st = hn_runtime_create(&o->cfg, &rt)) != HN_OK) {
+        fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, hn_status_string(st));
+        goto done;
+    }
+    for (int r = 0; r < o->cfg.ndev; r++)
+        if (hn_runtime_alloc(rt, r, 16 * sizeof(float), &buf[r]) != HN_OK)
+            goto done;
+    rj.n = o->n;
+    rj.buf = buf;
+    fprintf(stderr, "bench issue: %d ranks on the %s backend, %d instructions per run, %d repetitions\n",
+            o->cfg.ndev, hn_runtime_backend(rt), o->n, o->reps);
+    for (int k = -o->warmup; k < o->reps; k++) {
+        double t0 = hn_now(), t1, t2, t3;
+        if ((st = hn_runtime_run(rt, p, &args)) != HN_OK)
+            goto failed;
+        t1 = hn_now();
+        if ((st = hn_runtime_exec_all(rt, raw_on_rank, &rj)) != HN_OK)
+            goto failed;
+        t2 = hn_now();
+        if ((st = hn_runtime_launch(rt, p, &args, NULL)) != HN_OK || (st = hn_runtime_launch(rt, p, &args, NULL)) != HN_OK ||
+            (st = hn_runtime_sync(rt)) != HN_OK)
+            goto failed;
+        t3 = hn_now();
+        if (k >= 0) {
+            t_run[k] = t1 - t0;
+            t_raw[k] = t2 - t1;
+            t_launch[k] = (t3 - t2) / 2;
+        }
+    }
+    {
+        double run = hn_median(t_run, o->reps) / o->n * 1e6, raw = hn_median(t_raw, o->reps) / o->n * 1e6;
+        double launch = hn_median(t_launch, o->reps) / o->n * 1e6;
+        const char *fmt = o->markdown ? "| %d | %s | %d | %.3f | %.3f | %.3f | %.3f |\n"
+                                      : "%5d  %-5s  %6d  %12.3f  %12.3f  %12.3f  %8.3f\n";
+        if (o->markdown)
+            printf("| ranks | backend | instructions | hirnode run µs/instr | hirnode launch µs/instr | plain loop µs/kernel "
+                   "| run / plain |\n|---:|---|---:|---:|---:|---:|---:|\n");
+        else
+            printf("ranks  back   instrs  run us/instr  launch us/in  plain us/krn  run/plain\n");
+        printf(fmt, o->cfg.ndev, hn_runtime_backend(rt), o->n, run, launch, raw, run / raw);
+    }
+    rc = 0;
+    goto done;
+failed:
+    fprintf(stderr, "bench issue: %s\n%s\n", hn_status_string(st), hn_runtime_error(rt));
+done:
+    if (rt != NULL) {
+        for (int r = 0; r < o->cfg.ndev; r++)
+            hn_runtime_free(rt, r, buf[r]);
+        hn_runtime_destroy(rt);
+    }
+    hn_program_destroy(p);
+    free(t_run);
+    free(t_raw);
+    free(t_launch);
+    return rc;
+}
+
+int hn_cli_bench_issue(int argc, char **argv);
+
+int hn_cli_bench_issue(int argc, char **argv)
+{
+    issue_opts o;
+    memset(&o, 0, sizeof(o));
+    hn_runtime_config_default(&o.cfg);
+    o.n = 1000;
+    o.reps = 20;
+    o.warmup = 3;
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1;
+        if (strcmp(a, "--markdown") == 0) {
+            o.markdown = 1;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || v == NULL) {
+            fprintf(stderr, "usage: hirnode bench issue [--gpus N] [--backend B] [--n INSTRUCTIONS] [--reps R]\n"
+                            "         [--warmup W] [--markdown]\n");
+            return 2;
+        }
+        i++;
+        if (strcmp(a, "--gpus") == 0) ok = (o.cfg.ndev = atoi(v)) > 0 && o.cfg.ndev <= 256;
+        else if (strcmp(a, "--backend") == 0) o.cfg.backend = v;
+        else if (strcmp(a, "--n") == 0) ok = (o.n = atoi(v)) > 0 && o.n <= 10000000;
+        else if (strcmp(a, "--reps") == 0) ok = (o.reps = atoi(v)) > 0 && o.reps <= 100000;
+        else if (strcmp(a, "--warmup") == 0) ok = (o.warmup = atoi(v)) >= 0;
+        else ok = 0;
+        if (!ok) {
+            fprintf(stderr, "bench: bad option %s %s\n", a, v);
+            return 2;
+        }
+    }
+    return bench_issue(&o);
+}
