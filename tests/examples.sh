@@ -95,6 +95,8 @@ out=$("$cli" check -D N=9223372036854775807 "$t/view.hir" 2>&1); rc=$?
 printf 'param M = 64, N = 8\ninput Y : f32[M / world, N] shard(axis 0)\noutput Z : f32[M, N] replicated\nallgather Z <- Y\nreference {\n  copy Z <- Y\n}\n' > "$t/load.hir"
 "$cli" run --gpus 2 --check --load "$t" --save "$t" "$t/load.hir" >/dev/null && cmp -s "$t/Y.npy" "$t/Z.npy" && ok || bad "--load"
 "$cli" info >/dev/null && ok || bad "info"
+out=$("$cli" bench issue --gpus 2 --n 200 --reps 3 --warmup 1 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -qE "^ +2  host +200 " && ok || bad "bench issue: rc=$rc $out"
 # tracing: run --trace writes a trace, trace summary and trace svg read it
 tr="$t/trace.json"
 "$cli" run --gpus 4 --iters 2 --delay 20 --trace "$tr" examples/ag_matmul_p2p.hir >/dev/null && [ -s "$tr" ] && ok || bad "run --trace"
