@@ -63,6 +63,15 @@ void hn_shape_overflow_text(const hn_tensor *t, char *buf, size_t n)
                  hn_dtype_size(t->dtype));
 }
 
+void hn_tensor_shape_text(const hn_tensor *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s[", hn_dtype_name(t->dtype));
+    for (int i = 0; i < t->ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
 int64_t hn_tensor_numel(const hn_tensor *t)
 {
     /* a zero dimension first: a view may permute a checked shape so that

@@ -79,6 +79,8 @@ int hn_tensor_make_contiguous(hn_tensor *t);
  * for a shape hn_tensor_make_contiguous rejected. */
 void hn_shape_overflow_text(const hn_tensor *t, char *buf, size_t n);
 int64_t hn_tensor_numel(const hn_tensor *t);
+/* "bf16[4, 8]", for messages. */
+void hn_tensor_shape_text(const hn_tensor *t, char *buf, size_t n);
 int hn_tensor_is_contiguous(const hn_tensor *t);
 size_t hn_tensor_bytes(const hn_tensor *t); /* numel * element size */
 

@@ -60,15 +60,6 @@ static hn_status_t eval_num(hn_exec *x, const hn_instr *in, const hn_expr *e, do
     return HN_OK;
 }
 
-static void shape_text(const hn_tensor *t, char *buf, size_t n)
-{
-    size_t k = (size_t)snprintf(buf, n, "%s[", hn_dtype_name(t->dtype));
-    for (int i = 0; i < t->ndim && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)t->shape[i]);
-    if (k < n)
-        snprintf(buf + k, n - k, "]");
-}
-
 static void advance(hn_tensor *t, int64_t elems)
 {
     t->data = (void *)((uintptr_t)t->data + (uintptr_t)(elems * hn_dtype_size(t->dtype)));
@@ -121,8 +112,8 @@ static hn_status_t need_same_shape(hn_exec *x, const hn_instr *in, const hn_tens
     char sa[96], sb[96];
     if (same_shape(a, b))
         return HN_OK;
-    shape_text(a, sa, sizeof(sa));
-    shape_text(b, sb, sizeof(sb));
+    hn_tensor_shape_text(a, sa, sizeof(sa));
+    hn_tensor_shape_text(b, sb, sizeof(sb));
     return fail(x, in, HN_ERR_RUNTIME, "%s: %s does not match %s", what, sa, sb);
 }
 
@@ -263,8 +254,8 @@ static hn_status_t exec_VIEW(hn_exec *x, const hn_instr *in)
         return x->status;
     if (hn_tensor_numel(&nt) != hn_tensor_numel(&t)) {
         char a[96], b[96];
-        shape_text(&t, a, sizeof(a));
-        shape_text(&nt, b, sizeof(b));
+        hn_tensor_shape_text(&t, a, sizeof(a));
+        hn_tensor_shape_text(&nt, b, sizeof(b));
         return fail(x, in, HN_ERR_RUNTIME, "view changes the element count: %s as %s", a, b);
     }
     return define_view(x, in, &nt);
@@ -987,9 +978,9 @@ static hn_status_t check_matmul(hn_exec *x, const hn_instr *in, const operands *
     const hn_tensor *d = &o->dst, *a = &o->t[0], *b = &o->t[1];
     int64_t M, K, N, Kb;
     char sa[96], sb[96], sd[96];
-    shape_text(a, sa, sizeof(sa));
-    shape_text(b, sb, sizeof(sb));
-    shape_text(d, sd, sizeof(sd));
+    hn_tensor_shape_text(a, sa, sizeof(sa));
+    hn_tensor_shape_text(b, sb, sizeof(sb));
+    hn_tensor_shape_text(d, sd, sizeof(sd));
     if (a->ndim < 2 || b->ndim < 2 || d->ndim != a->ndim)
         return fail(x, in, HN_ERR_RUNTIME, "%s: shapes %s = %s x %s do not fit",
                     hn_op_table[in->op].keyword, sd, sa, sb);

@@ -295,14 +295,6 @@ static int contiguous(const hn_tensor *t)
     return 1;
 }
 
-static void shape_text(const hn_tensor *t, char *buf, size_t n)
-{
-    size_t k = (size_t)snprintf(buf, n, "%s[", hn_dtype_name(t->dtype));
-    for (int i = 0; i < t->ndim && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)t->shape[i]);
-    if (k < n)
-        snprintf(buf + k, n - k, "]");
-}
 static const char *kind_names[] = {"allgather + matmul", "matmul + reduce_scatter", "matmul + allreduce",
                                    "allgather", "reduce_scatter", "allreduce"};
 
@@ -315,9 +307,9 @@ static int shape_of(hn_lower *L, hn_lower_pipe *c)
     char so[96], sa[96], sb[96];
     int n = L->world;
     hn_op op = in->op;
-    shape_text(o, so, sizeof(so));
-    shape_text(A, sa, sizeof(sa));
-    shape_text(B, sb, sizeof(sb));
+    hn_tensor_shape_text(o, so, sizeof(so));
+    hn_tensor_shape_text(A, sa, sizeof(sa));
+    hn_tensor_shape_text(B, sb, sizeof(sb));
     memset(&c->sh, 0, sizeof(c->sh));
     c->sh.world = n;
     c->sh.dtype = o->dtype;
@@ -329,7 +321,7 @@ static int shape_of(hn_lower *L, hn_lower_pipe *c)
                                                                   : HN_PIPE_AR;
     for (int i = 0; i < c->rec.ntensors; i++)
         if (!contiguous(&t[i]) && !(i == 2 && c->sh.kind <= HN_PIPE_MM_AR)) {
-            shape_text(&t[i], sa, sizeof(sa));
+            hn_tensor_shape_text(&t[i], sa, sizeof(sa));
             stmt_error(L, in, "%s %s is a strided view: a pipelined statement needs it contiguous",
                        i == 0 ? "the output" : "the operand", sa);
             return 0;
