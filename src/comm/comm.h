@@ -50,6 +50,7 @@ typedef struct hn_comm_team hn_comm_team;
 typedef struct hn_comm_config {
     int nranks;
     int blocking; /* nccl: blocking communicators (1) or abortable non-blocking ones (0) */
+    int nccl_max_ctas; /* nccl: most thread blocks (SMs) a collective takes (0: NCCL's default) */
     const hn_device_ops *dev;
     void *dev_ctx;
     const hn_compute_ops *compute; /* p2p: its reduction kernels */

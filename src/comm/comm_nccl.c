@@ -26,6 +26,7 @@ struct hn_comm_team {
 struct hn_comm_world {
     int nranks;
     int blocking;
+    int max_ctas; /* 0: NCCL's default */
     const hn_fault_sink *sink;
     hn_team_list teams; /* with the team 0..n-1, for send/recv */
     int aborted;
@@ -68,6 +69,7 @@ static hn_status_t nccl_init(const hn_comm_config *cfg, hn_comm_world **out)
         return HN_ERR_NOMEM;
     w->nranks = cfg->nranks;
     w->blocking = cfg->blocking;
+    w->max_ctas = cfg->nccl_max_ctas;
     w->sink = cfg->sink;
     *out = w;
     return HN_OK;
@@ -118,6 +120,12 @@ static hn_status_t nccl_team_join(hn_comm_team *t, int me, const hn_origin *o)
     ncclResult_t r;
     hn_status_t st;
     cfg.blocking = t->w->blocking; /* either way ncclCommAbort unblocks a failed run */
+    /* inside a pipeline NCCL's kernels take SMs from the GEMM beside them:
+     * a cap leaves the GEMM more (HIRNODE_NCCL_MAX_CTAS) */
+    if (t->w->max_ctas > 0) {
+        cfg.maxCTAs = t->w->max_ctas;
+        cfg.minCTAs = 1;
+    }
     r = ncclCommInitRankConfig(&t->comms[me], t->n, t->id, me, &cfg);
     st = HN_NCCL_SETTLE(t->comms[me], r, "ncclCommInitRankConfig", t->w->sink);
     if (st != HN_OK)

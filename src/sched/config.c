@@ -20,6 +20,8 @@ static const hn_setting settings[] = {
      "nccl: 1 blocking communicators (fast issue; the watchdog aborts a stuck one), 0 non-blocking"},
     {"default_via", "HIRNODE_DEFAULT_VIA", "auto",
      "cuda: collectives without `via`: auto (NCCL or p2p by measured crossovers) or nccl"},
+    {"nccl_max_ctas", "HIRNODE_NCCL_MAX_CTAS", "0",
+     "nccl: most thread blocks (SMs) one collective takes, e.g. 8 inside pipelines (0: NCCL's default)"},
     {"p2p_sync", "HIRNODE_P2P_SYNC", "events",
      "p2p: how devices wait for each other: events (cross-device events) or flags (stream memory operations)"},
     {"p2p_pieces", "HIRNODE_P2P_PIECES", "4", "p2p: most pieces of a reduce-scatter ring step (1-64)"},

@@ -542,6 +542,7 @@ static hn_status_t init_comms(hn_runtime *rt)
             memset(&ccfg, 0, sizeof(ccfg));
             ccfg.nranks = rt->n;
             ccfg.blocking = atoi(hn_setting_get("nccl_blocking"));
+            ccfg.nccl_max_ctas = atoi(hn_setting_get("nccl_max_ctas"));
             ccfg.p2p_events = strcmp(hn_setting_get("p2p_sync"), "events") == 0;
             ccfg.p2p_pieces = atoi(hn_setting_get("p2p_pieces"));
             ccfg.p2p_ag_pieces = atoi(hn_setting_get("p2p_ag_pieces"));
