@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../src/sched/cost.h"
 #include "../src/sched/sched.h"
+#include "../src/sched/trace.h"
 #include "hirnode/runtime.h"
 
 int hn_cli_bench_overlap(int argc, char **argv);
@@ -122,8 +124,36 @@ typedef struct measured {
     double max_rel; /* largest error against the baseline */
     char plan[256];
     double model_s;
+    double overlap; /* of a traced run: share of communication hidden under compute; < 0: none */
     int ran;
 } measured;
+
+/* One more run, traced, read back: the overlap figure (docs/TRACING.md) of
+ * this strategy, all ranks together. Its time is not counted. */
+static double overlap_of(hn_runtime *rt, const hn_program *p, const hn_run_args *args)
+{
+    char path[] = "/tmp/hirnode-overlap-XXXXXX";
+    int fd = mkstemp(path);
+    hn_trace_data t;
+    hn_overlap ov = {0, 0};
+    hn_strbuf err;
+    double figure = -1;
+    if (fd < 0)
+        return -1;
+    close(fd);
+    hn_sb_init(&err);
+    if (hn_runtime_trace_start(rt, path) == HN_OK) {
+        hn_status_t st = hn_runtime_run(rt, p, args);
+        if (hn_runtime_trace_stop(rt) == HN_OK && st == HN_OK && hn_trace_load_file(path, &t, &err) == HN_OK) {
+            if (hn_trace_overlap(t.spans, t.nspans, -1, t.nruns - 1, &ov) == HN_OK && ov.comm > 0)
+                figure = hn_overlap_figure(&ov);
+            hn_trace_data_free(&t);
+        }
+    }
+    hn_sb_free(&err);
+    remove(path);
+    return figure;
+}
 
 /* Largest |x - y| / max |y| over one rank's output. */
 static double rel_err(const void *x, const void *y, hn_dtype dt, long long n)
@@ -238,6 +268,7 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
         fprintf(stderr, "bench overlap: %s: %s\n", variants[vi].name, hn_runtime_error(rt));
     if (st == HN_OK)
         res->seconds = hn_median(t, o->reps);
+    res->overlap = st == HN_OK && !gemm_alone ? overlap_of(rt, p, &args) : -1;
     /* the output of every rank against the baseline's */
     if (st == HN_OK && !gemm_alone && (host = malloc(cbytes + 1)) != NULL) {
         for (int r = 0; r < n && st == HN_OK; r++) {
@@ -339,29 +370,33 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
     printf(o->markdown ? "\n### %s, M=%lld K=%lld N=%lld, %s, %d GPUs (%s backend)\n\n"
                        : "\n# %s, M=%lld K=%lld N=%lld, %s, %d GPUs (%s backend)\n",
            op_names[o->op], s->M, s->K, s->N, dn, n, hn_runtime_backend(rt));
-    printf(o->markdown ? "| variant | plan | ms | TFLOP/s per GPU | vs GEMM alone | model ms | max rel err |\n"
-                         "|---|---|---:|---:|---:|---:|---:|\n"
-                       : "%-16s %-62s %10s %9s %8s %9s %11s\n",
-           "variant", "plan", "ms", "TFLOP/s", "vs GEMM", "model ms", "max rel err");
+    printf(o->markdown ? "| variant | plan | ms | TFLOP/s per GPU | vs GEMM alone | model ms | max rel err | overlap |\n"
+                         "|---|---|---:|---:|---:|---:|---:|---:|\n"
+                       : "%-16s %-62s %10s %9s %8s %9s %11s %8s\n",
+           "variant", "plan", "ms", "TFLOP/s", "vs GEMM", "model ms", "max rel err", "overlap");
     for (int v = 0; v < HN_ARRAY_LEN(variants); v++) {
         const measured *m = &res[v];
-        char err[32];
+        char err[32], ov[16];
         if (m->plan[0] == '\0')
             continue;
         if (!m->ran) {
-            printf(o->markdown ? "| %s | %s | | | | | |\n" : "%-16s %s\n", variants[v].name, m->plan);
+            printf(o->markdown ? "| %s | %s | | | | | | |\n" : "%-16s %s\n", variants[v].name, m->plan);
             continue;
         }
+        if (m->overlap >= 0)
+            snprintf(ov, sizeof(ov), "%.1f%%", m->overlap * 100);
+        else
+            snprintf(ov, sizeof(ov), "-");
         if (variants[v].strategy == NULL || v == BASELINE)
             snprintf(err, sizeof(err), "-");
         else
             snprintf(err, sizeof(err), "%.2g%s", m->max_rel, m->max_rel <= tolerance(dt) ? "" : " WRONG");
         if (v > BASELINE && m->max_rel > tolerance(dt))
             rc = 1;
-        printf(o->markdown ? "| %s | %s | %.3f | %.4g | %.3f | %.3f | %s |\n"
-                           : "%-16s %-62s %10.3f %9.4g %8.3f %9.3f %11s\n",
+        printf(o->markdown ? "| %s | %s | %.3f | %.4g | %.3f | %.3f | %s | %s |\n"
+                           : "%-16s %-62s %10.3f %9.4g %8.3f %9.3f %11s %8s\n",
                variants[v].name, m->plan, m->seconds * 1e3, flops / m->seconds / 1e12, res[0].seconds / m->seconds,
-               m->model_s * 1e3, err);
+               m->model_s * 1e3, err, ov);
     }
     fflush(stdout);
 done:
