@@ -17,7 +17,7 @@
 
 #define HN_MAX_STREAMS 16
 #define HN_CALLER_STREAM (-1)
-#define HN_DRY_RUN_BUDGET 20000000 /* instructions a dry run may execute */
+#define HN_DRY_RUN_BUDGET 20000000 /* instructions the dry runs of all ranks may execute */
 
 typedef enum hn_vkind { HN_V_UNDEF, HN_V_INT, HN_V_TENSOR, HN_V_STREAM, HN_V_COMM } hn_vkind;
 
