@@ -554,26 +554,27 @@ static hn_status_t log_comm(hn_exec *x, const hn_instr *in, const hn_comm_rec *r
     return HN_OK;
 }
 
-/* Offset of this team in the log's pool of distinct teams, added if new. */
+/* Offset of this team in the log's pool of distinct teams, added if new.
+ * The pool holds each team as its size, then its members (the offset is
+ * that of the first member); looking through the distinct teams rather
+ * than the records keeps logging linear in the communications. */
 static hn_status_t intern_team(hn_exec *x, const hn_instr *in, const int *members, int n, int *off)
 {
     hn_comm_log *l = x->log;
     *off = 0;
     if (l == NULL)
         return HN_OK;
-    for (int i = 0; i < l->n; i++) {
-        const hn_comm_rec *r = &l->recs[i];
-        if (!r->is_p2p && r->nteam == n &&
-            memcmp(hn_rec_team(l, r), members, (size_t)n * sizeof(int)) == 0) {
-            *off = r->team_off;
+    for (int at = 0; at < l->nteams_used; at += 1 + l->teams[at])
+        if (l->teams[at] == n && memcmp(l->teams + at + 1, members, (size_t)n * sizeof(int)) == 0) {
+            *off = at + 1;
             return HN_OK;
         }
-    }
-    if (hn_grow((void **)&l->teams, &l->teams_cap, l->nteams_used + n, sizeof(int)) != 0)
+    if (hn_grow((void **)&l->teams, &l->teams_cap, l->nteams_used + n + 1, sizeof(int)) != 0)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
-    memcpy(l->teams + l->nteams_used, members, (size_t)n * sizeof(int));
-    *off = l->nteams_used;
-    l->nteams_used += n;
+    l->teams[l->nteams_used] = n;
+    memcpy(l->teams + l->nteams_used + 1, members, (size_t)n * sizeof(int));
+    *off = l->nteams_used + 1;
+    l->nteams_used += n + 1;
     return HN_OK;
 }
 

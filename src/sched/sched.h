@@ -63,7 +63,7 @@ typedef struct hn_alloc_rec {
 typedef struct hn_comm_log {
     hn_comm_rec *recs;
     int n, cap;
-    int *teams;     /* the distinct teams of recs, members back to back */
+    int *teams;     /* the distinct teams of recs, each as its size then its members */
     int nteams_used, teams_cap;
     hn_alloc_rec *allocs;
     int nallocs, allocs_cap;
