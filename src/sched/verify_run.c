@@ -163,7 +163,10 @@ static log_index *index_logs(const hn_comm_log *logs, int world)
     return ix;
 }
 
-static int list_len(const log_index *ix, int list) { return list < 0 ? 0 : ix->start[list + 1] - ix->start[list]; }
+static int list_len(const log_index *ix, int list)
+{
+    return list < 0 ? 0 : ix->start[list + 1] - ix->start[list];
+}
 
 /* k-th record of a list; NULL past its end (or for no list, -1). */
 static const hn_comm_rec *list_at(const hn_comm_log *l, const log_index *ix, int list, int k)
@@ -179,7 +182,10 @@ static int team_list(const log_index *ix, const int *members, int n)
     return k != NULL ? k->id : -1;
 }
 
-static int p2p_list(const log_index *ix, int is_send, int peer) { return ix->nteams + 2 * peer + is_send; }
+static int p2p_list(const log_index *ix, int is_send, int peer)
+{
+    return ix->nteams + 2 * peer + is_send;
+}
 
 static void team_text(hn_strbuf *sb, const int *team, int n)
 {
@@ -477,7 +483,8 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
         st = HN_ERR_NOMEM;
     if (st == HN_OK && nerrs == 0)
         mismatches = match_teams(p, world, logs, ix, diag) + match_p2p(p, world, logs, ix, diag);
-    if (st == HN_OK && nerrs == 0 && mismatches == 0 && (mismatches = hang_p2p(p, world, logs, ix, diag)) < 0)
+    if (st == HN_OK && nerrs == 0 && mismatches == 0 &&
+        (mismatches = hang_p2p(p, world, logs, ix, diag)) < 0)
         st = HN_ERR_NOMEM;
     if (st == HN_OK && (nerrs > 0 || mismatches > 0))
         st = HN_ERR_VERIFY;

@@ -69,7 +69,8 @@ static void test_seeds_match_programs(void)
             if (n < 5 || strcmp(e->d_name + n - 4, ".hir") != 0)
                 continue;
             snprintf(path, sizeof(path), "%s/%s", dirs[k].dir, e->d_name);
-            snprintf(seed, sizeof(seed), "%s/seed-%s-%.*s", CORPUS, dirs[k].tag, (int)(n - 4), e->d_name);
+            snprintf(seed, sizeof(seed), "%s/seed-%s-%.*s", CORPUS, dirs[k].tag, (int)(n - 4),
+                     e->d_name);
             text = hn_test_read_file(path, &len);
             data = hn_test_read_file(seed, &seed_len);
             if (data == NULL || seed_len != HN_FUZZ_HEADER + len ||
