@@ -40,6 +40,17 @@ static hn_origin origin_of(const hn_exec *x, const hn_instr *in)
 
 static const char *vname(const hn_exec *x, int var) { return x->p->names[var]; }
 
+/* The dry run logs every communication and allocation (for matching, for
+ * the caches); a bound on the records bounds the verifier's memory and
+ * time (20 million logged allreduces took 1.3 GB and 3 s to verify). */
+static hn_status_t count_record(hn_exec *x, const hn_instr *in)
+{
+    if (--x->records < 0)
+        return fail(x, in, HN_ERR_VERIFY, "the dry run gave up after %d communications and allocations",
+                    HN_DRY_RUN_RECORDS);
+    return HN_OK;
+}
+
 static hn_status_t eval(hn_exec *x, const hn_instr *in, const hn_expr *e, int64_t *out)
 {
     hn_scalar_env env = {x->ivals, x->rank, x->world, x->nstreams};
@@ -195,6 +206,8 @@ static hn_status_t exec_ALLOC(hn_exec *x, const hn_instr *in)
         t.data = (void *)DRY_BASE;
         if (x->log != NULL) {
             hn_comm_log *l = x->log;
+            if (count_record(x, in) != HN_OK)
+                return x->status;
             if (hn_grow((void **)&l->allocs, &l->allocs_cap, l->nallocs, sizeof(*l->allocs)) != 0)
                 return fail(x, in, HN_ERR_NOMEM, "out of memory");
             l->allocs[l->nallocs].instr = in->id;
@@ -548,6 +561,8 @@ static hn_status_t log_comm(hn_exec *x, const hn_instr *in, const hn_comm_rec *r
     hn_comm_log *l = x->log;
     if (l == NULL)
         return HN_OK;
+    if (count_record(x, in) != HN_OK)
+        return x->status;
     if (hn_grow((void **)&l->recs, &l->cap, l->n, sizeof(*l->recs)) != 0)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
     l->recs[l->n++] = *rec;
@@ -1056,6 +1071,7 @@ hn_status_t hn_exec_prepare(hn_exec *x, const hn_program *p, int rank, int world
     x->last_comm = -1;
     x->err_instr = -1;
     x->budget = HN_DRY_RUN_BUDGET;
+    x->records = HN_DRY_RUN_RECORDS;
     x->vals = hn_calloc((size_t)p->nvars, sizeof(*x->vals));
     x->ivals = hn_calloc((size_t)p->nvars, sizeof(*x->ivals));
     x->occurrence = hn_calloc((size_t)p->ninstrs, sizeof(int));

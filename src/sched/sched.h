@@ -18,6 +18,7 @@
 #define HN_MAX_STREAMS 16
 #define HN_CALLER_STREAM (-1)
 #define HN_DRY_RUN_BUDGET 20000000 /* instructions the dry runs of all ranks may execute */
+#define HN_DRY_RUN_RECORDS 1000000 /* communications and allocations they may log */
 
 typedef enum hn_vkind { HN_V_UNDEF, HN_V_INT, HN_V_TENSOR, HN_V_STREAM, HN_V_COMM } hn_vkind;
 
@@ -161,6 +162,7 @@ typedef struct hn_exec {
     hn_comm_log *log;     /* dry run: communications issued */
     unsigned streams_used; /* dry run: bit k, pool stream k is used */
     int64_t budget;       /* dry run: instructions left before giving up */
+    int64_t records;      /* dry run: communications and allocations left to log */
     /* dry run: the first error of this rank */
     hn_status_t status;
     int err_instr;

@@ -430,9 +430,10 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
     rank_error *errs = NULL;
     int nerrs = 0, errs_cap = 0, mismatches = 0;
     /* one budget for every rank's dry run (and the reference's) together, so
-     * that verifying costs at most HN_DRY_RUN_BUDGET instructions whatever
-     * the world size: a budget per rank let 8 ranks play 160 million */
-    int64_t budget = HN_DRY_RUN_BUDGET;
+     * that verifying costs at most HN_DRY_RUN_BUDGET instructions and
+     * HN_DRY_RUN_RECORDS logged communications and allocations whatever the
+     * world size: a budget per rank let 8 ranks play 160 million */
+    int64_t budget = HN_DRY_RUN_BUDGET, records = HN_DRY_RUN_RECORDS;
     hn_status_t st = HN_OK;
     if (logs == NULL && (logs = hn_calloc((size_t)world, sizeof(*logs))) == NULL)
         return HN_ERR_NOMEM;
@@ -445,6 +446,7 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
             break;
         x.dry = 1;
         x.budget = budget;
+        x.records = records;
         x.log = reference ? NULL : &logs[r];
         x.reference = x.promote = reference;
         if ((st = bind_dry(&x, p, params, reference, diag)) != HN_OK) {
@@ -461,7 +463,9 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
         }
         logs[reference ? 0 : r].streams |= x.streams_used; /* the reference runs on rank 0 */
         hn_exec_release(&x);
-        if ((budget = x.budget) < 0)
+        budget = x.budget;
+        records = x.records;
+        if (budget < 0 || records < 0)
             break; /* the rank gave up: the others have nothing left to play */
     }
     for (int i = 0; i < nerrs; i++) {

@@ -100,6 +100,12 @@ static void test_dry_run(void)
     expect_dry("for i in 0 .. 1000000000 { x = i }\n", 1,
                "a loop of 1000000000 iterations: the dry run plays at most 20000000 instructions");
     expect_dry("for i in 0 .. 100000 { for j in 0 .. 1000 { x = j } }\n", 1, "the dry run gave up after");
+    /* so are the communications and allocations a dry run logs: 1 million */
+    expect_dry("t = alloc f32[4]\nfor i in 0 .. 300000 { allreduce t <- t }\n", 8,
+               "rank 3: allreduce t <- t op sum: the dry run gave up after 1000000 communications and "
+               "allocations");
+    expect_dry("for i in 0 .. 150000 { t = alloc f32[1] }\n", 8,
+               "rank 6: t = alloc f32[1]: the dry run gave up after 1000000 communications");
     /* the budget is for all ranks together: 8 ranks of 3 million each give up */
     expect_dry("for i in 0 .. 3000 { for j in 0 .. 1000 { x = j } }\n", 8,
                "t.hir:1:43: error: rank 6: x = j: the dry run gave up after 20000000 instructions");
