@@ -4,6 +4,7 @@
 #   make test       install missing build dependencies, build, run every suite
 #   make install    PREFIX=/usr/local DESTDIR=: headers, libhirnode.so (soname) and .a,
 #                   hirnode.pc, the CLI;  make uninstall  removes them
+#   make fuzz       build the libFuzzer target (clang); make fuzz-run FUZZ_TIME=S runs it
 #   make format     clang-format the sources
 
 CC      ?= gcc
@@ -83,7 +84,7 @@ SOLIB    := $(BUILD)/libhirnode.so
 CLI      := $(BUILD)/hirnode
 TESTS    := $(BUILD)/hn_tests
 
-.PHONY: all run test test-build check-deps format clean sanitize install uninstall
+.PHONY: all run test test-build check-deps format clean sanitize install uninstall fuzz fuzz-run fuzz-test fuzz-seeds
 all: $(LIB) $(SOLIB) $(CLI) $(TESTS)
 
 # objects are rebuilt when the flags change (CUDA=0/1, sanitizers, ...)
@@ -119,17 +120,27 @@ $(TESTS): $(TEST_OBJ) $(LIB)
 
 $(TEST_OBJ): CFLAGS += -Wno-missing-prototypes -Isrc -Itests
 
-# CUnit comes from the distribution; install it when missing (CI runs as root)
+# CUnit and clang with libFuzzer come from the distribution; install them
+# when missing (CI runs as root). CUnit is needed; without clang make test
+# only skips the fuzz run.
+FUZZ_PROBE = echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
+             $(FUZZ_CC) $(FUZZ_SAN) -x c - -o /dev/null >/dev/null 2>&1
 check-deps:
-	@if ! echo '#include <CUnit/Basic.h>' | $(CC) -E - >/dev/null 2>&1; then \
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; updated=; \
+	if ! echo '#include <CUnit/Basic.h>' | $(CC) -E - >/dev/null 2>&1; then \
 	  echo "installing libcunit1-dev"; \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libcunit1-dev >/dev/null; \
+	  $$SUDO apt-get update -qq && updated=1 && $$SUDO apt-get install -y -qq libcunit1-dev >/dev/null || exit 1; \
 	fi; \
 	if ! command -v pkg-config >/dev/null; then \
 	  echo "installing pkg-config (the install check builds an example with it)"; \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq pkg-config >/dev/null; \
+	  { [ -n "$$updated" ] || $$SUDO apt-get update -qq; } && updated=1 && \
+	    $$SUDO apt-get install -y -qq pkg-config >/dev/null || exit 1; \
+	fi; \
+	if ! $(FUZZ_PROBE); then \
+	  echo "installing clang libclang-rt-dev (the fuzzer's compiler)"; \
+	  { [ -n "$$updated" ] || $$SUDO apt-get update -qq; } && \
+	    $$SUDO apt-get install -y -qq clang libclang-rt-dev >/dev/null || \
+	    echo "clang not installed: make test skips the fuzz run"; \
 	fi
 
 # Installation: PREFIX (default /usr/local), DESTDIR for staging
@@ -169,11 +180,68 @@ test: check-deps
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/hn_tests
 	tests/examples.sh $(CLI)
 	tests/install.sh
+	$(MAKE) fuzz-test
+
+# The fuzzer (tests/fuzz/fuzz_program.c): the library and the target built
+# by clang with libFuzzer, ASan and UBSan, CPU backends only, in its own
+# folder. It writes what it learns to build-fuzz/corpus and reads the
+# committed seeds (tests/fuzz/corpus); a crash is saved as build-fuzz/crash-*.
+FUZZ_CC     ?= clang
+FUZZ_BUILD  := build-fuzz
+FUZZ_SAN    := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(if $(filter 1,$(WERROR)),-Werror) \
+               -Iinclude -Isrc -Itests $(FUZZ_SAN)
+FUZZ_SRC    := $(filter-out $(CUDA_SRC_C),$(wildcard src/core/*.c src/comm/*.c src/sched/*.c)) \
+               tests/fuzz/fuzz_program.c
+FUZZ_OBJ    := $(FUZZ_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZER      := $(FUZZ_BUILD)/fuzz_program
+FUZZ_DICT   := tests/fuzz/hir.dict
+FUZZ_TIME   ?= 60
+FUZZ_FLAGS  ?=
+FUZZ_OPTS   := -timeout=10 -rss_limit_mb=2048 -dict=$(FUZZ_DICT) -artifact_prefix=$(FUZZ_BUILD)/ \
+               -print_final_stats=1 $(FUZZ_FLAGS)
+
+fuzz: $(FUZZER) $(FUZZ_DICT)
+
+$(FUZZER): $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -pthread -lm
+
+$(FUZZ_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_DICT): tests/fuzz/gen_dict.sh src/core/ops.def src/core/lex.c src/core/parse.c src/core/ir.c
+	tests/fuzz/gen_dict.sh
+
+fuzz-seeds:
+	tests/fuzz/seeds.sh
+
+# FUZZ_TIME seconds of fuzzing, one process
+fuzz-run: fuzz
+	@mkdir -p $(FUZZ_BUILD)/corpus
+	$(FUZZER) $(FUZZ_OPTS) -max_total_time=$(FUZZ_TIME) $(FUZZ_BUILD)/corpus tests/fuzz/corpus
+
+# make test: the fuzz run when clang with libFuzzer is there; its output in
+# build-fuzz/fuzz.log, the last lines shown
+fuzz-test:
+	@if ! $(FUZZ_PROBE); then \
+	  echo "fuzz: skipped ($(FUZZ_CC) with libFuzzer not found: apt-get install clang libclang-rt-dev)"; \
+	else \
+	  $(MAKE) -j$(NPROC) fuzz && mkdir -p $(FUZZ_BUILD)/corpus && \
+	  echo "fuzz: $(FUZZ_TIME) s of $(FUZZER), log in $(FUZZ_BUILD)/fuzz.log" && \
+	  if $(FUZZER) $(FUZZ_OPTS) -max_total_time=$(FUZZ_TIME) $(FUZZ_BUILD)/corpus tests/fuzz/corpus \
+	       >$(FUZZ_BUILD)/fuzz.log 2>&1; then \
+	    grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' $(FUZZ_BUILD)/fuzz.log; \
+	    grep -E 'cov: [0-9]+' $(FUZZ_BUILD)/fuzz.log | tail -1; \
+	  else \
+	    tail -60 $(FUZZ_BUILD)/fuzz.log; echo "fuzz: FAILED (the input is saved under $(FUZZ_BUILD)/)"; exit 1; \
+	  fi; \
+	fi
 
 format:
 	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(wildcard src/*/*.h include/hirnode/*.h tests/*.h)
 
 clean:
-	rm -rf build build-asan build-ubsan build-tsan build-asan-ubsan
+	rm -rf build build-asan build-ubsan build-tsan build-asan-ubsan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)

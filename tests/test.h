@@ -33,6 +33,7 @@
     HN_SUITE(examples)                                                       \
     HN_SUITE(extreme)                                                        \
     HN_SUITE(faults)                                                         \
+    HN_SUITE(fuzz)                                                           \
     HN_SUITE(stress)
 
 #define HN_SUITE(name) void hn_suite_##name(void);

@@ -42,6 +42,17 @@ static hn_origin origin_of(const hn_exec *x, const hn_instr *in)
 
 static const char *vname(const hn_exec *x, int var) { return x->p->names[var]; }
 
+/* The dry run logs every communication and allocation (for matching, for
+ * the caches); a bound on the records bounds the verifier's memory and
+ * time (20 million logged allreduces took 1.3 GB and 3 s to verify). */
+static hn_status_t count_record(hn_exec *x, const hn_instr *in)
+{
+    if (--x->records < 0)
+        return fail(x, in, HN_ERR_VERIFY, "the dry run gave up after %d communications and allocations",
+                    HN_DRY_RUN_RECORDS);
+    return HN_OK;
+}
+
 static hn_status_t eval(hn_exec *x, const hn_instr *in, const hn_expr *e, int64_t *out)
 {
     hn_scalar_env env = {x->ivals, x->rank, x->world, x->nstreams};
@@ -188,6 +199,8 @@ static hn_status_t exec_ALLOC(hn_exec *x, const hn_instr *in)
         t.data = (void *)DRY_BASE;
         if (x->log != NULL) {
             hn_comm_log *l = x->log;
+            if (count_record(x, in) != HN_OK)
+                return x->status;
             if (hn_grow((void **)&l->allocs, &l->allocs_cap, l->nallocs, sizeof(*l->allocs)) != 0)
                 return fail(x, in, HN_ERR_NOMEM, "out of memory");
             l->allocs[l->nallocs].instr = in->id;
@@ -541,32 +554,35 @@ static hn_status_t log_comm(hn_exec *x, const hn_instr *in, const hn_comm_rec *r
     hn_comm_log *l = x->log;
     if (l == NULL)
         return HN_OK;
+    if (count_record(x, in) != HN_OK)
+        return x->status;
     if (hn_grow((void **)&l->recs, &l->cap, l->n, sizeof(*l->recs)) != 0)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
     l->recs[l->n++] = *rec;
     return HN_OK;
 }
 
-/* Offset of this team in the log's pool of distinct teams, added if new. */
+/* Offset of this team in the log's pool of distinct teams, added if new.
+ * The pool holds each team as its size, then its members (the offset is
+ * that of the first member); looking through the distinct teams rather
+ * than the records keeps logging linear in the communications. */
 static hn_status_t intern_team(hn_exec *x, const hn_instr *in, const int *members, int n, int *off)
 {
     hn_comm_log *l = x->log;
     *off = 0;
     if (l == NULL)
         return HN_OK;
-    for (int i = 0; i < l->n; i++) {
-        const hn_comm_rec *r = &l->recs[i];
-        if (!r->is_p2p && r->nteam == n &&
-            memcmp(hn_rec_team(l, r), members, (size_t)n * sizeof(int)) == 0) {
-            *off = r->team_off;
+    for (int at = 0; at < l->nteams_used; at += 1 + l->teams[at])
+        if (l->teams[at] == n && memcmp(l->teams + at + 1, members, (size_t)n * sizeof(int)) == 0) {
+            *off = at + 1;
             return HN_OK;
         }
-    }
-    if (hn_grow((void **)&l->teams, &l->teams_cap, l->nteams_used + n, sizeof(int)) != 0)
+    if (hn_grow((void **)&l->teams, &l->teams_cap, l->nteams_used + n + 1, sizeof(int)) != 0)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
-    memcpy(l->teams + l->nteams_used, members, (size_t)n * sizeof(int));
-    *off = l->nteams_used;
-    l->nteams_used += n;
+    l->teams[l->nteams_used] = n;
+    memcpy(l->teams + l->nteams_used + 1, members, (size_t)n * sizeof(int));
+    *off = l->nteams_used + 1;
+    l->nteams_used += n + 1;
     return HN_OK;
 }
 
@@ -1183,6 +1199,7 @@ hn_status_t hn_exec_prepare(hn_exec *x, const hn_program *p, int rank, int world
     x->last_comm = -1;
     x->err_instr = -1;
     x->budget = HN_DRY_RUN_BUDGET;
+    x->records = HN_DRY_RUN_RECORDS;
     x->vals = hn_calloc((size_t)p->nvars, sizeof(*x->vals));
     x->ivals = hn_calloc((size_t)p->nvars, sizeof(*x->ivals));
     x->occurrence = hn_calloc((size_t)p->ninstrs, sizeof(int));

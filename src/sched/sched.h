@@ -19,7 +19,8 @@
 #define HN_MAX_STREAMS 16
 #define HN_VERIFIED_CONFIGS 8 /* prepared configurations a runtime remembers */
 #define HN_CALLER_STREAM (-1)
-#define HN_DRY_RUN_BUDGET 20000000 /* instructions a dry run may execute */
+#define HN_DRY_RUN_BUDGET 20000000 /* instructions the dry runs of all ranks may execute */
+#define HN_DRY_RUN_RECORDS 1000000 /* communications and allocations they may log */
 
 typedef enum hn_vkind { HN_V_UNDEF, HN_V_INT, HN_V_TENSOR, HN_V_STREAM, HN_V_COMM } hn_vkind;
 
@@ -73,7 +74,7 @@ typedef struct hn_pipe_rec {
 typedef struct hn_comm_log {
     hn_comm_rec *recs;
     int n, cap;
-    int *teams;     /* the distinct teams of recs, members back to back */
+    int *teams;     /* the distinct teams of recs, each as its size then its members */
     int nteams_used, teams_cap;
     hn_alloc_rec *allocs;
     int nallocs, allocs_cap;
@@ -204,6 +205,7 @@ typedef struct hn_exec {
     hn_trace_rank *trace; /* a traced run: this rank's recorder, else NULL */
     const hn_trace_hook *trace_hook; /* ... and its hook, in every origin */
     int64_t budget;       /* dry run: instructions left before giving up */
+    int64_t records;      /* dry run: communications and allocations left to log */
     /* dry run: the first error of this rank */
     hn_status_t status;
     int err_instr;

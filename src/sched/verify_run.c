@@ -4,6 +4,7 @@
  * matching sizes, and that every send has its receive. A program that would
  * hang a communicator is rejected here, naming the instruction and ranks. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/parse.h"
@@ -64,24 +65,127 @@ static void rec_text(hn_strbuf *sb, const hn_program *p, const hn_comm_rec *r)
     hn_sb_append(sb, ")");
 }
 
-static int same_team(const hn_comm_log *l, const hn_comm_rec *r, const int *team, int n)
-{
-    return !r->is_p2p && r->nteam == n && memcmp(hn_rec_team(l, r), team, (size_t)n * sizeof(int)) == 0;
-}
-
 static int same_sig(const hn_comm_rec *a, const hn_comm_rec *b)
 {
     return a->via == b->via && a->get == b->get && a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->redop == b->redop &&
            a->root == b->root;
 }
 
-/* k-th record of `log` on team; NULL if there is none. */
-static const hn_comm_rec *nth_on_team(const hn_comm_log *log, const int *team, int n, int k)
+/* A distinct team of one rank's log, to look it up by its members. */
+typedef struct team_key {
+    const int *members;
+    int n, id;
+} team_key;
+
+/* One rank's log indexed for matching. Its records are put in lists, each
+ * in issue order: list t < nteams holds the collectives of the rank's t-th
+ * distinct team (numbered by first use), list nteams + 2 * peer + kind the
+ * receives from (kind 0) or sends to (kind 1) that peer. "The k-th
+ * collective on a team" and "the k-th message from s to d" are then one
+ * look-up, not a scan of the log: matching stays linear in the number of
+ * communications (a dry run may log millions). */
+typedef struct log_index {
+    int *order; /* record indices, list by list */
+    int *start; /* list l is order[start[l] .. start[l + 1]) */
+    int nteams;
+    team_key *keys; /* the distinct teams, sorted by members */
+} log_index;
+
+static int key_cmp(const void *a, const void *b)
 {
-    for (int i = 0; i < log->n; i++)
-        if (same_team(log, &log->recs[i], team, n) && k-- == 0)
-            return &log->recs[i];
-    return NULL;
+    const team_key *x = a, *y = b;
+    if (x->n != y->n)
+        return x->n < y->n ? -1 : 1;
+    return memcmp(x->members, y->members, (size_t)x->n * sizeof(int));
+}
+
+static void index_free(log_index *ix, int world)
+{
+    for (int r = 0; ix != NULL && r < world; r++) {
+        hn_free(ix[r].order);
+        hn_free(ix[r].start);
+        hn_free(ix[r].keys);
+    }
+    hn_free(ix);
+}
+
+static int list_of(const log_index *ix, const hn_comm_rec *rec, const int *team_id)
+{
+    return rec->is_p2p ? ix->nteams + 2 * rec->peer + rec->kind : team_id[rec->team_off];
+}
+
+/* NULL when out of memory. */
+static log_index *index_logs(const hn_comm_log *logs, int world)
+{
+    log_index *ix = hn_calloc((size_t)world, sizeof(*ix));
+    int *team_id = NULL, ok = ix != NULL;
+    for (int r = 0; r < world && ok; r++) {
+        const hn_comm_log *l = &logs[r];
+        log_index *x = &ix[r];
+        int nlists;
+        /* number the distinct teams: a team has one offset in the log's pool */
+        hn_free(team_id);
+        team_id = hn_malloc((size_t)l->nteams_used * sizeof(int) + 1);
+        x->keys = hn_malloc((size_t)l->n * sizeof(team_key) + 1);
+        if (team_id == NULL || x->keys == NULL) {
+            ok = 0;
+            break;
+        }
+        for (int i = 0; i < l->nteams_used; i++)
+            team_id[i] = -1;
+        for (int i = 0; i < l->n; i++) {
+            const hn_comm_rec *rec = &l->recs[i];
+            if (!rec->is_p2p && team_id[rec->team_off] < 0) {
+                x->keys[x->nteams] = (team_key){hn_rec_team(l, rec), rec->nteam, x->nteams};
+                team_id[rec->team_off] = x->nteams++;
+            }
+        }
+        qsort(x->keys, (size_t)x->nteams, sizeof(team_key), key_cmp);
+        /* a counting sort of the records by list keeps each list in issue order */
+        nlists = x->nteams + 2 * world;
+        x->start = hn_calloc((size_t)nlists + 2, sizeof(int));
+        x->order = hn_malloc((size_t)l->n * sizeof(int) + 1);
+        if (x->start == NULL || x->order == NULL) {
+            ok = 0;
+            break;
+        }
+        for (int i = 0; i < l->n; i++)
+            x->start[list_of(x, &l->recs[i], team_id) + 2]++;
+        for (int t = 2; t <= nlists + 1; t++)
+            x->start[t] += x->start[t - 1];
+        for (int i = 0; i < l->n; i++)
+            x->order[x->start[list_of(x, &l->recs[i], team_id) + 1]++] = i;
+    }
+    hn_free(team_id);
+    if (!ok) {
+        index_free(ix, world);
+        return NULL;
+    }
+    return ix;
+}
+
+static int list_len(const log_index *ix, int list)
+{
+    return list < 0 ? 0 : ix->start[list + 1] - ix->start[list];
+}
+
+/* k-th record of a list; NULL past its end (or for no list, -1). */
+static const hn_comm_rec *list_at(const hn_comm_log *l, const log_index *ix, int list, int k)
+{
+    return k < list_len(ix, list) ? &l->recs[ix->order[ix->start[list] + k]] : NULL;
+}
+
+/* The list of this team at a rank; -1 if the rank has no collective on it. */
+static int team_list(const log_index *ix, const int *members, int n)
+{
+    team_key want = {members, n, -1};
+    const team_key *k = bsearch(&want, ix->keys, (size_t)ix->nteams, sizeof(team_key), key_cmp);
+    return k != NULL ? k->id : -1;
+}
+
+static int p2p_list(const log_index *ix, int is_send, int peer)
+{
+    return ix->nteams + 2 * peer + is_send;
 }
 
 static void team_text(hn_strbuf *sb, const int *team, int n)
@@ -92,28 +196,32 @@ static void team_text(hn_strbuf *sb, const int *team, int n)
     hn_sb_append(sb, "]");
 }
 
-static int match_teams(const hn_program *p, int world, const hn_comm_log *logs, hn_strbuf *diag)
+/* Every member of a team issues the same collectives on it in the same
+ * order. A team is checked from the first of its members (in team order)
+ * that issues anything on it, so that a collective which the other
+ * members never reach is found whichever member reaches it. */
+static int match_teams(const hn_program *p, int world, const hn_comm_log *logs, const log_index *ix,
+                       hn_strbuf *diag)
 {
     int errors = 0;
     for (int r = 0; r < world; r++)
-        for (int i = 0; i < logs[r].n; i++) {
-            const hn_comm_rec *rec = &logs[r].recs[i];
-            const int *team = hn_rec_team(&logs[r], rec);
-            int first = 1;
-            /* check each team once: at the first record of its first member */
-            if (rec->is_p2p || team[0] != r)
-                continue;
-            for (int j = 0; j < i; j++)
-                if (same_team(&logs[r], &logs[r].recs[j], team, rec->nteam))
-                    first = 0;
-            if (!first)
+        for (int t = 0; t < ix[r].nteams; t++) {
+            const hn_comm_rec *first = list_at(&logs[r], &ix[r], t, 0);
+            const int *team = hn_rec_team(&logs[r], first);
+            int n = first->nteam, checked_before = 0;
+            for (int m = 0; m < n && team[m] != r; m++)
+                checked_before |= team_list(&ix[team[m]], team, n) >= 0;
+            if (checked_before)
                 continue;
             for (int k = 0;; k++) {
-                const hn_comm_rec *lead = nth_on_team(&logs[r], team, rec->nteam, k);
+                const hn_comm_rec *lead = list_at(&logs[r], &ix[r], t, k);
                 int bad = 0;
-                for (int m = 1; m < rec->nteam && !bad; m++) {
+                for (int m = 0; m < n && !bad; m++) {
                     int other = team[m];
-                    const hn_comm_rec *o = nth_on_team(&logs[other], team, rec->nteam, k);
+                    const hn_comm_rec *o;
+                    if (other == r)
+                        continue;
+                    o = list_at(&logs[other], &ix[other], team_list(&ix[other], team, n), k);
                     if (lead == NULL && o == NULL)
                         continue;
                     bad = 1;
@@ -121,7 +229,7 @@ static int match_teams(const hn_program *p, int world, const hn_comm_log *logs, 
                         const hn_comm_rec *has = lead ? lead : o;
                         where(diag, p, has->instr);
                         hn_sb_append(diag, ": error: ranks diverge on team ");
-                        team_text(diag, team, rec->nteam);
+                        team_text(diag, team, n);
                         hn_sb_printf(diag, ": rank %d reaches ", lead ? r : other);
                         rec_text(diag, p, has);
                         hn_sb_printf(diag, " as communication #%d, but rank %d has only %d on this team; "
@@ -129,7 +237,7 @@ static int match_teams(const hn_program *p, int world, const hn_comm_log *logs, 
                     } else if (!same_sig(lead, o)) {
                         where(diag, p, lead->instr);
                         hn_sb_append(diag, ": error: ranks diverge on team ");
-                        team_text(diag, team, rec->nteam);
+                        team_text(diag, team, n);
                         hn_sb_printf(diag, ", communication #%d: rank %d issues ", k, r);
                         rec_text(diag, p, lead);
                         hn_sb_printf(diag, ", rank %d issues ", other);
@@ -150,24 +258,15 @@ static int match_teams(const hn_program *p, int world, const hn_comm_log *logs, 
     return errors;
 }
 
-static const hn_comm_rec *nth_p2p(const hn_comm_log *log, int is_send, int peer, int k)
-{
-    for (int i = 0; i < log->n; i++) {
-        const hn_comm_rec *r = &log->recs[i];
-        if (r->is_p2p && r->kind == is_send && r->peer == peer && k-- == 0)
-            return r;
-    }
-    return NULL;
-}
-
-static int match_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn_strbuf *diag)
+static int match_p2p(const hn_program *p, int world, const hn_comm_log *logs, const log_index *ix,
+                     hn_strbuf *diag)
 {
     int errors = 0;
     for (int s = 0; s < world; s++)
         for (int d = 0; d < world; d++)
             for (int k = 0;; k++) {
-                const hn_comm_rec *snd = nth_p2p(&logs[s], 1, d, k);
-                const hn_comm_rec *rcv = nth_p2p(&logs[d], 0, s, k);
+                const hn_comm_rec *snd = list_at(&logs[s], &ix[s], p2p_list(&ix[s], 1, d), k);
+                const hn_comm_rec *rcv = list_at(&logs[d], &ix[d], p2p_list(&ix[d], 0, s), k);
                 if (snd == NULL && rcv == NULL)
                     break;
                 if (snd == NULL || rcv == NULL) {
@@ -227,22 +326,28 @@ static int posted(const hn_comm_log *logs, const int *pos, p2p_ref q)
     return q.idx < pos[q.rank] || (pos[q.rank] < l->n && q.idx < post_end(l, pos[q.rank]));
 }
 
-static int hang_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn_strbuf *diag)
+/* Errors found, or -1 when out of memory. Run after match_p2p found every
+ * message its partner. */
+static int hang_p2p(const hn_program *p, int world, const hn_comm_log *logs, const log_index *ix,
+                    hn_strbuf *diag)
 {
-    int *pos = hn_calloc((size_t)world, sizeof(int)), *cnt = hn_calloc((size_t)world * world * 2, sizeof(int));
+    int *pos = hn_calloc((size_t)world, sizeof(int));
     p2p_ref **partner = hn_calloc((size_t)world, sizeof(p2p_ref *));
-    int errors = 0, changed = 1, ok = pos != NULL && cnt != NULL && partner != NULL;
+    int errors = 0, changed = 1, ok = pos != NULL && partner != NULL;
     for (int r = 0; r < world && ok; r++)
         ok = (partner[r] = hn_calloc((size_t)logs[r].n + 1, sizeof(p2p_ref))) != NULL;
     /* the partner of the k-th send s -> d is the k-th receive at d from s */
-    for (int r = 0; r < world && ok; r++)
-        for (int i = 0; i < logs[r].n; i++) {
-            const hn_comm_rec *a = &logs[r].recs[i];
-            const hn_comm_rec *b = NULL;
-            if (a->is_p2p)
-                b = nth_p2p(&logs[a->peer], !a->kind, r, cnt[((size_t)r * world + a->peer) * 2 + a->kind]++);
-            partner[r][i] = b != NULL ? (p2p_ref){a->peer, (int)(b - logs[a->peer].recs)} : (p2p_ref){-1, -1};
-        }
+    for (int r = 0; r < world && ok; r++) {
+        for (int i = 0; i < logs[r].n; i++)
+            partner[r][i] = (p2p_ref){-1, -1};
+        for (int peer = 0; peer < world; peer++)
+            for (int kind = 0; kind < 2; kind++) {
+                int mine = p2p_list(&ix[r], kind, peer), theirs = p2p_list(&ix[peer], !kind, r);
+                for (int k = 0; k < list_len(&ix[r], mine) && k < list_len(&ix[peer], theirs); k++)
+                    partner[r][ix[r].order[ix[r].start[mine] + k]] =
+                        (p2p_ref){peer, ix[peer].order[ix[peer].start[theirs] + k]};
+            }
+    }
     /* each rank's current post completes once every partner op is posted */
     while (ok && changed) {
         changed = 0;
@@ -283,8 +388,7 @@ static int hang_p2p(const hn_program *p, int world, const hn_comm_log *logs, hn_
         hn_free(partner[r]);
     hn_free(partner);
     hn_free(pos);
-    hn_free(cnt);
-    return ok ? errors : 0;
+    return ok ? errors : -1;
 }
 
 /* Binds inputs and outputs to fake buffers of their shapes. */
@@ -326,8 +430,14 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
                           hn_strbuf *diag, hn_comm_log *logs_out)
 {
     hn_comm_log *logs = logs_out;
+    log_index *ix = NULL;
     rank_error *errs = NULL;
     int nerrs = 0, errs_cap = 0, mismatches = 0;
+    /* one budget for every rank's dry run (and the reference's) together, so
+     * that verifying costs at most HN_DRY_RUN_BUDGET instructions and
+     * HN_DRY_RUN_RECORDS logged communications and allocations whatever the
+     * world size: a budget per rank let 8 ranks play 160 million */
+    int64_t budget = HN_DRY_RUN_BUDGET, records = HN_DRY_RUN_RECORDS;
     hn_status_t st = HN_OK;
     if (logs == NULL && (logs = hn_calloc((size_t)world, sizeof(*logs))) == NULL)
         return HN_ERR_NOMEM;
@@ -339,6 +449,8 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
         if ((st = hn_exec_prepare(&x, p, reference ? 0 : r, world, nstreams, params)) != HN_OK)
             break;
         x.dry = 1;
+        x.budget = budget;
+        x.records = records;
         x.log = reference ? NULL : &logs[r];
         x.reference = x.promote = reference;
         if ((st = bind_dry(&x, p, params, reference, diag)) != HN_OK) {
@@ -355,6 +467,10 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
         }
         logs[reference ? 0 : r].streams |= x.streams_used; /* the reference runs on rank 0 */
         hn_exec_release(&x);
+        budget = x.budget;
+        records = x.records;
+        if (budget < 0 || records < 0)
+            break; /* the rank gave up: the others have nothing left to play */
     }
     for (int i = 0; i < nerrs; i++) {
         const rank_error *e = &errs[i];
@@ -371,12 +487,16 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
         }
         hn_sb_printf(diag, ": %s\n", e->msg);
     }
+    if (st == HN_OK && nerrs == 0 && (ix = index_logs(logs, world)) == NULL)
+        st = HN_ERR_NOMEM;
     if (st == HN_OK && nerrs == 0)
-        mismatches = match_teams(p, world, logs, diag) + match_p2p(p, world, logs, diag);
-    if (st == HN_OK && nerrs == 0 && mismatches == 0)
-        mismatches = hang_p2p(p, world, logs, diag);
+        mismatches = match_teams(p, world, logs, ix, diag) + match_p2p(p, world, logs, ix, diag);
+    if (st == HN_OK && nerrs == 0 && mismatches == 0 &&
+        (mismatches = hang_p2p(p, world, logs, ix, diag)) < 0)
+        st = HN_ERR_NOMEM;
     if (st == HN_OK && (nerrs > 0 || mismatches > 0))
         st = HN_ERR_VERIFY;
+    index_free(ix, world);
     hn_free(errs);
     if (logs != logs_out)
         hn_comm_logs_free(logs, world);

@@ -1,6 +1,7 @@
 /* Tests of src/core/verify.c (static) and src/sched/verify_run.c (the dry
  * run of every rank and the matching of communications). */
 #include <string.h>
+#include <time.h>
 
 #include "hirnode/runtime.h"
 #include "sched/sched.h"
@@ -141,6 +142,15 @@ static void test_dry_run(void)
     expect_dry("for i in 0 .. 1000000000 { x = i }\n", 1,
                "a loop of 1000000000 iterations: the dry run plays at most 20000000 instructions");
     expect_dry("for i in 0 .. 100000 { for j in 0 .. 1000 { x = j } }\n", 1, "the dry run gave up after");
+    /* so are the communications and allocations a dry run logs: 1 million */
+    expect_dry("t = alloc f32[4]\nfor i in 0 .. 300000 { allreduce t <- t }\n", 8,
+               "rank 3: allreduce t <- t op sum: the dry run gave up after 1000000 communications and "
+               "allocations");
+    expect_dry("for i in 0 .. 150000 { t = alloc f32[1] }\n", 8,
+               "rank 6: t = alloc f32[1]: the dry run gave up after 1000000 communications");
+    /* the budget is for all ranks together: 8 ranks of 3 million each give up */
+    expect_dry("for i in 0 .. 3000 { for j in 0 .. 1000 { x = j } }\n", 8,
+               "t.hir:1:43: error: rank 6: x = j: the dry run gave up after 20000000 instructions");
     /* trip counts beyond int64 and steps that would step past the end */
     expect_dry("for i in -9223372036854775807 - 1 .. 9223372036854775807 { x = i }\n", 1,
                "a loop of 18446744073709551615 iterations");
@@ -157,6 +167,13 @@ static void test_matching(void)
     expect_dry("t = alloc f32[4]\nif rank != 1 {\n  allreduce t <- t\n}\n", 4,
                "t.hir:3:3: error: ranks diverge on team [0, 1, 2, 3]: rank 0 reaches allreduce of 4 x f32 "
                "op sum (t.hir:3:3) as communication #0, but rank 1 has only 0 on this team; it would hang");
+    /* ... whichever member of the team reaches it (once found only when the
+     * team's first member issued something on the team) */
+    expect_dry("t = alloc f32[4]\nif rank == 1 {\n  allreduce t <- t team [0, 1]\n}\n", 2,
+               "t.hir:3:3: error: ranks diverge on team [0, 1]: rank 1 reaches allreduce of 4 x f32 op sum "
+               "(t.hir:3:3) as communication #0, but rank 0 has only 0 on this team; it would hang");
+    expect_dry("t = alloc f32[4]\nif rank != 0 {\n  allreduce t <- t team [0, 1, 2]\n}\n", 4,
+               "rank 1 reaches allreduce of 4 x f32 op sum (t.hir:3:3) as communication #0, but rank 0 has only 0");
     /* different collectives at the same point */
     expect_dry("t = alloc f32[4]\nif rank == 0 {\n  allreduce t <- t\n} else {\n  broadcast t <- t\n}\n", 2,
                "communication #0: rank 0 issues allreduce of 4 x f32 op sum (t.hir:3:3), rank 1 issues "
@@ -237,6 +254,32 @@ static void test_matching(void)
     }
 }
 
+/* Logging and matching are linear in the communications: 8 ranks of 30000
+ * ring exchanges, then 30000 allreduces each, verify in well under a
+ * second. The k-th message and the k-th collective of a team were found by
+ * scanning the log (104 s here), and each collective looked for its team
+ * among the records before it (5 s more). */
+static void test_matching_scale(void)
+{
+    const char *text = "input A : f32[4] replicated\nB = alloc f32[4]\nfor i in 0 .. 30000 {\n"
+                       "  group {\n    send A to (rank + 1) % world via p2p\n"
+                       "    recv B from (rank - 1) % world via p2p\n  }\n}\n"
+                       "for i in 0 .. 30000 {\n  allreduce B <- A\n}\n";
+    struct timespec t0, t1;
+    hn_status_t st;
+    char *d;
+    double s;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    d = dry(text, 8, &st);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (st != HN_OK || s > 20)
+        fprintf(stderr, "\n  8 ranks x 90000 communications: %.1f s: %s", s, d ? d : "");
+    CU_ASSERT_EQUAL(st, HN_OK);
+    CU_ASSERT(s < 20);
+    hn_free(d);
+}
+
 void hn_suite_verify(void)
 {
     static CU_TestInfo tests[] = {
@@ -244,6 +287,7 @@ void hn_suite_verify(void)
         {"misused pipelined statements and stream-parallel loops", test_static_sched},
         {"dry-run errors name rank and instruction", test_dry_run},
         {"collectives and messages match across ranks", test_matching},
+        {"matching is linear in the communications", test_matching_scale},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("core/verify", tests);
