@@ -117,6 +117,19 @@ static void dry_run(const hn_program *p, const fuzz_header *h, hn_fuzz_outcome *
                                 h->fail_at))
             broken(out, "dry run rejected the program without a located error", diag.data);
     }
+    /* pipelined statements and stream-parallel loops: the lowering, and
+     * the lowered program's own dry run (what a run would execute) */
+    if (st == HN_OK && p->has_sched) {
+        hn_program *lp = NULL;
+        st = hn_sched_lower(p, h->ranks, h->nstreams, params, &lp, &diag, NULL);
+        if (st == HN_OK)
+            st = hn_verify_run(lp, h->ranks, h->nstreams, params, &diag, NULL);
+        if (st != HN_OK && !rejected_well(st, HN_ERR_VERIFY, HN_ERR_UNSUPPORTED, diag.data, diag.failed,
+                                          h->fail_at) &&
+            !rejected_well(st, HN_ERR_INVALID, HN_ERR_VERIFY, diag.data, diag.failed, h->fail_at))
+            broken(out, "lowering rejected the program without a located error", diag.data);
+        hn_prog_free(lp);
+    }
     hn_sb_free(&diag);
     free(params);
 }
