@@ -476,7 +476,7 @@ static void test_messages_name_the_statement(void)
     {
         hn_runtime_config cfg;
         hn_runtime *rt = NULL;
-        hn_program *q = hn_test_parse("input A : f32[4, 8] replicated\ninput B : f32[8, 2] replicated\n"
+        hn_program *q = hn_test_parse("input A : f32[8 / world, 8] replicated\ninput B : f32[8, 2] replicated\n"
                                       "output C : f32[8, 2] replicated\n\n"
                                       "matmul C <- allgather(A), B pipelined(strategy=collective, chunks=3)\n",
                                       NULL);
