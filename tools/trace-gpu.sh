@@ -74,9 +74,9 @@ bench build/hirnode > "$out/bench.off.txt" 2>&1 || fail=1
 bench build/hirnode --trace "$out/bench.json" > "$out/bench.on.txt" 2>&1 || fail=1
 {
   echo
-  echo "bench collectives --op allreduce at $g GPUs, hirnode us per call (base / off / on):"
-  paste <(awk '/^ +[0-9]+ /{print $1, $2}' "$out/bench.base.txt" 2>/dev/null) \
-        <(awk '/^ +[0-9]+ /{print $2}' "$out/bench.off.txt") <(awk '/^ +[0-9]+ /{print $2}' "$out/bench.on.txt")
+  echo "bench collectives --op allreduce at $g GPUs: size, hirnode us per call off, on (and base when built):"
+  paste <(awk '/^ +[0-9]+ /{print $1, $2}' "$out/bench.off.txt") <(awk '/^ +[0-9]+ /{print $2}' "$out/bench.on.txt") \
+        <(awk '/^ +[0-9]+ /{print $2}' "$out/bench.base.txt" 2>/dev/null)
 } >> "$out/cost.md"
 cat "$out/cost.md"
 exit $fail
