@@ -20,6 +20,7 @@
     HN_SUITE(compute_host)                                                   \
     HN_SUITE(comm_host)                                                      \
     HN_SUITE(comm_p2p)                                                       \
+    HN_SUITE(comm_ll)                                                        \
     HN_SUITE(compute_cuda)                                                   \
     HN_SUITE(runtime)                                                        \
     HN_SUITE(collectives)                                                    \
