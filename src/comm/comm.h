@@ -110,13 +110,15 @@ typedef struct hn_bench_case {
     size_t count;
     hn_dtype dtype;
     int warmup, iters, reps;
+    int device_timing; /* CUDA events around the calls (1) or the host clock (0) */
 } hn_bench_case;
 
 #ifdef HN_HAVE_CUDA
 /* Raw NCCL on devices 0..n-1 with communicators of its own (inputs: rank
  * + 1), for the benchmark's baseline. A repetition runs `iters` calls on
  * one thread per device after a barrier and returns the slowest rank's
- * time per call; close counts mismatches in rank 0's output (if wrong). */
+ * time per call (device or host clock, as the case says); close counts
+ * mismatches in rank 0's output (if wrong). */
 typedef struct hn_nccl_raw hn_nccl_raw;
 hn_status_t hn_nccl_raw_open(int n, const hn_bench_case *c, hn_nccl_raw **out);
 hn_status_t hn_nccl_raw_rep(hn_nccl_raw *h, int iters, double *seconds);

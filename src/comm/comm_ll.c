@@ -45,11 +45,11 @@ struct hn_comm_world {
 const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n)
 {
     if (kind != HN_COLL_ALLREDUCE && kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER)
-        return "the latency path (via ll) does allreduce, allgather and reduce_scatter";
+        return "the latency path does allreduce, allgather and reduce_scatter";
     if (n > HN_LL_MAX_RANKS)
-        return "the latency path (via ll) serves teams of at most 8 ranks";
+        return "the latency path serves teams of at most 8 ranks";
     if (kind != HN_COLL_ALLGATHER && dtype != HN_F32 && dtype != HN_BF16 && dtype != HN_F16)
-        return "the latency path (via ll) reduces f32, bf16 and f16";
+        return "the latency path reduces f32, bf16 and f16";
     return NULL;
 }
 

@@ -11,6 +11,7 @@
 #include "hirnode/runtime.h"
 #include "sched/cost.h"
 #include "sched/sched.h"
+#include "core/ll.h"
 #include "test.h"
 
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-5 * fmax(fabs(a), fabs(b)) + 1e-12; }
@@ -161,6 +162,33 @@ static void test_via_resolve(void)
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 0, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_DEFAULT);
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_P2P);
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_NCCL, 1, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_NCCL);
+    /* the latency path below its crossovers (estimates until measured) */
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 2, 0), (size_t)4 << 20);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 2, 1), SIZE_MAX);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 3, 1), (size_t)512 << 10);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLGATHER, 8, 0), (size_t)128 << 10);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 1, 0), 0);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 9, 0), 0);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_BF16, 2), HN_VIA_LL); /* 32 KB */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, (2 << 20) - 1, HN_BF16, 2), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 2 << 20, HN_BF16, 2), HN_VIA_NCCL); /* 4 MiB */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 1001, HN_F32, 3), HN_VIA_LL); /* any count */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_I32, 2), HN_VIA_NCCL); /* floats only */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 16384, HN_I32, 2), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 8192, HN_F32, 8), HN_VIA_NCCL); /* 256 KiB */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_REDUCE_SCATTER, 2048, HN_F32, 8), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 9), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 1), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_BROADCAST, 1000, HN_F32, 2), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, HN_COLL_ALLREDUCE, 1000, HN_F32, 2), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 2), HN_VIA_DEFAULT);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_LL, 0, HN_COLL_ALLREDUCE, 1 << 30, HN_F32, 2), HN_VIA_LL);
+    /* one-shot below the two-shot crossover: never on 2 ranks */
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 1 << 20, HN_BF16, 2), HN_LL_ONESHOT);
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, (256 << 10) - 1, HN_BF16, 4), HN_LL_ONESHOT);
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 256 << 10, HN_BF16, 4), HN_LL_TWOSHOT); /* 512 KiB */
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 128 << 10, HN_BF16, 8), HN_LL_TWOSHOT); /* 256 KiB */
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLGATHER, 1 << 20, HN_BF16, 8), HN_LL_ONESHOT);
     CU_ASSERT_FALSE(hn_default_via_auto("host"));
     CU_ASSERT_TRUE(hn_default_via_auto("cuda"));
     setenv("HIRNODE_DEFAULT_VIA", "nccl", 1);
@@ -178,7 +206,9 @@ static void test_via_auto_runs(void)
                        "output Z : f32[N] replicated\n"
                        "Xs = view X as [2, N / 2]\nZs = view Z as [N / 2, 2]\n"
                        "allgather Y <- X via auto\n"
-                       "allgather Zs <- Xs[rank] via auto\n";
+                       "allgather Zs <- Xs[rank] via auto\n"
+                       "W = alloc f32[3000]\nallreduce W <- W op sum via auto\n"
+                       "allreduce W <- W op sum via ll\nallreduce W <- W op sum via ll twoshot\n";
     hn_program *p = hn_test_parse(text, NULL);
     hn_comm_log logs[2];
     int64_t params[1] = {1024 * 1024};
@@ -195,9 +225,15 @@ static void test_via_auto_runs(void)
     if (sb.data != NULL)
         fprintf(stderr, "\n%s", sb.data);
     for (int r = 0; r < 2; r++) {
-        CU_ASSERT_EQUAL_FATAL(logs[r].n, 2);
+        CU_ASSERT_EQUAL_FATAL(logs[r].n, 5);
         CU_ASSERT_EQUAL(logs[r].recs[0].via, HN_VIA_P2P);  /* 8 MiB gathered */
         CU_ASSERT_EQUAL(logs[r].recs[1].via, HN_VIA_NCCL); /* 4 MiB gathered */
+        /* 12 KB reduced: the latency path, one-shot as the cost model says */
+        CU_ASSERT_EQUAL(logs[r].recs[2].via, HN_VIA_LL);
+        CU_ASSERT_EQUAL(logs[r].recs[2].get, HN_LL_ONESHOT);
+        CU_ASSERT_EQUAL(logs[r].recs[3].via, HN_VIA_LL);
+        CU_ASSERT_EQUAL(logs[r].recs[3].get, HN_LL_ONESHOT);
+        CU_ASSERT_EQUAL(logs[r].recs[4].get, HN_LL_TWOSHOT);
     }
     for (int i = 0; i < 2; i++) {
         hn_free(logs[i].recs);
