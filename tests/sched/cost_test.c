@@ -270,6 +270,71 @@ static void test_via_auto_runs(void)
     free(why);
 }
 
+/* Across the latency path's two-shot crossover (512 KiB at 4 ranks): an
+ * allreduce via ll below it runs one-shot, above it two-shot — the dry run
+ * records which, on every rank — and both agree with the reference
+ * through the check driver (random inputs), in place and not. */
+static void test_ll_crossover_runs(void)
+{
+    static const int64_t sizes[2] = {120000, 140000}; /* f32: 480 KB and 560 KB */
+    const char *text = "param N = 1024\ninput X : f32[1, N] shard(axis 0)\noutput S : f32[N] replicated\n"
+                       "output T : f32[N] replicated\nXl = view X as [N]\nallreduce S <- Xl op sum via ll\n"
+                       "copy T <- Xl\nallreduce T <- T op max via ll\n"
+                       "reference {\n  sum S <- X, 0\n  copy T <- X[0]\n  for r in 1 .. world {\n"
+                       "    maximum T <- T, X[r]\n  }\n}\n";
+    hn_program *p = hn_test_parse(text, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    if (hn_test_max_ranks() < 4) {
+        hn_program_destroy(p);
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        hn_comm_log logs[4];
+        hn_strbuf sb;
+        int64_t params[1] = {sizes[k]};
+        const char *names[1] = {"N"};
+        hn_runtime_config cfg;
+        hn_runtime *rt = NULL;
+        hn_check_opts o;
+        hn_check_result res;
+        memset(logs, 0, sizeof(logs));
+        hn_sb_init(&sb);
+        CU_ASSERT_EQUAL(hn_verify_run(p, 4, 3, params, &sb, logs), HN_OK);
+        for (int r = 0; r < 4; r++) {
+            CU_ASSERT_EQUAL_FATAL(logs[r].n, 2);
+            for (int i = 0; i < 2; i++) {
+                CU_ASSERT_EQUAL(logs[r].recs[i].via, HN_VIA_LL);
+                CU_ASSERT_EQUAL(logs[r].recs[i].get, k == 0 ? HN_LL_ONESHOT : HN_LL_TWOSHOT);
+            }
+            hn_free(logs[r].recs);
+            hn_free(logs[r].teams);
+            hn_free(logs[r].allocs);
+            hn_free(logs[r].pipes);
+        }
+        hn_sb_free(&sb);
+        hn_runtime_config_default(&cfg);
+        cfg.ndev = 4;
+        cfg.backend = hn_test_backend;
+        cfg.host_delay_us = 20;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &rt), HN_OK);
+        memset(&o, 0, sizeof(o));
+        o.iters = 2;
+        o.check = 1;
+        o.noverrides = 1;
+        o.names = names;
+        o.values = &sizes[k];
+        hn_sb_init(&sb);
+        CU_ASSERT_EQUAL(hn_check_run(rt, p, &o, &res, &sb), HN_OK);
+        if (!res.passed)
+            fprintf(stderr, "\n  N = %lld: %s\n", (long long)sizes[k], sb.data ? sb.data : "");
+        CU_ASSERT_TRUE(res.passed);
+        CU_ASSERT_EQUAL(res.left, 0);
+        hn_sb_free(&sb);
+        hn_runtime_destroy(rt);
+    }
+    hn_program_destroy(p);
+}
+
 void hn_suite_cost(void)
 {
     static CU_TestInfo tests[] = {
@@ -278,6 +343,7 @@ void hn_suite_cost(void)
         {"auto chooses, keeps fixed choices, rejects impossible ones", test_choose},
         {"via auto: the measured crossovers", test_via_resolve},
         {"via auto: the same choice on every rank, runs exact", test_via_auto_runs},
+        {"via ll: one-shot below the crossover, two-shot above, both exact", test_ll_crossover_runs},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/cost", tests);
