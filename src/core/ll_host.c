@@ -132,8 +132,22 @@ static const char *kind_name(int kind)
     return kind == HN_LL_ALLREDUCE ? "allreduce" : kind == HN_LL_ALLGATHER ? "allgather" : "reduce_scatter";
 }
 
-/* Nothing moved for the run's deadline: names the members whose flags the
- * first waiting block still lacks. */
+/* How many (block, member) flags the blocks waiting at a barrier have. */
+static int count_arrived(const hn_ll_args *a, uint32_t g, const block *B, const int *ph)
+{
+    hn_ll_signal *mine = a->sig[a->me];
+    int k = 0;
+    for (int b = 0; b < a->blocks; b++)
+        if (ph[B[b].pc] == HN_LL_WAIT_A || ph[B[b].pc] == HN_LL_WAIT_B)
+            for (int p = 0; p < a->n; p++)
+                k += hn_ll_reached(__atomic_load_n(&mine->flag[hn_ll_barrier_of(ph[B[b].pc])][b][p],
+                                                   __ATOMIC_ACQUIRE), g);
+    return k;
+}
+
+/* Nothing moved for the run's deadline — no block of this call, no peer
+ * reaching a barrier it waits at: names the members whose flags the first
+ * waiting block still lacks. */
 static void report_absent(const hn_ll_args *a, uint32_t g, const block *B, const int *ph, const hn_origin *o)
 {
     hn_ll_signal *mine = a->sig[a->me];
@@ -165,6 +179,7 @@ static hn_status_t run_call(void *arg, const hn_origin *o)
     int order[HN_LL_MAX_BLOCKS];
     uint64_t rng = ((uint64_t)g << 32) ^ (uint64_t)(a->me * 7919 + a->blocks);
     double timeout = o->sink != NULL ? o->sink->timeout_s : 60.0, last = hn_now();
+    int seen = 0;
     block B[HN_LL_MAX_BLOCKS];
     memset(B, 0, sizeof(B));
     ph[nph] = -1;
@@ -191,6 +206,11 @@ static hn_status_t run_call(void *arg, const hn_origin *o)
                 __atomic_store_n(&mine->done, 0, __ATOMIC_RELAXED);
                 __atomic_store_n(&mine->gen, g, __ATOMIC_RELAXED);
             }
+        }
+        if (!moved) { /* a peer's arrival at a barrier we wait at is progress too */
+            int arrived = count_arrived(a, g, B, ph);
+            moved = arrived != seen;
+            seen = arrived;
         }
         if (moved) {
             last = hn_now();
