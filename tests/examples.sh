@@ -52,6 +52,16 @@ for op in ag_matmul matmul_rs matmul_ar; do
   [ $rc = 0 ] && echo "$out" | grep -q "^auto " && ! echo "$out" | grep -q WRONG && ok || bad "bench overlap --op $op: rc=$rc"
 done
 "$cli" bench overlap --op ag_matmul --reps 5 >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bench overlap takes at least 20 runs"
+# bench collectives on the host backend at small sizes: the latency path,
+# NCCL (the CPU communicator here), the rings and auto, device-side timing,
+# every output exact (a #wrong fails the command); one-shot against two-shot
+out=$("$cli" bench collectives --gpus 2 --min 8K --max 32K --iters 3 --warmup 1 --reps 2 2>&1); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c '^# .* via ll, nccl, p2p, auto; .* device time')" = 3 ] &&
+  [ "$(echo "$out" | grep -cE '^ +[0-9]+ .* ll/1shot$')" = 9 ] && ok || bad "bench collectives: rc=$rc $out"
+out=$("$cli" bench collectives --gpus 4 --op allreduce --via "ll oneshot,ll twoshot" --min 8K --max 16K \
+      --iters 2 --reps 1 --markdown 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q '^| 16384 | .* | 0 | .* | 0 | ll/1shot |$' && ok || bad "bench collectives --via list: rc=$rc $out"
+"$cli" bench collectives --timing wall >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bench collectives --timing takes device or host"
 rm -rf "$t"
 
 # a malformed program: exit 2 and file:line:col: error:

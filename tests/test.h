@@ -20,7 +20,9 @@
     HN_SUITE(compute_host)                                                   \
     HN_SUITE(comm_host)                                                      \
     HN_SUITE(comm_p2p)                                                       \
+    HN_SUITE(comm_ll)                                                        \
     HN_SUITE(compute_cuda)                                                   \
+    HN_SUITE(ll_cuda)                                                        \
     HN_SUITE(runtime)                                                        \
     HN_SUITE(collectives)                                                    \
     HN_SUITE(trace)                                                          \

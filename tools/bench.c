@@ -1,10 +1,13 @@
-/* `hirnode bench collectives`: busbw of hirnode's collectives beside raw
- * NCCL measured in the same run, in the table format of nccl-tests. Both
- * are timed the same way: host clock around a loop of `iters` calls and
- * the completion of every rank's streams, the slowest rank, the median of
- * `reps` repetitions, each side's repetitions back to back after its own
- * warm-up. Inputs are rank + 1 everywhere, so results are exact and
- * checked (#wrong). */
+/* `hirnode bench collectives`: time per call and busbw of hirnode's
+ * collectives through each communicator asked for (the latency path, NCCL,
+ * the p2p rings, `auto`) beside raw NCCL measured in the same run, in the
+ * table format of nccl-tests. Every side is timed the same way, the
+ * slowest rank, the median of `reps` repetitions, each side's repetitions
+ * back to back after its own warm-up: by default on the device (a timing
+ * marker — on CUDA an event — before and after `iters` back-to-back calls
+ * of one run), or with --timing host the host clock around the whole run.
+ * Inputs are rank + 1 everywhere, so results are exact and checked
+ * (#wrong). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,17 +15,22 @@
 #include <string.h>
 
 #include "../src/comm/comm.h"
+#include "../src/core/ll.h"
 #include "../src/sched/sched.h"
 #include "hirnode/runtime.h"
 
+#define MAX_VIAS 8
+
 typedef struct bench_opts {
     hn_runtime_config cfg;
-    const char *via;
+    char vias[MAX_VIAS][32]; /* as written after `via` */
+    int nvias;
     const char *ops;
     size_t min, max;
     hn_dtype dtype;
     int iters, warmup, reps;
     int markdown;
+    int device_timing;
     const char *trace; /* record every run into this file (times then include tracing) */
 } bench_opts;
 
@@ -44,6 +52,22 @@ static int parse_size(const char *s, size_t *out)
         return 0;
     *out = (size_t)v;
     return 1;
+}
+
+/* "ll,nccl,p2p get" into vias; 0 when empty or too many. */
+static int parse_vias(const char *s, bench_opts *o)
+{
+    o->nvias = 0;
+    while (*s != '\0') {
+        const char *comma = strchr(s, ',');
+        size_t len = comma != NULL ? (size_t)(comma - s) : strlen(s);
+        if (len == 0 || len >= sizeof(o->vias[0]) || o->nvias == MAX_VIAS)
+            return 0;
+        memcpy(o->vias[o->nvias], s, len);
+        o->vias[o->nvias++][len] = '\0';
+        s += len + (comma != NULL);
+    }
+    return o->nvias > 0;
 }
 
 static double factor(hn_coll_kind k, int n)
@@ -70,13 +94,27 @@ static hn_program *program(const char *fmt, ...)
 }
 
 typedef struct result {
-    double t_hn, t_raw; /* median seconds per call */
-    long w_hn, w_raw;   /* mismatches, -1: not measured */
+    double t;   /* median seconds per call */
+    long wrong; /* mismatches, -1: not measured */
 } result;
 
-/* One size of one collective: the runtime, then (on CUDA) raw NCCL. */
-static hn_status_t run_one(hn_runtime *rt, const bench_opts *o, hn_coll_kind kind, size_t chunk, int raw,
-                           result *res)
+/* Rank 0's output of one call against the exact result (all of it up to
+ * 64 MiB, 1/97 above). */
+static long count_wrong(hn_coll_kind kind, hn_dtype dt, const char *host, size_t out, size_t chunk, int n)
+{
+    size_t step = out * (size_t)hn_dtype_size(dt) > (64u << 20) ? 97 : 1;
+    long wrong = 0;
+    for (size_t e = 0; e < out; e += step) {
+        double want = kind == HN_COLL_ALLGATHER ? (double)(e / chunk + 1) : n * (n + 1) / 2.0;
+        wrong += hn_load(dt, host, (int64_t)e) != want;
+    }
+    return wrong;
+}
+
+/* One size of one collective through `via`: warm-up, a verifying run,
+ * the timed repetitions, then one call on poisoned outputs, checked. */
+static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, hn_coll_kind kind, size_t chunk, const char *via,
+                           void **x, void **y, result *res)
 {
     int n = hn_runtime_size(rt);
     const char *dt = hn_dtype_name(o->dtype);
@@ -87,94 +125,164 @@ static hn_status_t run_one(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
                                "fill X <- rank + 1\nfill Y <- -7\n", in, dt, dt, out);
     hn_program *main = program("param ITERS = 1\ninput X : %s[%zu] replicated\noutput Y : %s[%zu] replicated\n"
                                "for it in 0 .. ITERS {\n  %s Y <- X%s via %s\n}\n",
-                               dt, in, dt, out, hn_coll_name(kind), kind == HN_COLL_ALLGATHER ? "" : " op sum",
-                               o->via);
-    void **x = calloc((size_t)n, sizeof(void *)), **y = calloc((size_t)n, sizeof(void *));
-    double *t_hn = calloc((size_t)o->reps, sizeof(double)), *t_raw = calloc((size_t)o->reps, sizeof(double));
+                               dt, in, dt, out, hn_coll_name(kind), kind == HN_COLL_ALLGATHER ? "" : " op sum", via);
+    double *t = calloc((size_t)o->reps, sizeof(double));
     char *host = NULL;
     hn_binding b[2] = {{"X", x}, {"Y", y}};
     const char *names[] = {"ITERS"};
     int64_t iters[1];
     hn_run_args args = {1, names, iters, 2, b};
     hn_run_args init_args = {0, NULL, NULL, 2, b};
-#ifdef HN_HAVE_CUDA
-    hn_bench_case c = {kind, chunk, o->dtype, o->warmup, o->iters, o->reps};
-    hn_nccl_raw *h = NULL;
-#endif
-    hn_status_t st = init && main && x && y && t_hn && t_raw ? HN_OK : HN_ERR_NOMEM;
-    res->w_hn = res->w_raw = -1;
-    res->t_raw = NAN;
-    for (int r = 0; r < n && st == HN_OK; r++)
-        if ((st = hn_runtime_alloc(rt, r, in * es, &x[r])) == HN_OK)
-            st = hn_runtime_alloc(rt, r, out * es, &y[r]);
+    hn_status_t st = init && main && t ? HN_OK : HN_ERR_INVALID;
+    res->wrong = -1;
+    res->t = NAN;
     if (st == HN_OK)
         st = hn_runtime_run(rt, init, &init_args);
-    /* the runtime: warm-up (ITERS = warmup, and one run verifying the timed
-     * ITERS), then its repetitions back to back, as a server would call it */
+    /* warm-up (ITERS = warmup, and one run verifying the timed ITERS), then
+     * the repetitions back to back, as a server would call it */
     iters[0] = o->warmup;
-    if (st == HN_OK)
+    if (st == HN_OK && o->warmup > 0)
         st = hn_runtime_run(rt, main, &args);
     iters[0] = o->iters;
     if (st == HN_OK)
         st = hn_runtime_run(rt, main, &args);
+    if (st == HN_OK && o->device_timing)
+        hn_runtime_time_runs(rt, 1);
     for (int k = 0; k < o->reps && st == HN_OK; k++) {
         double t0 = hn_now();
         st = hn_runtime_run(rt, main, &args);
-        t_hn[k] = (hn_now() - t0) / o->iters;
-    }
-#ifdef HN_HAVE_CUDA
-    /* then raw NCCL the same way, on communicators of its own */
-    if (st == HN_OK && raw && hn_nccl_raw_open(n, &c, &h) != HN_OK)
-        h = NULL;
-    if (h != NULL && hn_nccl_raw_rep(h, o->warmup, &t_raw[0]) != HN_OK) {
-        hn_nccl_raw_close(h, NULL);
-        h = NULL;
-    }
-    for (int k = 0; k < o->reps && h != NULL; k++)
-        if (hn_nccl_raw_rep(h, o->iters, &t_raw[k]) != HN_OK) {
-            hn_nccl_raw_close(h, NULL);
-            h = NULL;
+        t[k] = (o->device_timing ? hn_runtime_run_seconds(rt) : hn_now() - t0) / o->iters;
+        if (st == HN_OK && t[k] < 0) {
+            fprintf(stderr, "bench: the run's timing markers were not reached\n");
+            st = HN_ERR_RUNTIME;
         }
-#endif
+    }
+    hn_runtime_time_runs(rt, 0);
     if (st == HN_OK) {
-        res->t_hn = hn_median(t_hn, o->reps);
-        /* poison, one call, check rank 0: all of it up to 64 MiB, 1/97 above */
+        res->t = hn_median(t, o->reps);
         iters[0] = 1;
         st = hn_runtime_run(rt, init, &init_args);
         if (st == HN_OK)
             st = hn_runtime_run(rt, main, &args);
         host = malloc(out * es + 1);
-        if (st == HN_OK && host != NULL && (st = hn_runtime_download(rt, 0, host, y[0], out * es)) == HN_OK) {
-            size_t step = out * es > (64u << 20) ? 97 : 1;
-            res->w_hn = 0;
-            for (size_t e = 0; e < out; e += step) {
-                double want = kind == HN_COLL_ALLGATHER ? (double)(e / chunk + 1) : n * (n + 1) / 2.0;
-                res->w_hn += hn_load(o->dtype, host, (int64_t)e) != want;
-            }
-        }
+        if (st == HN_OK && host != NULL && (st = hn_runtime_download(rt, 0, host, y[0], out * es)) == HN_OK)
+            res->wrong = count_wrong(kind, o->dtype, host, out, chunk, n);
     }
-#ifdef HN_HAVE_CUDA
-    if (h != NULL) {
-        res->t_raw = hn_median(t_raw, o->reps);
-        hn_nccl_raw_close(h, &res->w_raw);
-    }
-#else
-    (void)raw;
-#endif
     if (st != HN_OK)
-        fprintf(stderr, "bench: %s\n", hn_runtime_error(rt));
-    for (int r = 0; r < n; r++) {
-        hn_runtime_free(rt, r, x[r]);
-        hn_runtime_free(rt, r, y[r]);
-    }
+        fprintf(stderr, "bench: %s via %s: %s\n", hn_coll_name(kind), via,
+                init && main ? hn_runtime_error(rt) : "bad program");
     free(host);
-    free(x);
-    free(y);
-    free(t_hn);
-    free(t_raw);
+    free(t);
     hn_program_destroy(init);
     hn_program_destroy(main);
     return st;
+}
+
+/* Raw NCCL on its own communicators, the same size, timed the same way. */
+static void run_raw(const bench_opts *o, int n, hn_coll_kind kind, size_t chunk, result *res)
+{
+    res->t = NAN;
+    res->wrong = -1;
+#ifdef HN_HAVE_CUDA
+    {
+        hn_bench_case c = {kind, chunk, o->dtype, o->warmup, o->iters, o->reps, o->device_timing};
+        double *t = calloc((size_t)o->reps, sizeof(double));
+        hn_nccl_raw *h = NULL;
+        int ok = t != NULL && hn_nccl_raw_open(n, &c, &h) == HN_OK;
+        if (ok && o->warmup > 0)
+            ok = hn_nccl_raw_rep(h, o->warmup, &t[0]) == HN_OK;
+        for (int k = 0; k < o->reps && ok; k++)
+            ok = hn_nccl_raw_rep(h, o->iters, &t[k]) == HN_OK;
+        if (ok)
+            res->t = hn_median(t, o->reps);
+        hn_nccl_raw_close(h, ok ? &res->wrong : NULL);
+        free(t);
+    }
+#else
+    (void)o;
+    (void)n;
+    (void)kind;
+    (void)chunk;
+#endif
+}
+
+/* What `via auto` picks for this collective, as text. */
+static void auto_pick(hn_coll_kind kind, size_t chunk, hn_dtype dt, int n, char *buf, size_t len)
+{
+    hn_backend_kind v = hn_via_resolve(HN_VIA_AUTO, 0, kind, chunk, dt, n);
+    snprintf(buf, len, "%s%s", hn_backend_name(v),
+             v == HN_VIA_LL ? (hn_via_ll_algo(kind, chunk, dt, n) == HN_LL_TWOSHOT ? "/2shot" : "/1shot") : "");
+}
+
+static void print_header(const bench_opts *o, int raw)
+{
+    if (o->nvias == 1) { /* the layout of earlier versions */
+        if (o->markdown)
+            printf("| bytes | hirnode µs | algbw GB/s | busbw GB/s | #wrong | nccl µs | algbw | busbw | #wrong | "
+                   "busbw ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        else
+            printf("%12s %12s %9s %9s %7s %12s %9s %9s %7s %7s\n", "bytes", "hirnode(us)", "algbw", "busbw",
+                   "#wrong", "nccl(us)", "algbw", "busbw", "#wrong", "ratio");
+        return;
+    }
+    if (o->markdown) {
+        printf("| bytes |");
+        for (int v = 0; v < o->nvias; v++)
+            printf(" %s µs | busbw | #wrong |", o->vias[v]);
+        if (raw)
+            printf(" raw NCCL µs | busbw | #wrong |");
+        for (int v = 0; raw && v < o->nvias; v++)
+            printf(" %s × NCCL |", o->vias[v]);
+        printf(" auto picks |\n|---:|");
+        for (int v = 0; v < o->nvias * 3 + (raw ? 3 + o->nvias : 0); v++)
+            printf("---:|");
+        printf("---|\n");
+        return;
+    }
+    printf("%12s", "bytes");
+    for (int v = 0; v < o->nvias; v++) {
+        char name[48];
+        snprintf(name, sizeof(name), "%s(us)", o->vias[v]);
+        for (char *c = name; *c; c++)
+            if (*c == ' ')
+                *c = '-';
+        printf(" %14s %8s %6s", name, "busbw", "#wrong");
+    }
+    if (raw)
+        printf(" %14s %8s %6s", "raw-nccl(us)", "busbw", "#wrong");
+    for (int v = 0; raw && v < o->nvias; v++) {
+        char name[48];
+        snprintf(name, sizeof(name), "x%s", o->vias[v]);
+        for (char *c = name; *c; c++)
+            if (*c == ' ')
+                *c = '-';
+        printf(" %10s", name);
+    }
+    printf(" %10s\n", "auto");
+}
+
+static void print_row(const bench_opts *o, hn_coll_kind kind, int n, size_t total, const result *res,
+                      const result *rawres, int raw, const char *pick)
+{
+    if (o->nvias == 1) {
+        double a_hn = total / res[0].t / 1e9, b_hn = a_hn * factor(kind, n);
+        double a_raw = total / rawres->t / 1e9, b_raw = a_raw * factor(kind, n);
+        printf(o->markdown ? "| %zu | %.1f | %.1f | %.1f | %ld | %.1f | %.1f | %.1f | %ld | %.3f |\n"
+                           : "%12zu %12.1f %9.1f %9.1f %7ld %12.1f %9.1f %9.1f %7ld %7.3f\n",
+               total, res[0].t * 1e6, a_hn, b_hn, res[0].wrong, rawres->t * 1e6, a_raw, b_raw, rawres->wrong,
+               n > 1 ? b_hn / b_raw : a_hn / a_raw);
+        return;
+    }
+    printf(o->markdown ? "| %zu |" : "%12zu", total);
+    for (int v = 0; v < o->nvias; v++)
+        printf(o->markdown ? " %.2f | %.1f | %ld |" : " %14.2f %8.1f %6ld", res[v].t * 1e6,
+               total / res[v].t / 1e9 * factor(kind, n), res[v].wrong);
+    if (raw)
+        printf(o->markdown ? " %.2f | %.1f | %ld |" : " %14.2f %8.1f %6ld", rawres->t * 1e6,
+               total / rawres->t / 1e9 * factor(kind, n), rawres->wrong);
+    for (int v = 0; raw && v < o->nvias; v++)
+        printf(o->markdown ? " %.2f |" : " %10.2f", rawres->t / res[v].t);
+    printf(o->markdown ? " %s |\n" : " %10s\n", pick);
 }
 
 static int bench_collectives(const bench_opts *o)
@@ -198,47 +306,70 @@ static int bench_collectives(const bench_opts *o)
 #else
     raw = 0;
 #endif
-    for (int ki = 0; ki < 3; ki++) {
+    for (int ki = 0; ki < 3 && rc == 0; ki++) {
         hn_coll_kind kind = kinds[ki];
         if (strcmp(o->ops, "all") != 0 && strcmp(o->ops, hn_coll_name(kind)) != 0)
             continue;
-        printf("# %s, %d ranks, %s, %s backend via %s; %d iterations x %d repetitions after %d warm-up\n",
-               hn_coll_name(kind), n, hn_dtype_name(o->dtype), hn_runtime_backend(rt), o->via, o->iters, o->reps,
-               o->warmup);
+        printf("# %s, %d ranks, %s, %s backend via", hn_coll_name(kind), n, hn_dtype_name(o->dtype),
+               hn_runtime_backend(rt));
+        for (int v = 0; v < o->nvias; v++)
+            printf("%s %s", v ? "," : "", o->vias[v]);
+        printf("%s; %d iterations x %d repetitions after %d warm-up; %s\n", raw ? " and raw NCCL" : "", o->iters,
+               o->reps, o->warmup,
+               o->device_timing ? "device time (timing markers around the iterations of one run)"
+                                : "host time (around whole runs)");
         if (o->trace != NULL)
             printf("# traced into %s: the hirnode times include tracing\n", o->trace);
-        if (strncmp(o->via, "p2p", 3) == 0)
-            printf("# p2p: sync %s, pieces %s (allgather %s) of >= %s KiB, lanes %s\n", hn_setting_get("p2p_sync"),
-                   hn_setting_get("p2p_pieces"), hn_setting_get("p2p_ag_pieces"), hn_setting_get("p2p_piece_kib"),
-                   hn_setting_get("p2p_lanes"));
-        if (o->markdown)
-            printf("| bytes | hirnode µs | algbw GB/s | busbw GB/s | #wrong | nccl µs | algbw | busbw | #wrong | "
-                   "busbw ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-        else
-            printf("%12s %12s %9s %9s %7s %12s %9s %9s %7s %7s\n", "bytes", "hirnode(us)", "algbw", "busbw",
-                   "#wrong", "nccl(us)", "algbw", "busbw", "#wrong", "ratio");
-        for (size_t bytes = o->min; bytes <= o->max; bytes *= 2) {
+        for (int v = 0; v < o->nvias; v++)
+            if (strncmp(o->vias[v], "p2p", 3) == 0) {
+                printf("# p2p: sync %s, pieces %s (allgather %s) of >= %s KiB, lanes %s\n",
+                       hn_setting_get("p2p_sync"), hn_setting_get("p2p_pieces"), hn_setting_get("p2p_ag_pieces"),
+                       hn_setting_get("p2p_piece_kib"), hn_setting_get("p2p_lanes"));
+                break;
+            }
+        print_header(o, raw);
+        for (size_t bytes = o->min; bytes <= o->max && rc == 0; bytes *= 2) {
             size_t es = (size_t)hn_dtype_size(o->dtype);
             size_t chunk = kind == HN_COLL_ALLREDUCE ? bytes / es : bytes / es / (size_t)n;
             size_t total = (kind == HN_COLL_ALLREDUCE ? chunk : chunk * (size_t)n) * es;
-            result res;
-            if (chunk == 0)
+            size_t in = kind == HN_COLL_REDUCE_SCATTER ? chunk * (size_t)n : chunk;
+            size_t out = kind == HN_COLL_ALLGATHER ? chunk * (size_t)n : chunk;
+            result res[MAX_VIAS], rawres;
+            void **x = calloc((size_t)n, sizeof(void *)), **y = calloc((size_t)n, sizeof(void *));
+            char pick[32];
+            if (chunk == 0 || x == NULL || y == NULL) {
+                free(x);
+                free(y);
                 continue;
-            if (run_one(rt, o, kind, chunk, raw, &res) != HN_OK) {
+            }
+            st = HN_OK;
+            for (int r = 0; r < n && st == HN_OK; r++)
+                if ((st = hn_runtime_alloc(rt, r, in * es, &x[r])) == HN_OK)
+                    st = hn_runtime_alloc(rt, r, out * es, &y[r]);
+            for (int v = 0; v < o->nvias && st == HN_OK; v++)
+                st = run_via(rt, o, kind, chunk, o->vias[v], x, y, &res[v]);
+            for (int r = 0; r < n; r++) {
+                hn_runtime_free(rt, r, x[r]);
+                hn_runtime_free(rt, r, y[r]);
+            }
+            free(x);
+            free(y);
+            if (st != HN_OK) {
                 rc = 1;
                 break;
             }
-            {
-                double a_hn = total / res.t_hn / 1e9, b_hn = a_hn * factor(kind, n);
-                double a_raw = total / res.t_raw / 1e9, b_raw = a_raw * factor(kind, n);
-                printf(o->markdown ? "| %zu | %.1f | %.1f | %.1f | %ld | %.1f | %.1f | %.1f | %ld | %.3f |\n"
-                                   : "%12zu %12.1f %9.1f %9.1f %7ld %12.1f %9.1f %9.1f %7ld %7.3f\n",
-                       total, res.t_hn * 1e6, a_hn, b_hn, res.w_hn, res.t_raw * 1e6, a_raw, b_raw, res.w_raw,
-                       n > 1 ? b_hn / b_raw : a_hn / a_raw);
-                fflush(stdout);
-                if (res.w_hn != 0 || (raw && res.w_raw != 0))
+            rawres.t = NAN;
+            rawres.wrong = -1;
+            if (raw)
+                run_raw(o, n, kind, chunk, &rawres);
+            auto_pick(kind, chunk, o->dtype, n, pick, sizeof(pick));
+            print_row(o, kind, n, total, res, &rawres, raw, pick);
+            fflush(stdout);
+            for (int v = 0; v < o->nvias; v++)
+                if (res[v].wrong != 0)
                     rc = 1;
-            }
+            if (raw && rawres.wrong != 0)
+                rc = 1;
         }
     }
     if (o->trace != NULL && hn_runtime_trace_stop(rt) != HN_OK) {
@@ -258,25 +389,33 @@ int hn_cli_bench(int argc, char **argv)
     bench_opts o;
     memset(&o, 0, sizeof(o));
     hn_runtime_config_default(&o.cfg);
-    o.via = "nccl"; /* not `default`, which on CUDA now picks by size (via auto) */
+    parse_vias("ll,nccl,p2p,auto", &o);
     o.ops = "all";
-    o.min = 1 << 20;
-    o.max = 1u << 30;
+    o.min = 8 << 10;
+    o.max = 16u << 20;
     o.dtype = HN_BF16;
-    o.iters = 20;
+    o.iters = 50;
     o.warmup = 5;
     o.reps = 5;
+    o.device_timing = 1;
     if (argc >= 3 && strcmp(argv[2], "overlap") == 0)
         return hn_cli_bench_overlap(argc, argv);
     if (argc >= 3 && strcmp(argv[2], "issue") == 0)
         return hn_cli_bench_issue(argc, argv);
     if (argc < 3 || strcmp(argv[2], "collectives") != 0) {
-        fprintf(stderr, "usage: hirnode bench overlap --help\n"
-                        "       hirnode bench issue --help\n"
-                        "       hirnode bench collectives [--gpus N] [--backend B] [--via nccl|p2p|\"p2p get\"]\n"
-                        "         [--op all|allreduce|allgather|reduce_scatter] [--min 1M] [--max 1G]\n"
-                        "         [--dtype bf16|f32|f16] [--iters K] [--warmup W] [--reps R] [--markdown]\n"
-                        "         [--trace FILE]   (every run recorded: hirnode trace summary FILE)\n");
+        fprintf(stderr,
+                "usage: hirnode bench overlap --help\n"
+                "       hirnode bench issue --help\n"
+                "       hirnode bench collectives [--gpus N] [--backend B] [--via LIST]\n"
+                "         [--op all|allreduce|allgather|reduce_scatter] [--min 8K] [--max 16M]\n"
+                "         [--dtype bf16|f32|f16] [--iters K] [--warmup W] [--reps R] [--markdown]\n"
+                "         [--timing device|host] [--trace FILE]\n"
+                "  --via LIST   communicators, comma-separated, each as written after `via`\n"
+                "               (default ll,nccl,p2p,auto; e.g. \"ll oneshot,ll twoshot,p2p get\");\n"
+                "               raw NCCL is measured beside them on CUDA\n"
+                "  --timing     device (default): markers around the ITERS calls of a run\n"
+                "               (CUDA events); host: the host clock around whole runs\n"
+                "  --trace FILE every run recorded: hirnode trace summary FILE\n");
         return 2;
     }
     for (int i = 3; i < argc; i++) {
@@ -293,7 +432,7 @@ int hn_cli_bench(int argc, char **argv)
         i++;
         if (strcmp(a, "--gpus") == 0) ok = (o.cfg.ndev = atoi(v)) > 0;
         else if (strcmp(a, "--backend") == 0) o.cfg.backend = v;
-        else if (strcmp(a, "--via") == 0) o.via = v;
+        else if (strcmp(a, "--via") == 0) ok = parse_vias(v, &o);
         else if (strcmp(a, "--op") == 0) o.ops = v;
         else if (strcmp(a, "--min") == 0) ok = parse_size(v, &o.min);
         else if (strcmp(a, "--max") == 0) ok = parse_size(v, &o.max);
@@ -301,6 +440,8 @@ int hn_cli_bench(int argc, char **argv)
         else if (strcmp(a, "--iters") == 0) ok = (o.iters = atoi(v)) > 0;
         else if (strcmp(a, "--warmup") == 0) ok = (o.warmup = atoi(v)) >= 0;
         else if (strcmp(a, "--reps") == 0) ok = (o.reps = atoi(v)) > 0;
+        else if (strcmp(a, "--timing") == 0)
+            ok = strcmp(v, "device") == 0 ? (o.device_timing = 1) : strcmp(v, "host") == 0 ? !(o.device_timing = 0) : 0;
         else if (strcmp(a, "--trace") == 0) o.trace = v;
         else ok = 0;
         if (!ok) {

@@ -7,7 +7,12 @@
 # on one example. CUnit comes from .deps/*.deb when the machine has none
 # (`apt-get download libcunit1 libcunit1-dev` into .deps beforehand).
 # Usage: tools/gpu-check.sh [OUTDIR]
-# PARTS="suites examples prod memcheck" (the default: all) picks parts.
+# PARTS="suites examples prod memcheck ll" (the default: all) picks parts.
+# ll: the latency path (via ll) — `hirnode bench collectives` from 8 KiB to
+# 16 MiB at 2 GPUs (and 4, 8 where there are), every output checked, into
+# OUTDIR/bench-collectives-gN.md; one-shot against two-shot; memcheck of
+# examples/decode_allreduce_ll.hir at 2 GPUs. The runtime suites (part
+# suites) run its collectives on CUDA too (sched/collectives, "via ll").
 set -u
 out=${1:-gpu-check-out}
 mkdir -p "$out"
@@ -37,7 +42,7 @@ cat "$out/machine.txt"
 make -j"$(nproc)" CUDA=1 all > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 ngpu=$(nvidia-smi -L | wc -l)
 fail=0
-parts=" ${PARTS:-suites examples prod memcheck} "
+parts=" ${PARTS:-suites examples prod memcheck ll} "
 part() { case "$parts" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 export HIRNODE_TIMEOUT=${HIRNODE_TIMEOUT:-30}
 if part suites; then
@@ -107,5 +112,29 @@ if part memcheck && command -v compute-sanitizer >/dev/null; then
   timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 \
     build/hirnode run --backend cuda --gpus 1 --check examples/ag_matmul_p2p.hir > "$out/memcheck.log" 2>&1
   echo "compute-sanitizer memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$out/memcheck.log") clean summaries)"
+fi
+if part ll; then
+  for g in 2 4 8; do
+    [ "$g" -le "$ngpu" ] || continue
+    # every communicator and auto beside raw NCCL, device time; #wrong fails it
+    if timeout 900 build/hirnode bench collectives --backend cuda --gpus "$g" --min 8K --max 16M --markdown \
+         > "$out/bench-collectives-g$g.md" 2>&1; then
+      echo "bench collectives at $g GPUs: ok ($out/bench-collectives-g$g.md)"
+    else
+      fail=1; echo "FAIL: bench collectives at $g GPUs (see $out/bench-collectives-g$g.md)"
+    fi
+    if timeout 600 build/hirnode bench collectives --backend cuda --gpus "$g" --op allreduce --min 8K --max 16M \
+         --via "ll oneshot,ll twoshot" --markdown > "$out/bench-ll-algos-g$g.md" 2>&1; then
+      echo "one-shot against two-shot at $g GPUs: ok ($out/bench-ll-algos-g$g.md)"
+    else
+      fail=1; echo "FAIL: one-shot against two-shot at $g GPUs"
+    fi
+  done
+  if [ "$ngpu" -ge 2 ] && command -v compute-sanitizer >/dev/null; then
+    timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 \
+      build/hirnode run --backend cuda --gpus 2 --check examples/decode_allreduce_ll.hir > "$out/memcheck-ll.log" 2>&1
+    rc=$?; [ $rc = 0 ] || fail=1
+    echo "compute-sanitizer memcheck of the latency path at 2 GPUs: exit $rc"
+  fi
 fi
 exit $fail

@@ -68,10 +68,11 @@ done
 
 # where issue is all there is: many small collectives (bench collectives)
 g=$((ngpu >= 2 ? 2 : 1))
-bench() { timeout 300 "$1" bench collectives --backend cuda --gpus "$g" --op allreduce --min 8K --max 1M "${@:2}"; }
+# (NCCL through the runtime, host clock, 20 calls: what the base's defaults were)
+bench() { timeout 300 "$1" bench collectives --backend cuda --gpus "$g" --op allreduce --min 8K --max 1M --via nccl --iters 20 "${@:2}"; }
 [ -n "$base_cli" ] && { bench "$base_cli" > "$out/bench.base.txt" 2>&1 || fail=1; }
-bench build/hirnode > "$out/bench.off.txt" 2>&1 || fail=1
-bench build/hirnode --trace "$out/bench.json" > "$out/bench.on.txt" 2>&1 || fail=1
+bench build/hirnode --timing host > "$out/bench.off.txt" 2>&1 || fail=1
+bench build/hirnode --timing host --trace "$out/bench.json" > "$out/bench.on.txt" 2>&1 || fail=1
 {
   echo
   echo "bench collectives --op allreduce at $g GPUs: size, hirnode us per call off, on (and base when built):"

@@ -33,7 +33,10 @@ typedef struct hn_coll_args {
     hn_dtype dtype;
     int redop;
     int root; /* index into the team */
-    int get;  /* p2p: receivers pull (1) or senders push (0) */
+    /* The variant of the communicator's protocol. p2p: receivers pull (1)
+     * or senders push (0). ll: HN_LL_ONESHOT (1), HN_LL_TWOSHOT (2), or 0:
+     * one-shot where the registered buffer holds it (src/core/ll.h). */
+    int get;
 } hn_coll_args;
 
 typedef struct hn_p2p_op {
@@ -92,6 +95,11 @@ typedef struct hn_comm_ops {
 
 extern const hn_comm_ops hn_comm_host;
 extern const hn_comm_ops hn_comm_p2p;
+extern const hn_comm_ops hn_comm_ll;
+
+/* Why the latency path (via ll) cannot run a collective of this kind and
+ * dtype over n ranks, or NULL when it can. */
+const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n);
 #ifdef HN_HAVE_CUDA
 extern const hn_comm_ops hn_comm_nccl;
 #endif
@@ -103,20 +111,22 @@ typedef struct hn_bench_case {
     size_t count;
     hn_dtype dtype;
     int warmup, iters, reps;
+    int device_timing; /* CUDA events around the calls (1) or the host clock (0) */
 } hn_bench_case;
 
 #ifdef HN_HAVE_CUDA
 /* Raw NCCL on devices 0..n-1 with communicators of its own (inputs: rank
  * + 1), for the benchmark's baseline. A repetition runs `iters` calls on
  * one thread per device after a barrier and returns the slowest rank's
- * time per call; close counts mismatches in rank 0's output (if wrong). */
+ * time per call (device or host clock, as the case says); close counts
+ * mismatches in rank 0's output (if wrong). */
 typedef struct hn_nccl_raw hn_nccl_raw;
 hn_status_t hn_nccl_raw_open(int n, const hn_bench_case *c, hn_nccl_raw **out);
 hn_status_t hn_nccl_raw_rep(hn_nccl_raw *h, int iters, double *seconds);
 void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong);
 #endif
 
-/* The communicator registered under `name` (host, nccl, p2p), or NULL. */
+/* The communicator registered under `name` (host, nccl, p2p, ll), or NULL. */
 const hn_comm_ops *hn_comm_find(const char *name);
 
 /* Reduces `n` elements of src into acc (float accumulation), in place. */

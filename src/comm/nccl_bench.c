@@ -1,7 +1,8 @@
 /* The baseline of `hirnode bench collectives`: raw NCCL calls on
  * communicators of their own, one thread per device, timed exactly as the
- * runtime's runs are (host clock around a loop of calls and the stream's
- * completion, the slowest rank counts, median of repetitions). */
+ * runtime's runs are (the slowest rank counts, median of repetitions):
+ * CUDA events around a loop of calls (device time), or the host clock
+ * around the loop and the stream's completion. */
 #include <nccl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ typedef struct raw_rank {
     int rank, n;
     ncclComm_t comm;
     cudaStream_t s;
+    cudaEvent_t mark[2]; /* device timing: around the loop */
     void *send, *recv;
     size_t send_count, recv_count;
     spin_barrier *barrier;
@@ -60,8 +62,14 @@ static ncclResult_t one_call(raw_rank *r)
     }
 }
 
-static hn_status_t loop(raw_rank *r, int iters)
+/* `iters` calls back to back, then the stream's completion; with device
+ * timing, the events' time around the calls into *device_s. */
+static hn_status_t loop(raw_rank *r, int iters, double *device_s)
 {
+    hn_status_t st = HN_OK;
+    float ms = 0;
+    if (r->c->device_timing && (st = HN_CUDA_STATUS(cudaEventRecord(r->mark[0], r->s))) != HN_OK)
+        return st;
     for (int i = 0; i < iters; i++) {
         ncclResult_t e = one_call(r);
         if (e != ncclSuccess) {
@@ -69,7 +77,13 @@ static hn_status_t loop(raw_rank *r, int iters)
             return HN_ERR_DEVICE;
         }
     }
-    return HN_CUDA_STATUS(cudaStreamSynchronize(r->s));
+    if (r->c->device_timing && (st = HN_CUDA_STATUS(cudaEventRecord(r->mark[1], r->s))) != HN_OK)
+        return st;
+    if ((st = HN_CUDA_STATUS(cudaStreamSynchronize(r->s))) != HN_OK)
+        return st;
+    if (r->c->device_timing && (st = HN_CUDA_STATUS(cudaEventElapsedTime(&ms, r->mark[0], r->mark[1]))) == HN_OK)
+        *device_s = ms * 1e-3;
+    return st;
 }
 
 struct hn_nccl_raw {
@@ -87,10 +101,11 @@ static void *raw_rep(void *arg)
     double t0;
     if ((r->st = HN_CUDA_STATUS(cudaSetDevice(r->rank))) != HN_OK)
         return NULL;
+    double device_s = 0;
     spin_wait(r->barrier);
     t0 = hn_now();
-    r->st = loop(r, r->c->iters);
-    r->times[0] = (hn_now() - t0) / r->c->iters;
+    r->st = loop(r, r->c->iters, &device_s);
+    r->times[0] = (r->c->device_timing ? device_s : hn_now() - t0) / r->c->iters;
     return NULL;
 }
 
@@ -155,6 +170,8 @@ hn_status_t hn_nccl_raw_open(int n, const hn_bench_case *c, hn_nccl_raw **out)
         }
         if ((st = HN_CUDA_STATUS(cudaSetDevice(i))) != HN_OK ||
             (st = HN_CUDA_STATUS(cudaStreamCreateWithFlags(&r->s, cudaStreamNonBlocking))) != HN_OK ||
+            (st = HN_CUDA_STATUS(cudaEventCreate(&r->mark[0]))) != HN_OK ||
+            (st = HN_CUDA_STATUS(cudaEventCreate(&r->mark[1]))) != HN_OK ||
             (st = HN_CUDA_STATUS(cudaMalloc(&r->send, r->send_count * es))) != HN_OK ||
             (st = HN_CUDA_STATUS(cudaMalloc(&r->recv, r->recv_count * es))) != HN_OK)
             break;
@@ -212,6 +229,9 @@ void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong)
             cudaFree(h->rs[i].recv);
             if (h->rs[i].s != NULL)
                 cudaStreamDestroy(h->rs[i].s);
+            for (int k = 0; k < 2; k++)
+                if (h->rs[i].mark[k] != NULL)
+                    cudaEventDestroy(h->rs[i].mark[k]);
             hn_free(h->rs[i].times);
         }
     }

@@ -12,6 +12,7 @@ extern "C" {
 #include "cuda_check.h"
 #include "device_cuda.h"
 }
+#include "ll.h"
 
 #define MAX_DEVICES 256
 #define PLAN_CACHE 64
@@ -644,5 +645,5 @@ static hn_status_t c_matmul(hn_dstream *s, const hn_tensor *d, const hn_tensor *
 }
 
 extern "C" const hn_compute_ops hn_compute_cuda = {
-    c_copy, c_fill, c_iota, c_random, c_binary, c_scale, c_sum, c_matmul,
+    c_copy, c_fill, c_iota, c_random, c_binary, c_scale, c_sum, c_matmul, hn_ll_cuda,
 };

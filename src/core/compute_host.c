@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device.h"
+#include "ll.h"
 
 typedef struct job {
     int kind;
@@ -253,4 +254,5 @@ const hn_compute_ops hn_compute_host = {
     .scale = h_scale,
     .sum = h_sum,
     .matmul = h_matmul,
+    .ll = hn_ll_host,
 };

@@ -95,6 +95,7 @@ typedef struct hn_device_config {
 } hn_device_config;
 
 typedef struct hn_compute_ops hn_compute_ops;
+typedef struct hn_ll_args hn_ll_args; /* ll.h */
 
 typedef struct hn_device_ops {
     const char *name;
@@ -199,6 +200,10 @@ struct hn_compute_ops {
      * and shared by every batch. transb: b is [N, K] (linear's weight). */
     hn_status_t (*matmul)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a,
                           const hn_tensor *b, int transb, const hn_tensor *bias, const hn_origin *o);
+    /* The latency path (ll.h): one call of a collective through peers'
+     * memory, run by SM kernels (CUDA) or a closure that runs the same
+     * protocol (host), barriers by flags in the members' signal regions. */
+    hn_status_t (*ll)(hn_dstream *s, const hn_ll_args *a, const hn_origin *o);
 };
 
 extern const hn_device_ops hn_device_host;

@@ -195,10 +195,11 @@ static hn_status_t host_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
 static void host_mem_free(void *ctx, int dev, void *ptr)
 {
     host_ctx *c = ctx;
-    char *p = (char *)ptr - BLOCK_HEADER;
+    char *p;
     block_header h;
     if (ptr == NULL)
         return;
+    p = (char *)ptr - BLOCK_HEADER;
     memcpy(&h, p, sizeof(h));
     __atomic_sub_fetch(&c->used[dev], h.rounded, __ATOMIC_RELAXED);
     if (h.mapped)

@@ -21,7 +21,7 @@ int hn_op_lookup(const char *word, int len)
 }
 
 static const char *redop_names[HN_RED_COUNT] = {"sum", "prod", "max", "min", "avg"};
-static const char *backend_names[HN_VIA_COUNT] = {"default", "nccl", "p2p", "auto"};
+static const char *backend_names[HN_VIA_COUNT] = {"default", "nccl", "p2p", "auto", "ll"};
 static const char *strategy_names[HN_STRAT_COUNT] = {"auto", "sequential", "ring", "collective", "broadcast"};
 
 const char *hn_strategy_name(hn_strategy s)
@@ -33,6 +33,15 @@ const char *hn_redop_name(hn_redop r) { return (unsigned)r < HN_RED_COUNT ? redo
 const char *hn_backend_name(hn_backend_kind b)
 {
     return (unsigned)b < HN_VIA_COUNT ? backend_names[b] : "?";
+}
+
+const char *hn_via_variant(hn_backend_kind b, int get)
+{
+    if (b == HN_VIA_P2P)
+        return get ? " get" : "";
+    if (b == HN_VIA_LL)
+        return get == 1 ? " oneshot" : get == 2 ? " twoshot" : "";
+    return "";
 }
 
 /* ---- expressions ---- */

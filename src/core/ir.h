@@ -150,13 +150,24 @@ hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,
 
 /* ---- instructions ---- */
 typedef enum hn_redop { HN_RED_SUM, HN_RED_PROD, HN_RED_MAX, HN_RED_MIN, HN_RED_AVG, HN_RED_COUNT } hn_redop;
-/* HN_VIA_AUTO: NCCL or p2p per instruction from measured crossovers
- * (src/sched/cost.c); resolved when the instruction is issued. */
-typedef enum hn_backend_kind { HN_VIA_DEFAULT, HN_VIA_NCCL, HN_VIA_P2P, HN_VIA_AUTO, HN_VIA_COUNT } hn_backend_kind;
+/* HN_VIA_AUTO: NCCL, the p2p rings or the latency path per instruction
+ * from crossovers (src/sched/cost.c); resolved when the instruction is
+ * issued. HN_VIA_LL: the latency path (src/comm/comm_ll.c). */
+typedef enum hn_backend_kind {
+    HN_VIA_DEFAULT,
+    HN_VIA_NCCL,
+    HN_VIA_P2P,
+    HN_VIA_AUTO,
+    HN_VIA_LL,
+    HN_VIA_COUNT
+} hn_backend_kind;
 typedef enum hn_team_kind { HN_TEAM_ALL, HN_TEAM_LIST, HN_TEAM_RANGE } hn_team_kind;
 
 const char *hn_redop_name(hn_redop r);
 const char *hn_backend_name(hn_backend_kind b);
+/* The variant written after `via B` (instr.get): " get" (p2p), " oneshot"
+ * or " twoshot" (ll), or "". */
+const char *hn_via_variant(hn_backend_kind b, int get);
 
 /* A tensor operand: a variable, optionally indexed `t[i][j]` (each index
  * selects along the leading axis). */
@@ -199,7 +210,8 @@ struct hn_instr {
     hn_expr *sref_index; /* ... or stream(expr) */
     hn_redop redop;
     hn_backend_kind via;
-    int get;        /* via p2p: the receiver pulls (1) or the sender pushes (0) */
+    int get;        /* the protocol's variant: via p2p: the receiver pulls (1) or the sender
+                     * pushes (0); via ll: one-shot (1), two-shot (2) or by size (0) */
     hn_strategy strategy;  /* pipelined statements */
     hn_protocol protocol;  /* pipelined statements */
     int on_streams; /* `for ... on streams`: iterations go to stream(i % nstreams) */

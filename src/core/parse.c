@@ -422,7 +422,7 @@ static int team(parser *ps, hn_instr *in)
     return expect_punct(ps, close);
 }
 
-/* via := 'via' ('nccl' | 'p2p' ['get' | 'put'] | 'default') */
+/* via := 'via' ('nccl' | 'p2p' ['get' | 'put'] | 'll' ['oneshot' | 'twoshot'] | 'auto' | 'default') */
 static int via(parser *ps, hn_instr *in)
 {
     for (int b = 0; b < HN_VIA_COUNT; b++)
@@ -432,10 +432,13 @@ static int via(parser *ps, hn_instr *in)
             if (in->via == HN_VIA_P2P && (is_word(ps, "get") || is_word(ps, "put"))) {
                 in->get = is_word(ps, "get");
                 next(ps);
+            } else if (in->via == HN_VIA_LL && (is_word(ps, "oneshot") || is_word(ps, "twoshot"))) {
+                in->get = is_word(ps, "oneshot") ? 1 : 2;
+                next(ps);
             }
             return 1;
         }
-    expected(ps, "a backend (nccl, p2p, default)");
+    expected(ps, "a backend (nccl, p2p, ll, auto, default)");
     return 0;
 }
 
@@ -538,7 +541,7 @@ static int pipe_choice(parser *ps, const char *what, const char *const *words, i
 /* pipe_opts := 'pipelined' '(' [ pipe_opt { ',' pipe_opt } ] ')'
  * pipe_opt  := 'strategy' '=' ('auto' | 'sequential' | 'ring' | 'collective' | 'broadcast')
  *            | ('chunks' | 'streams') '=' ('auto' | expr)
- *            | 'via' '=' ('auto' | 'nccl' | 'p2p' | 'default')
+ *            | 'via' '=' ('default' | 'nccl' | 'p2p' | 'auto')
  *            | 'protocol' '=' ('auto' | 'put' | 'get') */
 static int pipe_options(parser *ps, hn_instr *in)
 {
@@ -586,7 +589,8 @@ static int pipe_options(parser *ps, hn_instr *in)
                 return 0;
             break;
         case 3:
-            if ((v = pipe_choice(ps, "a communicator", vias, HN_VIA_COUNT)) < 0)
+            /* not ll: the latency path serves plain collectives */
+            if ((v = pipe_choice(ps, "a communicator", vias, HN_VIA_LL)) < 0)
                 return 0;
             in->via = (hn_backend_kind)v;
             break;

@@ -223,7 +223,7 @@ static void instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in, int in
             hn_sb_append(sb, in->team_kind == HN_TEAM_RANGE ? ")" : "]");
         }
         if (in->via != HN_VIA_DEFAULT)
-            hn_sb_printf(sb, " via %s%s", hn_backend_name(in->via), in->get ? " get" : "");
+            hn_sb_printf(sb, " via %s%s", hn_backend_name(in->via), hn_via_variant(in->via, in->get));
         break;
     case HN_FORM_P2P:
         hn_sb_append(sb, " ");
@@ -231,7 +231,7 @@ static void instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in, int in
         hn_sb_append(sb, in->op == HN_OP_SEND ? " to " : " from ");
         hn_print_expr(sb, p, in->e[0]);
         if (in->via != HN_VIA_DEFAULT)
-            hn_sb_printf(sb, " via %s%s", hn_backend_name(in->via), in->get ? " get" : "");
+            hn_sb_printf(sb, " via %s%s", hn_backend_name(in->via), hn_via_variant(in->via, in->get));
         break;
     case HN_FORM_GROUP: block(sb, p, &in->body, indent, oneline); break;
     case HN_FORM_WAIT:

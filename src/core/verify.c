@@ -264,6 +264,10 @@ static void instr(vstate *v, const hn_instr *in)
         da = check_tref(v, &in->a);
         db = check_tref(v, &in->b);
         same_dtype(v, in, da, db, info->keyword);
+        if (in->via == HN_VIA_LL && in->op != HN_OP_ALLREDUCE && in->op != HN_OP_ALLGATHER &&
+            in->op != HN_OP_REDUCE_SCATTER)
+            err(v, in->line, in->col, "%s via ll: the latency path does allreduce, allgather and reduce_scatter",
+                info->keyword);
         check_expr(v, in->e[0], in->line, in->col, 1);
         for (int i = 0; i < in->nteam; i++)
             check_expr(v, in->team[i], in->line, in->col, 1);
@@ -275,6 +279,9 @@ static void instr(vstate *v, const hn_instr *in)
         if (in->via == HN_VIA_AUTO)
             err(v, in->line, in->col, "via auto chooses the communicator of collectives; a %s names "
                 "nccl, p2p or default", info->keyword);
+        if (in->via == HN_VIA_LL)
+            err(v, in->line, in->col, "via ll is the latency path of collectives; a %s names nccl, p2p or "
+                "default", info->keyword);
         check_tref(v, &in->a);
         check_expr(v, in->e[0], in->line, in->col, 1);
         if (in->dst >= 0)

@@ -20,6 +20,8 @@ static const hn_setting settings[] = {
      "nccl: 1 blocking communicators (fast issue; the watchdog aborts a stuck one), 0 non-blocking"},
     {"default_via", "HIRNODE_DEFAULT_VIA", "auto",
      "cuda: collectives without `via`: auto (NCCL or p2p by measured crossovers) or nccl"},
+    {"auto_ll", "HIRNODE_AUTO_LL", "0",
+     "1: via auto may pick the latency path (via ll) below its crossovers, estimates until measured on 2 GPUs"},
     {"nccl_max_ctas", "HIRNODE_NCCL_MAX_CTAS", "0",
      "nccl: most thread blocks (SMs) one collective takes, e.g. 8 inside pipelines (0: NCCL's default)"},
     {"p2p_sync", "HIRNODE_P2P_SYNC", "events",

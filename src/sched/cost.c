@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/ll.h"
 #include "cost.h"
 #include "sched.h"
 
@@ -57,6 +58,49 @@ static const crossover crossovers[] = {
     {2, HN_COLL_ALLREDUCE, 64 * MIB},      {4, HN_COLL_ALLGATHER, 64 * MIB},
     {4, HN_COLL_REDUCE_SCATTER, 128 * MIB}, {4, HN_COLL_ALLREDUCE, 256 * MIB},
 };
+
+/* The latency path (via ll): ESTIMATES, NOT MEASURED YET. Where it beats
+ * NCCL and where two-shot beats one-shot, until `hirnode bench
+ * collectives` has run on 2 and 4 H200s (docs/BENCHMARKS.md "The latency
+ * path" lists the commands); then put the measured crossovers here. The
+ * priors (sizes: allreduce buffer, allgather output, reduce_scatter
+ * input):
+ *  - NCCL here: an allreduce of 1 MiB took 17.2 us on 2 H200s and 21.8 on
+ *    4 (curves[] above: flat below, so latency-bound);
+ *  - TensorRT-LLM's one-/two-shot kernels as used by SGLang (its pull
+ *    request 2904, 2 H100s): 4.5 us at 32 KB, 19.9 at 1 MiB; vLLM's custom
+ *    allreduce 8.7 and 26.6 us: about NCCL at 1 MiB, 2-4x below it;
+ *  - vLLM picks one-shot on 2 ranks at every size it serves (two-shot moves
+ *    as much there and meets twice), up to 512 KiB on 4 and 256 KiB on 8;
+ *    TensorRT-LLM's older selector one-shot below 1 M elements on 4 ranks
+ *    and 500 K on 8;
+ *  - allgather and reduce_scatter: one barrier against NCCL's ring of
+ *    kernels; kept small so that `auto` does not pick them where NCCL may
+ *    be ahead (the issue's target: never below NCCL). Their two-shot reads
+ *    inputs in place at the cost of a second barrier, which only pays
+ *    once the staging copy costs more than a barrier: beyond the sizes
+ *    served here, so `auto` never picks it.
+ * Team sizes: 2; 3 and 4 take 4's; 5 to 8 take 8's. 0: never. */
+typedef struct ll_crossover {
+    int n;
+    hn_coll_kind kind;
+    double twoshot_from; /* bytes from which two-shot is picked */
+    double nccl_from;    /* bytes from which the latency path is not picked */
+} ll_crossover;
+
+#define KIB 1024.0
+static const ll_crossover ll_crossovers[] = {
+    {2, HN_COLL_ALLREDUCE, 0, 4 * MIB},
+    {4, HN_COLL_ALLREDUCE, 512 * KIB, 2 * MIB},
+    {8, HN_COLL_ALLREDUCE, 256 * KIB, 1 * MIB},
+    {2, HN_COLL_ALLGATHER, 0, 512 * KIB},
+    {4, HN_COLL_ALLGATHER, 0, 256 * KIB},
+    {8, HN_COLL_ALLGATHER, 0, 128 * KIB},
+    {2, HN_COLL_REDUCE_SCATTER, 0, 512 * KIB},
+    {4, HN_COLL_REDUCE_SCATTER, 0, 256 * KIB},
+    {8, HN_COLL_REDUCE_SCATTER, 0, 128 * KIB},
+};
+#undef KIB
 
 /* Pipelines measured on 2 H200s (issue 11, nvidia-h200-x2, 2026-11-23,
  * bf16, hand-written hirnode programs, one cuBLASLt workspace per stream),
@@ -162,6 +206,37 @@ size_t hn_cost_crossover(hn_coll_kind kind, int n)
     return b >= (double)SIZE_MAX ? SIZE_MAX : (size_t)b;
 }
 
+size_t hn_cost_ll_crossover(hn_coll_kind kind, int n, int twoshot)
+{
+    int row = n <= 2 ? 2 : n <= 4 ? 4 : 8;
+    if (n <= 1 || n > HN_LL_MAX_RANKS)
+        return 0;
+    for (int i = 0; i < HN_ARRAY_LEN(ll_crossovers); i++)
+        if (ll_crossovers[i].n == row && ll_crossovers[i].kind == kind) {
+            double b = twoshot ? ll_crossovers[i].twoshot_from : ll_crossovers[i].nccl_from;
+            return twoshot && b <= 0 ? SIZE_MAX : (size_t)b;
+        }
+    return 0;
+}
+
+/* Bytes of a collective in the crossovers' convention. */
+static size_t coll_bytes(hn_coll_kind kind, size_t count, hn_dtype dtype, int n)
+{
+    size_t es = (size_t)hn_dtype_size(dtype);
+    return kind == HN_COLL_ALLREDUCE ? count * es : count * (size_t)n * es;
+}
+
+int hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n)
+{
+    return coll_bytes(kind, count, dtype, n) >= hn_cost_ll_crossover(kind, n, 1) ? HN_LL_TWOSHOT : HN_LL_ONESHOT;
+}
+
+int hn_auto_picks_ll(void)
+{
+    const char *s = hn_setting_get("auto_ll");
+    return s != NULL && strcmp(s, "1") == 0;
+}
+
 int hn_default_via_auto(const char *device_backend)
 {
     const char *s = hn_setting_get("default_via");
@@ -174,6 +249,13 @@ hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_ki
     size_t es = (size_t)hn_dtype_size(dtype), bytes;
     if (via != HN_VIA_AUTO && !(via == HN_VIA_DEFAULT && default_auto))
         return via;
+    /* small ones: the latency path, where it serves them — once its
+     * crossovers are measured; until then only where asked for
+     * (HIRNODE_AUTO_LL=1): its kernels have not run on several GPUs */
+    if (hn_auto_picks_ll() &&
+        (kind == HN_COLL_ALLREDUCE || kind == HN_COLL_ALLGATHER || kind == HN_COLL_REDUCE_SCATTER) &&
+        hn_comm_ll_refuses(kind, dtype, n) == NULL && coll_bytes(kind, count, dtype, n) < hn_cost_ll_crossover(kind, n, 0))
+        return HN_VIA_LL;
     switch (kind) {
     case HN_COLL_ALLGATHER:
     case HN_COLL_REDUCE_SCATTER: bytes = count * (size_t)n * es; break;

@@ -56,6 +56,11 @@ double hn_cost_coll_seconds(hn_coll_kind kind, int p2p, int n, double bytes);
 /* The smallest size (bytes, as above) from which `via auto` picks p2p
  * for kind over n ranks; SIZE_MAX: never. */
 size_t hn_cost_crossover(hn_coll_kind kind, int n);
+/* The latency path's crossovers (estimates until measured): twoshot = 0,
+ * the size from which `via auto` no longer picks it (0: never picks it);
+ * twoshot = 1, the size from which `via ll` runs two-shot (SIZE_MAX:
+ * never). */
+size_t hn_cost_ll_crossover(hn_coll_kind kind, int n, int twoshot);
 
 /* ---- fitting (docs/SCHEDULER.md) ---- */
 

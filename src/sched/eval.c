@@ -666,6 +666,10 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     /* `via auto` picks by size here, the same way on every member */
     via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, kind, count, out.dtype, n);
     get = via == in->via ? in->get : 0;
+    if (via == HN_VIA_LL && hn_comm_ll_refuses(kind, out.dtype, n) != NULL)
+        return fail(x, in, HN_ERR_UNSUPPORTED, "%s via ll: %s", what, hn_comm_ll_refuses(kind, out.dtype, n));
+    if (via == HN_VIA_LL && get == 0) /* one-shot or two-shot by size (cost.c) */
+        get = hn_via_ll_algo(kind, count, out.dtype, n);
     if (via == HN_VIA_P2P && kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER &&
         kind != HN_COLL_ALLREDUCE && kind != HN_COLL_BROADCAST)
         return fail(x, in, HN_ERR_UNSUPPORTED, "%s via p2p: the p2p backend does allgather, reduce_scatter, "

@@ -380,6 +380,7 @@ static hn_status_t rank_fini(hn_rank *r, void *arg)
     hn_free(r->comm_events);
     r->comm_events = NULL;
     r->ncomm_events = 0;
+    hn_rank_run_timers_free(r);
     rank_free_blocks(r);
     rt->dev->thread_fini(rt->dev_ctx, r->rank);
     return HN_OK;
@@ -522,6 +523,7 @@ static hn_status_t init_comms(hn_runtime *rt)
     names[HN_VIA_NCCL] = hn_comm_find("nccl") != NULL && strcmp(rt->dev->name, "host") != 0 ? "nccl" : rt->dev->comm;
     names[HN_VIA_P2P] = "p2p";
     names[HN_VIA_AUTO] = rt->dev->comm; /* never used: resolved per instruction */
+    names[HN_VIA_LL] = "ll";
     if (strcmp(hn_setting_get("p2p_sync"), "flags") != 0 && strcmp(hn_setting_get("p2p_sync"), "events") != 0) {
         HN_ERROR("HIRNODE_P2P_SYNC=%s: expected flags or events", hn_setting_get("p2p_sync"));
         return HN_ERR_INVALID;
@@ -931,8 +933,12 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
     if (rt->trace != NULL && !j->reference)
         hn_trace_run_begin(rt->trace, r, &x);
     st = bind_io(&x, j, r->rank);
+    if (st == HN_OK && rt->time_runs && !j->reference)
+        st = hn_rank_run_mark(r, 0);
     if (st == HN_OK)
         st = hn_exec_block(&x, j->reference ? &j->p->reference : &j->p->body);
+    if (st == HN_OK && rt->time_runs && !j->reference)
+        st = hn_rank_run_mark(r, 1);
     if (j->launch) {
         /* issued: the launch returns; hn_runtime_sync joins it */
         sync_st = launch_join(r, r->active, 1, NULL);
@@ -945,6 +951,8 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
     }
     /* the end of a run joins every stream of this rank */
     sync_st = sync_all(r);
+    if (st == HN_OK && sync_st == HN_OK && rt->time_runs && !j->reference)
+        hn_rank_run_measure(r);
     if (x.trace != NULL)
         hn_trace_run_end(&x, st == HN_OK && sync_st == HN_OK);
     hn_exec_release(&x);
@@ -1138,10 +1146,12 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
                                                                (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
             /* point-to-point goes through the team of all ranks */
             st = hn_runtime_ensure_team(rt, via, ranks, n);
+            /* reductions stage chunks; the latency path stages allgathers too */
             if (st == HN_OK && !rec->is_p2p &&
-                (rec->kind == HN_COLL_REDUCE_SCATTER || rec->kind == HN_COLL_ALLREDUCE)) {
+                (rec->kind == HN_COLL_REDUCE_SCATTER || rec->kind == HN_COLL_ALLREDUCE ||
+                 (rec->kind == HN_COLL_ALLGATHER && via == HN_VIA_LL))) {
                 hn_team_entry *e = find_team(rt, rt->via_comm[via], ranks, n);
-                size_t chunk = rec->kind == HN_COLL_ALLREDUCE ? rec->count / (size_t)n : rec->count;
+                size_t chunk = rec->kind == HN_COLL_ALLREDUCE ? (rec->count + (size_t)n - 1) / (size_t)n : rec->count;
                 e->reserve = HN_MAX(e->reserve, chunk * (size_t)hn_dtype_size(rec->dtype));
             }
         }

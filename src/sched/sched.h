@@ -105,6 +105,8 @@ typedef struct hn_rank {
     hn_block_cache *blocks;
     int nblocks, blocks_cap;
     int current_instr; /* what the evaluator is issuing (for the watchdog) */
+    hn_dtimer *run_mark[2]; /* timed runs (run_timing.c): the body's start and end */
+    double run_seconds;     /* ... and the time between them in the last run, or -1 */
 } hn_rank;
 
 typedef struct hn_team_entry {
@@ -178,6 +180,7 @@ struct hn_runtime {
     hn_trace *trace; /* between hn_runtime_trace_start and _stop, else NULL */
     /* collectives without `via` pick NCCL or p2p like `via auto` (cuda) */
     int default_auto;
+    int time_runs; /* runs mark their body on the caller's stream (run_timing.c) */
     /* the programs lowered for this runtime (lower.c) */
     struct hn_lowered *lowered;
     int nlowered, lowered_cap;
@@ -336,13 +339,32 @@ void hn_runtime_lowered_free(hn_runtime *rt);
  * their buffers and its own), before p is destroyed. */
 void hn_runtime_forget(hn_runtime *rt, const hn_program *p);
 
+/* Timed runs (run_timing.c), for benchmarks: while on, every run records a
+ * timing marker on each rank's caller stream before its body is issued and
+ * after, and after the run's sync notes the time between them — the
+ * device's time for the body, host gaps included. Between runs only. */
+void hn_runtime_time_runs(hn_runtime *rt, int on);
+/* The slowest rank's body in the last run, seconds; -1 if not timed. */
+double hn_runtime_run_seconds(const hn_runtime *rt);
+/* The rank's side, on its thread (runtime.c's run_on_rank, rank_fini). */
+hn_status_t hn_rank_run_mark(hn_rank *r, int end);
+void hn_rank_run_measure(hn_rank *r);
+void hn_rank_run_timers_free(hn_rank *r);
+
 /* The communicator a collective goes through: `via auto` (and, where
- * default_auto, `via default`) picks NCCL or p2p from measured crossovers
- * by kind, size and team size; any other via is kept. count as in
- * hn_coll_args. Deterministic: every member picks the same. */
+ * default_auto, `via default`) picks the latency path, NCCL or the p2p
+ * rings from crossovers by kind, size, dtype and team size; any other via
+ * is kept. count as in hn_coll_args. Deterministic: every member picks
+ * the same. */
 hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_kind kind, size_t count,
                                hn_dtype dtype, int n);
+/* The latency path's algorithm for a collective `via ll` names none of:
+ * HN_LL_ONESHOT (1) below the crossover, HN_LL_TWOSHOT (2) from it. */
+int hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
 /* Whether collectives without `via` pick like `via auto` on this backend. */
+/* 1 when `via auto` may pick the latency path (HIRNODE_AUTO_LL=1): off
+ * until its crossovers are measured on several GPUs. */
+int hn_auto_picks_ll(void);
 int hn_default_via_auto(const char *device_backend);
 
 #endif

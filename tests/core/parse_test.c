@@ -36,6 +36,9 @@ static void test_good(void)
         "input A : f32[8] replicated\noutput B : f32[8] replicated\n"
         "allreduce B <- A op max pipelined(chunks=2)\nallgather B <- A pipelined(strategy=broadcast)\n"
         "allreduce B <- A via auto\n",
+        /* the latency path, by size or named */
+        "input A : f32[8] replicated\noutput B : f32[8] replicated\nallreduce B <- A via ll\n"
+        "allreduce B <- A op avg via ll oneshot\nreduce_scatter B <- A team [1, 0] via ll twoshot\n",
     };
     for (int i = 0; i < HN_ARRAY_LEN(good); i++) {
         char *diag = NULL;
@@ -100,6 +103,9 @@ static void test_bad(void)
         {"x = 1 2\n", "t.hir:1:7: error: expected end of line but found '2'"},
         {"reference { }\nreference { }\n", "t.hir:2:1: error: a second reference block"},
         {"\xff\xfe", "t.hir:1:1: error: unexpected character: '\\xff'"},
+        {"allreduce C <- A via ll threeshot\n", "t.hir:1:25: error: unexpected option 'threeshot' for allreduce"},
+        {"allreduce C <- A pipelined(via=ll)\n",
+         "t.hir:1:32: error: expected a communicator (default, nccl, p2p, auto) but found 'll'"},
     };
     for (int i = 0; i < HN_ARRAY_LEN(bad); i++) {
         char *diag = NULL;

@@ -87,6 +87,11 @@ static void test_static_sched(void)
     expect_static(WITH_IO("send A to 0 via auto\n"), 1,
                   "t.hir:5:1: error: via auto chooses the communicator of collectives; a send names nccl, p2p or "
                   "default");
+    expect_static(WITH_IO("group {\n  recv C from 0 via ll\n}\n"), 1,
+                  "t.hir:6:3: error: via ll is the latency path of collectives; a recv names nccl, p2p or default");
+    expect_static(WITH_IO("broadcast C <- C via ll oneshot\n"), 1,
+                  "t.hir:5:1: error: broadcast via ll: the latency path does allreduce, allgather and "
+                  "reduce_scatter");
 #undef WITH_IO
 }
 
@@ -189,6 +194,10 @@ static void test_matching(void)
     expect_dry("t = alloc f32[8]\nreduce t <- t op sum via p2p\n", 2,
                "reduce via p2p: the p2p backend does allgather, reduce_scatter, allreduce, broadcast and send/recv");
     expect_dry("t = alloc f32[6]\nallreduce t <- t via p2p\n", 4, "not divisible by the team size 4");
+    expect_dry("t = alloc i32[6]\nallreduce t <- t via ll\n", 2,
+               "allreduce via ll: the latency path reduces f32, bf16 and f16");
+    expect_dry("t = alloc f32[6]\nallreduce t <- t via ll\n", 9,
+               "allreduce via ll: the latency path serves teams of at most 8 ranks");
     expect_dry("t = alloc f32[4]\ngroup {\n  send t to 0 via p2p\n  recv t from 0 via p2p get\n}\n", 1,
                "a group posts through one communicator and protocol");
     expect_dry("t = alloc f32[4]\nif rank == 0 {\n  send t to 1 via p2p\n} else {\n  recv t from 0 via p2p get\n}\n",

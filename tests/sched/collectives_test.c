@@ -90,6 +90,16 @@ static double w_ring(int r, int n, int p, int k) { return xv((r + n - 1) % n, p,
 
 static double w_avg(int r, int n, int p, int k) { return w_sum(r, n, p, k) / n; }
 
+static double w_sum_max(int r, int n, int p, int k) { return w_sum(r, n, p, k) + w_max(r, n, p, k); }
+
+/* allgather of every rank's first chunk, then reduce_scatter of the
+ * gathered buffer (the same on every rank) into the first chunk of Y:
+ * n times rank r's first chunk */
+static double w_gather_scatter(int r, int n, int p, int k)
+{
+    return p < C ? n * xv(r, p, k) : NAN;
+}
+
 /* first half from the left neighbour's first half, second half from the
  * right neighbour's second half */
 static double w_two_rings(int r, int n, int p, int k)
@@ -130,6 +140,31 @@ static const coll_case cases[] = {
      "reduce_scatter y <- X op sum via p2p get\nreduce_scatter y <- X op sum via p2p\n", HN_F32, w_reduce_scatter, 0},
     {"send/recv ring via p2p get", "group {\n  recv Y from (rank - 1) % world via p2p get\n  send X to (rank + 1) % "
      "world via p2p get\n}\n", HN_F32, w_ring, 32},
+    /* the latency path: by size, one-shot, two-shot, in place, on two
+     * streams (its calls on one team ordered by the communicator), back to
+     * back with sizes changing, and via auto (small: the latency path) */
+    {"allreduce sum via ll", "allreduce Y <- X op sum via ll\n", HN_BF16, w_sum, 0},
+    {"allreduce max via ll oneshot, in place", "copy Y <- X\nallreduce Y <- Y op max via ll oneshot\n", HN_F32,
+     w_max, 0},
+    {"allreduce avg via ll twoshot", "allreduce Y <- X op avg via ll twoshot\n", HN_F32, w_avg, 0},
+    {"allreduce max via ll twoshot, in place, f16", "copy Y <- X\nallreduce Y <- Y op max via ll twoshot\n", HN_F16,
+     w_max, 0},
+    {"allgather via ll", "x = chunk X, 0, world, 0\nallgather Y <- x via ll\n", HN_BF16, w_allgather, 0},
+    {"allgather via ll twoshot", "x = chunk X, 0, world, 0\nallgather Y <- x via ll twoshot\n", HN_F32, w_allgather,
+     0},
+    {"reduce_scatter via ll", "y = chunk Y, 0, world, 0\nreduce_scatter y <- X op sum via ll\n", HN_F32,
+     w_reduce_scatter, 0},
+    {"reduce_scatter via ll twoshot, f16", "y = chunk Y, 0, world, 0\nreduce_scatter y <- X op sum via ll twoshot\n",
+     HN_F16, w_reduce_scatter, 0},
+    {"allreduce via auto (the latency path)", "allreduce Y <- X op sum via auto\n", HN_BF16, w_sum, 0},
+    {"via ll on two streams and back to back, sizes changing",
+     "s0 = current_stream\nZ = alloc f32[1000 * world]\nset_stream stream(1)\nwait_stream s0\n"
+     "allreduce Z <- X op sum via ll\nset_stream s0\nallreduce Y <- X op max via ll twoshot\n"
+     "for i in 0 .. 3 {\n  x = chunk X, 0, world, i % world\n  allreduce x <- x op max via ll oneshot\n}\n"
+     "wait_stream stream(1)\nadd Y <- Y, Z\n", HN_F32, w_sum_max, 0},
+    {"allgather then reduce_scatter via ll, back to back",
+     "Z = alloc f32[1000 * world]\nx = chunk X, 0, world, 0\nallgather Z <- x via ll oneshot\n"
+     "y = chunk Y, 0, world, 0\nreduce_scatter y <- Z op sum via ll\n", HN_F32, w_gather_scatter, 0},
     {"two rings via p2p, receives first", "x = chunk X, 0, 2, 0\nz = chunk X, 0, 2, 1\ny = chunk Y, 0, 2, 0\n"
      "u = chunk Y, 0, 2, 1\ngroup {\n  recv y from (rank - 1) % world via p2p\n  recv u from (rank + 1) % world "
      "via p2p\n  send x to (rank + 1) % world via p2p\n  send z to (rank - 1) % world via p2p\n}\n", HN_F32,

@@ -11,6 +11,7 @@
 #include "hirnode/runtime.h"
 #include "sched/cost.h"
 #include "sched/sched.h"
+#include "core/ll.h"
 #include "test.h"
 
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-5 * fmax(fabs(a), fabs(b)) + 1e-12; }
@@ -161,6 +162,41 @@ static void test_via_resolve(void)
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 0, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_DEFAULT);
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_P2P);
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_NCCL, 1, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_NCCL);
+    /* the latency path below its crossovers (estimates until measured) */
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 2, 0), (size_t)4 << 20);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 2, 1), SIZE_MAX);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 3, 1), (size_t)512 << 10);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLGATHER, 8, 0), (size_t)128 << 10);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 1, 0), 0);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 9, 0), 0);
+    /* until they are measured, `auto` picks it only where asked to */
+    unsetenv("HIRNODE_AUTO_LL");
+    CU_ASSERT_FALSE(hn_auto_picks_ll());
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_BF16, 2), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, HN_COLL_ALLGATHER, 1000, HN_F32, 2), HN_VIA_NCCL);
+    setenv("HIRNODE_AUTO_LL", "1", 1);
+    CU_ASSERT_TRUE(hn_auto_picks_ll());
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_BF16, 2), HN_VIA_LL); /* 32 KB */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, (2 << 20) - 1, HN_BF16, 2), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 2 << 20, HN_BF16, 2), HN_VIA_NCCL); /* 4 MiB */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 1001, HN_F32, 3), HN_VIA_LL); /* any count */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_I32, 2), HN_VIA_NCCL); /* floats only */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 16384, HN_I32, 2), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 8192, HN_F32, 8), HN_VIA_NCCL); /* 256 KiB */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_REDUCE_SCATTER, 2048, HN_F32, 8), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 9), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 1), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_BROADCAST, 1000, HN_F32, 2), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, HN_COLL_ALLREDUCE, 1000, HN_F32, 2), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 2), HN_VIA_DEFAULT);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_LL, 0, HN_COLL_ALLREDUCE, 1 << 30, HN_F32, 2), HN_VIA_LL);
+    /* one-shot below the two-shot crossover: never on 2 ranks */
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 1 << 20, HN_BF16, 2), HN_LL_ONESHOT);
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, (256 << 10) - 1, HN_BF16, 4), HN_LL_ONESHOT);
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 256 << 10, HN_BF16, 4), HN_LL_TWOSHOT); /* 512 KiB */
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 128 << 10, HN_BF16, 8), HN_LL_TWOSHOT); /* 256 KiB */
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLGATHER, 1 << 20, HN_BF16, 8), HN_LL_ONESHOT);
+    unsetenv("HIRNODE_AUTO_LL");
     CU_ASSERT_FALSE(hn_default_via_auto("host"));
     CU_ASSERT_TRUE(hn_default_via_auto("cuda"));
     setenv("HIRNODE_DEFAULT_VIA", "nccl", 1);
@@ -178,7 +214,9 @@ static void test_via_auto_runs(void)
                        "output Z : f32[N] replicated\n"
                        "Xs = view X as [2, N / 2]\nZs = view Z as [N / 2, 2]\n"
                        "allgather Y <- X via auto\n"
-                       "allgather Zs <- Xs[rank] via auto\n";
+                       "allgather Zs <- Xs[rank] via auto\n"
+                       "W = alloc f32[3000]\nallreduce W <- W op sum via auto\n"
+                       "allreduce W <- W op sum via ll\nallreduce W <- W op sum via ll twoshot\n";
     hn_program *p = hn_test_parse(text, NULL);
     hn_comm_log logs[2];
     int64_t params[1] = {1024 * 1024};
@@ -189,15 +227,22 @@ static void test_via_auto_runs(void)
         hn_program_destroy(p);
         return;
     }
+    setenv("HIRNODE_AUTO_LL", "1", 1); /* the latency path's crossovers too */
     memset(logs, 0, sizeof(logs));
     hn_sb_init(&sb);
     CU_ASSERT_EQUAL(hn_verify_run(p, 2, 3, params, &sb, logs), HN_OK);
     if (sb.data != NULL)
         fprintf(stderr, "\n%s", sb.data);
     for (int r = 0; r < 2; r++) {
-        CU_ASSERT_EQUAL_FATAL(logs[r].n, 2);
+        CU_ASSERT_EQUAL_FATAL(logs[r].n, 5);
         CU_ASSERT_EQUAL(logs[r].recs[0].via, HN_VIA_P2P);  /* 8 MiB gathered */
         CU_ASSERT_EQUAL(logs[r].recs[1].via, HN_VIA_NCCL); /* 4 MiB gathered */
+        /* 12 KB reduced: the latency path, one-shot as the cost model says */
+        CU_ASSERT_EQUAL(logs[r].recs[2].via, HN_VIA_LL);
+        CU_ASSERT_EQUAL(logs[r].recs[2].get, HN_LL_ONESHOT);
+        CU_ASSERT_EQUAL(logs[r].recs[3].via, HN_VIA_LL);
+        CU_ASSERT_EQUAL(logs[r].recs[3].get, HN_LL_ONESHOT);
+        CU_ASSERT_EQUAL(logs[r].recs[4].get, HN_LL_TWOSHOT);
     }
     for (int i = 0; i < 2; i++) {
         hn_free(logs[i].recs);
@@ -231,7 +276,73 @@ static void test_via_auto_runs(void)
         hn_runtime_destroy(rt);
         hn_program_destroy(q);
     }
+    unsetenv("HIRNODE_AUTO_LL");
     free(why);
+}
+
+/* Across the latency path's two-shot crossover (512 KiB at 4 ranks): an
+ * allreduce via ll below it runs one-shot, above it two-shot — the dry run
+ * records which, on every rank — and both agree with the reference
+ * through the check driver (random inputs), in place and not. */
+static void test_ll_crossover_runs(void)
+{
+    static const int64_t sizes[2] = {120000, 140000}; /* f32: 480 KB and 560 KB */
+    const char *text = "param N = 1024\ninput X : f32[1, N] shard(axis 0)\noutput S : f32[N] replicated\n"
+                       "output T : f32[N] replicated\nXl = view X as [N]\nallreduce S <- Xl op sum via ll\n"
+                       "copy T <- Xl\nallreduce T <- T op max via ll\n"
+                       "reference {\n  sum S <- X, 0\n  copy T <- X[0]\n  for r in 1 .. world {\n"
+                       "    maximum T <- T, X[r]\n  }\n}\n";
+    hn_program *p = hn_test_parse(text, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    if (hn_test_max_ranks() < 4) {
+        hn_program_destroy(p);
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        hn_comm_log logs[4];
+        hn_strbuf sb;
+        int64_t params[1] = {sizes[k]};
+        const char *names[1] = {"N"};
+        hn_runtime_config cfg;
+        hn_runtime *rt = NULL;
+        hn_check_opts o;
+        hn_check_result res;
+        memset(logs, 0, sizeof(logs));
+        hn_sb_init(&sb);
+        CU_ASSERT_EQUAL(hn_verify_run(p, 4, 3, params, &sb, logs), HN_OK);
+        for (int r = 0; r < 4; r++) {
+            CU_ASSERT_EQUAL_FATAL(logs[r].n, 2);
+            for (int i = 0; i < 2; i++) {
+                CU_ASSERT_EQUAL(logs[r].recs[i].via, HN_VIA_LL);
+                CU_ASSERT_EQUAL(logs[r].recs[i].get, k == 0 ? HN_LL_ONESHOT : HN_LL_TWOSHOT);
+            }
+            hn_free(logs[r].recs);
+            hn_free(logs[r].teams);
+            hn_free(logs[r].allocs);
+            hn_free(logs[r].pipes);
+        }
+        hn_sb_free(&sb);
+        hn_runtime_config_default(&cfg);
+        cfg.ndev = 4;
+        cfg.backend = hn_test_backend;
+        cfg.host_delay_us = 20;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &rt), HN_OK);
+        memset(&o, 0, sizeof(o));
+        o.iters = 2;
+        o.check = 1;
+        o.noverrides = 1;
+        o.names = names;
+        o.values = &sizes[k];
+        hn_sb_init(&sb);
+        CU_ASSERT_EQUAL(hn_check_run(rt, p, &o, &res, &sb), HN_OK);
+        if (!res.passed)
+            fprintf(stderr, "\n  N = %lld: %s\n", (long long)sizes[k], sb.data ? sb.data : "");
+        CU_ASSERT_TRUE(res.passed);
+        CU_ASSERT_EQUAL(res.left, 0);
+        hn_sb_free(&sb);
+        hn_runtime_destroy(rt);
+    }
+    hn_program_destroy(p);
 }
 
 void hn_suite_cost(void)
@@ -242,6 +353,7 @@ void hn_suite_cost(void)
         {"auto chooses, keeps fixed choices, rejects impossible ones", test_choose},
         {"via auto: the measured crossovers", test_via_resolve},
         {"via auto: the same choice on every rank, runs exact", test_via_auto_runs},
+        {"via ll: one-shot below the crossover, two-shot above, both exact", test_ll_crossover_runs},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/cost", tests);

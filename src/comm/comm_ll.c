@@ -1,0 +1,300 @@
+/* The latency path's communicator (`via ll`): allreduce, allgather and
+ * reduce_scatter of small messages, each one kernel per member that reads
+ * the peers' memory directly and meets the peers at barriers of flags in
+ * their memory — one-shot or two-shot (src/core/ll.h has the protocol and
+ * why it is safe; the compute backends run it: SM kernels on CUDA, the
+ * same phases as host code on the CPU backend). A team keeps, per member,
+ * a signal region and a registered buffer of two halves on the member's
+ * device; a peer's are plain pointers (one process, peer access enabled:
+ * no IPC). Issuing hands nothing between the ranks' threads and the
+ * generation lives on the devices, so calls need no host in the loop and
+ * can be captured in a CUDA graph. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/ll.h"
+#include "comm.h"
+#include "team_list.h"
+
+#define STAGE_ALIGN 256
+
+typedef struct member {
+    int rank;
+    hn_ll_signal *sig; /* on this member's device */
+    char *stage;       /* on this member's device: two halves of `half` bytes */
+    size_t half;
+    hn_dstream *last;  /* issue side: the stream of its last call on the team */
+    hn_devent *ev;     /* issue side: orders a call after the last one when the stream changes */
+} member;
+
+struct hn_comm_team {
+    hn_comm_world *w;
+    int n;
+    member *m;
+};
+
+struct hn_comm_world {
+    int n;
+    const hn_device_ops *dev;
+    void *dev_ctx;
+    const hn_compute_ops *compute;
+    const hn_fault_sink *sink;
+    hn_team_list teams;
+};
+
+const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n)
+{
+    if (kind != HN_COLL_ALLREDUCE && kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER)
+        return "the latency path does allreduce, allgather and reduce_scatter";
+    if (n > HN_LL_MAX_RANKS)
+        return "the latency path serves teams of at most 8 ranks";
+    if (kind != HN_COLL_ALLGATHER && dtype != HN_F32 && dtype != HN_BF16 && dtype != HN_F16)
+        return "the latency path reduces f32, bf16 and f16";
+    return NULL;
+}
+
+static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
+{
+    hn_comm_world *w = hn_calloc(1, sizeof(*w));
+    if (w == NULL)
+        return HN_ERR_NOMEM;
+    w->n = cfg->nranks;
+    w->dev = cfg->dev;
+    w->dev_ctx = cfg->dev_ctx;
+    w->compute = cfg->compute;
+    w->sink = cfg->sink;
+    *out = w;
+    return HN_OK;
+}
+
+static void ll_fini(hn_comm_world *w)
+{
+    if (w == NULL)
+        return;
+    hn_team_list_free(&w->teams);
+    hn_free(w);
+}
+
+static hn_status_t ll_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
+{
+    hn_comm_team *t;
+    if (n > HN_LL_MAX_RANKS) {
+        HN_ERROR("ll: a team of %d ranks; the latency path serves at most %d", n, HN_LL_MAX_RANKS);
+        return HN_ERR_UNSUPPORTED;
+    }
+    t = hn_calloc(1, sizeof(*t));
+    if (t == NULL)
+        return HN_ERR_NOMEM;
+    t->m = hn_calloc((size_t)n, sizeof(member));
+    if (t->m == NULL || hn_team_list_add(&w->teams, t, ranks, n, w->n) != 0) {
+        hn_free(t->m);
+        hn_free(t);
+        return HN_ERR_NOMEM;
+    }
+    for (int i = 0; i < n; i++)
+        t->m[i].rank = ranks[i];
+    t->n = n;
+    t->w = w;
+    *out = t;
+    return HN_OK;
+}
+
+/* On the member's thread: its signal region, zeroed, and its event. */
+static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
+{
+    hn_comm_world *w = t->w;
+    member *m = &t->m[me];
+    hn_ll_signal *zero = hn_calloc(1, sizeof(*zero));
+    void *p = NULL;
+    hn_status_t st = zero != NULL ? HN_OK : HN_ERR_NOMEM;
+    if (st == HN_OK)
+        st = w->dev->mem_alloc(w->dev_ctx, m->rank, sizeof(hn_ll_signal), &p);
+    if (st == HN_OK)
+        st = w->dev->copy_to_device(w->dev_ctx, m->rank, p, zero, sizeof(hn_ll_signal));
+    if (st == HN_OK)
+        st = w->dev->event_create(w->dev_ctx, m->rank, &m->ev);
+    hn_free(zero);
+    if (st != HN_OK) {
+        if (p != NULL)
+            w->dev->mem_free(w->dev_ctx, m->rank, p);
+        hn_origin_fail(o, st, "ll: cannot set up member %d of a team of %d", me, t->n);
+        return st;
+    }
+    m->sig = p;
+    return HN_OK;
+}
+
+static hn_status_t ll_team_warmup(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o)
+{
+    (void)t;
+    (void)me;
+    (void)s;
+    (void)o;
+    return HN_OK;
+}
+
+/* Between runs: a registered buffer whose halves hold a whole input of
+ * `bytes` per member's chunk (what one-shot stages). */
+static hn_status_t ll_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
+{
+    hn_comm_world *w = t->w;
+    member *m = &t->m[me];
+    size_t half = (bytes * (size_t)t->n + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+    void *p = NULL;
+    hn_status_t st;
+    if (half <= m->half)
+        return HN_OK;
+    if ((st = w->dev->mem_alloc(w->dev_ctx, m->rank, 2 * half, &p)) != HN_OK) {
+        hn_origin_fail(o, st, "ll: cannot allocate a registered buffer of 2 x %zu bytes", half);
+        return st;
+    }
+    if (m->stage != NULL)
+        w->dev->mem_free(w->dev_ctx, m->rank, m->stage);
+    m->stage = p;
+    m->half = half;
+    return HN_OK;
+}
+
+static void ll_team_destroy(hn_comm_team *t)
+{
+    hn_comm_world *w;
+    if (t == NULL)
+        return;
+    w = t->w;
+    hn_team_list_remove(&w->teams, t);
+    for (int i = 0; i < t->n; i++) {
+        member *m = &t->m[i];
+        if (m->sig != NULL)
+            w->dev->mem_free(w->dev_ctx, m->rank, m->sig);
+        if (m->stage != NULL)
+            w->dev->mem_free(w->dev_ctx, m->rank, m->stage);
+        if (m->ev != NULL)
+            w->dev->event_destroy(m->ev);
+    }
+    hn_free(t->m);
+    hn_free(t);
+}
+
+static const char *algo_name(int algo) { return algo == HN_LL_ONESHOT ? "one-shot" : "two-shot"; }
+
+static hn_status_t ll_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
+{
+    hn_comm_world *w = t->w;
+    member *m = &t->m[me];
+    const char *why = hn_comm_ll_refuses(a->kind, a->dtype, t->n);
+    size_t es = (size_t)hn_dtype_size(a->dtype), need;
+    hn_ll_args x;
+    hn_status_t st;
+    if (why != NULL) {
+        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "%s via ll: %s", hn_coll_name(a->kind), why);
+        return HN_ERR_UNSUPPORTED;
+    }
+    if (a->count == 0)
+        return HN_OK;
+    if (t->n == 1) { /* its own chunk: a copy (an average of one is the value) */
+        size_t bytes = a->count * es;
+        if (a->recv == a->send)
+            return HN_OK;
+        if ((st = w->dev->memcpy_async(a->recv, a->send, bytes, s, o)) != HN_OK)
+            hn_origin_fail(o, st, "ll %s: a copy of %zu bytes failed", hn_coll_name(a->kind), bytes);
+        return st;
+    }
+    memset(&x, 0, sizeof(x));
+    x.kind = a->kind == HN_COLL_ALLREDUCE ? HN_LL_ALLREDUCE
+             : a->kind == HN_COLL_ALLGATHER ? HN_LL_ALLGATHER : HN_LL_REDUCE_SCATTER;
+    x.algo = a->get;
+    if (x.algo == HN_LL_AUTO) /* the same choice on every member: equal reserves */
+        x.algo = hn_ll_stage_need(x.kind, HN_LL_ONESHOT, a->count, es, t->n) <= m->half ? HN_LL_ONESHOT
+                                                                                       : HN_LL_TWOSHOT;
+    if (x.algo != HN_LL_ONESHOT && x.algo != HN_LL_TWOSHOT) {
+        hn_origin_fail(o, HN_ERR_INVALID, "ll %s: no algorithm %d", hn_coll_name(a->kind), x.algo);
+        return HN_ERR_INVALID;
+    }
+    need = hn_ll_stage_need(x.kind, x.algo, a->count, es, t->n);
+    if (need > m->half) {
+        hn_origin_fail(o, HN_ERR_RUNTIME, "ll %s (%s) of %zu elements: %zu bytes of registered buffer reserved, "
+                       "%zu needed (not prepared?)", hn_coll_name(a->kind), algo_name(x.algo), a->count, m->half,
+                       need);
+        return HN_ERR_RUNTIME;
+    }
+    x.n = t->n;
+    x.me = me;
+    x.blocks = hn_ll_blocks(x.kind, x.algo, a->count, es, t->n);
+    x.dtype = (int)a->dtype;
+    x.redop = a->redop;
+    x.count = a->count;
+    x.send = a->send;
+    x.recv = a->recv;
+    x.half = m->half;
+    for (int p = 0; p < t->n; p++) {
+        x.sig[p] = t->m[p].sig;
+        x.stage[p] = t->m[p].stage;
+        x.ranks[p] = t->m[p].rank;
+    }
+    /* a member's calls run one after another (the protocol counts on it):
+     * on another stream than the last, after what the last one has so far */
+    if (m->last != NULL && m->last != s) {
+        if ((st = w->dev->event_record(m->ev, m->last)) != HN_OK ||
+            (st = w->dev->stream_wait_event(s, m->ev, o)) != HN_OK) {
+            hn_origin_fail(o, st, "ll %s: cannot order it after the team's last call", hn_coll_name(a->kind));
+            return st;
+        }
+    }
+    m->last = s;
+    if ((st = w->compute->ll(s, &x, o)) != HN_OK)
+        hn_origin_fail(o, st, "ll %s (%s): the kernel was not issued: %s", hn_coll_name(a->kind),
+                       algo_name(x.algo), hn_status_string(st));
+    return st;
+}
+
+static hn_status_t ll_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s,
+                          const hn_origin *o)
+{
+    (void)w;
+    (void)rank;
+    (void)ops;
+    (void)n;
+    (void)s;
+    hn_origin_fail(o, HN_ERR_UNSUPPORTED, "send/recv via ll: the latency path does allreduce, allgather and "
+                   "reduce_scatter");
+    return HN_ERR_UNSUPPORTED;
+}
+
+/* After a failure: every member's abort word is raised, so that waiting
+ * blocks leave; the teams are made anew (fresh generations). */
+static int ll_abort(hn_comm_world *w)
+{
+    static const uint32_t one = 1;
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++)
+            if (t->m[k].sig != NULL)
+                w->dev->copy_to_device(w->dev_ctx, t->m[k].rank, &t->m[k].sig->abort, &one, sizeof(one));
+    }
+    return 1;
+}
+
+/* Between runs, all streams idle: no call needs ordering after another. */
+static void ll_reset(hn_comm_world *w)
+{
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++)
+            t->m[k].last = NULL;
+    }
+}
+
+const hn_comm_ops hn_comm_ll = {
+    .name = "ll",
+    .init = ll_init,
+    .fini = ll_fini,
+    .team_create = ll_team_create,
+    .team_join = ll_team_join,
+    .team_warmup = ll_team_warmup,
+    .team_reserve = ll_team_reserve,
+    .team_destroy = ll_team_destroy,
+    .collective = ll_collective,
+    .p2p = ll_p2p,
+    .abort = ll_abort,
+    .reset = ll_reset,
+};
