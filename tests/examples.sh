@@ -55,10 +55,14 @@ done
 # bench collectives on the host backend at small sizes: the latency path,
 # NCCL (the CPU communicator here), the rings and auto, device-side timing,
 # every output exact (a #wrong fails the command); one-shot against two-shot
+# `via auto` leaves the latency path out until HIRNODE_AUTO_LL=1; with it, it
+# picks one-shot at these sizes
 out=$("$cli" bench collectives --gpus 2 --min 8K --max 32K --iters 3 --warmup 1 --reps 2 2>&1); rc=$?
 [ $rc = 0 ] && [ "$(echo "$out" | grep -c '^# .* via ll, nccl, p2p, auto; .* device time')" = 3 ] &&
-  [ "$(echo "$out" | grep -cE '^ +[0-9]+ .* ll/1shot$')" = 9 ] && ok || bad "bench collectives: rc=$rc $out"
-out=$("$cli" bench collectives --gpus 4 --op allreduce --via "ll oneshot,ll twoshot" --min 8K --max 16K \
+  [ "$(echo "$out" | grep -cE '^ +[0-9]+ .* nccl$')" = 9 ] && ok || bad "bench collectives: rc=$rc $out"
+out=$(HIRNODE_AUTO_LL=1 "$cli" bench collectives --gpus 2 --min 8K --max 32K --iters 3 --warmup 1 --reps 2 2>&1); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -cE '^ +[0-9]+ .* ll/1shot$')" = 9 ] && ok || bad "bench collectives, HIRNODE_AUTO_LL=1: rc=$rc $out"
+out=$(HIRNODE_AUTO_LL=1 "$cli" bench collectives --gpus 4 --op allreduce --via "ll oneshot,ll twoshot" --min 8K --max 16K \
       --iters 2 --reps 1 --markdown 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q '^| 16384 | .* | 0 | .* | 0 | ll/1shot |$' && ok || bad "bench collectives --via list: rc=$rc $out"
 "$cli" bench collectives --timing wall >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bench collectives --timing takes device or host"
@@ -105,6 +109,11 @@ out=$("$cli" check -D N=9223372036854775807 "$t/view.hir" 2>&1); rc=$?
 printf 'param M = 64, N = 8\ninput Y : f32[M / world, N] shard(axis 0)\noutput Z : f32[M, N] replicated\nallgather Z <- Y\nreference {\n  copy Z <- Y\n}\n' > "$t/load.hir"
 "$cli" run --gpus 2 --check --load "$t" --save "$t" "$t/load.hir" >/dev/null && cmp -s "$t/Y.npy" "$t/Z.npy" && ok || bad "--load"
 "$cli" info >/dev/null && ok || bad "info"
+# an injected fault: exit 1, rank and line named; a bad fault plan: exit 2
+out=$("$cli" run --gpus 2 --check --fault 1:31:issue examples/ag_matmul_p2p.hir 2>&1); rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "ag_matmul_p2p.hir:31:3: error: rank 1: linear .*: the device refused the instruction (injected fault)" \
+  && ok || bad "--fault: rc=$rc $out"
+"$cli" run --gpus 2 --fault 1:31:melt examples/ag_matmul_p2p.hir >/dev/null 2>&1; [ $? = 2 ] && ok || bad "--fault with a bad plan"
 out=$("$cli" bench issue --gpus 2 --n 200 --reps 3 --warmup 1 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -qE "^ +2  host +200 " && ok || bad "bench issue: rc=$rc $out"
 # tracing: run --trace writes a trace, trace summary and trace svg read it

@@ -152,6 +152,7 @@ static int parse_opts(int argc, char **argv, opts *o, int allow_run_opts)
             i++;
         } else if (allow_run_opts && strcmp(a, "--fault") == 0 && v) {
             o->fault = v;
+            i++;
         } else if (allow_run_opts && strcmp(a, "--trace") == 0) {
             if (v == NULL || *v == '\0')
                 return bad_usage("--trace needs a file%s", "");
