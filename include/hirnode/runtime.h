@@ -118,7 +118,9 @@ hn_status_t hn_runtime_stream_create(hn_runtime *rt, int rank, void **stream);
 void hn_runtime_stream_destroy(hn_runtime *rt, int rank, void *stream);
 /* Frees what the runtime keeps for a program (its cached buffers, its
  * lowered copies, its prepared configurations): call it before destroying
- * a program that was run, when the runtime lives on. Between runs. */
+ * a program that was run, when the runtime lives on. Between runs. Cached
+ * buffers of programs not being prepared also give way by themselves when
+ * a preparation or hn_runtime_alloc runs out of device memory. */
 void hn_runtime_forget(hn_runtime *rt, const hn_program *p);
 
 /* Tracing (docs/TRACING.md). From hn_runtime_trace_start to

@@ -9,9 +9,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* 1 when e leaves the CUDA context unusable (an illegal address, a trap,
- * an uncorrectable ECC error): it is then recorded as the loss of the
- * calling thread's device, which the device backend's health reports. */
+/* Nonzero when e leaves the CUDA context unusable (an illegal address, a
+ * trap, an uncorrectable ECC error): it is then recorded as the loss of the
+ * calling thread's device, which the device backend's health reports.
+ * 1: the device is lost now; 2: it was lost before. */
 int hn_cuda_note_error(cudaError_t e);
 #ifdef __cplusplus
 }
@@ -23,9 +24,14 @@ static inline hn_status_t hn_cuda_status(cudaError_t e, const char *what, const 
     if (e == cudaSuccess)
         return HN_OK;
     (void)cudaGetLastError(); /* clear the sticky-free error */
-    if (HN_LOG_ERROR <= hn_log_level())
-        hn_log_emit(HN_LOG_ERROR, file, line, "%s failed: %s", what, cudaGetErrorString(e));
-    if (hn_cuda_note_error(e))
+    int lost = hn_cuda_note_error(e);
+    /* out of memory is the caller's to report (with the free memory), or
+     * to recover from by giving cached buffers back; every call after a
+     * lost context fails the same way, said once */
+    hn_log_level_t level = e == cudaErrorMemoryAllocation ? HN_LOG_INFO : lost == 2 ? HN_LOG_DEBUG : HN_LOG_ERROR;
+    if (level <= hn_log_level())
+        hn_log_emit(level, file, line, "%s failed: %s", what, cudaGetErrorString(e));
+    if (lost)
         return HN_ERR_DEVICE_LOST;
     return e == cudaErrorMemoryAllocation ? HN_ERR_NOMEM : HN_ERR_DEVICE;
 }

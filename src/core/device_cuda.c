@@ -40,8 +40,9 @@ int hn_cuda_note_error(cudaError_t e)
     default:
         return 0;
     }
-    if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < MAX_DEVICES)
-        __atomic_store_n(&lost_error[dev], (int)e, __ATOMIC_RELEASE);
+    if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < MAX_DEVICES &&
+        __atomic_exchange_n(&lost_error[dev], (int)e, __ATOMIC_ACQ_REL) != 0)
+        return 2;
     return 1;
 }
 

@@ -166,7 +166,8 @@ static hn_status_t host_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
     used = __atomic_add_fetch(&c->used[dev], h.rounded, __ATOMIC_RELAXED);
     if (used > c->capacity) {
         __atomic_sub_fetch(&c->used[dev], h.rounded, __ATOMIC_RELAXED);
-        HN_ERROR("host device %d: out of memory: %zu bytes asked, %zu of %zu free (HIRNODE_HOST_MEM_MIB)",
+        /* the caller reports it, or gives cached buffers back and retries */
+        HN_INFO("host device %d: out of memory: %zu bytes asked, %zu of %zu free (HIRNODE_HOST_MEM_MIB)",
                  dev, bytes, c->capacity - (used - h.rounded), c->capacity);
         return HN_ERR_NOMEM;
     }

@@ -743,12 +743,23 @@ hn_status_t hn_runtime_mem_info(hn_runtime *rt, int rank, size_t *free_bytes, si
     return st;
 }
 
+static int release_other_programs(hn_runtime *rt, uint64_t keep);
+
 hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
 {
     mem_job j = {rank, 0, bytes, NULL, NULL, NULL, 0, 0};
     hn_status_t st = mem_call(rt, &j);
-    if (st == HN_OK)
+    /* the programs' cached buffers first give way (uid 0 is no program's) */
+    if (st == HN_ERR_NOMEM && release_other_programs(rt, 0) > 0)
+        st = mem_call(rt, &j);
+    if (st == HN_OK) {
         *ptr = j.ptr;
+    } else if (st == HN_ERR_NOMEM) {
+        size_t free_b = 0, total_b = 0;
+        (void)hn_runtime_mem_info(rt, rank, &free_b, &total_b);
+        snprintf(rt->err_text, sizeof(rt->err_text), "cannot allocate %zu bytes on device %d: %zu of %zu bytes free",
+                 bytes, rank, free_b, total_b);
+    }
     return st;
 }
 
@@ -1067,6 +1078,42 @@ static hn_status_t prealloc_on_rank(hn_rank *r, void *arg)
     return HN_OK;
 }
 
+/* Frees this rank's cached blocks of every program but one. */
+static hn_status_t release_on_rank(hn_rank *r, void *arg)
+{
+    uint64_t keep = *(const uint64_t *)arg;
+    int k = 0;
+    for (int i = 0; i < r->nblocks; i++) {
+        if (r->blocks[i].prog != keep) {
+            if (r->blocks[i].ptr != NULL)
+                r->rt->dev->mem_free(r->rt->dev_ctx, r->rank, r->blocks[i].ptr);
+            continue;
+        }
+        r->blocks[k++] = r->blocks[i];
+    }
+    r->nblocks = k;
+    return HN_OK;
+}
+
+/* Device memory held for other programs' buffers, given back when a
+ * preparation runs out: launches in flight finish first, and the programs
+ * given up are prepared anew at their next run. The number of blocks
+ * freed (0: nothing to give back, or a launch failed). */
+static int release_other_programs(hn_runtime *rt, uint64_t keep)
+{
+    int held = 0;
+    for (int r = 0; r < rt->n; r++)
+        for (int i = 0; i < rt->ranks[r].nblocks; i++)
+            held += rt->ranks[r].blocks[i].prog != keep;
+    if (held == 0 || (rt->inflight > 0 && hn_runtime_sync(rt) != HN_OK))
+        return 0;
+    (void)exec_all(rt, release_on_rank, &keep, 0);
+    for (int i = 0; i < HN_VERIFIED_CONFIGS; i++)
+        if (rt->verified[i].prog != 0 && rt->verified[i].prog != keep)
+            hn_runtime_forget_verified(rt, rt->verified[i].prog);
+    return held;
+}
+
 static struct hn_verified *find_verified(hn_runtime *rt, const hn_program *p, const int64_t *params)
 {
     for (int i = 0; i < HN_VERIFIED_CONFIGS; i++) {
@@ -1162,6 +1209,11 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
         pj.p = p;
         pj.logs = logs;
         st = exec_all(rt, prealloc_on_rank, &pj, 0);
+        if (st == HN_ERR_NOMEM && release_other_programs(rt, p->uid) > 0) {
+            hn_runtime_clear_error(rt);
+            rt->err_prog = p;
+            st = exec_all(rt, prealloc_on_rank, &pj, 0);
+        }
         if (st != HN_OK) {
             /* said once, in diag */
             hn_sb_printf(diag, "%s\n", rt->err_text[0] ? rt->err_text : "error: cannot allocate the program's buffers");

@@ -428,6 +428,72 @@ static void test_prepared_configurations(void)
     hn_program_destroy(p);
 }
 
+/* Buffers cached for one program are given back when another program's
+ * preparation runs out of device memory; the first is prepared anew at its
+ * next run. Each program's scratch takes 60 % of the device, so the two
+ * never fit at once. */
+static void test_memory_given_back(void)
+{
+    const char *text = "param R = 1\noutput Y : f32[4] replicated\nT = alloc f32[R, 4]\n"
+                       "fill T <- %s\ncopy Y <- T[R - 1]\n";
+    char a_text[256], b_text[256];
+    hn_program *a, *b;
+    char *saved = getenv("HIRNODE_HOST_MEM_MIB") ? strdup(getenv("HIRNODE_HOST_MEM_MIB")) : NULL;
+    hn_runtime *rt;
+    size_t free_b = 0, total_b = 0;
+    float out[4];
+    void *y[1];
+    hn_binding bind = {"Y", y};
+    const char *names[] = {"R"};
+    int64_t n;
+    setenv("HIRNODE_HOST_MEM_MIB", "64", 1); /* the host backend's devices: 64 MiB */
+    rt = make_rt(1, 0, 30);
+    if (saved != NULL) {
+        setenv("HIRNODE_HOST_MEM_MIB", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("HIRNODE_HOST_MEM_MIB");
+    }
+    snprintf(a_text, sizeof(a_text), text, "2.0");
+    snprintf(b_text, sizeof(b_text), text, "3.0");
+    a = hn_test_parse(a_text, NULL);
+    b = hn_test_parse(b_text, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, 0, sizeof(out), &y[0]), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_mem_info(rt, 0, &free_b, &total_b), HN_OK);
+    n = (int64_t)(free_b / 10 * 6 / 16); /* rows of 16 bytes */
+    for (int k = 0; k < 3; k++) {
+        hn_program *p = k % 2 == 0 ? a : b;
+        hn_run_args args = {1, names, &n, 1, &bind};
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &args), HN_OK);
+        if (hn_runtime_error(rt)[0] != '\0')
+            fprintf(stderr, "\n  run %d: %s\n", k, hn_runtime_error(rt));
+        CU_ASSERT_EQUAL(hn_runtime_download(rt, 0, out, y[0], sizeof(out)), HN_OK);
+        for (int i = 0; i < 4; i++)
+            CU_ASSERT_EQUAL(out[i], k % 2 == 0 ? 2.0f : 3.0f);
+    }
+    CU_ASSERT_EQUAL(rt->preparations, 3); /* a, b, a again */
+    {
+        /* the caller's allocations too: a's buffers give way */
+        void *big = NULL;
+        hn_run_args args = {1, names, &n, 1, &bind};
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, 0, (size_t)n * 16, &big), HN_OK);
+        hn_runtime_free(rt, 0, big);
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, a, &args), HN_OK);
+        CU_ASSERT_EQUAL(rt->preparations, 4);
+        /* more than the device: an error that says how much is free */
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, 0, total_b + 1, &big), HN_ERR_NOMEM);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "cannot allocate"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "bytes free"));
+    }
+    hn_runtime_free(rt, 0, y[0]);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(a);
+    hn_program_destroy(b);
+}
+
 /* A host_sync waits for the current stream only. */
 static void test_host_sync(void)
 {
@@ -465,6 +531,7 @@ void hn_suite_runtime(void)
         {"launches on caller streams, back to back, with random delays", test_launches},
         {"a failed launch is reported by the next collecting call", test_launch_failure},
         {"prepared configurations are remembered", test_prepared_configurations},
+        {"another program's buffers are given back when memory runs out", test_memory_given_back},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/runtime", tests);

@@ -138,6 +138,8 @@ static void try_variant(extreme_ctx *c, const char *path, const char *text, int 
             if (st == HN_ERR_TIMEOUT)
                 fprintf(stderr, "\n  %s timed out: %s\n%s\n", path, e, text);
             CU_ASSERT_NOT_EQUAL(st, HN_ERR_TIMEOUT);
+            if (getenv("HN_EXTREME_TRACE"))
+                fprintf(stderr, "  failed: %s %s\n", sb.data ? sb.data : "", e ? e : "");
             c->failed++;
         }
         hn_sb_free(&sb);
@@ -218,18 +220,20 @@ static void test_extreme_numbers(void)
         CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &c.rt[w]), HN_OK);
     }
     for (int d = 0; d < HN_ARRAY_LEN(dirs); d++) {
-        DIR *dir = opendir(dirs[d]);
-        struct dirent *e;
-        CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
-        while ((e = readdir(dir)) != NULL) {
+        struct dirent **names = NULL;
+        /* in name order: the runtimes carry state from variant to variant */
+        int nnames = scandir(dirs[d], &names, NULL, alphasort);
+        CU_ASSERT_FATAL(nnames >= 0);
+        for (int i = 0; i < nnames; i++) {
             char path[512];
-            if (strstr(e->d_name, ".hir") == NULL)
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", dirs[d], e->d_name);
-            program_variants(&c, path);
-            programs++;
+            if (strstr(names[i]->d_name, ".hir") != NULL) {
+                snprintf(path, sizeof(path), "%s/%s", dirs[d], names[i]->d_name);
+                program_variants(&c, path);
+                programs++;
+            }
+            free(names[i]);
         }
-        closedir(dir);
+        free(names);
     }
     for (int w = 0; w < WORLDS; w++)
         hn_runtime_destroy(c.rt[w]);
