@@ -23,17 +23,7 @@ static int same_params(const hn_lowered *e, const hn_program *p, const int64_t *
 /* Frees the blocks a dropped program's allocations hold on this rank. */
 static hn_status_t forget_on_rank(hn_rank *r, void *arg)
 {
-    const hn_program *gone = arg;
-    int k = 0;
-    for (int i = 0; i < r->nblocks; i++) {
-        if (r->blocks[i].prog == gone->uid) {
-            if (r->blocks[i].ptr != NULL)
-                r->rt->dev->mem_free(r->rt->dev_ctx, r->rank, r->blocks[i].ptr);
-            continue;
-        }
-        r->blocks[k++] = r->blocks[i];
-    }
-    r->nblocks = k;
+    hn_rank_free_blocks_of(r, ((const hn_program *)arg)->uid, 0);
     return HN_OK;
 }
 

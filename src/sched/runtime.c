@@ -1078,13 +1078,11 @@ static hn_status_t prealloc_on_rank(hn_rank *r, void *arg)
     return HN_OK;
 }
 
-/* Frees this rank's cached blocks of every program but one. */
-static hn_status_t release_on_rank(hn_rank *r, void *arg)
+void hn_rank_free_blocks_of(hn_rank *r, uint64_t prog, int all_but)
 {
-    uint64_t keep = *(const uint64_t *)arg;
     int k = 0;
     for (int i = 0; i < r->nblocks; i++) {
-        if (r->blocks[i].prog != keep) {
+        if ((r->blocks[i].prog == prog) != all_but) {
             if (r->blocks[i].ptr != NULL)
                 r->rt->dev->mem_free(r->rt->dev_ctx, r->rank, r->blocks[i].ptr);
             continue;
@@ -1092,6 +1090,11 @@ static hn_status_t release_on_rank(hn_rank *r, void *arg)
         r->blocks[k++] = r->blocks[i];
     }
     r->nblocks = k;
+}
+
+static hn_status_t release_on_rank(hn_rank *r, void *arg)
+{
+    hn_rank_free_blocks_of(r, *(const uint64_t *)arg, 1);
     return HN_OK;
 }
 

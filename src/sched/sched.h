@@ -245,6 +245,9 @@ static inline const int *hn_rec_team(const hn_comm_log *l, const hn_comm_rec *r)
 /* Runtime internals used by the evaluator and check. */
 hn_status_t hn_rank_stream(hn_rank *r, int idx, hn_dstream **out);
 hn_status_t hn_rank_comm_event(hn_rank *r, int idx, hn_devent **out);
+/* Frees this rank's cached blocks of program `prog` (all_but = 0), or of
+ * every program but `prog` (all_but = 1). Between runs. */
+void hn_rank_free_blocks_of(hn_rank *r, uint64_t prog, int all_but);
 hn_status_t hn_rank_alloc_cached(hn_rank *r, const hn_program *p, int instr, int occurrence,
                                  size_t bytes, void **out);
 /* The communicator of `via`, and its team of these ranks (NULL if none). */
