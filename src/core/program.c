@@ -39,8 +39,6 @@ hn_status_t hn_program_load(const char *path, hn_program **out, char **diag)
 {
     FILE *f = fopen(path, "rb");
     hn_strbuf text;
-    char buf[8192];
-    size_t n;
     hn_status_t st;
     if (f == NULL) {
         if (diag != NULL) {
@@ -52,13 +50,8 @@ hn_status_t hn_program_load(const char *path, hn_program **out, char **diag)
         return HN_ERR_IO;
     }
     hn_sb_init(&text);
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-        hn_sb_appendn(&text, buf, n);
-    fclose(f);
-    if (text.failed) {
-        hn_sb_free(&text);
+    if (hn_sb_append_file(&text, f) != HN_OK)
         return HN_ERR_NOMEM;
-    }
     st = hn_program_parse(text.data ? text.data : "", text.len, path, out, diag);
     hn_sb_free(&text);
     return st;

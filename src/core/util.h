@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hirnode/hirnode.h"
 
@@ -64,6 +65,9 @@ void hn_sb_printf(hn_strbuf *sb, const char *fmt, ...)
 void hn_sb_vprintf(hn_strbuf *sb, const char *fmt, va_list ap);
 /* Hands the buffer to the caller (NULL if an append failed). */
 char *hn_sb_take(hn_strbuf *sb);
+/* Appends what is left of an open file and closes it; returns
+ * HN_ERR_NOMEM when an append failed (sb is then freed). */
+hn_status_t hn_sb_append_file(hn_strbuf *sb, FILE *file);
 
 /* Grows *arr (element size `elem`) so that index `need` fits. */
 int hn_grow(void **arr, int *cap, int need, size_t elem);

@@ -199,14 +199,7 @@ static hn_status_t add_span(loader *l, const hn_json *ev, int i)
 
 static int by_track_time(const void *a, const void *b)
 {
-    const hn_span *x = a, *y = b;
-    if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
-    if (x->track != y->track)
-        return x->track < y->track ? -1 : 1;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
+    return hn_span_order(a, b);
 }
 
 static int by_track(const void *a, const void *b)
@@ -288,8 +281,6 @@ hn_status_t hn_trace_load_file(const char *path, hn_trace_data *out, hn_strbuf *
 {
     FILE *f = fopen(path, "rb");
     hn_strbuf text;
-    char buf[65536];
-    size_t n;
     hn_status_t st;
     memset(out, 0, sizeof(*out));
     if (f == NULL) {
@@ -298,13 +289,8 @@ hn_status_t hn_trace_load_file(const char *path, hn_trace_data *out, hn_strbuf *
         return HN_ERR_IO;
     }
     hn_sb_init(&text);
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-        hn_sb_appendn(&text, buf, n);
-    fclose(f);
-    if (text.failed) {
-        hn_sb_free(&text);
+    if (hn_sb_append_file(&text, f) != HN_OK)
         return HN_ERR_NOMEM;
-    }
     st = hn_trace_load(text.data != NULL ? text.data : "", text.len, out, err);
     hn_sb_free(&text);
     return st;
