@@ -65,6 +65,18 @@ typedef struct hn_span {
     const char *src;    /* file:line:col ("" for runs) */
 } hn_span;
 
+/* The order of spans in a trace: by rank, track, begin, then id. */
+static inline int hn_span_order(const hn_span *x, const hn_span *y)
+{
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    if (x->track != y->track)
+        return x->track < y->track ? -1 : 1;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
 typedef struct hn_trace_track {
     int rank, track;
     char *name;

@@ -42,14 +42,8 @@ static int selected(const hn_span *s, int rank, int run)
 /* spans by (rank, track, begin) */
 static int by_place(const void *a, const void *b, void *ctx)
 {
-    const hn_span *s = ctx, *x = &s[*(const int *)a], *y = &s[*(const int *)b];
-    if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
-    if (x->track != y->track)
-        return x->track < y->track ? -1 : 1;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
+    const hn_span *s = ctx;
+    return hn_span_order(&s[*(const int *)a], &s[*(const int *)b]);
 }
 
 /* The device spans of (rank, run), as indices sorted by place. */
