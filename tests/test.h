@@ -24,6 +24,7 @@
     HN_SUITE(compute_cuda)                                                   \
     HN_SUITE(ll_cuda)                                                        \
     HN_SUITE(runtime)                                                        \
+    HN_SUITE(graph)                                                          \
     HN_SUITE(collectives)                                                    \
     HN_SUITE(trace)                                                          \
     HN_SUITE(trace_read)                                                     \

@@ -4,7 +4,12 @@
  * the same stream of the same rank threads, timed the same way: host clock
  * around issuing all N and the end of every rank's stream, the slowest
  * rank, the median of the repetitions after a warm-up. Also the same loop
- * launched back to back (hn_runtime_launch, one sync at the end). */
+ * launched back to back (hn_runtime_launch, one sync at the end), and as
+ * graphs: the program captured once (hn_runtime_capture) and replayed R
+ * times back to back, beside a plain graph of the same kernels (the backend
+ * capture of the plain loop) replayed the same way: time per instruction
+ * (the devices' pace: R replays and one sync, by the host clock), and the
+ * host time of one replay call of every rank. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +24,11 @@ typedef struct issue_opts {
 
 typedef struct raw_job {
     int n;
-    void **buf; /* per rank: 16 floats */
+    void **buf;       /* per rank: 16 floats */
+    hn_dgraph **plain; /* per rank: the plain loop captured */
 } raw_job;
+
+#define REPLAYS 20 /* replays per timed repetition */
 
 /* the plain loop: the same fill kernel, straight through the compute table */
 static hn_status_t raw_on_rank(hn_rank *r, void *arg)
@@ -41,6 +49,53 @@ static hn_status_t raw_on_rank(hn_rank *r, void *arg)
     return st;
 }
 
+/* the plain loop captured as a graph on the rank's caller stream */
+static hn_status_t plain_capture_on_rank(hn_rank *r, void *arg)
+{
+    raw_job *j = arg;
+    hn_tensor t;
+    hn_status_t st, end;
+    memset(&t, 0, sizeof(t));
+    t.dtype = HN_F32;
+    t.ndim = 1;
+    t.shape[0] = 16;
+    t.stride[0] = 1;
+    t.data = j->buf[r->rank];
+    if ((st = r->rt->dev->capture_begin(r->caller)) != HN_OK)
+        return st;
+    for (int i = 0; i < j->n && st == HN_OK; i++)
+        st = r->rt->compute->fill(r->caller, &t, 1.0, NULL);
+    end = r->rt->dev->capture_end(r->caller, &j->plain[r->rank]);
+    return st != HN_OK ? st : end;
+}
+
+static hn_status_t plain_free_on_rank(hn_rank *r, void *arg)
+{
+    raw_job *j = arg;
+    if (j->plain[r->rank] != NULL)
+        r->rt->dev->graph_destroy(j->plain[r->rank]);
+    j->plain[r->rank] = NULL;
+    return HN_OK;
+}
+
+static hn_status_t sync_caller_on_rank(hn_rank *r, void *arg)
+{
+    (void)arg;
+    return r->rt->dev->stream_sync(r->caller);
+}
+
+/* REPLAYS launches of every rank's plain graph from this thread, like a replay */
+static hn_status_t plain_replays(hn_runtime *rt, raw_job *j, double *host_s)
+{
+    hn_status_t st = HN_OK;
+    double t0 = hn_now();
+    for (int k = 0; k < REPLAYS && st == HN_OK; k++)
+        for (int r = 0; r < rt->n && st == HN_OK; r++)
+            st = rt->dev->graph_launch(j->plain[r], rt->ranks[r].caller);
+    *host_s = (hn_now() - t0) / REPLAYS;
+    return st != HN_OK ? st : hn_runtime_exec_all(rt, sync_caller_on_rank, NULL);
+}
+
 static int bench_issue(const issue_opts *o)
 {
     char text[256];
@@ -49,12 +104,19 @@ static int bench_issue(const issue_opts *o)
     hn_run_args args = {0, NULL, NULL, 0, NULL};
     double *t_run = calloc((size_t)o->reps, sizeof(double)), *t_raw = calloc((size_t)o->reps, sizeof(double));
     double *t_launch = calloc((size_t)o->reps, sizeof(double));
+    double *t_replay = calloc((size_t)o->reps, sizeof(double)), *t_plain = calloc((size_t)o->reps, sizeof(double));
+    double *h_replay = calloc((size_t)o->reps, sizeof(double)), *h_plain = calloc((size_t)o->reps, sizeof(double));
     void *buf[256];
+    hn_dgraph *plain[256];
+    hn_graph *graph = NULL;
     raw_job rj;
     hn_status_t st;
     int rc = 1;
     snprintf(text, sizeof(text), "param N = %d\nT = alloc f32[16]\nfor i in 0 .. N {\n  fill T <- 1.0\n}\n", o->n);
-    if (t_run == NULL || t_raw == NULL || t_launch == NULL ||
+    memset(plain, 0, sizeof(plain));
+    memset(&rj, 0, sizeof(rj));
+    if (t_run == NULL || t_raw == NULL || t_launch == NULL || t_replay == NULL || t_plain == NULL ||
+        h_replay == NULL || h_plain == NULL ||
         hn_program_parse(text, strlen(text), "issue.hir", &p, NULL) != HN_OK)
         goto done;
     if ((st = hn_runtime_create(&o->cfg, &rt)) != HN_OK) {
@@ -66,6 +128,10 @@ static int bench_issue(const issue_opts *o)
             goto done;
     rj.n = o->n;
     rj.buf = buf;
+    rj.plain = plain;
+    if ((st = hn_runtime_capture(rt, p, &args, NULL, &graph)) != HN_OK ||
+        (st = hn_runtime_exec_all(rt, plain_capture_on_rank, &rj)) != HN_OK)
+        goto failed;
     fprintf(stderr, "bench issue: %d ranks on the %s backend, %d instructions per run, %d repetitions\n",
             o->cfg.ndev, hn_runtime_backend(rt), o->n, o->reps);
     for (int k = -o->warmup; k < o->reps; k++) {
@@ -85,6 +151,21 @@ static int bench_issue(const issue_opts *o)
             t_raw[k] = t2 - t1;
             t_launch[k] = (t3 - t2) / 2;
         }
+        t0 = hn_now();
+        for (int i = 0; i < REPLAYS && st == HN_OK; i++)
+            st = hn_runtime_replay(rt, graph, NULL);
+        t1 = hn_now();
+        if (st != HN_OK || (st = hn_runtime_sync(rt)) != HN_OK)
+            goto failed;
+        t2 = hn_now();
+        if (k >= 0) {
+            t_replay[k] = (t2 - t0) / REPLAYS;
+            h_replay[k] = (t1 - t0) / REPLAYS;
+        }
+        if ((st = plain_replays(rt, &rj, &h_plain[k >= 0 ? k : 0])) != HN_OK)
+            goto failed;
+        if (k >= 0)
+            t_plain[k] = (hn_now() - t2) / REPLAYS;
     }
     {
         double run = hn_median(t_run, o->reps) / o->n * 1e6, raw = hn_median(t_raw, o->reps) / o->n * 1e6;
@@ -98,12 +179,26 @@ static int bench_issue(const issue_opts *o)
             printf("ranks  back   instrs  run us/instr  launch us/in  plain us/krn  run/plain\n");
         printf(fmt, o->cfg.ndev, hn_runtime_backend(rt), o->n, run, launch, raw, run / raw);
     }
+    {
+        double replay = hn_median(t_replay, o->reps) / o->n * 1e6, pl = hn_median(t_plain, o->reps) / o->n * 1e6;
+        double hr = hn_median(h_replay, o->reps) * 1e6, hp = hn_median(h_plain, o->reps) * 1e6;
+        const char *fmt = o->markdown ? "| %d | %s | %d | %.3f | %.3f | %.3f | %.2f | %.2f |\n"
+                                      : "%5d  %-5s  %6d  %12.3f  %12.3f  %9.3f  %12.2f  %12.2f\n";
+        if (o->markdown)
+            printf("\n| ranks | backend | instructions | replay µs/instr | plain graph µs/kernel | replay / plain "
+                   "| replay call host µs | plain graph launches host µs |\n|---:|---|---:|---:|---:|---:|---:|---:|\n");
+        else
+            printf("ranks  back   instrs  replay us/in  plain g us/k  rep/plain  replay host us  plain host us\n");
+        printf(fmt, o->cfg.ndev, hn_runtime_backend(rt), o->n, replay, pl, replay / pl, hr, hp);
+    }
     rc = 0;
     goto done;
 failed:
     fprintf(stderr, "bench issue: %s\n%s\n", hn_status_string(st), hn_runtime_error(rt));
 done:
     if (rt != NULL) {
+        (void)hn_runtime_exec_all(rt, plain_free_on_rank, &rj);
+        hn_runtime_graph_destroy(rt, graph);
         for (int r = 0; r < o->cfg.ndev; r++)
             hn_runtime_free(rt, r, buf[r]);
         hn_runtime_destroy(rt);
@@ -112,6 +207,10 @@ done:
     free(t_run);
     free(t_raw);
     free(t_launch);
+    free(t_replay);
+    free(t_plain);
+    free(h_replay);
+    free(h_plain);
     return rc;
 }
 

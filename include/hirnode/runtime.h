@@ -13,6 +13,7 @@ extern "C" {
 
 typedef struct hn_program hn_program;
 typedef struct hn_runtime hn_runtime;
+typedef struct hn_graph hn_graph;
 
 /* Parses program text (len bytes). On success *out owns the program. On
  * failure, if diag is not NULL, *diag receives `file:line:col: error: ...`
@@ -35,6 +36,10 @@ typedef struct hn_runtime_config {
     double host_delay_us; /* host backend: random delay before each piece of
                              stream work, up to this (0: off) */
     uint64_t seed;        /* for the random delays */
+    int graphs;           /* 1: repeated runs and launches of one configuration
+                             (program, parameters, bindings, streams) are
+                             captured once and replayed (hn_runtime_capture);
+                             default: $HIRNODE_GRAPHS or 0 */
 } hn_runtime_config;
 
 void hn_runtime_config_default(hn_runtime_config *cfg);
@@ -122,6 +127,34 @@ void hn_runtime_stream_destroy(hn_runtime *rt, int rank, void *stream);
  * buffers of programs not being prepared also give way by themselves when
  * a preparation or hn_runtime_alloc runs out of device memory. */
 void hn_runtime_forget(hn_runtime *rt, const hn_program *p);
+
+/* ---- Graphs: capture once, replay every step (servers) ----
+ *
+ * hn_runtime_capture records p for one configuration — its parameters, the
+ * bindings' buffers and the streams given (as for a launch) — without
+ * running it: one graph per rank (CUDA: stream capture through streams[r]
+ * into a CUDA graph, NCCL, cuBLASLt and the p2p rings inside; host backend:
+ * the issued work recorded). hn_runtime_replay then issues all of it on
+ * every rank with one call (CUDA: one cudaGraphLaunch per rank, from the
+ * caller's thread), like a launch: it returns once issued, is ordered with
+ * streams[r] (NULL: the streams of the capture may differ; any stream of
+ * the rank's device) by the same rules, and its errors come back through
+ * hn_runtime_sync / hn_runtime_query. Replays compute what eager launches
+ * compute, bit for bit; they read and write the buffers bound at capture
+ * (change their contents between replays, not the pointers; the caller
+ * keeps them alive while the graph lives). Replays of one graph run one
+ * after another, back to back with no host sync between them.
+ * A graph becomes unusable (replay: HN_ERR_INVALID, hn_runtime_error says
+ * why) after any failed run or launch of the runtime, after
+ * hn_runtime_forget of its program, or when memory pressure gave its
+ * program's cached buffers back; destroy it and capture again. Not while
+ * tracing or with injected faults (HN_ERR_UNSUPPORTED). The caller owns the
+ * graph: hn_runtime_graph_destroy (between runs) frees it; hn_runtime_destroy
+ * frees those left. Thread safety: like every call on the runtime. */
+hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run_args *args, void *const *streams,
+                               hn_graph **out);
+hn_status_t hn_runtime_replay(hn_runtime *rt, hn_graph *g, void *const *streams);
+void hn_runtime_graph_destroy(hn_runtime *rt, hn_graph *g);
 
 /* Tracing (docs/TRACING.md). From hn_runtime_trace_start to
  * hn_runtime_trace_stop, every run of rt is recorded (not the reference

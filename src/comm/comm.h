@@ -91,6 +91,19 @@ typedef struct hn_comm_ops {
     int (*abort)(hn_comm_world *w);
     /* Between runs, with all streams idle: forget sequence numbers. */
     void (*reset)(hn_comm_world *w);
+    /* Graphs (hn_graph_ctx, hn_runtime_capture); NULL where a communicator
+     * needs nothing (NCCL captures itself; the latency path keeps its
+     * generations on the devices). All on rank `rank`'s thread, between
+     * runs: graph_begin before the capture of g makes what captured work
+     * needs; graph_finish issues, on s at the end of the capture, what ends
+     * each replay (p2p: barriers and a reset of its flags); graph_end,
+     * after the capture, leaves the eager state as it was before it;
+     * graph_free when the graph is destroyed. */
+    hn_status_t (*graph_begin)(hn_comm_world *w, int rank, const hn_graph_ctx *g, const hn_origin *o);
+    hn_status_t (*graph_finish)(hn_comm_world *w, int rank, const hn_graph_ctx *g, hn_dstream *s,
+                                const hn_origin *o);
+    void (*graph_end)(hn_comm_world *w, int rank, const hn_graph_ctx *g);
+    void (*graph_free)(hn_comm_world *w, int rank, const hn_graph_ctx *g);
 } hn_comm_ops;
 
 extern const hn_comm_ops hn_comm_host;

@@ -322,9 +322,23 @@ static void *compute_result(const hn_comm_team *t, const rdv *r, int me, size_t 
     return out;
 }
 
+/* The rendezvous key of sequence number seq. Replays of a captured graph
+ * run the same closures again: theirs is in a space of the graph's own,
+ * moved on by the graph's epoch (read now, in stream order), so that no
+ * replay meets an earlier one's rendezvous (a capture takes fewer than
+ * HN_GRAPH_EPOCH_SPAN numbers of a sequence). */
+static uint64_t seq_key(const hn_origin *o, uint64_t seq)
+{
+    uint32_t ep;
+    if (o == NULL || o->graph == NULL)
+        return seq;
+    ep = __atomic_load_n(&o->graph->ep[0], __ATOMIC_ACQUIRE);
+    return (1ull << 63) | (o->graph->id << 32) | (uint32_t)(seq + ep);
+}
+
 static hn_status_t run_coll(void *arg, const hn_origin *o)
 {
-    coll_job *j = arg;
+    coll_job job = *(coll_job *)arg, *j = &job;
     hn_comm_team *t = j->t;
     rdv *r;
     rdv_wait rw;
@@ -334,6 +348,7 @@ static hn_status_t run_coll(void *arg, const hn_origin *o)
     char team[128];
     hn_status_t st = HN_OK;
 
+    j->seq = seq_key(o, j->seq);
     pthread_mutex_lock(&t->mu);
     for (r = t->slots; r != NULL && r->seq != j->seq; r = r->next)
         ;
@@ -498,7 +513,7 @@ static hn_status_t run_p2p(void *arg, const hn_origin *o)
         }
         mine[i]->src = j->rank;
         mine[i]->dst = j->ops[i].peer;
-        mine[i]->seq = j->seqs[i];
+        mine[i]->seq = seq_key(o, j->seqs[i]);
         mine[i]->buf = j->ops[i].buf;
         mine[i]->bytes = j->ops[i].bytes;
         mine[i]->next = w->posts;
@@ -507,7 +522,7 @@ static hn_status_t run_p2p(void *arg, const hn_origin *o)
     pthread_cond_broadcast(&w->cv);
     /* 2: complete every receive */
     for (int i = 0; i < j->n && st == HN_OK; i++) {
-        find_post f = {w, j->ops[i].peer, j->rank, j->seqs[i], NULL, NULL};
+        find_post f = {w, j->ops[i].peer, j->rank, seq_key(o, j->seqs[i]), NULL, NULL};
         int rc;
         if (j->ops[i].is_send)
             continue;

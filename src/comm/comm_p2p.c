@@ -31,6 +31,7 @@
  *    a later record, which may depend on the waiter (a deadlock). No
  *    device-side wait can hang this way; the host waits instead.
  * docs/BENCHMARKS.md has the two measured against each other. */
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,8 +57,31 @@ typedef struct evslot {
     hn_devent *ev; /* atomic: the event recorded with sig (the writer's) */
 } evslot;
 
+/* A captured graph's own flags on one member (hn_graph_ctx). Captured
+ * work runs the eager protocol unchanged, as on a team just made (every
+ * sequence from 0, no operation before it: the devices are idle when a
+ * capture begins), on flags of the graph's own, zeroed (`pristine`: the
+ * zeros they go back to); every replay ends with a barrier of the ranks, a
+ * reset of the flags, and a second barrier (p2p_graph_finish), so each
+ * replay starts from the state the capture saw, and the values fixed at
+ * capture are right at every replay. The capture leaves the eager
+ * sequences as it found them (graph_end).
+ * Events fork and join the lanes inside the capture (a stream enters a
+ * capture only through an event). */
+typedef struct gbank {
+    uint64_t id;
+    uint32_t *flags;    /* [nflags], on this member's device */
+    uint32_t *pristine; /* [nflags]: the flags when the capture began */
+    hn_devent *fork, *join[LANES_MAX];
+    int lanes_used;      /* the capture has forked the lanes */
+    uint64_t at[4];      /* slot_ops, staged, joins, gstaged when the capture began */
+    int stage_pieces[2], last_get;
+    struct gbank *next;
+} gbank;
+
 typedef struct member {
     int rank;
+    gbank *banks; /* of the graphs captured with this team */
     uint32_t *flags; /* flags: on this member's device */
     evslot *slots;   /* events: [nflags], this member's indices */
     hn_devent **ev;  /* events: [n * nflags], the events this member records, per (waiter, index) */
@@ -93,7 +117,19 @@ struct hn_comm_world {
     uint64_t *send_seq, *recv_seq; /* [src * n + dst], issue side */
     mailbox *pair_mbox;            /* [(src * n + dst) * SLOTS + slot] */
     int *waiting_for;              /* [rank]: the rank its thread spins for, or -1 (atomic) */
+    struct gpairs *gpairs;         /* per graph and rank: the pair sequences when its capture began */
+    pthread_mutex_t gmu;           /* guards the list gpairs */
 };
+
+typedef struct gpairs {
+    uint64_t id;
+    int rank;
+    uint64_t *send_at, *recv_at; /* [n]: to / from each peer */
+    uint32_t *bar;               /* [n] on the rank's device: each peer's barrier arrivals */
+    struct gpairs *next;
+} gpairs;
+
+static void pairs_free(hn_comm_world *w, gpairs *gp);
 
 /* index layout of a member of a team of n (P pieces, L lanes): staging
  * arrival and consumption per (buffer, piece), pieces reduced, then the
@@ -161,6 +197,7 @@ static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
     }
     for (int r = 0; r < w->n; r++)
         w->waiting_for[r] = -1;
+    pthread_mutex_init(&w->gmu, NULL);
     *out = w;
     return HN_OK;
 }
@@ -169,6 +206,12 @@ static void p2p_fini(hn_comm_world *w)
 {
     if (w == NULL)
         return;
+    while (w->gpairs != NULL) {
+        gpairs *gp = w->gpairs;
+        w->gpairs = gp->next;
+        pairs_free(w, gp);
+    }
+    pthread_mutex_destroy(&w->gmu);
     hn_free(w->send_seq);
     hn_free(w->recv_seq);
     hn_free(w->pair_mbox);
@@ -268,6 +311,18 @@ static hn_status_t p2p_team_reserve(hn_comm_team *t, int me, size_t bytes, const
     return HN_OK;
 }
 
+static void bank_free(hn_comm_world *w, int rank, gbank *b)
+{
+    if (b->flags != NULL)
+        w->dev->mem_free(w->dev_ctx, rank, b->flags);
+    if (b->pristine != NULL)
+        w->dev->mem_free(w->dev_ctx, rank, b->pristine);
+    w->dev->event_destroy(b->fork);
+    for (int k = 0; k < LANES_MAX; k++)
+        w->dev->event_destroy(b->join[k]);
+    hn_free(b);
+}
+
 static void p2p_team_destroy(hn_comm_team *t)
 {
     hn_comm_world *w;
@@ -281,6 +336,11 @@ static void p2p_team_destroy(hn_comm_team *t)
                 w->dev->stream_sync(t->m[i].side[k]);
                 w->dev->stream_destroy(t->m[i].side[k]);
             }
+        while (t->m[i].banks != NULL) {
+            gbank *b = t->m[i].banks;
+            t->m[i].banks = b->next;
+            bank_free(w, t->m[i].rank, b);
+        }
         if (t->m[i].flags != NULL)
             w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->m[i].flags);
         if (t->m[i].ev != NULL)
@@ -298,8 +358,19 @@ static void p2p_team_destroy(hn_comm_team *t)
 
 /* ---- host mailboxes: addresses handed over when operations are issued ---- */
 
-static void mbox_post(mailbox *mb, uint64_t gen, void *ptr)
+/* The generation of a mailbox post: while capturing, in a space of the
+ * graph's own (a capture restores the sequences it took, so eager runs
+ * post those numbers again, and a later capture too) */
+static uint64_t mbox_gen(const hn_origin *o, uint64_t gen)
 {
+    if (o == NULL || o->graph == NULL)
+        return gen;
+    return (1ull << 63) | (o->graph->id << 40) | (gen & ((1ull << 40) - 1));
+}
+
+static void mbox_post(const hn_origin *o, mailbox *mb, uint64_t gen, void *ptr)
+{
+    gen = mbox_gen(o, gen);
     mb->ptr = ptr;
     __atomic_store_n(&mb->gen, gen, __ATOMIC_RELEASE);
 }
@@ -348,6 +419,7 @@ static hn_status_t mbox_take(const hn_comm_world *w, mailbox *mb, uint64_t gen, 
                              const char *what, int peer)
 {
     double start = 0;
+    gen = mbox_gen(o, gen);
     while (__atomic_load_n(&mb->gen, __ATOMIC_ACQUIRE) != gen) {
         hn_status_t st = spin_once(w, &start, o, what, peer);
         if (st != HN_OK)
@@ -439,12 +511,37 @@ static hn_status_t event_wait(ctx *c, hn_dstream *s, int from, size_t i, uint32_
     return HN_OK;
 }
 
+static gbank *bank_of(const member *m, uint64_t id)
+{
+    gbank *b = m->banks;
+    while (b != NULL && b->id != id)
+        b = b->next;
+    return b;
+}
+
+/* captured: member m's flags of the graph (made by graph_begin) */
+static uint32_t *graph_flags(ctx *c, int m)
+{
+    gbank *b = bank_of(&c->t->m[m], c->o->graph->id);
+    if (b == NULL && c->st == HN_OK) {
+        hn_origin_fail(c->o, HN_ERR_RUNTIME, "p2p: the team was not prepared for this capture");
+        c->st = HN_ERR_RUNTIME;
+    }
+    return b != NULL ? b->flags : NULL;
+}
+
+static int captured(const ctx *c) { return c->o != NULL && c->o->graph != NULL; }
+
 /* Stream s tells member m that index i has reached v (after all prior work of s). */
 static void signal_on(ctx *c, hn_dstream *s, int m, size_t i, uint32_t v)
 {
     if (c->st != HN_OK)
         return;
-    if (c->t->events)
+    if (captured(c)) {
+        uint32_t *f = graph_flags(c, m);
+        if (f != NULL)
+            c->st = c->w->dev->stream_write_flag_rel(s, f + i, v, c->o->graph->ep + 2, c->o);
+    } else if (c->t->events)
         c->st = event_signal(c, s, m, i, v);
     else
         c->st = c->w->dev->stream_write_flag(s, c->t->m[m].flags + i, v, c->o);
@@ -456,7 +553,11 @@ static void wait_on(ctx *c, hn_dstream *s, int from, size_t i, uint32_t v)
 {
     if (c->st != HN_OK)
         return;
-    if (c->t->events)
+    if (captured(c)) {
+        uint32_t *f = graph_flags(c, c->me);
+        if (f != NULL)
+            c->st = c->w->dev->stream_wait_flag_rel(s, f + i, v, c->o->graph->ep + 2, c->o);
+    } else if (c->t->events)
         c->st = event_wait(c, s, from, i, v);
     else
         c->st = c->w->dev->stream_wait_flag(s, c->t->m[c->me].flags + i, v, c->o);
@@ -474,6 +575,18 @@ static uint32_t lanes_start(ctx *c)
 {
     member *M = &c->t->m[c->me];
     uint32_t h = (uint32_t)++M->joins;
+    if (captured(c)) { /* the lanes enter the capture by an event */
+        gbank *b = bank_of(M, c->o->graph->id);
+        if (c->st == HN_OK && b == NULL)
+            c->st = HN_ERR_RUNTIME;
+        if (c->st == HN_OK) {
+            b->lanes_used = 1;
+            c->st = c->w->dev->event_record(b->fork, c->s);
+        }
+        for (int k = 0; k < c->t->lanes && c->st == HN_OK; k++)
+            c->st = c->w->dev->stream_wait_event(M->side[k], b->fork, c->o);
+        return h;
+    }
     signal_on(c, c->s, c->me, start_flag(c->t), h);
     for (int k = 0; k < c->t->lanes; k++)
         wait_on(c, M->side[k], c->me, start_flag(c->t), h);
@@ -484,10 +597,33 @@ static uint32_t lanes_start(ctx *c)
 static void lanes_end(ctx *c, uint32_t h)
 {
     member *M = &c->t->m[c->me];
+    if (captured(c)) { /* ... and leave it by one */
+        gbank *b = bank_of(M, c->o->graph->id);
+        for (int k = 0; k < c->t->lanes && c->st == HN_OK && b != NULL; k++)
+            if ((c->st = c->w->dev->event_record(b->join[k], M->side[k])) == HN_OK)
+                c->st = c->w->dev->stream_wait_event(c->s, b->join[k], c->o);
+        return;
+    }
     for (int k = 0; k < c->t->lanes; k++) {
         signal_on(c, M->side[k], c->me, end_flag(c->t, k), h);
         wait_on(c, c->s, c->me, end_flag(c->t, k), h);
     }
+}
+
+/* Stream S goes on once the lanes' work so far is done (S need not be the
+ * stream their last hand-off joined). Captured: the join events of the
+ * capture's last hand-off (before it, the lanes were idle). */
+static void lanes_after(ctx *c, hn_dstream *S)
+{
+    member *M = &c->t->m[c->me];
+    if (captured(c)) {
+        gbank *b = bank_of(M, c->o->graph->id);
+        for (int k = 0; k < c->t->lanes && c->st == HN_OK && b != NULL && b->lanes_used; k++)
+            c->st = c->w->dev->stream_wait_event(S, b->join[k], c->o);
+        return;
+    }
+    for (int k = 0; k < c->t->lanes; k++)
+        wait_on(c, S, c->me, end_flag(c->t, k), (uint32_t)M->joins);
 }
 
 /* How many pieces a ring step of `bytes` goes in: at most `most`, none
@@ -539,7 +675,7 @@ static int allgather_begin(ctx *c, int me, int peer, const void *send, void *rec
     copy(c, (char *)recv + (size_t)me * cb, send, cb);
     if (t->n == 1 || c->st != HN_OK)
         return 0;
-    mbox_post(&t->m[me].mbox[slot], *g, recv);
+    mbox_post(c->o, &t->m[me].mbox[slot], *g, recv);
     c->st = mbox_take(c->w, &t->m[peer].mbox[slot], *g, (void **)peer_buf, c->o, "allgather", t->m[peer].rank);
     return c->st == HN_OK;
 }
@@ -653,8 +789,7 @@ static void reduce_scatter_ring(ctx *c, int me, const void *send, void *recv, si
     P = pieces_of(t, cb, t->pieces);
     whole = P == 1;
     /* after the lanes' earlier copies out of the staging */
-    for (int k = 0; k < t->lanes; k++)
-        wait_on(c, S, me, end_flag(t, k), (uint32_t)M[me].joins);
+    lanes_after(c, S);
     if (M[me].last_get) {
         /* after reductions with get, the staging of each member is free
          * once its own get ended (its partials all pulled): say so to prev,
@@ -755,13 +890,12 @@ static void reduce_scatter_get(ctx *c, int me, const void *send, void *recv, siz
     /* the inputs' addresses, for the first pull */
     g = ++M[me].slot_ops;
     slot = g % SLOTS;
-    mbox_post(&M[me].mbox[slot], g, (void *)send);
+    mbox_post(c->o, &M[me].mbox[slot], g, (void *)send);
     if ((c->st = mbox_take(c->w, &M[prev].mbox[slot], g, (void **)&Ip, c->o, "reduce_scatter",
                            M[prev].rank)) != HN_OK)
         return;
     M[me].last_get = 1;
-    for (int k = 0; k < t->lanes; k++) /* put lanes are done with the staging */
-        wait_on(c, S, me, end_flag(t, k), (uint32_t)M[me].joins);
+    lanes_after(c, S); /* put lanes are done with the staging */
     signal_on(c, S, next, gready_flag(t, (int)(base % 2)), base + 1); /* my input's chunk is ready */
     for (uint32_t tt = base + 1; tt <= last + 1; tt++) {
         int k = (int)(tt - base);
@@ -795,7 +929,7 @@ static void broadcast_direct(ctx *c, int me, int root, const void *send, void *r
     uint64_t g = ++t->m[me].slot_ops, slot = g % SLOTS;
     uint32_t v = (uint32_t)g;
     if (me != root) {
-        mbox_post(&t->m[me].mbox[slot], g, recv);
+        mbox_post(c->o, &t->m[me].mbox[slot], g, recv);
         signal_flag(c, root, slot_flag(t, slot, me), v); /* my buffer is free */
         wait_flag(c, root, slot_flag(t, slot, n), v);
         return;
@@ -823,7 +957,7 @@ static void broadcast_get(ctx *c, int me, int root, const void *send, void *recv
     uint32_t v = (uint32_t)g;
     if (me == root) {
         copy(c, recv, send, cb);
-        mbox_post(&t->m[me].mbox[slot], g, (void *)send);
+        mbox_post(c->o, &t->m[me].mbox[slot], g, (void *)send);
         for (int p = 0; p < n; p++)
             if (p != root)
                 signal_flag(c, p, slot_flag(t, slot, n), v); /* the data is ready */
@@ -917,7 +1051,7 @@ static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int
             uint64_t slot = seq[i] % SLOTS;
             if (!ops[i].is_send)
                 continue;
-            mbox_post(&w->pair_mbox[((size_t)rank * N + ops[i].peer) * SLOTS + slot], seq[i], ops[i].buf);
+            mbox_post(o, &w->pair_mbox[((size_t)rank * N + ops[i].peer) * SLOTS + slot], seq[i], ops[i].buf);
             signal_flag(&c, ops[i].peer, pair_flag(t, rank, slot, PAIR_ARRIVED), (uint32_t)seq[i]);
         }
         /* 2: every receive pulls its data and says so */
@@ -944,7 +1078,7 @@ static hn_status_t p2p_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int
         uint64_t slot = seq[i] % SLOTS;
         if (ops[i].is_send)
             continue;
-        mbox_post(&w->pair_mbox[((size_t)ops[i].peer * N + rank) * SLOTS + slot], seq[i], ops[i].buf);
+        mbox_post(o, &w->pair_mbox[((size_t)ops[i].peer * N + rank) * SLOTS + slot], seq[i], ops[i].buf);
         signal_flag(&c, ops[i].peer, pair_flag(t, rank, slot, PAIR_READY), (uint32_t)seq[i]);
     }
     /* 2: every send copies into its receiver's buffer */
@@ -999,6 +1133,215 @@ static void p2p_reset(hn_comm_world *w)
     }
 }
 
+/* ---- graphs (hn_graph_ctx; see gbank) ---- */
+
+static gpairs *pairs_of(hn_comm_world *w, int rank, uint64_t id)
+{
+    gpairs **l, *gp;
+    pthread_mutex_lock(&w->gmu);
+    l = &w->gpairs;
+    while (*l != NULL && !((*l)->id == id && (*l)->rank == rank))
+        l = &(*l)->next;
+    gp = *l;
+    pthread_mutex_unlock(&w->gmu);
+    return gp;
+}
+
+static void pairs_free(hn_comm_world *w, gpairs *gp)
+{
+    if (gp->bar != NULL)
+        w->dev->mem_free(w->dev_ctx, gp->rank, gp->bar);
+    hn_free(gp->send_at);
+    hn_free(gp->recv_at);
+    hn_free(gp);
+}
+
+/* the ranks of any team, as a bit set: those that take part in the barriers */
+static int in_any_team(const hn_comm_world *w, int rank)
+{
+    for (int i = 0; i < w->teams.n; i++) {
+        const hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++)
+            if (t->m[k].rank == rank)
+                return 1;
+    }
+    return 0;
+}
+
+static hn_status_t p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g, const hn_origin *o)
+{
+    hn_status_t st = HN_OK;
+    gpairs *gp;
+    uint32_t *zeros = hn_calloc((size_t)w->n, sizeof(uint32_t));
+    if (zeros == NULL || (gp = hn_calloc(1, sizeof(*gp))) == NULL) {
+        hn_free(zeros);
+        return HN_ERR_NOMEM;
+    }
+    gp->id = g->id;
+    gp->rank = rank;
+    pthread_mutex_lock(&w->gmu); /* the ranks' threads add theirs at once */
+    gp->next = w->gpairs;
+    w->gpairs = gp;
+    pthread_mutex_unlock(&w->gmu);
+    gp->send_at = hn_calloc((size_t)w->n, sizeof(uint64_t));
+    gp->recv_at = hn_calloc((size_t)w->n, sizeof(uint64_t));
+    if (gp->send_at == NULL || gp->recv_at == NULL)
+        st = HN_ERR_NOMEM;
+    for (int q = 0; q < w->n && st == HN_OK; q++) {
+        gp->send_at[q] = w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q];
+        gp->recv_at[q] = w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank];
+        w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q] = 0; /* afresh, as the teams */
+        w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank] = 0;
+    }
+    if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, (size_t)w->n * sizeof(uint32_t), (void **)&gp->bar)) == HN_OK)
+        st = w->dev->copy_to_device(w->dev_ctx, rank, gp->bar, zeros, (size_t)w->n * sizeof(uint32_t));
+    hn_free(zeros);
+    for (int i = 0; i < w->teams.n && st == HN_OK; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        size_t bytes = t->nflags * sizeof(uint32_t);
+        uint32_t *now;
+        gbank *b;
+        member *m = NULL;
+        for (int k = 0; k < t->n; k++)
+            if (t->m[k].rank == rank)
+                m = &t->m[k];
+        if (m == NULL)
+            continue;
+        if ((b = hn_calloc(1, sizeof(*b))) == NULL || (now = hn_calloc(t->nflags, sizeof(uint32_t))) == NULL) {
+            hn_free(b);
+            st = HN_ERR_NOMEM;
+            break;
+        }
+        b->id = g->id;
+        b->next = m->banks;
+        m->banks = b;
+        b->at[0] = m->slot_ops;
+        b->at[1] = m->staged;
+        b->at[2] = m->joins;
+        b->at[3] = m->gstaged;
+        b->stage_pieces[0] = m->stage_pieces[0];
+        b->stage_pieces[1] = m->stage_pieces[1];
+        b->last_get = m->last_get;
+        /* the capture starts the team afresh (its devices are idle): no
+         * operation before, every sequence at 0, every flag 0 */
+        m->slot_ops = m->staged = m->joins = m->gstaged = 0;
+        m->stage_pieces[0] = m->stage_pieces[1] = 0;
+        m->last_get = 0;
+        if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->flags)) == HN_OK)
+            st = w->dev->copy_to_device(w->dev_ctx, rank, b->flags, now, bytes);
+        if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->pristine)) == HN_OK)
+            st = w->dev->copy_to_device(w->dev_ctx, rank, b->pristine, now, bytes);
+        hn_free(now);
+        if (st == HN_OK)
+            st = w->dev->event_create(w->dev_ctx, rank, &b->fork);
+        for (int k = 0; k < t->lanes && st == HN_OK; k++)
+            st = w->dev->event_create(w->dev_ctx, rank, &b->join[k]);
+    }
+    if (st != HN_OK)
+        hn_origin_fail(o, st, "p2p: cannot prepare the team's flags for a capture");
+    return st;
+}
+
+/* A barrier of every rank in a team, on stream s: phase p of the replay
+ * (values relative to the graph's epoch, which every replay raises). */
+static hn_status_t graph_barrier(hn_comm_world *w, int rank, const hn_graph_ctx *g, hn_dstream *s, uint32_t p,
+                                 const hn_origin *o)
+{
+    hn_status_t st = HN_OK;
+    gpairs *me = pairs_of(w, rank, g->id);
+    for (int q = 0; q < w->n && st == HN_OK; q++) {
+        gpairs *peer = q == rank ? NULL : pairs_of(w, q, g->id);
+        if (q == rank || !in_any_team(w, q))
+            continue;
+        if (peer == NULL || me == NULL)
+            return HN_ERR_RUNTIME;
+        st = w->dev->stream_write_flag_rel(s, peer->bar + rank, p, g->ep, o);
+    }
+    for (int q = 0; q < w->n && st == HN_OK; q++)
+        if (q != rank && in_any_team(w, q))
+            st = w->dev->stream_wait_flag_rel(s, me->bar + q, p, g->ep, o);
+    return st;
+}
+
+/* The end of every replay, captured on the rank's stream after all its
+ * work: barrier, this rank's flags back to the capture's start, barrier. */
+static hn_status_t p2p_graph_finish(hn_comm_world *w, int rank, const hn_graph_ctx *g, hn_dstream *s,
+                                    const hn_origin *o)
+{
+    hn_status_t st;
+    if (!in_any_team(w, rank))
+        return HN_OK;
+    st = graph_barrier(w, rank, g, s, 1, o);
+    for (int i = 0; i < w->teams.n && st == HN_OK; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n && st == HN_OK; k++) {
+            gbank *b = t->m[k].rank == rank ? bank_of(&t->m[k], g->id) : NULL;
+            if (b != NULL)
+                st = w->dev->memcpy_async(b->flags, b->pristine, t->nflags * sizeof(uint32_t), s, o);
+        }
+    }
+    if (st == HN_OK)
+        st = graph_barrier(w, rank, g, s, 2, o);
+    if (st != HN_OK)
+        hn_origin_fail(o, st, "p2p: cannot end the captured replay: %s", hn_status_string(st));
+    return st;
+}
+
+/* After the capture: the eager sequences and state as they were before it */
+static void p2p_graph_end(hn_comm_world *w, int rank, const hn_graph_ctx *g)
+{
+    gpairs *gp = pairs_of(w, rank, g->id);
+    for (int q = 0; q < w->n && gp != NULL; q++) {
+        w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q] = gp->send_at[q];
+        w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank] = gp->recv_at[q];
+    }
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++) {
+            member *m = &t->m[k];
+            gbank *b = m->rank == rank ? bank_of(m, g->id) : NULL;
+            if (b == NULL)
+                continue;
+            m->slot_ops = b->at[0];
+            m->staged = b->at[1];
+            m->joins = b->at[2];
+            m->gstaged = b->at[3];
+            m->stage_pieces[0] = b->stage_pieces[0];
+            m->stage_pieces[1] = b->stage_pieces[1];
+            m->last_get = b->last_get;
+        }
+    }
+}
+
+static void p2p_graph_free(hn_comm_world *w, int rank, const hn_graph_ctx *g)
+{
+    gpairs **l, *gp;
+    pthread_mutex_lock(&w->gmu);
+    for (l = &w->gpairs; *l != NULL && !((*l)->id == g->id && (*l)->rank == rank); l = &(*l)->next)
+        ;
+    gp = *l;
+    if (gp != NULL)
+        *l = gp->next;
+    pthread_mutex_unlock(&w->gmu);
+    if (gp != NULL)
+        pairs_free(w, gp);
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++) {
+            gbank **bl = &t->m[k].banks;
+            if (t->m[k].rank != rank)
+                continue;
+            while (*bl != NULL && (*bl)->id != g->id)
+                bl = &(*bl)->next;
+            if (*bl != NULL) {
+                gbank *b = *bl;
+                *bl = b->next;
+                bank_free(w, rank, b);
+            }
+        }
+    }
+}
+
 const hn_comm_ops hn_comm_p2p = {
     .name = "p2p",
     .init = p2p_init,
@@ -1012,4 +1355,8 @@ const hn_comm_ops hn_comm_p2p = {
     .p2p = p2p_p2p,
     .abort = p2p_abort,
     .reset = p2p_reset,
+    .graph_begin = p2p_graph_begin,
+    .graph_finish = p2p_graph_finish,
+    .graph_end = p2p_graph_end,
+    .graph_free = p2p_graph_free,
 };

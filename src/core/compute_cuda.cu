@@ -206,6 +206,44 @@ extern "C" hn_status_t hn_cuda_flag_write(hn_dstream *s, uint32_t *addr, uint32_
     return hn_cuda_status(cudaGetLastError(), "flag kernel", __FILE__, __LINE__);
 }
 
+/* Relative flags of captured graphs (device.h): the value is the graph's
+ * epoch ep[0] plus a constant, read when the kernel runs. */
+__global__ void flag_write_rel(volatile uint32_t *addr, uint32_t value, const volatile uint32_t *ep)
+{
+    __threadfence_system();
+    *addr = value + ep[0];
+}
+
+/* Spins until the flag reaches value + ep[0], or the graph's abort word
+ * ep[1] is raised (a kernel cannot time out: the host raises it) */
+__global__ void flag_wait_rel(const volatile uint32_t *addr, uint32_t value, const volatile uint32_t *ep)
+{
+    uint32_t want = value + ep[0];
+    while ((int32_t)(*addr - want) < 0 && ep[1] == 0)
+        __nanosleep(64);
+    __threadfence_system(); /* what the signaller wrote before the flag, after it */
+}
+
+__global__ void add_u32(uint32_t *addr, uint32_t value) { *addr += value; }
+
+extern "C" hn_status_t hn_cuda_flag_write_rel(hn_dstream *s, uint32_t *addr, uint32_t value, const uint32_t *ep)
+{
+    flag_write_rel<<<1, 1, 0, s->s>>>(addr, value, ep);
+    return hn_cuda_status(cudaGetLastError(), "flag kernel", __FILE__, __LINE__);
+}
+
+extern "C" hn_status_t hn_cuda_flag_wait_rel(hn_dstream *s, const uint32_t *addr, uint32_t value, const uint32_t *ep)
+{
+    flag_wait_rel<<<1, 1, 0, s->s>>>(addr, value, ep);
+    return hn_cuda_status(cudaGetLastError(), "flag wait kernel", __FILE__, __LINE__);
+}
+
+extern "C" hn_status_t hn_cuda_add_u32(hn_dstream *s, uint32_t *addr, uint32_t value)
+{
+    add_u32<<<1, 1, 0, s->s>>>(addr, value);
+    return hn_cuda_status(cudaGetLastError(), "add kernel", __FILE__, __LINE__);
+}
+
 __global__ void trap_kernel(void) { __trap(); }
 
 extern "C" hn_status_t hn_cuda_trap(hn_dstream *s)

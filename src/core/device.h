@@ -15,6 +15,7 @@
 typedef struct hn_dstream hn_dstream; /* a backend stream */
 typedef struct hn_devent hn_devent;   /* a backend event */
 typedef struct hn_dtimer hn_dtimer;   /* a backend timing marker (tracing) */
+typedef struct hn_dgraph hn_dgraph;   /* a captured graph of stream work, ready to launch */
 
 /* Where asynchronous failures are reported: the runtime's error slot. */
 typedef struct hn_fault_sink {
@@ -35,12 +36,33 @@ typedef struct hn_trace_hook {
     void *ctx;
 } hn_trace_hook;
 
+/* While a program is captured into a graph (hn_runtime_capture), its
+ * origins carry the graph's replay state on the issuing rank: `ep` is two
+ * words of device memory of that rank, ep[0] the graph's epoch (0 at the
+ * first replay, raised by HN_GRAPH_EPOCH_SPAN at the end of each replay
+ * by the graph itself) and ep[1] its abort word (non-zero: device-side
+ * waits of the graph give up). Work whose values must change from replay
+ * to replay (sequence numbers, flag values) reads them relative to ep[0]
+ * when it runs, never as constants fixed at capture. `id` tells graphs
+ * apart (never 0). */
+typedef struct hn_graph_ctx {
+    uint64_t id;
+    uint32_t *ep;
+} hn_graph_ctx;
+
+/* What one replay of a graph may advance any sequence by: the values a
+ * capture takes from one counter must span less (the communicators check
+ * it), and it is a multiple of every slot count (64) and of 2, so a value
+ * raised by it keeps its slot and staging buffer. */
+#define HN_GRAPH_EPOCH_SPAN 65536u
+
 /* Which rank and instruction issued a piece of asynchronous work. */
 typedef struct hn_origin {
     const hn_fault_sink *sink;
     int rank;
     int instr;
     const hn_trace_hook *trace; /* NULL unless the run is traced */
+    const hn_graph_ctx *graph;  /* NULL unless the work is being captured */
 } hn_origin;
 
 /* Marks the start or end of lane work of the origin's instruction on s
@@ -145,6 +167,30 @@ typedef struct hn_device_ops {
      * (this device's memory) reaches `value`: (int32_t)(*addr - value) >= 0. */
     hn_status_t (*stream_write_flag)(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o);
     hn_status_t (*stream_wait_flag)(hn_dstream *s, const uint32_t *addr, uint32_t value, const hn_origin *o);
+    /* Relative flags, for captured graphs (hn_graph_ctx): write_flag_rel
+     * stores value + ep[0] (ep: memory of s's device, read when the write
+     * runs); wait_flag_rel waits until the flag reaches value + ep[0], or
+     * ep[1] is raised; add_u32 adds `value` to *addr (memory of s's
+     * device) in stream order. */
+    hn_status_t (*stream_write_flag_rel)(hn_dstream *s, uint32_t *addr, uint32_t value, const uint32_t *ep,
+                                         const hn_origin *o);
+    hn_status_t (*stream_wait_flag_rel)(hn_dstream *s, const uint32_t *addr, uint32_t value, const uint32_t *ep,
+                                        const hn_origin *o);
+    hn_status_t (*stream_add_u32)(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o);
+    /* Graphs. capture_begin: from here, work issued on s (and on every
+     * stream that waits for an event recorded by captured work) is captured
+     * instead of run; capture_end (on s, once every such stream has been
+     * joined back into s through events) makes the graph, ready to launch.
+     * A captured wait on an event recorded outside the capture is an error.
+     * graph_launch runs the whole graph after the work of s so far; later
+     * work of s waits for all of it. Launches of one graph must not run at
+     * the same time (launch them on one stream, or order them). Captured
+     * host work keeps its argument until graph_destroy releases it.
+     * graph_destroy: after its launches are done. */
+    hn_status_t (*capture_begin)(hn_dstream *s);
+    hn_status_t (*capture_end)(hn_dstream *s, hn_dgraph **g);
+    hn_status_t (*graph_launch)(hn_dgraph *g, hn_dstream *s);
+    void (*graph_destroy)(hn_dgraph *g);
     /* Runs fn(arg) in stream order; release(arg) afterwards (may be NULL).
      * The host backend runs compute and emulated communication this way. */
     hn_status_t (*launch_host)(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),

@@ -322,6 +322,88 @@ static hn_status_t cuda_wait_flag(hn_dstream *s, const uint32_t *addr, uint32_t 
     return HN_OK;
 }
 
+static hn_status_t cuda_write_flag_rel(hn_dstream *s, uint32_t *addr, uint32_t value, const uint32_t *ep,
+                                       const hn_origin *o)
+{
+    (void)o;
+    return hn_cuda_flag_write_rel(s, addr, value, ep);
+}
+
+static hn_status_t cuda_wait_flag_rel(hn_dstream *s, const uint32_t *addr, uint32_t value, const uint32_t *ep,
+                                      const hn_origin *o)
+{
+    (void)o;
+    return hn_cuda_flag_wait_rel(s, addr, value, ep);
+}
+
+static hn_status_t cuda_add_u32(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o)
+{
+    (void)o;
+    return hn_cuda_add_u32(s, addr, value);
+}
+
+/* ---- graphs: CUDA stream capture, one graph per rank ---- */
+
+struct hn_dgraph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    int dev;
+};
+
+/* thread-local mode: a call of this thread that cannot be captured (a
+ * synchronous copy, an allocation) fails the capture instead of running
+ * outside it */
+static hn_status_t cuda_capture_begin(hn_dstream *s)
+{
+    return HN_CUDA_STATUS(cudaStreamBeginCapture(s->s, cudaStreamCaptureModeThreadLocal));
+}
+
+static hn_status_t cuda_capture_end(hn_dstream *s, hn_dgraph **out)
+{
+    hn_dgraph *g = hn_calloc(1, sizeof(*g));
+    cudaGraph_t graph = NULL;
+    hn_status_t st = HN_CUDA_STATUS(cudaStreamEndCapture(s->s, &graph));
+    *out = NULL;
+    if (st != HN_OK || g == NULL) {
+        if (graph != NULL)
+            (void)cudaGraphDestroy(graph);
+        hn_free(g);
+        return st != HN_OK ? st : HN_ERR_NOMEM;
+    }
+    g->graph = graph;
+    g->dev = s->dev;
+    if ((st = HN_CUDA_STATUS(cudaGraphInstantiate(&g->exec, graph, 0))) != HN_OK) {
+        (void)cudaGraphDestroy(graph);
+        hn_free(g);
+        return st;
+    }
+    *out = g;
+    return HN_OK;
+}
+
+/* from any thread: the launch goes to the stream's device */
+static hn_status_t cuda_graph_launch(hn_dgraph *g, hn_dstream *s)
+{
+    int cur = -1;
+    if (s->dev != g->dev) {
+        HN_ERROR("a graph of device %d launched on a stream of device %d", g->dev, s->dev);
+        return HN_ERR_INVALID;
+    }
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != g->dev)
+        (void)HN_CUDA_STATUS(cudaSetDevice(g->dev));
+    return HN_CUDA_STATUS(cudaGraphLaunch(g->exec, s->s));
+}
+
+static void cuda_graph_destroy(hn_dgraph *g)
+{
+    if (g == NULL)
+        return;
+    (void)cudaSetDevice(g->dev);
+    (void)HN_CUDA_STATUS(cudaGraphExecDestroy(g->exec));
+    (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
+    hn_free(g);
+}
+
 typedef struct host_call {
     hn_host_fn fn;
     void *arg;
@@ -343,7 +425,16 @@ static hn_status_t cuda_launch_host(hn_dstream *s, hn_host_fn fn, void *arg, voi
                                     const hn_origin *o)
 {
     host_call *c = hn_calloc(1, sizeof(*c));
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     hn_status_t st;
+    /* a host function frees its call when it runs: once, never in a graph */
+    if (c != NULL && cudaStreamIsCapturing(s->s, &cap) == cudaSuccess && cap != cudaStreamCaptureStatusNone) {
+        HN_ERROR("device %d: host work cannot be captured in a graph", s->dev);
+        hn_free(c);
+        if (release != NULL)
+            release(arg);
+        return HN_ERR_UNSUPPORTED;
+    }
     if (c == NULL) {
         if (release != NULL)
             release(arg);
@@ -499,6 +590,13 @@ const hn_device_ops hn_device_cuda = {
     .memcpy_async = cuda_memcpy_async,
     .stream_write_flag = cuda_write_flag,
     .stream_wait_flag = cuda_wait_flag,
+    .stream_write_flag_rel = cuda_write_flag_rel,
+    .stream_wait_flag_rel = cuda_wait_flag_rel,
+    .stream_add_u32 = cuda_add_u32,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
     .launch_host = cuda_launch_host,
     .recover = cuda_recover,
     .health = cuda_health,

@@ -37,6 +37,10 @@ void hn_compute_cuda_thread_fini(int dev);
 /* Stores value at addr (peer memory too) after prior work of s, from a
  * one-thread kernel: the fallback of the stream memory write. */
 hn_status_t hn_cuda_flag_write(hn_dstream *s, uint32_t *addr, uint32_t value);
+/* One-thread kernels of the relative flags and the epoch (device.h). */
+hn_status_t hn_cuda_flag_write_rel(hn_dstream *s, uint32_t *addr, uint32_t value, const uint32_t *ep);
+hn_status_t hn_cuda_flag_wait_rel(hn_dstream *s, const uint32_t *addr, uint32_t value, const uint32_t *ep);
+hn_status_t hn_cuda_add_u32(hn_dstream *s, uint32_t *addr, uint32_t value);
 /* A one-thread kernel that traps (fault injection: loses the context). */
 hn_status_t hn_cuda_trap(hn_dstream *s);
 #ifdef __cplusplus

@@ -13,7 +13,17 @@
 
 #include "device.h"
 
-typedef enum { CL_FN, CL_WAIT, CL_COPY, CL_WRITE_FLAG, CL_WAIT_FLAG, CL_TIMER } closure_kind;
+typedef enum {
+    CL_FN,
+    CL_WAIT,
+    CL_COPY,
+    CL_WRITE_FLAG,
+    CL_WAIT_FLAG,
+    CL_TIMER,
+    CL_WRITE_FLAG_REL,
+    CL_WAIT_FLAG_REL,
+    CL_ADD
+} closure_kind;
 
 typedef struct closure {
     closure_kind kind;
@@ -26,7 +36,8 @@ typedef struct closure {
     void *dst;
     const void *src;
     size_t n;
-    uint32_t value; /* flags */
+    uint32_t value;     /* flags */
+    const uint32_t *ep; /* relative flags: the graph's epoch and abort words */
     struct closure *next;
 } closure;
 
@@ -54,12 +65,41 @@ struct hn_dstream {
     uint64_t issued, completed;
     int stop;
     uint64_t rng;
+    hn_dgraph *capture; /* the graph its work goes into, or NULL (under mu) */
+    int cap_idx;        /* its stream index in that graph */
 };
 
 struct hn_devent {
     pthread_mutex_t mu;
     hn_dstream *s;
     uint64_t ticket;
+    hn_dgraph *cap; /* recorded by captured work of this graph (issuing thread only) */
+    int cap_idx;    /* its event index in that graph */
+};
+
+/* A graph: the work issued while capturing, in issue order, each piece on
+ * a stream index (0: the stream the capture began on) and events by index.
+ * A launch issues it again in that order: index 0 onto the launch stream,
+ * the others onto streams of the graph's own, events onto events of its
+ * own, so the launch has the captured streams' concurrency and order. */
+typedef enum { G_WORK, G_RECORD, G_WAIT } gop_kind;
+
+typedef struct gop {
+    gop_kind kind;
+    int stream, event;
+    closure *cl; /* G_WORK; G_WAIT: its origin only */
+} gop;
+
+struct hn_dgraph {
+    host_ctx *c;
+    int dev;
+    hn_dstream **streams; /* captured: the streams; instantiated: [0] NULL, the graph's own */
+    int nstreams;
+    hn_devent **events; /* captured: the events; instantiated: the graph's own */
+    int nevents;
+    gop *ops;
+    int nops, cap;
+    hn_status_t bad; /* the first error of the capture */
 };
 
 /* the monotonic clock when the stream's worker reached the marker, in
@@ -279,10 +319,18 @@ static void run_wait(closure *cl)
     pthread_mutex_unlock(&src->mu);
 }
 
+/* the value a flag closure writes or waits for: relative ones add the
+ * graph's epoch as it is when they run */
+static uint32_t flag_value(const closure *cl)
+{
+    return cl->ep == NULL ? cl->value : cl->value + __atomic_load_n(&cl->ep[0], __ATOMIC_ACQUIRE);
+}
+
 static void run_write_flag(host_ctx *c, closure *cl)
 {
+    uint32_t v = flag_value(cl);
     pthread_mutex_lock(&c->flag_mu);
-    __atomic_store_n((uint32_t *)cl->dst, cl->value, __ATOMIC_RELEASE);
+    __atomic_store_n((uint32_t *)cl->dst, v, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&c->flag_cv);
     pthread_mutex_unlock(&c->flag_mu);
 }
@@ -291,16 +339,17 @@ static void run_wait_flag(host_ctx *c, closure *cl)
 {
     double start = hn_now();
     double timeout = device_wait_deadline(cl);
+    uint32_t want = flag_value(cl);
     pthread_mutex_lock(&c->flag_mu);
-    while ((int32_t)(__atomic_load_n((const uint32_t *)cl->src, __ATOMIC_ACQUIRE) - cl->value) < 0) {
+    while ((int32_t)(__atomic_load_n((const uint32_t *)cl->src, __ATOMIC_ACQUIRE) - want) < 0) {
         struct timespec ts;
-        if (hn_origin_aborted(&cl->origin))
+        if (hn_origin_aborted(&cl->origin) || (cl->ep != NULL && __atomic_load_n(&cl->ep[1], __ATOMIC_ACQUIRE)))
             break;
         if (hn_now() - start > timeout) {
             pthread_mutex_unlock(&c->flag_mu);
             hn_origin_fail(&cl->origin, HN_ERR_TIMEOUT,
                            "a peer never signalled: flag wait timed out after %.0f s (waiting for %u, "
-                           "flag is %u)", timeout, cl->value, __atomic_load_n((const uint32_t *)cl->src,
+                           "flag is %u)", timeout, want, __atomic_load_n((const uint32_t *)cl->src,
                                                                              __ATOMIC_ACQUIRE));
             return;
         }
@@ -339,6 +388,9 @@ static void *worker(void *arg)
             case CL_WRITE_FLAG: run_write_flag(s->ctx, cl); break;
             case CL_WAIT_FLAG: run_wait_flag(s->ctx, cl); break;
             case CL_TIMER: __atomic_store_n(&((hn_dtimer *)cl->dst)->ns, now_ns(), __ATOMIC_RELEASE); break;
+            case CL_WRITE_FLAG_REL: run_write_flag(s->ctx, cl); break;
+            case CL_WAIT_FLAG_REL: run_wait_flag(s->ctx, cl); break;
+            case CL_ADD: __atomic_add_fetch((uint32_t *)cl->dst, cl->value, __ATOMIC_ACQ_REL); break;
             }
         }
         if (cl->release != NULL)
@@ -431,9 +483,41 @@ static hn_status_t host_stream_sync(hn_dstream *s)
     return HN_OK;
 }
 
+/* Appends an operation to a graph being captured; on failure the closure
+ * is released and the capture fails at its end. */
+static hn_status_t graph_append(hn_dgraph *g, gop_kind kind, int stream, int event, closure *cl)
+{
+    if (g->nops == g->cap) {
+        int cap = g->cap ? g->cap * 2 : 64;
+        gop *ops = hn_realloc(g->ops, (size_t)cap * sizeof(gop));
+        if (ops == NULL) {
+            if (cl != NULL && cl->release != NULL)
+                cl->release(cl->arg);
+            hn_free(cl);
+            if (g->bad == HN_OK)
+                g->bad = HN_ERR_NOMEM;
+            return HN_ERR_NOMEM;
+        }
+        g->ops = ops;
+        g->cap = cap;
+    }
+    g->ops[g->nops].kind = kind;
+    g->ops[g->nops].stream = stream;
+    g->ops[g->nops].event = event;
+    g->ops[g->nops].cl = cl;
+    g->nops++;
+    return HN_OK;
+}
+
 static hn_status_t enqueue(hn_dstream *s, closure *cl)
 {
     pthread_mutex_lock(&s->mu);
+    if (s->capture != NULL) { /* captured, not run */
+        hn_dgraph *g = s->capture;
+        int idx = s->cap_idx;
+        pthread_mutex_unlock(&s->mu);
+        return graph_append(g, G_WORK, idx, -1, cl);
+    }
     if (s->tail != NULL)
         s->tail->next = cl;
     else
@@ -476,8 +560,51 @@ static void host_event_destroy(hn_devent *e)
     hn_free(e);
 }
 
+/* index of x in a graph's list, added if new; -1 if out of memory */
+static int graph_index(void ***list, int *n, void *x)
+{
+    void **l;
+    for (int i = 0; i < *n; i++)
+        if ((*list)[i] == x)
+            return i;
+    if ((l = hn_realloc(*list, (size_t)(*n + 1) * sizeof(void *))) == NULL)
+        return -1;
+    l[*n] = x;
+    *list = l;
+    return (*n)++;
+}
+
+static hn_dgraph *capturing(hn_dstream *s, int *idx)
+{
+    hn_dgraph *g;
+    pthread_mutex_lock(&s->mu);
+    g = s->capture;
+    *idx = s->cap_idx;
+    pthread_mutex_unlock(&s->mu);
+    return g;
+}
+
+static hn_status_t graph_fail(hn_dgraph *g, hn_status_t st, const char *what)
+{
+    if (g->bad == HN_OK) {
+        HN_ERROR("host device %d: capture: %s", g->dev, what);
+        g->bad = st;
+    }
+    return st;
+}
+
 static hn_status_t host_event_record(hn_devent *e, hn_dstream *s)
 {
+    int sidx, eidx;
+    hn_dgraph *g = capturing(s, &sidx);
+    if (g != NULL) {
+        if ((eidx = graph_index((void ***)&g->events, &g->nevents, e)) < 0)
+            return graph_fail(g, HN_ERR_NOMEM, "out of memory");
+        e->cap = g;
+        e->cap_idx = eidx;
+        return graph_append(g, G_RECORD, sidx, eidx, NULL);
+    }
+    e->cap = NULL;
     pthread_mutex_lock(&s->mu);
     pthread_mutex_lock(&e->mu);
     e->s = s;
@@ -492,6 +619,29 @@ static hn_status_t host_stream_wait_event(hn_dstream *s, hn_devent *e, const hn_
     closure *cl;
     hn_dstream *src;
     uint64_t ticket;
+    int sidx;
+    hn_dgraph *g = capturing(s, &sidx);
+    if (e->cap != NULL) { /* recorded in a capture: s joins it */
+        if (g == NULL) {
+            pthread_mutex_lock(&s->mu);
+            sidx = graph_index((void ***)&e->cap->streams, &e->cap->nstreams, s);
+            if (sidx >= 0) {
+                s->capture = e->cap;
+                s->cap_idx = sidx;
+            }
+            pthread_mutex_unlock(&s->mu);
+            if (sidx < 0)
+                return graph_fail(e->cap, HN_ERR_NOMEM, "out of memory");
+            g = e->cap;
+        } else if (g != e->cap) {
+            return graph_fail(g, HN_ERR_INVALID, "a wait on an event of another capture");
+        }
+        if ((cl = new_closure(CL_WAIT, o)) == NULL)
+            return graph_fail(g, HN_ERR_NOMEM, "out of memory");
+        return graph_append(g, G_WAIT, sidx, e->cap_idx, cl);
+    }
+    if (g != NULL)
+        return graph_fail(g, HN_ERR_INVALID, "a captured wait on an event recorded outside the capture");
     pthread_mutex_lock(&e->mu);
     src = e->s;
     ticket = e->ticket;
@@ -535,6 +685,166 @@ static hn_status_t host_wait_flag(hn_dstream *s, const uint32_t *addr, uint32_t 
     cl->src = addr;
     cl->value = value;
     return enqueue(s, cl);
+}
+
+static hn_status_t host_write_flag_rel(hn_dstream *s, uint32_t *addr, uint32_t value, const uint32_t *ep,
+                                       const hn_origin *o)
+{
+    closure *cl = new_closure(CL_WRITE_FLAG_REL, o);
+    if (cl == NULL)
+        return HN_ERR_NOMEM;
+    cl->dst = addr;
+    cl->value = value;
+    cl->ep = ep;
+    return enqueue(s, cl);
+}
+
+static hn_status_t host_wait_flag_rel(hn_dstream *s, const uint32_t *addr, uint32_t value, const uint32_t *ep,
+                                      const hn_origin *o)
+{
+    closure *cl = new_closure(CL_WAIT_FLAG_REL, o);
+    if (cl == NULL)
+        return HN_ERR_NOMEM;
+    cl->src = addr;
+    cl->value = value;
+    cl->ep = ep;
+    return enqueue(s, cl);
+}
+
+static hn_status_t host_add_u32(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o)
+{
+    closure *cl = new_closure(CL_ADD, o);
+    if (cl == NULL)
+        return HN_ERR_NOMEM;
+    cl->dst = addr;
+    cl->value = value;
+    return enqueue(s, cl);
+}
+
+/* ---- graphs ---- */
+
+static hn_status_t host_capture_begin(hn_dstream *s)
+{
+    hn_dgraph *g;
+    int idx;
+    if (capturing(s, &idx) != NULL) {
+        HN_ERROR("host device %d: the stream is being captured already", s->dev);
+        return HN_ERR_INVALID;
+    }
+    if ((g = hn_calloc(1, sizeof(*g))) == NULL)
+        return HN_ERR_NOMEM;
+    g->c = s->ctx;
+    g->dev = s->dev;
+    if (graph_index((void ***)&g->streams, &g->nstreams, s) < 0) {
+        hn_free(g);
+        return HN_ERR_NOMEM;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->capture = g;
+    s->cap_idx = 0;
+    pthread_mutex_unlock(&s->mu);
+    return HN_OK;
+}
+
+static void host_graph_destroy(hn_dgraph *g)
+{
+    if (g == NULL)
+        return;
+    for (int k = 1; k < g->nstreams; k++)
+        host_stream_destroy(g->streams[k]); /* drains it first */
+    for (int i = 0; i < g->nevents; i++)
+        host_event_destroy(g->events[i]);
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].cl != NULL) {
+            if (g->ops[i].cl->release != NULL)
+                g->ops[i].cl->release(g->ops[i].cl->arg);
+            hn_free(g->ops[i].cl);
+        }
+    hn_free(g->streams);
+    hn_free(g->events);
+    hn_free(g->ops);
+    hn_free(g);
+}
+
+/* The capture ends on the stream it began on; every other stream of it
+ * must have been joined back: its last operation an event record that a
+ * later operation waits for (CUDA's rule, which keeps a launch whole). */
+static hn_status_t host_capture_end(hn_dstream *s, hn_dgraph **out)
+{
+    int idx;
+    hn_dgraph *g = capturing(s, &idx);
+    hn_status_t st;
+    *out = NULL;
+    if (g == NULL || idx != 0) {
+        HN_ERROR("host device %d: capture_end on a stream that did not begin a capture", s->dev);
+        return HN_ERR_INVALID;
+    }
+    for (int k = 0; k < g->nstreams; k++) {
+        pthread_mutex_lock(&g->streams[k]->mu);
+        g->streams[k]->capture = NULL;
+        pthread_mutex_unlock(&g->streams[k]->mu);
+    }
+    for (int i = 0; i < g->nevents; i++)
+        g->events[i]->cap = NULL;
+    for (int k = 1; k < g->nstreams && g->bad == HN_OK; k++) {
+        int last = -1, joined = 0;
+        for (int i = 0; i < g->nops; i++)
+            if (g->ops[i].stream == k)
+                last = i;
+        for (int i = last + 1; i < g->nops && last >= 0 && g->ops[last].kind == G_RECORD; i++)
+            joined |= g->ops[i].kind == G_WAIT && g->ops[i].event == g->ops[last].event;
+        if (!joined)
+            graph_fail(g, HN_ERR_INVALID, "a stream of the capture was not joined back into its origin");
+    }
+    /* instantiate: streams and events of its own */
+    g->streams[0] = NULL;
+    for (int k = 1; k < g->nstreams; k++)
+        g->streams[k] = NULL;
+    for (int i = 0; i < g->nevents; i++)
+        g->events[i] = NULL;
+    for (int k = 1; k < g->nstreams && g->bad == HN_OK; k++)
+        if ((st = host_stream_create(g->c, g->dev, &g->streams[k])) != HN_OK)
+            g->bad = st;
+    for (int i = 0; i < g->nevents && g->bad == HN_OK; i++)
+        if ((st = host_event_create(g->c, g->dev, &g->events[i])) != HN_OK)
+            g->bad = st;
+    if ((st = g->bad) != HN_OK) {
+        host_graph_destroy(g);
+        return st;
+    }
+    *out = g;
+    return HN_OK;
+}
+
+static hn_status_t host_graph_launch(hn_dgraph *g, hn_dstream *s)
+{
+    hn_status_t st = HN_OK;
+    int idx;
+    if (s->dev != g->dev || capturing(s, &idx) != NULL) {
+        HN_ERROR("host device %d: a graph of device %d is launched on a stream of device %d%s", s->dev, g->dev,
+                 s->dev, s->dev == g->dev ? " that is being captured" : "");
+        return HN_ERR_INVALID;
+    }
+    for (int i = 0; i < g->nops && st == HN_OK; i++) {
+        const gop *op = &g->ops[i];
+        hn_dstream *on = op->stream == 0 ? s : g->streams[op->stream];
+        closure *cl;
+        switch (op->kind) {
+        case G_RECORD: st = host_event_record(g->events[op->event], on); break;
+        case G_WAIT: st = host_stream_wait_event(on, g->events[op->event], &op->cl->origin); break;
+        case G_WORK:
+            if ((cl = hn_malloc(sizeof(*cl))) == NULL) {
+                st = HN_ERR_NOMEM;
+                break;
+            }
+            *cl = *op->cl;
+            cl->release = NULL; /* the graph keeps the argument */
+            cl->next = NULL;
+            st = enqueue(on, cl);
+            break;
+        }
+    }
+    return st;
 }
 
 static hn_status_t host_launch(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),
@@ -671,6 +981,13 @@ const hn_device_ops hn_device_host = {
     .memcpy_async = host_memcpy_async,
     .stream_write_flag = host_write_flag,
     .stream_wait_flag = host_wait_flag,
+    .stream_write_flag_rel = host_write_flag_rel,
+    .stream_wait_flag_rel = host_wait_flag_rel,
+    .stream_add_u32 = host_add_u32,
+    .capture_begin = host_capture_begin,
+    .capture_end = host_capture_end,
+    .graph_launch = host_graph_launch,
+    .graph_destroy = host_graph_destroy,
     .launch_host = host_launch,
     .recover = host_recover,
     .health = host_health,

@@ -20,6 +20,8 @@ static const hn_setting settings[] = {
      "nccl: 1 blocking communicators (fast issue; the watchdog aborts a stuck one), 0 non-blocking"},
     {"default_via", "HIRNODE_DEFAULT_VIA", "auto",
      "cuda: collectives without `via`: auto (NCCL or p2p by measured crossovers) or nccl"},
+    {"graphs", "HIRNODE_GRAPHS", "0",
+     "1: repeated runs and launches of one configuration are captured once and replayed as graphs"},
     {"auto_ll", "HIRNODE_AUTO_LL", "0",
      "1: via auto may pick the latency path (via ll) below its crossovers, estimates until measured on 2 GPUs"},
     {"nccl_max_ctas", "HIRNODE_NCCL_MAX_CTAS", "0",
@@ -63,4 +65,5 @@ void hn_runtime_config_default(hn_runtime_config *cfg)
     cfg->timeout_s = atof(hn_setting_get("timeout"));
     cfg->host_delay_us = atof(hn_setting_get("host_delay_us"));
     cfg->seed = strtoull(hn_setting_get("seed"), NULL, 10);
+    cfg->graphs = atoi(hn_setting_get("graphs")) != 0;
 }

@@ -36,7 +36,7 @@ static hn_status_t fail(hn_exec *x, const hn_instr *in, hn_status_t st, const ch
 
 static hn_origin origin_of(const hn_exec *x, const hn_instr *in)
 {
-    hn_origin o = {x->dry ? NULL : &x->rt->sink, x->rank, in->id, x->trace_hook};
+    hn_origin o = {x->dry ? NULL : &x->rt->sink, x->rank, in->id, x->trace_hook, x->graph};
     return o;
 }
 

@@ -100,6 +100,11 @@ void hn_runtime_forget(hn_runtime *rt, const hn_program *p)
     if (rt->inflight > 0)
         (void)hn_runtime_sync(rt); /* its work first */
     for (int i = rt->nlowered - 1; i >= 0; i--)
+        if (rt->lowered[i].src == p && rt->lowered[i].prog != NULL)
+            hn_runtime_graphs_invalidate(rt, rt->lowered[i].prog->uid, 0,
+                                         "hn_runtime_forget gave its program's buffers back");
+    hn_runtime_graphs_invalidate(rt, p->uid, 0, "hn_runtime_forget gave its program's buffers back");
+    for (int i = rt->nlowered - 1; i >= 0; i--)
         if (rt->lowered[i].src == p)
             drop(rt, i);
     hn_runtime_exec_all(rt, forget_on_rank, (void *)p);

@@ -141,6 +141,7 @@ static void watchdog(hn_runtime *rt)
                             HN_ERR_TIMEOUT, msg);
         }
     }
+    hn_runtime_graphs_abort(rt);
     for (int c = 0; c < rt->ncomms; c++)
         if (rt->comms[c].ops->abort(rt->comms[c].world))
             __atomic_store_n(&rt->teams_dead, 1, __ATOMIC_RELEASE);
@@ -446,7 +447,7 @@ static hn_status_t join_on_rank(hn_rank *r, void *arg)
     for (int t = 0; t < rt->nteams && st == HN_OK; t++) {
         hn_team_entry *e = &rt->teams[t];
         const hn_comm_ops *ops = rt->comms[e->comm].ops;
-        hn_origin o = {&rt->sink, r->rank, -1, NULL};
+        hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
         if (phase == RESERVE ? e->reserved >= e->reserve : e->joined)
             continue;
         for (int me = 0; me < e->n && st == HN_OK; me++)
@@ -477,6 +478,8 @@ static hn_status_t join_new_teams(hn_runtime *rt)
 
 static void destroy_teams(hn_runtime *rt)
 {
+    if (rt->nteams > 0) /* their flags and barriers go with the teams */
+        hn_runtime_graphs_invalidate(rt, 0, 0, "the communicators were made anew after a failure");
     for (int i = 0; i < rt->nteams; i++) {
         rt->comms[rt->teams[i].comm].ops->team_destroy(rt->teams[i].team);
         hn_free(rt->teams[i].ranks);
@@ -568,6 +571,8 @@ static void teardown(hn_runtime *rt, int nthreads)
 {
     if (rt->trace != NULL) /* written while the rank threads still run */
         (void)hn_runtime_trace_stop(rt);
+    if (nthreads == rt->n)
+        hn_runtime_graphs_free(rt); /* on the rank threads, before the teams */
     /* communicators go before streams and buffers */
     destroy_teams(rt);
     hn_free(rt->teams);
@@ -633,6 +638,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
         }
     }
     rt->join_spin = atoi(hn_setting_get("join_spin"));
+    rt->auto_graphs = cfg.graphs;
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv_job, NULL);
     pthread_cond_init(&rt->cv_done, NULL);
@@ -833,6 +839,7 @@ typedef struct run_job {
     int reference;
     int launch;           /* issue only: no sync at the end (hn_runtime_launch) */
     void *const *streams; /* a launch: the caller's stream of each rank (NULL: the runtime's) */
+    hn_graph *capture;    /* a capture (graph.c): issued into it, not run */
 } run_job;
 
 static hn_status_t bind_io(hn_exec *x, const run_job *j, int rank)
@@ -860,7 +867,7 @@ static hn_status_t bind_io(hn_exec *x, const run_job *j, int rank)
 
 /* A launch's stream on rank r: the embedder's (adopted; the handle is kept
  * for the next launch on the same stream) or the runtime's caller stream. */
-static hn_status_t launch_stream(hn_rank *r, void *native, hn_dstream **out)
+hn_status_t hn_rank_launch_stream(hn_rank *r, void *native, hn_dstream **out)
 {
     hn_runtime *rt = r->rt;
     hn_status_t st;
@@ -895,7 +902,7 @@ static hn_status_t launch_stream(hn_rank *r, void *native, hn_dstream **out)
 static hn_status_t launch_join(hn_rank *r, hn_dstream *s, int at_end, const hn_dstream *previous)
 {
     hn_runtime *rt = r->rt;
-    hn_origin o = {&rt->sink, r->rank, -1, NULL};
+    hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
     hn_status_t st = HN_OK;
     if (!at_end) {
         if (previous != NULL && previous != s)
@@ -910,7 +917,7 @@ static hn_status_t launch_join(hn_rank *r, hn_dstream *s, int at_end, const hn_d
     for (int k = 0; k < HN_MAX_STREAMS && st == HN_OK; k++)
         if (r->streams[k] != NULL && (st = rt->dev->event_record(r->stream_event[k + 1], r->streams[k])) == HN_OK)
             st = rt->dev->stream_wait_event(s, r->stream_event[k + 1], &o);
-    if (st == HN_OK)
+    if (st == HN_OK && !r->capturing) /* a replay marks it (graph.c) */
         st = rt->dev->event_record(r->launch_done, s);
     return st;
 }
@@ -925,8 +932,18 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
     if (j->reference && r->rank != 0)
         return HN_OK;
     r->active = r->caller;
+    if (j->capture != NULL) { /* launches before were synced: no previous stream to follow */
+        previous = NULL;
+        if ((st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &r->active)) != HN_OK ||
+            (st = rt->dev->capture_begin(r->active)) != HN_OK) {
+            r->active = r->caller;
+            hn_runtime_fail(rt, r->rank, -1, st, "cannot begin a capture on the launch's stream");
+            return st;
+        }
+        r->capturing = 1;
+    }
     if (j->launch &&
-        ((st = launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &r->active)) != HN_OK ||
+        ((st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &r->active)) != HN_OK ||
          (st = launch_join(r, r->active, 0, previous)) != HN_OK)) {
         r->active = r->caller;
         hn_runtime_fail(rt, r->rank, -1, st, "cannot issue the launch on the caller's stream");
@@ -938,18 +955,26 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
     }
     x.rt = rt;
     x.r = r;
+    x.graph = j->capture != NULL ? &j->capture->ctx[r->rank] : NULL;
     x.poison = j->poison;
     x.reference = j->reference;
     x.promote = j->reference;
     if (rt->trace != NULL && !j->reference)
         hn_trace_run_begin(rt->trace, r, &x);
     st = bind_io(&x, j, r->rank);
-    if (st == HN_OK && rt->time_runs && !j->reference)
+    if (st == HN_OK && rt->time_runs && !j->reference && j->capture == NULL)
         st = hn_rank_run_mark(r, 0);
     if (st == HN_OK)
         st = hn_exec_block(&x, j->reference ? &j->p->reference : &j->p->body);
-    if (st == HN_OK && rt->time_runs && !j->reference)
+    if (st == HN_OK && rt->time_runs && !j->reference && j->capture == NULL)
         st = hn_rank_run_mark(r, 1);
+    if (j->capture != NULL) { /* the capture stays open: graph.c ends it */
+        sync_st = st == HN_OK ? launch_join(r, r->active, 1, NULL) : HN_OK;
+        if (sync_st != HN_OK)
+            hn_runtime_fail(rt, r->rank, -1, sync_st, "cannot join the captured streams");
+        hn_exec_release(&x);
+        return st != HN_OK ? st : sync_st;
+    }
     if (j->launch) {
         /* issued: the launch returns; hn_runtime_sync joins it */
         sync_st = launch_join(r, r->active, 1, NULL);
@@ -990,6 +1015,10 @@ static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
 {
     if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
         int dead = __atomic_load_n(&rt->teams_dead, __ATOMIC_ACQUIRE);
+        if (rt->graphs != NULL) {
+            hn_runtime_graphs_abort(rt);
+            hn_runtime_graphs_drop(rt);
+        }
         for (int c = 0; c < rt->ncomms; c++)
             dead |= rt->comms[c].ops->abort(rt->comms[c].world);
         if (dead)
@@ -1019,13 +1048,38 @@ static void begin_run(hn_runtime *rt, const hn_program *p)
         rt->comms[c].ops->reset(rt->comms[c].world);
 }
 
+void hn_runtime_begin_run(hn_runtime *rt, const hn_program *p) { begin_run(rt, p); }
+hn_status_t hn_runtime_finish_run(hn_runtime *rt, hn_status_t st) { return finish_run(rt, st); }
+hn_status_t hn_runtime_check_devices(hn_runtime *rt) { return check_devices(rt); }
+
+/* job A of a capture: every rank issues the program into it */
+hn_status_t hn_runtime_capture_issue(hn_runtime *rt, hn_graph *g, void *const *const *io, void *const *streams)
+{
+    run_job j;
+    memset(&j, 0, sizeof(j));
+    j.p = g->lp;
+    j.params = g->params;
+    j.io_ptrs = io;
+    j.streams = streams;
+    j.capture = g;
+    return hn_runtime_exec_all(rt, run_on_rank, &j);
+}
+
 hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                  void *const *const *io_ptrs, int poison)
 {
-    run_job j = {hn_runtime_lowered_of(rt, p, params), params, io_ptrs, poison, 0, 0, NULL};
+    run_job j = {hn_runtime_lowered_of(rt, p, params), params, io_ptrs, poison, 0, 0, NULL, NULL};
+    hn_graph *g;
     hn_status_t st;
     if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK) /* launches first */
         return st;
+    /* graphs = 1: a configuration run before is replayed */
+    if (rt->auto_graphs && !poison && hn_runtime_auto_graph(rt, p, params, io_ptrs, NULL, &g)) {
+        hn_runtime_clear_error(rt);
+        if ((st = hn_runtime_replay_streams(rt, g, NULL)) != HN_OK)
+            return st;
+        return hn_runtime_sync(rt);
+    }
     if (check_devices(rt) != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
         return HN_ERR_DEVICE_LOST;
@@ -1037,7 +1091,7 @@ hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int6
 hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                      void *const *io_ptrs)
 {
-    run_job j = {hn_runtime_lowered_of(rt, p, params), params, (void *const *const *)io_ptrs, 0, 1, 0, NULL};
+    run_job j = {hn_runtime_lowered_of(rt, p, params), params, (void *const *const *)io_ptrs, 0, 1, 0, NULL, NULL};
     hn_status_t st;
     if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK)
         return st;
@@ -1111,6 +1165,7 @@ static int release_other_programs(hn_runtime *rt, uint64_t keep)
     if (held == 0 || (rt->inflight > 0 && hn_runtime_sync(rt) != HN_OK))
         return 0;
     (void)exec_all(rt, release_on_rank, &keep, 0);
+    hn_runtime_graphs_invalidate(rt, keep, 1, "its program's buffers were given back when device memory ran out");
     for (int i = 0; i < HN_VERIFIED_CONFIGS; i++)
         if (rt->verified[i].prog != 0 && rt->verified[i].prog != keep)
             hn_runtime_forget_verified(rt, rt->verified[i].prog);
@@ -1229,20 +1284,13 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     return st;
 }
 
-/* Parameters and bindings of a run or launch, resolved; the program
- * prepared (verified, lowered, teams and buffers made) for them. */
-typedef struct resolved {
-    int64_t *params;
-    void ***io;
-} resolved;
-
-static void resolved_free(resolved *rs)
+void hn_resolved_free(hn_resolved *rs)
 {
     hn_free(rs->params);
     hn_free(rs->io);
 }
 
-static hn_status_t resolve(hn_runtime *rt, const hn_program *p, const hn_run_args *args, resolved *rs)
+hn_status_t hn_runtime_resolve(hn_runtime *rt, const hn_program *p, const hn_run_args *args, hn_resolved *rs)
 {
     hn_strbuf diag;
     hn_status_t st;
@@ -1270,7 +1318,7 @@ static hn_status_t resolve(hn_runtime *rt, const hn_program *p, const hn_run_arg
     /* a configuration not yet prepared allocates: launches in flight first */
     if (st == HN_OK && !hn_runtime_prepared(rt, p, rs->params) && rt->inflight > 0 &&
         (st = hn_runtime_sync(rt)) != HN_OK) {
-        resolved_free(rs);
+        hn_resolved_free(rs);
         hn_sb_free(&diag);
         return st; /* the earlier launch's error, in hn_runtime_error */
     }
@@ -1279,7 +1327,7 @@ static hn_status_t resolve(hn_runtime *rt, const hn_program *p, const hn_run_arg
 done:
     if (st != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", diag.data ? diag.data : hn_status_string(st));
-        resolved_free(rs);
+        hn_resolved_free(rs);
     }
     hn_sb_free(&diag);
     return st;
@@ -1287,17 +1335,17 @@ done:
 
 hn_status_t hn_runtime_run(hn_runtime *rt, const hn_program *p, const hn_run_args *args)
 {
-    resolved rs = {NULL, NULL};
+    hn_resolved rs = {NULL, NULL};
     hn_status_t st;
     if (rt == NULL || p == NULL || args == NULL)
         return HN_ERR_INVALID;
     if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK)
         return st;
     hn_runtime_clear_error(rt);
-    if ((st = resolve(rt, p, args, &rs)) != HN_OK)
+    if ((st = hn_runtime_resolve(rt, p, args, &rs)) != HN_OK)
         return st;
     st = hn_runtime_run_bound(rt, p, rs.params, (void *const *const *)rs.io, 0);
-    resolved_free(&rs);
+    hn_resolved_free(&rs);
     return st;
 }
 
@@ -1305,7 +1353,7 @@ hn_status_t hn_runtime_run(hn_runtime *rt, const hn_program *p, const hn_run_arg
 
 hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_args *args, void *const *streams)
 {
-    resolved rs = {NULL, NULL};
+    hn_resolved rs = {NULL, NULL};
     run_job j;
     hn_status_t st;
     if (rt == NULL || p == NULL || args == NULL)
@@ -1319,8 +1367,16 @@ hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_
         return st;
     if (rt->inflight == 0)
         hn_runtime_clear_error(rt);
-    if ((st = resolve(rt, p, args, &rs)) != HN_OK)
+    if ((st = hn_runtime_resolve(rt, p, args, &rs)) != HN_OK)
         return st;
+    /* graphs = 1: a configuration launched before is replayed */
+    if (rt->auto_graphs && rt->trace == NULL) {
+        hn_graph *g;
+        if (hn_runtime_auto_graph(rt, p, rs.params, (void *const *const *)rs.io, streams, &g)) {
+            hn_resolved_free(&rs);
+            return hn_runtime_replay_streams(rt, g, streams);
+        }
+    }
     memset(&j, 0, sizeof(j));
     j.p = hn_runtime_lowered_of(rt, p, rs.params);
     j.params = rs.params;
@@ -1329,12 +1385,12 @@ hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_
     j.streams = streams;
     if (check_devices(rt) != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
-        resolved_free(&rs);
+        hn_resolved_free(&rs);
         return HN_ERR_DEVICE_LOST;
     }
     rt->err_prog = j.p;
     st = hn_runtime_exec_all(rt, run_on_rank, &j);
-    resolved_free(&rs);
+    hn_resolved_free(&rs);
     rt->inflight++;
     rt->inflight_prog = p->uid;
     /* a launch that could not be issued, or a traced one, ends here */

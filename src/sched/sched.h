@@ -107,7 +107,28 @@ typedef struct hn_rank {
     int current_instr; /* what the evaluator is issuing (for the watchdog) */
     hn_dtimer *run_mark[2]; /* timed runs (run_timing.c): the body's start and end */
     double run_seconds;     /* ... and the time between them in the last run, or -1 */
+    int capturing;          /* a capture began on `active` and has not ended (graph.c) */
 } hn_rank;
+
+/* A program captured for one configuration (graph.c): a backend graph per
+ * rank, replayed with one launch per rank from the caller's thread. */
+struct hn_graph {
+    hn_runtime *rt;
+    uint64_t id;       /* never 0 */
+    uint64_t prog;     /* uid of the program the caller gave */
+    const hn_program *lp; /* what was captured (lowered) */
+    int64_t *params;   /* [nparams] */
+    int nparams, nio;
+    void **io;         /* [nio * n]: the bindings captured, io[k * n + rank] */
+    void **natives;    /* [n]: the caller's streams at capture (NULL: the runtime's) */
+    hn_graph_ctx *ctx; /* [n]: epoch and abort words of each rank */
+    hn_dgraph **g;     /* [n] */
+    int valid;         /* 0 once a failure, a forget or memory pressure made it unusable */
+    char why[200];     /* ... and why */
+    int automatic;     /* made by the setting graphs = 1: the runtime owns it */
+    uint64_t used;     /* automatic: for least-recently-used replacement */
+    struct hn_graph *next;
+};
 
 typedef struct hn_team_entry {
     int comm; /* index into hn_runtime.comms */
@@ -184,6 +205,16 @@ struct hn_runtime {
     /* the programs lowered for this runtime (lower.c) */
     struct hn_lowered *lowered;
     int nlowered, lowered_cap;
+    /* captured graphs (graph.c): every live one, the caller's and the
+     * automatic ones (setting graphs), and configurations seen once */
+    struct hn_graph *graphs;
+    uint64_t graph_ids;
+    int auto_graphs; /* repeated runs and launches are captured and replayed */
+    struct hn_seen {
+        uint64_t prog; /* 0: free */
+        uint64_t key;  /* hash of parameters, bindings and streams */
+    } seen[HN_VERIFIED_CONFIGS];
+    int seen_next;
 };
 
 /* Per-run evaluation state of one rank. */
@@ -207,6 +238,7 @@ typedef struct hn_exec {
     int fault_seen[HN_MAX_FAULTS]; /* per injected fault: matches so far */
     hn_trace_rank *trace; /* a traced run: this rank's recorder, else NULL */
     const hn_trace_hook *trace_hook; /* ... and its hook, in every origin */
+    const hn_graph_ctx *graph;       /* a capture: the graph's state of this rank, in every origin */
     int64_t budget;       /* dry run: instructions left before giving up */
     int64_t records;      /* dry run: communications and allocations left to log */
     /* dry run: the first error of this rank */
@@ -276,6 +308,45 @@ hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int6
 /* The tensor of input/output `io` on `rank` (global: the unsharded one). */
 hn_status_t hn_io_tensor(const hn_program *p, const hn_io *io, const int64_t *params, int rank,
                          int world, int nstreams, int global, hn_tensor *out, hn_strbuf *err);
+/* Parameters and bindings of a run or launch, resolved; the program
+ * prepared (verified, lowered, teams and buffers made) for them. */
+typedef struct hn_resolved {
+    int64_t *params;
+    void ***io; /* [k][rank] */
+} hn_resolved;
+hn_status_t hn_runtime_resolve(hn_runtime *rt, const hn_program *p, const hn_run_args *args, hn_resolved *rs);
+void hn_resolved_free(hn_resolved *rs);
+/* Issues lp on every rank inside a capture into g (job A: capture begun on
+ * each rank's launch stream, the program issued and its streams joined;
+ * the capture stays open), then ends it (job B: the communicators' end of
+ * a replay, the epoch raised, the capture ended into g->g[rank]). */
+hn_status_t hn_runtime_capture_issue(hn_runtime *rt, hn_graph *g, void *const *const *io, void *const *streams);
+/* A launch's stream of rank r: the embedder's (native) or the runtime's. */
+hn_status_t hn_rank_launch_stream(hn_rank *r, void *native, hn_dstream **out);
+/* The start and end of a run (comm resets, errors, aborts). */
+void hn_runtime_begin_run(hn_runtime *rt, const hn_program *p);
+hn_status_t hn_runtime_finish_run(hn_runtime *rt, hn_status_t st);
+hn_status_t hn_runtime_check_devices(hn_runtime *rt);
+/* graph.c: makes graphs unusable (why): those of program uid `prog`
+ * (that of the caller's program or the lowered one), of every program but
+ * it (all_but), or all (prog 0); graphs_abort raises every graph's abort
+ * words, so that their device-side waits give up, and makes them all
+ * unusable; graphs_free frees them all (the runtime's end). */
+void hn_runtime_graphs_invalidate(hn_runtime *rt, uint64_t prog, int all_but, const char *why);
+void hn_runtime_graphs_abort(hn_runtime *rt);
+/* After a failure, with every stream of the runtime idle: the backend
+ * graphs go (on the host backend their own streams stop), all unusable. */
+void hn_runtime_graphs_drop(hn_runtime *rt);
+void hn_runtime_graphs_free(hn_runtime *rt);
+/* The setting graphs = 1: a launch of a configuration seen before is
+ * replayed from its graph (captured the second time). 1 when *out is the
+ * graph to replay, 0 to launch eagerly; errors of a capture fall back to
+ * eager launches (logged). */
+int hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *params, void *const *const *io,
+                          void *const *streams, hn_graph **out);
+/* Replays g on every rank's stream (streams NULL: the runtime's). */
+hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *streams);
+
 /* Runs the reference block on rank 0 with global tensors. */
 hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                      void *const *io_ptrs);

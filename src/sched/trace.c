@@ -127,7 +127,7 @@ static hn_dtimer *timer_at(hn_trace_rank *t, int i)
 static int take_timer(hn_trace_rank *t, hn_dstream *s, int instr)
 {
     hn_runtime *rt = t->tr->rt;
-    hn_origin o = {&rt->sink, t->rank, instr, NULL};
+    hn_origin o = {&rt->sink, t->rank, instr, NULL, NULL};
     hn_dtimer *m = timer_at(t, t->tnext);
     hn_status_t st;
     if (m == NULL)

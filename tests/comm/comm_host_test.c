@@ -97,7 +97,7 @@ static void run_collective(int n, hn_coll_kind kind, int redop, int root)
         }
         for (int r = 0; r < n; r++) {
             hn_coll_args a = {kind, h.send[r], h.recv[r], C, HN_F32, redop, root, 0};
-            hn_origin o = {&h.faults.sink, r, 0, NULL};
+            hn_origin o = {&h.faults.sink, r, 0, NULL, NULL};
             CU_ASSERT_EQUAL(M->collective(team, r, &a, h.s[r], &o), HN_OK);
         }
         sync_all(&h);
@@ -190,7 +190,7 @@ static void test_mesh(void)
                 h.recv[r][p] = NAN;
             }
         for (int r = 0; r < n; r++) {
-            hn_origin o = {&h.faults.sink, r, 0, NULL};
+            hn_origin o = {&h.faults.sink, r, 0, NULL, NULL};
             hn_coll_args ar = {HN_COLL_ALLREDUCE, h.send[r], h.recv[r], C, HN_F32, HN_REDUCE_SUM, 0, 0};
             /* then the columns allgather into the upper half of recv */
             hn_coll_args ag = {HN_COLL_ALLGATHER, h.send[r], h.recv[r] + 4 * C, C, HN_F32, 0, 0, 0};
@@ -233,7 +233,7 @@ static void test_ring(void)
                 hn_p2p_op send = {1, (r + 1) % n, h.send[r], C * sizeof(float), 0};
                 hn_p2p_op recv = {0, (r + n - 1) % n, h.recv[r], C * sizeof(float), 0};
                 hn_p2p_op ops[2] = {r % 2 ? send : recv, r % 2 ? recv : send};
-                hn_origin o = {&h.faults.sink, r, 0, NULL};
+                hn_origin o = {&h.faults.sink, r, 0, NULL, NULL};
                 CU_ASSERT_EQUAL(M->p2p(h.w, r, ops, 2, h.s[r], &o), HN_OK);
             }
             sync_all(&h);
@@ -254,7 +254,7 @@ static void test_diverging_ranks(void)
     CU_ASSERT_EQUAL_FATAL(M->team_create(h.w, (int[]){0, 1}, 2, &team), HN_OK);
     for (int r = 0; r < 2; r++) {
         hn_coll_args a = {r == 0 ? HN_COLL_ALLREDUCE : HN_COLL_BROADCAST, h.send[r], h.recv[r], C, HN_F32, 0, 0, 0};
-        hn_origin o = {&h.faults.sink, r, 0, NULL};
+        hn_origin o = {&h.faults.sink, r, 0, NULL, NULL};
         M->collective(team, r, &a, h.s[r], &o);
     }
     sync_all(&h); /* returns: no hang */
@@ -273,7 +273,7 @@ static void test_absent_rank_times_out(void)
     CU_ASSERT_EQUAL_FATAL(M->team_create(h.w, (int[]){0, 1, 2}, 3, &team), HN_OK);
     for (int r = 0; r < 2; r++) { /* rank 2 never comes */
         hn_coll_args a = {HN_COLL_ALLGATHER, h.send[r], h.recv[r], C, HN_F32, 0, 0, 0};
-        hn_origin o = {&h.faults.sink, r, 0, NULL};
+        hn_origin o = {&h.faults.sink, r, 0, NULL, NULL};
         M->collective(team, r, &a, h.s[r], &o);
     }
     sync_all(&h);

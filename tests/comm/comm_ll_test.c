@@ -100,7 +100,7 @@ static void add_team(world *h, const int *ranks, int n, size_t bytes)
     memcpy(h->tranks[t], ranks, (size_t)n * sizeof(int));
     CU_ASSERT_EQUAL_FATAL(hn_comm_ll.team_create(h->w, ranks, n, &h->team[t]), HN_OK);
     for (int i = 0; i < n; i++) {
-        hn_origin o = {&h->faults.sink, ranks[i], 0, NULL};
+        hn_origin o = {&h->faults.sink, ranks[i], 0, NULL, NULL};
         CU_ASSERT_EQUAL_FATAL(hn_comm_ll.team_join(h->team[t], i, &o), HN_OK);
         CU_ASSERT_EQUAL_FATAL(hn_comm_ll.team_reserve(h->team[t], i, bytes, &o), HN_OK);
     }
@@ -218,7 +218,7 @@ static void *issue_main(void *arg)
     for (int ci = 0; ci < h->ncalls && h->st[r] == HN_OK; ci++) {
         const call *c = &h->calls[ci];
         int me = member_of(h, c->team, r);
-        hn_origin o = {&h->faults.sink, r, ci, NULL};
+        hn_origin o = {&h->faults.sink, r, ci, NULL, NULL};
         hn_coll_args a;
         if (me < 0)
             continue;
@@ -430,7 +430,7 @@ static void test_refusals(void)
     float buf[80];
     start(&h, 2, 60, 0);
     add_team(&h, ranks, 2, 16);
-    o = (hn_origin){&h.faults.sink, 0, 0, NULL};
+    o = (hn_origin){&h.faults.sink, 0, 0, NULL, NULL};
     memset(&a, 0, sizeof(a));
     a.kind = HN_COLL_ALLREDUCE;
     a.send = a.recv = buf;

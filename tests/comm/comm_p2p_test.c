@@ -51,7 +51,7 @@ static void start(world *h, int n, double timeout, int events, int pieces, int l
     }
     CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_create(h->w, ranks, n, &h->team), HN_OK);
     for (int r = 0; r < n; r++) {
-        hn_origin o = {&h->faults.sink, r, 0, NULL};
+        hn_origin o = {&h->faults.sink, r, 0, NULL, NULL};
         CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_join(h->team, r, &o), HN_OK);
         CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_reserve(h->team, r, CNT * sizeof(float), &o), HN_OK);
     }
@@ -82,7 +82,7 @@ typedef struct issue {
 static void *issue_main(void *arg)
 {
     issue *is = arg;
-    hn_origin o = {&is->h->faults.sink, is->rank, 0, NULL};
+    hn_origin o = {&is->h->faults.sink, is->rank, 0, NULL, NULL};
     is->st = hn_comm_p2p.collective(is->h->team, is->rank, &is->a, is->h->s[is->rank], &o);
     return NULL;
 }

@@ -217,7 +217,7 @@ static void test_timers(void)
         hn_test_faults f;
         hn_origin o;
         hn_test_faults_init(&f, 5);
-        o = (hn_origin){&f.sink, 0, 0, NULL};
+        o = (hn_origin){&f.sink, 0, 0, NULL, NULL};
         __atomic_store_n(&f.abort, 1, __ATOMIC_RELEASE);
         CU_ASSERT_EQUAL(D->timer_record(t[0], s, NULL), HN_OK);
         CU_ASSERT_EQUAL(D->timer_record(t[1], s, &o), HN_OK);

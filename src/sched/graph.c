@@ -1,0 +1,390 @@
+/* Graphs: a program captured for one configuration and replayed with one
+ * backend launch per rank (docs/ARCHITECTURE.md "Graphs"). A capture is a
+ * launch whose issue goes into the backend's capture instead of its
+ * streams (runtime.c, job A), ended here (job B) with what every replay
+ * must end with: the communicators' end of a replay (p2p: a barrier of the
+ * ranks, its flags reset to where the capture found them, a barrier) and
+ * the graph's epoch raised. A replay needs no rank thread: the caller's
+ * thread launches every rank's graph. The setting graphs = 1 captures a
+ * configuration the second time it runs and replays it afterwards. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sched.h"
+
+static void graph_unlink(hn_runtime *rt, hn_graph *g)
+{
+    hn_graph **l = &rt->graphs;
+    while (*l != NULL && *l != g)
+        l = &(*l)->next;
+    if (*l != NULL)
+        *l = g->next;
+}
+
+/* on each rank: its epoch words, and what its communicators need */
+static hn_status_t begin_on_rank(hn_rank *r, void *arg)
+{
+    hn_graph *g = arg;
+    hn_runtime *rt = r->rt;
+    hn_graph_ctx *c = &g->ctx[r->rank];
+    hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
+    static const uint32_t zero[4];
+    hn_status_t st;
+    c->id = g->id;
+    if ((st = rt->dev->mem_alloc(rt->dev_ctx, r->rank, sizeof(zero), (void **)&c->ep)) != HN_OK ||
+        (st = rt->dev->copy_to_device(rt->dev_ctx, r->rank, c->ep, zero, sizeof(zero))) != HN_OK) {
+        hn_runtime_fail(rt, r->rank, -1, st, "cannot allocate a graph's epoch");
+        return st;
+    }
+    for (int k = 0; k < rt->ncomms && st == HN_OK; k++)
+        if (rt->comms[k].ops->graph_begin != NULL)
+            st = rt->comms[k].ops->graph_begin(rt->comms[k].world, r->rank, c, &o);
+    return st;
+}
+
+/* job B: the end of every replay, and the end of the capture (also after
+ * a failure, so that the stream leaves capture mode) */
+static hn_status_t finish_on_rank(hn_rank *r, void *arg)
+{
+    hn_graph *g = arg;
+    hn_runtime *rt = r->rt;
+    hn_graph_ctx *c = &g->ctx[r->rank];
+    hn_origin o = {&rt->sink, r->rank, -1, NULL, c};
+    hn_status_t st = __atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) ? HN_ERR_ABORTED : HN_OK, end_st;
+    if (!r->capturing)
+        return st;
+    for (int k = 0; k < rt->ncomms && st == HN_OK; k++)
+        if (rt->comms[k].ops->graph_finish != NULL)
+            st = rt->comms[k].ops->graph_finish(rt->comms[k].world, r->rank, c, r->active, &o);
+    if (st == HN_OK && (st = rt->dev->stream_add_u32(r->active, c->ep, HN_GRAPH_EPOCH_SPAN, &o)) != HN_OK)
+        hn_runtime_fail(rt, r->rank, -1, st, "cannot capture the graph's epoch");
+    end_st = rt->dev->capture_end(r->active, &g->g[r->rank]);
+    r->capturing = 0;
+    r->active = r->caller;
+    if (st == HN_OK && end_st != HN_OK) {
+        hn_runtime_fail(rt, r->rank, -1, end_st,
+                        "the capture could not be made a graph (work that cannot be captured was issued; "
+                        "the backend's error is logged above)");
+        st = end_st;
+    }
+    return st;
+}
+
+static hn_status_t end_on_rank(hn_rank *r, void *arg)
+{
+    hn_graph *g = arg;
+    hn_runtime *rt = r->rt;
+    for (int k = 0; k < rt->ncomms; k++)
+        if (rt->comms[k].ops->graph_end != NULL)
+            rt->comms[k].ops->graph_end(rt->comms[k].world, r->rank, &g->ctx[r->rank]);
+    return HN_OK;
+}
+
+static hn_status_t free_on_rank(hn_rank *r, void *arg)
+{
+    hn_graph *g = arg;
+    hn_runtime *rt = r->rt;
+    hn_graph_ctx *c = &g->ctx[r->rank];
+    if (g->g[r->rank] != NULL)
+        rt->dev->graph_destroy(g->g[r->rank]);
+    g->g[r->rank] = NULL;
+    for (int k = 0; k < rt->ncomms; k++)
+        if (rt->comms[k].ops->graph_free != NULL)
+            rt->comms[k].ops->graph_free(rt->comms[k].world, r->rank, c);
+    if (c->ep != NULL)
+        rt->dev->mem_free(rt->dev_ctx, r->rank, c->ep);
+    c->ep = NULL;
+    return HN_OK;
+}
+
+static void graph_free(hn_runtime *rt, hn_graph *g)
+{
+    if (rt->inflight > 0) /* its replays first */
+        (void)hn_runtime_sync(rt);
+    graph_unlink(rt, g);
+    if (g->ctx != NULL && g->g != NULL)
+        (void)hn_runtime_exec_all(rt, free_on_rank, g);
+    hn_free(g->params);
+    hn_free(g->io);
+    hn_free(g->natives);
+    hn_free(g->ctx);
+    hn_free(g->g);
+    hn_free(g);
+}
+
+/* Captures p (prepared: rs) for these streams. */
+static hn_status_t capture(hn_runtime *rt, const hn_program *p, const int64_t *params, void *const *const *io,
+                           void *const *streams, int automatic, hn_graph **out)
+{
+    int n = rt->n, nio = p->ninputs + p->noutputs;
+    hn_graph *g = hn_calloc(1, sizeof(*g));
+    hn_status_t st, st2;
+    *out = NULL;
+    if (g == NULL)
+        return HN_ERR_NOMEM;
+    g->rt = rt;
+    g->id = ++rt->graph_ids;
+    g->prog = p->uid;
+    g->lp = hn_runtime_lowered_of(rt, p, params);
+    g->nparams = p->nparams;
+    g->nio = nio;
+    g->automatic = automatic;
+    g->params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t));
+    g->io = hn_calloc((size_t)nio * (size_t)n + 1, sizeof(void *));
+    g->natives = hn_calloc((size_t)n, sizeof(void *));
+    g->ctx = hn_calloc((size_t)n, sizeof(hn_graph_ctx));
+    g->g = hn_calloc((size_t)n, sizeof(hn_dgraph *));
+    if (g->params == NULL || g->io == NULL || g->natives == NULL || g->ctx == NULL || g->g == NULL) {
+        graph_free(rt, g);
+        return HN_ERR_NOMEM;
+    }
+    memcpy(g->params, params, (size_t)p->nparams * sizeof(int64_t));
+    for (int k = 0; k < nio; k++)
+        for (int r = 0; r < n; r++)
+            g->io[(size_t)k * (size_t)n + (size_t)r] = io[k][r];
+    for (int r = 0; r < n; r++)
+        g->natives[r] = streams != NULL ? streams[r] : NULL;
+    hn_runtime_clear_error(rt);
+    rt->err_prog = g->lp;
+    if ((st = hn_runtime_exec_all(rt, begin_on_rank, g)) == HN_OK) {
+        hn_runtime_begin_run(rt, g->lp);
+        st = hn_runtime_capture_issue(rt, g, io, streams);
+        st2 = hn_runtime_exec_all(rt, finish_on_rank, g); /* every begun capture ends */
+        if (st == HN_OK)
+            st = st2;
+    }
+    (void)hn_runtime_exec_all(rt, end_on_rank, g);
+    st = hn_runtime_finish_run(rt, st);
+    g->next = rt->graphs;
+    rt->graphs = g;
+    if (st != HN_OK) {
+        char keep[sizeof(rt->err_text)];
+        snprintf(keep, sizeof(keep), "%s", rt->err_text);
+        graph_free(rt, g);
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", keep);
+        return st;
+    }
+    g->valid = 1;
+    *out = g;
+    return HN_OK;
+}
+
+hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run_args *args, void *const *streams,
+                               hn_graph **out)
+{
+    hn_resolved rs = {NULL, NULL};
+    hn_status_t st;
+    if (rt == NULL || p == NULL || args == NULL || out == NULL)
+        return HN_ERR_INVALID;
+    *out = NULL;
+    if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK)
+        return st;
+    hn_runtime_clear_error(rt);
+    if (rt->trace != NULL || rt->faults.n > 0) {
+        snprintf(rt->err_text, sizeof(rt->err_text), "hirnode: error: a graph cannot be captured %s",
+                 rt->trace != NULL ? "while tracing" : "with injected faults (HIRNODE_FAULT)");
+        return HN_ERR_UNSUPPORTED;
+    }
+    if (hn_runtime_check_devices(rt) != HN_OK) {
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
+        return HN_ERR_DEVICE_LOST;
+    }
+    if ((st = hn_runtime_resolve(rt, p, args, &rs)) != HN_OK)
+        return st;
+    st = capture(rt, p, rs.params, (void *const *const *)rs.io, streams, 0, out);
+    hn_resolved_free(&rs);
+    return st;
+}
+
+hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *streams)
+{
+    hn_status_t st = HN_OK;
+    if (!g->valid) {
+        snprintf(rt->err_text, sizeof(rt->err_text), "hirnode: error: the graph cannot be replayed: %s; destroy it "
+                 "and capture again", g->why);
+        return HN_ERR_INVALID;
+    }
+    /* an earlier launch failed: collect it (its error is this call's) */
+    if (rt->inflight > 0 && __atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE))
+        return hn_runtime_sync(rt);
+    if (rt->inflight > 0 && rt->inflight_prog != g->prog && (st = hn_runtime_sync(rt)) != HN_OK)
+        return st;
+    if (!g->valid) /* that sync's failure */
+        return hn_runtime_replay_streams(rt, g, streams);
+    if (rt->inflight == 0)
+        hn_runtime_clear_error(rt);
+    if (rt->lost) {
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
+        return HN_ERR_DEVICE_LOST;
+    }
+    rt->err_prog = g->lp;
+    /* like a launch (runtime.c launch_join): after the rank's previous
+     * launch when that ran on another stream; marked done at the end */
+    for (int i = 0; i < rt->n && st == HN_OK; i++) {
+        hn_rank *r = &rt->ranks[i];
+        hn_origin o = {&rt->sink, i, -1, NULL, NULL};
+        const hn_dstream *previous = r->active;
+        hn_dstream *s;
+        if ((st = hn_rank_launch_stream(r, streams != NULL ? streams[i] : NULL, &s)) != HN_OK)
+            break;
+        if (previous != s)
+            st = rt->dev->stream_wait_event(s, r->launch_done, &o);
+        if (st == HN_OK)
+            st = rt->dev->graph_launch(g->g[i], s);
+        if (st == HN_OK)
+            st = rt->dev->event_record(r->launch_done, s);
+        r->active = s;
+        if (st != HN_OK)
+            hn_runtime_fail(rt, i, -1, st, "cannot launch the rank's graph");
+    }
+    rt->inflight++;
+    rt->inflight_prog = g->prog;
+    if (st != HN_OK) {
+        hn_status_t sync_st = hn_runtime_sync(rt);
+        (void)sync_st;
+        return rt->err_status != HN_OK ? rt->err_status : st;
+    }
+    return HN_OK;
+}
+
+hn_status_t hn_runtime_replay(hn_runtime *rt, hn_graph *g, void *const *streams)
+{
+    if (rt == NULL || g == NULL || g->rt != rt)
+        return HN_ERR_INVALID;
+    return hn_runtime_replay_streams(rt, g, streams);
+}
+
+void hn_runtime_graph_destroy(hn_runtime *rt, hn_graph *g)
+{
+    if (rt == NULL || g == NULL || g->rt != rt)
+        return;
+    graph_free(rt, g);
+}
+
+void hn_runtime_graphs_invalidate(hn_runtime *rt, uint64_t prog, int all_but, const char *why)
+{
+    for (hn_graph *g = rt->graphs; g != NULL; g = g->next) {
+        int match = prog == 0 || g->prog == prog || (g->lp != NULL && g->lp->uid == prog);
+        if (g->valid && (all_but ? !match : match)) {
+            g->valid = 0;
+            snprintf(g->why, sizeof(g->why), "%s", why);
+        }
+    }
+}
+
+void hn_runtime_graphs_abort(hn_runtime *rt)
+{
+    static const uint32_t one = 1;
+    for (hn_graph *g = rt->graphs; g != NULL; g = g->next) {
+        for (int r = 0; r < rt->n; r++)
+            if (g->ctx[r].ep != NULL) { /* both abort words (device.h, comm_p2p.c) */
+                (void)rt->dev->copy_to_device(rt->dev_ctx, r, &g->ctx[r].ep[1], &one, sizeof(one));
+                (void)rt->dev->copy_to_device(rt->dev_ctx, r, &g->ctx[r].ep[3], &one, sizeof(one));
+            }
+        if (g->valid) {
+            g->valid = 0;
+            snprintf(g->why, sizeof(g->why), "a failure stopped a run of the runtime");
+        }
+    }
+}
+
+void hn_runtime_graphs_drop(hn_runtime *rt)
+{
+    for (hn_graph *g = rt->graphs; g != NULL; g = g->next)
+        for (int r = 0; r < rt->n; r++)
+            if (g->g[r] != NULL) {
+                rt->dev->graph_destroy(g->g[r]);
+                g->g[r] = NULL;
+            }
+    hn_runtime_graphs_invalidate(rt, 0, 0, "a failure stopped a run of the runtime");
+}
+
+void hn_runtime_graphs_free(hn_runtime *rt)
+{
+    while (rt->graphs != NULL)
+        graph_free(rt, rt->graphs);
+}
+
+/* ---- the setting graphs = 1 ---- */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+}
+
+static int same_config(const hn_graph *g, const hn_program *p, const int64_t *params, void *const *const *io,
+                       void *const *streams, int n)
+{
+    if (g->prog != p->uid || g->nparams != p->nparams || g->nio != p->ninputs + p->noutputs)
+        return 0;
+    if (p->nparams > 0 && memcmp(g->params, params, (size_t)p->nparams * sizeof(int64_t)) != 0)
+        return 0;
+    for (int k = 0; k < g->nio; k++)
+        for (int r = 0; r < n; r++)
+            if (g->io[(size_t)k * (size_t)n + (size_t)r] != io[k][r])
+                return 0;
+    for (int r = 0; r < n; r++)
+        if (g->natives[r] != (streams != NULL ? streams[r] : NULL))
+            return 0;
+    return 1;
+}
+
+int hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *params, void *const *const *io,
+                          void *const *streams, hn_graph **out)
+{
+    int n = rt->n, nauto = 0, slot = -1;
+    uint64_t key = 0;
+    hn_graph *g, *next, *oldest = NULL;
+    hn_status_t st;
+    *out = NULL;
+    if (rt->trace != NULL || rt->faults.n > 0 || rt->time_runs || rt->lost)
+        return 0;
+    for (g = rt->graphs; g != NULL; g = next) { /* unusable automatic graphs go */
+        next = g->next;
+        if (g->automatic && !g->valid)
+            graph_free(rt, g);
+    }
+    for (g = rt->graphs; g != NULL; g = g->next)
+        if (g->automatic && same_config(g, p, params, io, streams, n)) {
+            g->used = ++rt->verified_clock;
+            *out = g;
+            return 1;
+        }
+    /* the second time a configuration comes, it is captured */
+    for (int i = 0; i < p->nparams; i++)
+        key = mix(key, (uint64_t)params[i]);
+    for (int k = 0; k < p->ninputs + p->noutputs; k++)
+        for (int r = 0; r < n; r++)
+            key = mix(key, (uint64_t)(uintptr_t)io[k][r]);
+    for (int r = 0; r < n; r++)
+        key = mix(key, (uint64_t)(uintptr_t)(streams != NULL ? streams[r] : NULL));
+    for (int i = 0; i < HN_VERIFIED_CONFIGS; i++)
+        if (rt->seen[i].prog == p->uid && rt->seen[i].key == key)
+            slot = i;
+    if (slot < 0) {
+        rt->seen[rt->seen_next].prog = p->uid;
+        rt->seen[rt->seen_next].key = key;
+        rt->seen_next = (rt->seen_next + 1) % HN_VERIFIED_CONFIGS;
+        return 0;
+    }
+    rt->seen[slot].prog = 0;
+    for (g = rt->graphs; g != NULL; g = g->next)
+        if (g->automatic) {
+            nauto++;
+            if (oldest == NULL || g->used < oldest->used)
+                oldest = g;
+        }
+    if (nauto >= HN_VERIFIED_CONFIGS)
+        graph_free(rt, oldest);
+    if (rt->inflight > 0 && hn_runtime_sync(rt) != HN_OK)
+        return 0;
+    if ((st = capture(rt, p, params, io, streams, 1, &g)) != HN_OK) {
+        HN_WARN("graphs: the configuration could not be captured (%s): it runs eagerly", hn_status_string(st));
+        hn_runtime_clear_error(rt);
+        return 0;
+    }
+    g->used = ++rt->verified_clock;
+    *out = g;
+    return 1;
+}

@@ -1,0 +1,368 @@
+/* Tests of src/sched/graph.c through the public API: a captured program
+ * replays what eager launches compute, bit for bit; replays back to back
+ * under random stream delays, mixed with eager launches and with another
+ * graph of the same program; what makes a graph unusable; the setting
+ * graphs = 1. On the host backend the capture is the backend's record of
+ * the issued work; on CUDA, stream capture into CUDA graphs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hirnode/runtime.h"
+#include "sched/sched.h"
+#include "test.h"
+
+static hn_runtime *make_rt(int n, double delay, int graphs)
+{
+    hn_runtime_config cfg;
+    hn_runtime *rt = NULL;
+    hn_runtime_config_default(&cfg);
+    cfg.ndev = n;
+    cfg.backend = hn_test_backend;
+    cfg.host_delay_us = strcmp(hn_test_backend, "host") == 0 ? delay : 0;
+    cfg.timeout_s = 30;
+    cfg.graphs = graphs;
+    CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_OK);
+    return rt;
+}
+
+static int nranks(void) { return hn_test_max_ranks() < 4 ? hn_test_max_ranks() : 4; }
+
+/* Every kind of communication a replay must get right: the p2p rings
+ * (staged reductions, put and get allgathers, send/recv), the default
+ * communicator, a second stream, a matmul; Y accumulates, so replays that
+ * overlapped or missed one another would show. */
+static const char *step_text =
+    "param N = 256\n"
+    "input  X : f32[N] replicated\n"
+    "input  W : f32[16, 16] replicated\n"
+    "output Y : f32[N] replicated\n"
+    "output G : f32[N * world] replicated\n"
+    "T = alloc f32[N]\n"
+    "U = alloc f32[N]\n"
+    "R = alloc f32[N / world]\n"
+    "M = alloc f32[N / 16, 16]\n"
+    "copy T <- X\n"
+    "s0 = current_stream\n"
+    "set_stream stream(1)\n"
+    "wait_stream s0\n"
+    "allreduce T <- T op sum via p2p\n"
+    "reduce_scatter R <- T op sum via p2p\n"
+    "allgather T <- R via p2p get\n"
+    "allgather G <- T via p2p\n"
+    "set_stream s0\n"
+    "wait_stream stream(1)\n"
+    "group {\n"
+    "  send T to (rank + 1) % world via p2p\n"
+    "  recv U from (rank - 1) % world via p2p\n"
+    "}\n"
+    "add T <- T, U\n"
+    "allreduce T <- T op max\n"
+    "Tv = view T as [N / 16, 16]\n"
+    "matmul M <- Tv, W\n"
+    "Mv = view M as [N]\n"
+    "scale Mv <- Mv, 0.001\n"
+    "add Y <- Y, Mv\n";
+
+typedef struct bufs {
+    int n;
+    void *x[8], *w[8], *y[8], *g[8];
+} bufs;
+
+static void bufs_make(hn_runtime *rt, bufs *b, int n, uint64_t seed)
+{
+    float x[256], w[256];
+    b->n = n;
+    for (int r = 0; r < n; r++) {
+        uint64_t s = seed * 977 + (uint64_t)r, sw = seed;
+        for (int i = 0; i < 256; i++) {
+            x[i] = (float)(hn_splitmix64(&s) % 2001) / 1000.0f - 1.0f;
+            w[i] = (float)(hn_splitmix64(&sw) % 2001) / 1000.0f - 1.0f; /* replicated: one W */
+        }
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x), &b->x[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(w), &b->w[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x), &b->y[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x) * (size_t)n, &b->g[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->x[r], x, sizeof(x)), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->w[r], w, sizeof(w)), HN_OK);
+    }
+}
+
+/* Y starts at a value of its own (not zero: an untouched output shows) */
+static void bufs_reset(hn_runtime *rt, bufs *b)
+{
+    float y[256];
+    for (int i = 0; i < 256; i++)
+        y[i] = 0.25f * (float)(i % 5);
+    for (int r = 0; r < b->n; r++)
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->y[r], y, sizeof(y)), HN_OK);
+}
+
+static void bufs_free(hn_runtime *rt, bufs *b)
+{
+    for (int r = 0; r < b->n; r++) {
+        hn_runtime_free(rt, r, b->x[r]);
+        hn_runtime_free(rt, r, b->w[r]);
+        hn_runtime_free(rt, r, b->y[r]);
+        hn_runtime_free(rt, r, b->g[r]);
+    }
+}
+
+static hn_run_args args_of(bufs *b, hn_binding *bind)
+{
+    hn_run_args a = {0, NULL, NULL, 4, bind};
+    bind[0] = (hn_binding){"X", b->x};
+    bind[1] = (hn_binding){"W", b->w};
+    bind[2] = (hn_binding){"Y", b->y};
+    bind[3] = (hn_binding){"G", b->g};
+    return a;
+}
+
+/* rank 0's Y and G, for comparisons */
+static void outputs(hn_runtime *rt, bufs *b, float *y, float *g)
+{
+    for (int r = 0; r < b->n; r++) {
+        float yr[256];
+        CU_ASSERT_EQUAL(hn_runtime_download(rt, r, yr, b->y[r], sizeof(yr)), HN_OK);
+        if (r == 0)
+            memcpy(y, yr, sizeof(yr));
+        else
+            CU_ASSERT_EQUAL(memcmp(y, yr, sizeof(yr)), 0); /* every rank agrees */
+    }
+    CU_ASSERT_EQUAL(hn_runtime_download(rt, 0, g, b->g[0], sizeof(float) * 256 * (size_t)b->n), HN_OK);
+}
+
+/* K eager launches, then K replays of the same configuration from the same
+ * start: Y and G bit for bit the same. */
+static void test_replay_matches_eager(void)
+{
+    enum { K = 5 };
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = make_rt(n, 20, 0);
+    hn_binding bind[4];
+    bufs b;
+    hn_run_args a;
+    hn_graph *gr = NULL;
+    float *ye = hn_calloc(256, sizeof(float)), *yg = hn_calloc(256, sizeof(float));
+    float *ge = hn_calloc(256 * (size_t)n, sizeof(float)), *gg = hn_calloc(256 * (size_t)n, sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    bufs_make(rt, &b, n, 7);
+    a = args_of(&b, bind);
+    bufs_reset(rt, &b);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b, ye, ge);
+
+    bufs_reset(rt, &b);
+    {
+        float nan[256];
+        for (int i = 0; i < 256; i++)
+            nan[i] = NAN;
+        for (int r = 0; r < n; r++) /* G: poisoned; a replay must write all of it */
+            for (int q = 0; q < n; q++)
+                hn_runtime_upload(rt, r, (float *)b.g[r] + 256 * q, nan, sizeof(nan));
+    }
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gr);
+    outputs(rt, &b, yg, gg); /* a capture runs nothing */
+    CU_ASSERT_EQUAL(yg[1], 0.25f);
+    CU_ASSERT(isnan(gg[0]));
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(rt->inflight, K);
+    if (hn_runtime_sync(rt) != HN_OK) {
+        fprintf(stderr, "replays failed: %s\n", hn_runtime_error(rt));
+        CU_FAIL("replays failed");
+    }
+    outputs(rt, &b, yg, gg);
+    CU_ASSERT_EQUAL(memcmp(ye, yg, 256 * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(ge, gg, 256 * sizeof(float) * (size_t)n), 0);
+    CU_ASSERT(ye[3] != 0.25f * 3 && isfinite(ye[3]));
+
+    /* new contents of the same buffers: replays read them */
+    bufs_reset(rt, &b);
+    for (int k = 0; k < 2; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b, yg, gg);
+    bufs_reset(rt, &b);
+    for (int k = 0; k < 2; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b, ye, ge);
+    CU_ASSERT_EQUAL(memcmp(ye, yg, 256 * sizeof(float)), 0);
+
+    hn_runtime_graph_destroy(rt, gr);
+    bufs_free(rt, &b);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+    hn_free(ye);
+    hn_free(yg);
+    hn_free(ge);
+    hn_free(gg);
+}
+
+/* Replays of two graphs (two batch sizes: other parameters, other
+ * buffers) and eager launches, in turn on two caller streams, back to back
+ * with no host sync and random delays before every piece of stream work:
+ * each configuration's Y is what as many eager launches give. */
+static void test_back_to_back(void)
+{
+    enum { ROUNDS = 6 };
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = make_rt(n, 50, 0);
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    hn_graph *gr[2] = {NULL, NULL};
+    void *streams[2][8];
+    const char *names[] = {"N"};
+    int64_t sizes[2] = {256, 128};
+    float y[2][256], g[256 * 8], want[2][256];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int r = 0; r < n; r++)
+        for (int s = 0; s < 2; s++)
+            CU_ASSERT_EQUAL_FATAL(hn_runtime_stream_create(rt, r, &streams[s][r]), HN_OK);
+    for (int c = 0; c < 2; c++) {
+        bufs_make(rt, &b[c], n, 11 + (uint64_t)c);
+        a[c] = args_of(&b[c], bind[c]);
+        a[c].nparams = 1;
+        a[c].param_names = names;
+        a[c].param_values = &sizes[c];
+    }
+    /* what 3 * ROUNDS eager launches of each give */
+    for (int c = 0; c < 2; c++) {
+        bufs_reset(rt, &b[c]);
+        for (int k = 0; k < 3 * ROUNDS; k++)
+            CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a[c], NULL), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+        outputs(rt, &b[c], want[c], g);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[c], streams[c], &gr[c]), HN_OK);
+        bufs_reset(rt, &b[c]);
+    }
+    for (int k = 0; k < ROUNDS; k++)
+        for (int c = 0; c < 2; c++) {
+            CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr[c], streams[(k + c) % 2]), HN_OK);
+            CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a[c], streams[k % 2]), HN_OK);
+            CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr[c], NULL), HN_OK);
+        }
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    for (int c = 0; c < 2; c++) {
+        outputs(rt, &b[c], y[c], g);
+        CU_ASSERT_EQUAL(memcmp(y[c], want[c], sizeof(y[c])), 0);
+    }
+    for (int c = 0; c < 2; c++) {
+        hn_runtime_graph_destroy(rt, gr[c]);
+        bufs_free(rt, &b[c]);
+    }
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
+/* What ends a graph: hn_runtime_forget of its program, a failed run; a
+ * capture is refused while tracing or with injected faults. */
+static void test_unusable(void)
+{
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = make_rt(n, 0, 0);
+    hn_binding bind[4];
+    bufs b;
+    hn_run_args a;
+    hn_graph *gr = NULL, *g2 = NULL;
+    hn_strbuf err;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    hn_sb_init(&err);
+    bufs_make(rt, &b, n, 3);
+    a = args_of(&b, bind);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    hn_runtime_forget(rt, p);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "hn_runtime_forget"));
+    hn_runtime_graph_destroy(rt, gr);
+
+    /* a failed run: every graph is unusable afterwards (line 24: the add) */
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a, NULL, &g2), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, "0:24:async", &err), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(gr);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "injected faults"));
+    CU_ASSERT_NOT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, g2, NULL), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "capture again"));
+    hn_runtime_graph_destroy(rt, g2);
+    CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK); /* the runtime works on */
+    CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    /* gr is left for hn_runtime_destroy */
+    bufs_free(rt, &b);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+    hn_sb_free(&err);
+}
+
+/* graphs = 1: the second run of a configuration is captured, later ones
+ * replay it; the results are those of eager runs. */
+static void test_automatic(void)
+{
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = make_rt(n, 0, 1), *eager = make_rt(n, 0, 0);
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    float y[2][256], g[256 * 8];
+    int graphs = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(eager);
+    bufs_make(rt, &b[0], n, 5);
+    bufs_make(eager, &b[1], n, 5);
+    for (int c = 0; c < 2; c++) {
+        hn_runtime *x = c == 0 ? rt : eager;
+        a[c] = args_of(&b[c], bind[c]);
+        bufs_reset(x, &b[c]);
+        for (int k = 0; k < 6; k++) {
+            CU_ASSERT_EQUAL(k % 2 ? hn_runtime_run(x, p, &a[c]) : hn_runtime_launch(x, p, &a[c], NULL), HN_OK);
+            if (c == 0 && k == 0)
+                CU_ASSERT_PTR_NULL(rt->graphs); /* seen once: eager */
+        }
+        CU_ASSERT_EQUAL(hn_runtime_sync(x), HN_OK);
+        outputs(x, &b[c], y[c], g);
+    }
+    for (hn_graph *gr = rt->graphs; gr != NULL; gr = gr->next)
+        graphs += gr->automatic && gr->valid;
+    CU_ASSERT_EQUAL(graphs, 1);
+    CU_ASSERT_EQUAL(memcmp(y[0], y[1], sizeof(y[0])), 0);
+    bufs_free(rt, &b[0]);
+    bufs_free(eager, &b[1]);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_runtime_destroy(eager);
+    hn_program_destroy(p);
+}
+
+void hn_suite_graph(void)
+{
+    static CU_TestInfo tests[] = {
+        {"a replay computes what eager launches compute, bit for bit", test_replay_matches_eager},
+        {"replays of two graphs and eager launches, back to back, random delays", test_back_to_back},
+        {"forget and failures make graphs unusable; no capture while faults are planned", test_unusable},
+        {"graphs = 1 captures a repeated configuration and replays it", test_automatic},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("sched/graph", tests);
+}
