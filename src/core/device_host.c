@@ -359,6 +359,8 @@ static void run_wait_flag(host_ctx *c, closure *cl)
     pthread_mutex_unlock(&c->flag_mu);
 }
 
+static hn_status_t graph_fail(hn_dgraph *g, hn_status_t st, const char *what);
+
 static void *worker(void *arg)
 {
     hn_dstream *s = arg;
@@ -476,6 +478,11 @@ static hn_status_t host_stream_sync(hn_dstream *s)
 {
     uint64_t target;
     pthread_mutex_lock(&s->mu);
+    if (s->capture != NULL) { /* like CUDA: a capturing stream cannot be waited for */
+        hn_dgraph *g = s->capture;
+        pthread_mutex_unlock(&s->mu);
+        return graph_fail(g, HN_ERR_INVALID, "a stream being captured was synchronized");
+    }
     target = s->issued;
     while (s->completed < target)
         pthread_cond_wait(&s->cv_done, &s->mu);

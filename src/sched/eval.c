@@ -434,6 +434,9 @@ static hn_status_t exec_HOST_SYNC(hn_exec *x, const hn_instr *in)
     hn_dstream *s;
     if (x->dry)
         return HN_OK;
+    if (x->graph != NULL) /* a graph runs without the host */
+        return fail(x, in, HN_ERR_UNSUPPORTED, "host_sync cannot be captured in a graph (it makes the host wait "
+                    "for the devices)");
     if (cur_stream(x, in, &s) != HN_OK)
         return x->status;
     return issued(x, in, x->rt->dev->stream_sync(s), "host sync");

@@ -941,6 +941,11 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
             return st;
         }
         r->capturing = 1;
+        /* every pool stream enters the capture after what the stream holds */
+        if ((st = launch_join(r, r->active, 0, NULL)) != HN_OK) {
+            hn_runtime_fail(rt, r->rank, -1, st, "cannot fork the pool streams into the capture");
+            return st;
+        }
     }
     if (j->launch &&
         ((st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &r->active)) != HN_OK ||
@@ -1079,6 +1084,17 @@ hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int6
         if ((st = hn_runtime_replay_streams(rt, g, NULL)) != HN_OK)
             return st;
         return hn_runtime_sync(rt);
+    }
+    if (rt->auto_graphs && !hn_runtime_prepared(rt, p, params)) { /* a failed capture made the teams anew */
+        hn_strbuf diag;
+        hn_sb_init(&diag);
+        st = hn_runtime_prepare(rt, p, params, &diag);
+        if (st != HN_OK)
+            snprintf(rt->err_text, sizeof(rt->err_text), "%s", diag.data ? diag.data : hn_status_string(st));
+        hn_sb_free(&diag);
+        if (st != HN_OK)
+            return st;
+        j.p = hn_runtime_lowered_of(rt, p, params);
     }
     if (check_devices(rt) != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
@@ -1375,6 +1391,17 @@ hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_
         if (hn_runtime_auto_graph(rt, p, rs.params, (void *const *const *)rs.io, streams, &g)) {
             hn_resolved_free(&rs);
             return hn_runtime_replay_streams(rt, g, streams);
+        }
+        if (!hn_runtime_prepared(rt, p, rs.params)) { /* a failed capture made the teams anew */
+            hn_strbuf diag;
+            hn_sb_init(&diag);
+            if ((st = hn_runtime_prepare(rt, p, rs.params, &diag)) != HN_OK)
+                snprintf(rt->err_text, sizeof(rt->err_text), "%s", diag.data ? diag.data : hn_status_string(st));
+            hn_sb_free(&diag);
+            if (st != HN_OK) {
+                hn_resolved_free(&rs);
+                return st;
+            }
         }
     }
     memset(&j, 0, sizeof(j));

@@ -314,6 +314,39 @@ static void test_unusable(void)
     hn_sb_free(&err);
 }
 
+/* A program that cannot be captured: the capture fails naming the
+ * instruction, the runtime works on; graphs = 1 runs it eagerly. */
+static void test_cannot_capture(void)
+{
+    const char *text = "output Y : i64[8] replicated\nset_stream stream(1)\niota Y <- rank, 1\nhost_sync\n";
+    hn_program *p = hn_test_parse(text, NULL);
+    int n = hn_test_max_ranks() < 2 ? 1 : 2;
+    hn_runtime *rt = make_rt(n, 0, 1);
+    void *y[2];
+    int64_t host[8];
+    hn_binding b = {"Y", y};
+    hn_run_args a = {0, NULL, NULL, 1, &b};
+    hn_graph *g = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int r = 0; r < n; r++)
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(host), &y[r]), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &g), HN_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(g);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "t.hir:4:1: error: rank"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "host_sync cannot be captured"));
+    for (int k = 0; k < 4; k++) /* the second would be captured: it fails, and runs eagerly */
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK);
+    CU_ASSERT_PTR_NULL(rt->graphs);
+    for (int r = 0; r < n; r++) {
+        CU_ASSERT_EQUAL(hn_runtime_download(rt, r, host, y[r], sizeof(host)), HN_OK);
+        CU_ASSERT_EQUAL(host[7], r + 7);
+        hn_runtime_free(rt, r, y[r]);
+    }
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
 /* graphs = 1: the second run of a configuration is captured, later ones
  * replay it; the results are those of eager runs. */
 static void test_automatic(void)
@@ -362,6 +395,7 @@ void hn_suite_graph(void)
         {"replays of two graphs and eager launches, back to back, random delays", test_back_to_back},
         {"forget and failures make graphs unusable; no capture while faults are planned", test_unusable},
         {"graphs = 1 captures a repeated configuration and replays it", test_automatic},
+        {"a program that cannot be captured: a named error, then eager runs", test_cannot_capture},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/graph", tests);

@@ -92,10 +92,13 @@ static const stress_case strategy_cases[] = {
     {"allreduce C <- matmul(A, B)", "ar", "strategy=auto"},
 };
 
-static void test_every_strategy(void)
+/* graphs: each run three times, the second captured and the third
+ * replayed (the setting graphs = 1), with random stream delays on the host
+ * backend; the check reads the last replay's output. */
+static void every_strategy(int graphs)
 {
-    const char *env = getenv("HN_STRESS_STRATEGY_RUNS");
-    int runs = env != NULL ? atoi(env) : 60, n = hn_test_max_ranks() < 4 ? hn_test_max_ranks() : 4;
+    const char *env = getenv(graphs ? "HN_STRESS_GRAPH_RUNS" : "HN_STRESS_STRATEGY_RUNS");
+    int runs = env != NULL ? atoi(env) : graphs ? 30 : 60, n = hn_test_max_ranks() < 4 ? hn_test_max_ranks() : 4;
     int passed = 0, tried = 0;
     uint64_t rng = 4711;
     hn_runtime *rts[4] = {NULL, NULL, NULL, NULL}; /* 1..4 streams */
@@ -107,6 +110,8 @@ static void test_every_strategy(void)
         cfg.nstreams = s + 1;
         cfg.backend = hn_test_backend;
         cfg.timeout_s = 30;
+        cfg.graphs = graphs;
+        cfg.host_delay_us = graphs && strcmp(hn_test_backend, "host") == 0 ? 20 : 0;
         CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &rts[s]), HN_OK);
     }
     for (int k = 0; k < runs; k++) {
@@ -143,7 +148,7 @@ static void test_every_strategy(void)
         p = hn_test_parse(text, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(p);
         memset(&o, 0, sizeof(o));
-        o.iters = 1;
+        o.iters = graphs ? 3 : 1;
         o.seed = (uint64_t)k + 7;
         o.check = 1;
         hn_sb_init(&diag);
@@ -162,19 +167,24 @@ static void test_every_strategy(void)
         hn_runtime_forget(rts[streams], p);
         hn_program_destroy(p);
     }
-    printf("\n  stress: %d of %d runs of %d pipelined strategies passed at %d ranks, 1-4 streams, on %s (%.1f s)\n",
-           passed, runs, HN_ARRAY_LEN(strategy_cases), n, hn_test_backend, hn_now() - t0);
+    printf("\n  stress: %d of %d runs of %d pipelined strategies passed at %d ranks, 1-4 streams, on %s%s (%.1f s)\n",
+           passed, runs, HN_ARRAY_LEN(strategy_cases), n, hn_test_backend,
+           graphs ? ", each captured and replayed" : "", hn_now() - t0);
     CU_ASSERT_EQUAL(passed, runs);
     CU_ASSERT_EQUAL(tried, runs);
     for (int s = 0; s < 4; s++)
         hn_runtime_destroy(rts[s]);
 }
 
+static void test_every_strategy(void) { every_strategy(0); }
+static void test_every_strategy_replayed(void) { every_strategy(1); }
+
 void hn_suite_stress(void)
 {
     static CU_TestInfo tests[] = {
         {"back-to-back p2p ring runs with random sizes", test_random_sizes},
         {"back-to-back runs of every pipelined strategy, random sizes and streams", test_every_strategy},
+        {"every pipelined strategy captured and replayed (graphs = 1)", test_every_strategy_replayed},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("tools/stress", tests);
