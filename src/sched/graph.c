@@ -223,17 +223,18 @@ hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *
     for (int i = 0; i < rt->n && st == HN_OK; i++) {
         hn_rank *r = &rt->ranks[i];
         hn_origin o = {&rt->sink, i, -1, NULL, NULL};
-        const hn_dstream *previous = r->active;
+        const hn_dstream *previous = r->follow;
         hn_dstream *s;
         if ((st = hn_rank_launch_stream(r, streams != NULL ? streams[i] : NULL, &s)) != HN_OK)
             break;
-        if (previous != s)
+        if (previous != NULL && previous != s)
             st = rt->dev->stream_wait_event(s, r->launch_done, &o);
         if (st == HN_OK)
             st = rt->dev->graph_launch(g->g[i], s);
         if (st == HN_OK)
             st = rt->dev->event_record(r->launch_done, s);
         r->active = s;
+        r->follow = s;
         if (st != HN_OK)
             hn_runtime_fail(rt, i, -1, st, "cannot launch the rank's graph");
     }

@@ -926,7 +926,7 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
 {
     run_job *j = arg;
     hn_runtime *rt = r->rt;
-    const hn_dstream *previous = r->active;
+    const hn_dstream *previous = r->follow;
     hn_exec x;
     hn_status_t st, sync_st;
     if (j->reference && r->rank != 0)
@@ -983,6 +983,7 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
     if (j->launch) {
         /* issued: the launch returns; hn_runtime_sync joins it */
         sync_st = launch_join(r, r->active, 1, NULL);
+        r->follow = r->active;
         if (sync_st != HN_OK)
             hn_runtime_fail(rt, r->rank, -1, sync_st, "cannot join the launch's streams");
         if (x.trace != NULL) /* a traced launch is synchronous */
@@ -1434,6 +1435,7 @@ static hn_status_t sync_on_rank(hn_rank *r, void *arg)
     (void)arg;
     st = sync_all(r);
     r->active = r->caller;
+    r->follow = NULL; /* the next launch need not wait for anything */
     return st;
 }
 
