@@ -196,6 +196,37 @@ hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run
     return st;
 }
 
+typedef struct replay_job {
+    hn_graph *g;
+    void *const *streams;
+} replay_job;
+
+/* One rank's part of a replay, like a launch (runtime.c launch_join): after
+ * the rank's launch in flight when that runs on another stream; marked
+ * done at the end. From the caller's thread or the rank's. */
+static hn_status_t replay_on_rank(hn_rank *r, void *arg)
+{
+    replay_job *j = arg;
+    hn_runtime *rt = r->rt;
+    hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
+    const hn_dstream *previous = r->follow;
+    hn_dstream *s;
+    hn_status_t st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &s);
+    if (st == HN_OK && previous != NULL && previous != s)
+        st = rt->dev->stream_wait_event(s, r->launch_done, &o);
+    if (st == HN_OK)
+        st = rt->dev->graph_launch(j->g->g[r->rank], s);
+    if (st == HN_OK)
+        st = rt->dev->event_record(r->launch_done, s);
+    if (st == HN_OK) {
+        r->active = s;
+        r->follow = s;
+    } else {
+        hn_runtime_fail(rt, r->rank, -1, st, "cannot launch the rank's graph");
+    }
+    return st;
+}
+
 hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *streams)
 {
     hn_status_t st = HN_OK;
@@ -218,25 +249,13 @@ hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *
         return HN_ERR_DEVICE_LOST;
     }
     rt->err_prog = g->lp;
-    /* like a launch (runtime.c launch_join): after the rank's previous
-     * launch when that ran on another stream; marked done at the end */
-    for (int i = 0; i < rt->n && st == HN_OK; i++) {
-        hn_rank *r = &rt->ranks[i];
-        hn_origin o = {&rt->sink, i, -1, NULL, NULL};
-        const hn_dstream *previous = r->follow;
-        hn_dstream *s;
-        if ((st = hn_rank_launch_stream(r, streams != NULL ? streams[i] : NULL, &s)) != HN_OK)
-            break;
-        if (previous != NULL && previous != s)
-            st = rt->dev->stream_wait_event(s, r->launch_done, &o);
-        if (st == HN_OK)
-            st = rt->dev->graph_launch(g->g[i], s);
-        if (st == HN_OK)
-            st = rt->dev->event_record(r->launch_done, s);
-        r->active = s;
-        r->follow = s;
-        if (st != HN_OK)
-            hn_runtime_fail(rt, i, -1, st, "cannot launch the rank's graph");
+    {
+        replay_job j = {g, streams};
+        if (rt->n > 1 && rt->replay_threads) /* every rank's launch at once, on the rank threads */
+            st = hn_runtime_exec_all(rt, replay_on_rank, &j);
+        else
+            for (int i = 0; i < rt->n && st == HN_OK; i++)
+                st = replay_on_rank(&rt->ranks[i], &j);
     }
     rt->inflight++;
     rt->inflight_prog = g->prog;

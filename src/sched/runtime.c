@@ -639,6 +639,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     }
     rt->join_spin = atoi(hn_setting_get("join_spin"));
     rt->auto_graphs = cfg.graphs;
+    rt->replay_threads = atoi(hn_setting_get("replay_threads"));
     pthread_mutex_init(&rt->mu, NULL);
     pthread_cond_init(&rt->cv_job, NULL);
     pthread_cond_init(&rt->cv_done, NULL);

@@ -211,6 +211,7 @@ struct hn_runtime {
     struct hn_graph *graphs;
     uint64_t graph_ids;
     int auto_graphs; /* repeated runs and launches are captured and replayed */
+    int replay_threads; /* a replay launches each rank's graph on its thread (else the caller's) */
     struct hn_seen {
         uint64_t prog; /* 0: free */
         uint64_t key;  /* hash of parameters, bindings and streams */
