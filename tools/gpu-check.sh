@@ -7,7 +7,12 @@
 # on one example. CUnit comes from .deps/*.deb when the machine has none
 # (`apt-get download libcunit1 libcunit1-dev` into .deps beforehand).
 # Usage: tools/gpu-check.sh [OUTDIR]
-# PARTS="suites examples prod memcheck ll" (the default: all) picks parts.
+# PARTS="suites examples prod memcheck ll graphs" (the default: all) picks parts.
+# graphs: CUDA graphs (hn_runtime_capture/replay) — the sched/graph suite
+# and the strategy stress replayed, every example replayed with --check
+# (HIRNODE_GRAPHS=1) at 1 and 2 GPUs, replay against eager bit for bit at
+# production sizes, `hirnode bench issue` (replay columns) and the
+# embedding example, into OUTDIR/graphs-*.
 # ll: the latency path (via ll) — `hirnode bench collectives` from 8 KiB to
 # 16 MiB at 2 GPUs (and 4, 8 where there are), every output checked, into
 # OUTDIR/bench-collectives-gN.md; one-shot against two-shot; memcheck of
@@ -42,7 +47,7 @@ cat "$out/machine.txt"
 make -j"$(nproc)" CUDA=1 all > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 ngpu=$(nvidia-smi -L | wc -l)
 fail=0
-parts=" ${PARTS:-suites examples prod memcheck ll} "
+parts=" ${PARTS:-suites examples prod memcheck ll graphs} "
 part() { case "$parts" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 export HIRNODE_TIMEOUT=${HIRNODE_TIMEOUT:-30}
 if part suites; then
@@ -146,6 +151,60 @@ if part ll; then
       build/hirnode run --backend cuda --gpus 2 --check examples/decode_allreduce_ll.hir > "$out/memcheck-ll.log" 2>&1
     rc=$?; [ $rc = 0 ] || fail=1
     echo "compute-sanitizer memcheck of the latency path at 2 GPUs: exit $rc"
+  fi
+fi
+if part graphs; then
+  timeout 300 build/hn_tests --backend cuda --suite sched/graph > "$out/graphs-suite.log" 2>&1 || fail=1
+  grep -E "tests  |asserts" "$out/graphs-suite.log"
+  HN_STRESS_GRAPH_RUNS=${GRAPH_STRESS_RUNS:-300} timeout 300 build/hn_tests --backend cuda --suite tools/stress \
+    > "$out/graphs-stress.log" 2>&1 || fail=1
+  grep -E "stress:" "$out/graphs-stress.log"
+  gpass=0 gbad=0
+  for g in 1 2; do
+    [ "$g" -le "$ngpu" ] || continue
+    for f in examples/*.hir; do
+      echo "== $f at $g GPUs, replayed" >> "$out/graphs-examples.log"
+      if HIRNODE_GRAPHS=1 timeout 60 build/hirnode run --backend cuda --gpus "$g" --check --iters 4 "$f" \
+           >> "$out/graphs-examples.log" 2>&1; then gpass=$((gpass + 1)); else gbad=$((gbad + 1)); fail=1; echo "FAIL: $f replayed at $g GPUs"; fi
+    done
+  done
+  echo "examples replayed (HIRNODE_GRAPHS=1) with --check: $gpass passed, $gbad failed"
+  # replay against eager, bit for bit, at production sizes (the last of 3 runs: a replay)
+  g=$((ngpu >= 2 ? 2 : 1))
+  gcmp() { # name file -D...
+    local name=$1 file=$2; shift 2
+    for gr in 0 1; do
+      rm -rf "$prod_dir/g$gr" && mkdir -p "$prod_dir/g$gr"
+      HIRNODE_GRAPHS=$gr timeout 300 build/hirnode run --backend cuda --gpus "$g" --iters 3 --save "$prod_dir/g$gr" \
+        "$@" "$file" >> "$out/graphs-prod.log" 2>&1 || { fail=1; echo "FAIL: $name with HIRNODE_GRAPHS=$gr"; }
+    done
+    for f in "$prod_dir/g0"/*.npy; do
+      if cmp -s "$f" "$prod_dir/g1/$(basename "$f")"; then echo "bit-identical, replay vs eager: $name at $g GPUs, $(basename "$f")"
+      else fail=1; echo "FAIL: $name at $g GPUs: $(basename "$f") differs between replay and eager"; fi
+    done
+    rm -rf "$prod_dir/g0" "$prod_dir/g1"
+  }
+  gcmp ag_p2p_16k examples/ag_matmul_p2p.hir -D M=16384 -D K=8192 -D N=8192
+  gcmp tp_mlp "$(bf16 tp_mlp)" -D L=2 -D M=16384 -D D=8192 -D F=16384
+  gcmp matmul_rs "$(bf16 matmul_reduce_scatter)" -D M=16384 -D K=16384 -D N=8192
+  gcmp decode_ll examples/decode_allreduce_ll.hir
+  for g in 1 2; do
+    [ "$g" -le "$ngpu" ] || continue
+    timeout 120 build/hirnode bench issue --backend cuda --gpus "$g" --n 1000 --reps 20 --markdown \
+      > "$out/graphs-bench-issue-g$g.md" 2>&1 || fail=1
+    tail -1 "$out/graphs-bench-issue-g$g.md"
+  done
+  if make -s install PREFIX="$prod_dir/prefix" > /dev/null 2>&1 &&
+     cc -O2 examples/embed/serve.c $(PKG_CONFIG_PATH="$prod_dir/prefix/lib/pkgconfig" pkg-config --cflags --libs hirnode) \
+       -lm -o "$prod_dir/serve"; then
+    for g in 1 2; do
+      [ "$g" -le "$ngpu" ] || continue
+      HIRNODE_BACKEND=cuda LD_LIBRARY_PATH="$prod_dir/prefix/lib" timeout 120 "$prod_dir/serve" 10000 "$g" \
+        > "$out/graphs-serve-g$g.txt" 2>&1 || fail=1
+      cat "$out/graphs-serve-g$g.txt"
+    done
+  else
+    fail=1; echo "FAIL: the embedding example did not build"
   fi
 fi
 exit $fail

@@ -233,6 +233,101 @@ static void test_timers(void)
     D->fini(ctx);
 }
 
+/* A capture: work issued on s and on a stream forked from it by an event
+ * (and joined back) is recorded, not run; every launch of the graph runs
+ * it again in order, with the fork's concurrency; its relative flag and
+ * epoch move from launch to launch. */
+typedef struct counter {
+    int *v;
+    int step;
+} counter;
+
+static hn_status_t bump(void *arg, const hn_origin *o)
+{
+    counter *c = arg;
+    (void)o;
+    __atomic_add_fetch(c->v, c->step, __ATOMIC_ACQ_REL);
+    return HN_OK;
+}
+
+static void test_capture_launch(void)
+{
+    void *ctx = ctx_new(30);
+    hn_dstream *s, *side, *other;
+    hn_devent *fork, *join;
+    hn_dgraph *g = NULL;
+    uint32_t *mem; /* [0] epoch, [1] abort, [2] a flag */
+    int v = 0;
+    counter a = {&v, 1}, b = {&v, 100};
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &s), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &side), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &other), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->event_create(ctx, 0, &fork), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->event_create(ctx, 0, &join), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->mem_alloc(ctx, 0, 16, (void **)&mem), HN_OK);
+    CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
+    CU_ASSERT_EQUAL(D->capture_begin(s), HN_ERR_INVALID); /* once */
+    CU_ASSERT_EQUAL(D->launch_host(s, bump, &a, NULL, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->event_record(fork, s), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_event(side, fork, NULL), HN_OK); /* side joins */
+    CU_ASSERT_EQUAL(D->launch_host(side, bump, &b, NULL, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_write_flag_rel(side, &mem[2], 5, mem, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->event_record(join, side), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_event(s, join, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_flag_rel(s, &mem[2], 5, mem, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_add_u32(s, &mem[0], 10, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_sync(s), HN_ERR_INVALID); /* not while capturing */
+    /* that failed the capture: a fresh one */
+    CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(g);
+    CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
+    CU_ASSERT_EQUAL(D->launch_host(s, bump, &a, NULL, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->event_record(fork, s), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_event(side, fork, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->launch_host(side, bump, &b, NULL, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_write_flag_rel(side, &mem[2], 5, mem, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->event_record(join, side), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_event(s, join, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_flag_rel(s, &mem[2], 5, mem, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_add_u32(s, &mem[0], 10, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    usleep(20000);
+    CU_ASSERT_EQUAL(__atomic_load_n(&v, __ATOMIC_ACQUIRE), 0); /* nothing ran */
+    for (int k = 0; k < 3; k++)
+        CU_ASSERT_EQUAL(D->graph_launch(g, other), HN_OK); /* on any stream of the device */
+    CU_ASSERT_EQUAL(D->stream_sync(other), HN_OK);
+    CU_ASSERT_EQUAL(v, 303);
+    CU_ASSERT_EQUAL(mem[0], 30);     /* the epoch, raised by each launch */
+    CU_ASSERT_EQUAL(mem[2], 5 + 20); /* the last launch's flag: 5 + its epoch */
+    /* the streams are free again: eager work runs */
+    CU_ASSERT_EQUAL(D->launch_host(side, bump, &a, NULL, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_sync(side), HN_OK);
+    CU_ASSERT_EQUAL(v, 304);
+    D->graph_destroy(g);
+
+    /* a stream left unjoined, a wait on an event recorded outside */
+    CU_ASSERT_EQUAL(D->event_record(join, other), HN_OK);
+    CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_event(s, join, NULL), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
+    CU_ASSERT_EQUAL(D->event_record(fork, s), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_event(side, fork, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->launch_host(side, bump, &a, NULL, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(g);
+    CU_ASSERT_EQUAL(D->capture_end(side, &g), HN_ERR_INVALID); /* not capturing any more */
+    CU_ASSERT_EQUAL(v, 304);
+    D->mem_free(ctx, 0, mem);
+    D->event_destroy(fork);
+    D->event_destroy(join);
+    D->stream_destroy(s);
+    D->stream_destroy(side);
+    D->stream_destroy(other);
+    D->fini(ctx);
+}
+
 void hn_suite_device_host(void)
 {
     static CU_TestInfo tests[] = {
@@ -242,6 +337,7 @@ void hn_suite_device_host(void)
         {"waiting on an unrecorded event", test_unrecorded_event},
         {"copies in stream order", test_memcpy_order},
         {"timing markers", test_timers},
+        {"capture and launches of a graph", test_capture_launch},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("core/device_host", tests);
