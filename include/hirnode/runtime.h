@@ -148,7 +148,10 @@ void hn_runtime_forget(hn_runtime *rt, const hn_program *p);
  * why) after any failed run or launch of the runtime, after
  * hn_runtime_forget of its program, or when memory pressure gave its
  * program's cached buffers back; destroy it and capture again. Not while
- * tracing or with injected faults (HN_ERR_UNSUPPORTED). The caller owns the
+ * tracing or with injected faults (HN_ERR_UNSUPPORTED); replays are not
+ * traced. A program with `host_sync` cannot be captured (HN_ERR_UNSUPPORTED,
+ * the instruction named). The setting graphs = 1 does all of this by itself:
+ * a configuration is captured the second time it runs. The caller owns the
  * graph: hn_runtime_graph_destroy (between runs) frees it; hn_runtime_destroy
  * frees those left. Thread safety: like every call on the runtime. */
 hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run_args *args, void *const *streams,

@@ -381,26 +381,39 @@ static hn_status_t cuda_capture_end(hn_dstream *s, hn_dgraph **out)
     return HN_OK;
 }
 
-/* from any thread: the launch goes to the stream's device */
+/* From any thread (a replay of one rank runs on the caller's): the launch
+ * goes to the graph's device, and the thread's current device is left as
+ * it was. */
 static hn_status_t cuda_graph_launch(hn_dgraph *g, hn_dstream *s)
 {
     int cur = -1;
+    hn_status_t st;
     if (s->dev != g->dev) {
         HN_ERROR("a graph of device %d launched on a stream of device %d", g->dev, s->dev);
         return HN_ERR_INVALID;
     }
-    if (cudaGetDevice(&cur) != cudaSuccess || cur != g->dev)
+    if (cudaGetDevice(&cur) != cudaSuccess)
+        cur = -1;
+    if (cur != g->dev)
         (void)HN_CUDA_STATUS(cudaSetDevice(g->dev));
-    return HN_CUDA_STATUS(cudaGraphLaunch(g->exec, s->s));
+    st = HN_CUDA_STATUS(cudaGraphLaunch(g->exec, s->s));
+    if (cur >= 0 && cur != g->dev)
+        (void)cudaSetDevice(cur);
+    return st;
 }
 
 static void cuda_graph_destroy(hn_dgraph *g)
 {
+    int cur = -1;
     if (g == NULL)
         return;
+    if (cudaGetDevice(&cur) != cudaSuccess)
+        cur = -1;
     (void)cudaSetDevice(g->dev);
     (void)HN_CUDA_STATUS(cudaGraphExecDestroy(g->exec));
     (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
+    if (cur >= 0 && cur != g->dev)
+        (void)cudaSetDevice(cur);
     hn_free(g);
 }
 

@@ -126,6 +126,7 @@ static hn_status_t capture(hn_runtime *rt, const hn_program *p, const int64_t *p
     g->id = ++rt->graph_ids;
     g->prog = p->uid;
     g->lp = hn_runtime_lowered_of(rt, p, params);
+    g->lp_uid = g->lp->uid;
     g->nparams = p->nparams;
     g->nio = nio;
     g->automatic = automatic;
@@ -284,7 +285,7 @@ void hn_runtime_graph_destroy(hn_runtime *rt, hn_graph *g)
 void hn_runtime_graphs_invalidate(hn_runtime *rt, uint64_t prog, int all_but, const char *why)
 {
     for (hn_graph *g = rt->graphs; g != NULL; g = g->next) {
-        int match = prog == 0 || g->prog == prog || (g->lp != NULL && g->lp->uid == prog);
+        int match = prog == 0 || g->prog == prog || g->lp_uid == prog;
         if (g->valid && (all_but ? !match : match)) {
             g->valid = 0;
             snprintf(g->why, sizeof(g->why), "%s", why);

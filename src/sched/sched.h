@@ -117,7 +117,8 @@ struct hn_graph {
     hn_runtime *rt;
     uint64_t id;       /* never 0 */
     uint64_t prog;     /* uid of the program the caller gave */
-    const hn_program *lp; /* what was captured (lowered) */
+    const hn_program *lp; /* what was captured (lowered); not to be read once the graph is unusable */
+    uint64_t lp_uid;      /* its uid */
     int64_t *params;   /* [nparams] */
     int nparams, nio;
     void **io;         /* [nio * n]: the bindings captured, io[k * n + rank] */
