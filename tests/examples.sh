@@ -109,6 +109,16 @@ out=$("$cli" check -D N=9223372036854775807 "$t/view.hir" 2>&1); rc=$?
 printf 'param M = 64, N = 8\ninput Y : f32[M / world, N] shard(axis 0)\noutput Z : f32[M, N] replicated\nallgather Z <- Y\nreference {\n  copy Z <- Y\n}\n' > "$t/load.hir"
 "$cli" run --gpus 2 --check --load "$t" --save "$t" "$t/load.hir" >/dev/null && cmp -s "$t/Y.npy" "$t/Z.npy" && ok || bad "--load"
 "$cli" info >/dev/null && ok || bad "info"
+# HIRNODE_GRAPHS=1: repeated runs are captured and replayed, and still pass
+# --check; `hirnode info` lists the setting; bench issue has the replay table
+out=$(HIRNODE_GRAPHS=1 "$cli" run --gpus 4 --iters 4 --delay 20 --check examples/tp_mlp.hir 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^check: passed" && ok || bad "HIRNODE_GRAPHS=1 run: rc=$rc $out"
+out=$(HIRNODE_GRAPHS=1 "$cli" run --gpus 2 --iters 3 --check examples/chunked_collectives.hir 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^check: passed" && ok || bad "HIRNODE_GRAPHS=1 chunked_collectives: rc=$rc $out"
+"$cli" info 2>&1 | grep -q "HIRNODE_GRAPHS" && ok || bad "info does not list HIRNODE_GRAPHS"
+out=$("$cli" bench issue --gpus 2 --n 50 --reps 2 --warmup 1 --markdown 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "replay µs/instr" && ok || bad "bench issue: rc=$rc $out"
+
 # an injected fault: exit 1, rank and line named; a bad fault plan: exit 2
 out=$("$cli" run --gpus 2 --check --fault 1:31:issue examples/ag_matmul_p2p.hir 2>&1); rc=$?
 [ $rc = 1 ] && echo "$out" | grep -q "ag_matmul_p2p.hir:31:3: error: rank 1: linear .*: the device refused the instruction (injected fault)" \
