@@ -210,10 +210,10 @@ static hn_status_t replay_on_rank(hn_rank *r, void *arg)
     replay_job *j = arg;
     hn_runtime *rt = r->rt;
     hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
-    const hn_dstream *previous = r->follow;
+    const void *previous = r->follow;
     hn_dstream *s;
     hn_status_t st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &s);
-    if (st == HN_OK && previous != NULL && previous != s)
+    if (st == HN_OK && previous != NULL && previous != rt->dev->stream_native(s))
         st = rt->dev->stream_wait_event(s, r->launch_done, &o);
     if (st == HN_OK)
         st = rt->dev->graph_launch(j->g->g[r->rank], s);
@@ -221,7 +221,7 @@ static hn_status_t replay_on_rank(hn_rank *r, void *arg)
         st = rt->dev->event_record(r->launch_done, s);
     if (st == HN_OK) {
         r->active = s;
-        r->follow = s;
+        r->follow = rt->dev->stream_native(s);
     } else {
         hn_runtime_fail(rt, r->rank, -1, st, "cannot launch the rank's graph");
     }

@@ -900,13 +900,13 @@ hn_status_t hn_rank_launch_stream(hn_rank *r, void *native, hn_dstream **out)
  * S before is seen, work it enqueues after waits for all of the program's
  * streams, and launches of a rank never overlap (they share cached buffers
  * and the caller stream's workspace). */
-static hn_status_t launch_join(hn_rank *r, hn_dstream *s, int at_end, const hn_dstream *previous)
+static hn_status_t launch_join(hn_rank *r, hn_dstream *s, int at_end, const void *previous)
 {
     hn_runtime *rt = r->rt;
     hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
     hn_status_t st = HN_OK;
     if (!at_end) {
-        if (previous != NULL && previous != s)
+        if (previous != NULL && previous != rt->dev->stream_native(s))
             st = rt->dev->stream_wait_event(s, r->launch_done, &o);
         if (st == HN_OK)
             st = rt->dev->event_record(r->launch_start, s);
@@ -927,7 +927,7 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
 {
     run_job *j = arg;
     hn_runtime *rt = r->rt;
-    const hn_dstream *previous = r->follow;
+    const void *previous = r->follow;
     hn_exec x;
     hn_status_t st, sync_st;
     if (j->reference && r->rank != 0)
@@ -984,7 +984,7 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
     if (j->launch) {
         /* issued: the launch returns; hn_runtime_sync joins it */
         sync_st = launch_join(r, r->active, 1, NULL);
-        r->follow = r->active;
+        r->follow = rt->dev->stream_native(r->active);
         if (sync_st != HN_OK)
             hn_runtime_fail(rt, r->rank, -1, sync_st, "cannot join the launch's streams");
         if (x.trace != NULL) /* a traced launch is synchronous */

@@ -94,7 +94,11 @@ typedef struct hn_rank {
     hn_dstream *caller;                   /* the runtime's stream for this rank */
     hn_dstream *active;  /* the program's current_stream: caller, or the embedder's in a launch */
     hn_dstream *adopted; /* handle of the embedder's stream of the last launch, or NULL */
-    const hn_dstream *follow; /* the stream of its last launch or replay in flight; NULL once synced */
+    /* the native stream (stream_native) of its last launch or replay in
+     * flight, NULL once synced: handles of embedders' streams are freed
+     * and made again when the stream changes, and a new one may get the
+     * old one's address, so streams are told apart by what they wrap */
+    void *follow;
     void *adopted_native;
     hn_devent *launch_start, *launch_done; /* a launch's joins with its stream */
     hn_dstream **user_streams; /* made by hn_runtime_stream_create */
