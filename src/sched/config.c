@@ -22,7 +22,7 @@ static const hn_setting settings[] = {
      "cuda: collectives without `via`: auto (NCCL or p2p by measured crossovers) or nccl"},
     {"graphs", "HIRNODE_GRAPHS", "0",
      "1: repeated runs and launches of one configuration are captured once and replayed as graphs"},
-    {"replay_threads", "HIRNODE_REPLAY_THREADS", "1",
+    {"replay_threads", "HIRNODE_REPLAY_THREADS", "0",
      "1: a replay launches every rank's graph at once from the rank threads; 0: one after another from the "
      "caller's thread"},
     {"auto_ll", "HIRNODE_AUTO_LL", "0",
