@@ -37,23 +37,24 @@ typedef struct hn_trace_hook {
 } hn_trace_hook;
 
 /* While a program is captured into a graph (hn_runtime_capture), its
- * origins carry the graph's replay state on the issuing rank: `ep` is two
- * words of device memory of that rank, ep[0] the graph's epoch (0 at the
+ * origins carry the graph's replay state on the issuing rank: `ep` is four
+ * words of device memory of that rank: ep[0] the graph's epoch (0 at the
  * first replay, raised by HN_GRAPH_EPOCH_SPAN at the end of each replay
- * by the graph itself) and ep[1] its abort word (non-zero: device-side
- * waits of the graph give up). Work whose values must change from replay
- * to replay (sequence numbers, flag values) reads them relative to ep[0]
- * when it runs, never as constants fixed at capture. `id` tells graphs
- * apart (never 0). */
+ * by the graph itself), ep[1] its abort word (non-zero: device-side waits
+ * of the graph give up), ep[2] always 0 and ep[3] the abort word again —
+ * so ep + 2 is a base for relative flags that adds nothing (absolute
+ * values with the graph's abort). Work whose values must change from
+ * replay to replay (sequence numbers, barrier values) reads them relative
+ * to ep[0] when it runs, never as constants fixed at capture. `id` tells
+ * graphs apart (never 0). */
 typedef struct hn_graph_ctx {
     uint64_t id;
     uint32_t *ep;
 } hn_graph_ctx;
 
-/* What one replay of a graph may advance any sequence by: the values a
- * capture takes from one counter must span less (the communicators check
- * it), and it is a multiple of every slot count (64) and of 2, so a value
- * raised by it keeps its slot and staging buffer. */
+/* What one replay raises a graph's epoch by: a capture must take fewer
+ * values than this from any sequence read relative to the epoch (the CPU
+ * communicator's rendezvous numbers; the p2p barriers take two). */
 #define HN_GRAPH_EPOCH_SPAN 65536u
 
 /* Which rank and instruction issued a piece of asynchronous work. */
@@ -168,13 +169,13 @@ typedef struct hn_device_ops {
     hn_status_t (*stream_write_flag)(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o);
     hn_status_t (*stream_wait_flag)(hn_dstream *s, const uint32_t *addr, uint32_t value, const hn_origin *o);
     /* Relative flags, for captured graphs (hn_graph_ctx): write_flag_rel
-     * stores value + ep[0] (ep: memory of s's device, read when the write
-     * runs); wait_flag_rel waits until the flag reaches value + ep[0], or
-     * ep[1] is raised; add_u32 adds `value` to *addr (memory of s's
-     * device) in stream order. */
-    hn_status_t (*stream_write_flag_rel)(hn_dstream *s, uint32_t *addr, uint32_t value, const uint32_t *ep,
+     * stores value + base[0] (base: memory of s's device, read when the
+     * write runs); wait_flag_rel waits until the flag reaches value +
+     * base[0] (wrap-safe), or base[1] is raised; add_u32 adds `value` to
+     * *addr (memory of s's device) in stream order. */
+    hn_status_t (*stream_write_flag_rel)(hn_dstream *s, uint32_t *addr, uint32_t value, const uint32_t *base,
                                          const hn_origin *o);
-    hn_status_t (*stream_wait_flag_rel)(hn_dstream *s, const uint32_t *addr, uint32_t value, const uint32_t *ep,
+    hn_status_t (*stream_wait_flag_rel)(hn_dstream *s, const uint32_t *addr, uint32_t value, const uint32_t *base,
                                         const hn_origin *o);
     hn_status_t (*stream_add_u32)(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o);
     /* Graphs. capture_begin: from here, work issued on s (and on every
