@@ -146,7 +146,7 @@ static hn_status_t capture(hn_runtime *rt, const hn_program *p, const int64_t *p
     for (int r = 0; r < n; r++)
         g->natives[r] = streams != NULL ? streams[r] : NULL;
     hn_runtime_clear_error(rt);
-    rt->err_prog = g->lp;
+    hn_runtime_set_err_prog(rt, g->lp);
     if ((st = hn_runtime_exec_all(rt, begin_on_rank, g)) == HN_OK) {
         hn_runtime_begin_run(rt, g->lp);
         st = hn_runtime_capture_issue(rt, g, io, streams);
@@ -232,8 +232,10 @@ hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *
 {
     hn_status_t st = HN_OK;
     if (!g->valid) {
-        snprintf(rt->err_text, sizeof(rt->err_text), "hirnode: error: the graph cannot be replayed: %s; destroy it "
-                 "and capture again", g->why);
+        char text[sizeof(g->why) + 96];
+        snprintf(text, sizeof(text), "hirnode: error: the graph cannot be replayed: %s; destroy it and capture again",
+                 g->why);
+        hn_runtime_set_error_text(rt, text);
         return HN_ERR_INVALID;
     }
     /* an earlier launch failed: collect it (its error is this call's) */
@@ -246,10 +248,10 @@ hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *
     if (rt->inflight == 0)
         hn_runtime_clear_error(rt);
     if (rt->lost) {
-        snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
+        hn_runtime_set_error_text(rt, rt->lost_text);
         return HN_ERR_DEVICE_LOST;
     }
-    rt->err_prog = g->lp;
+    hn_runtime_set_err_prog(rt, g->lp);
     {
         replay_job j = {g, streams};
         if (rt->n > 1 && rt->replay_threads) /* every rank's launch at once, on the rank threads */

@@ -26,6 +26,24 @@ void hn_format_fault(hn_strbuf *sb, const hn_program *p, int rank, int instr, co
     }
 }
 
+/* The program whose instructions errors name. Under err_mu: work of a
+ * launch still in flight may report a failure while the next is issued. */
+void hn_runtime_set_err_prog(hn_runtime *rt, const hn_program *p)
+{
+    pthread_mutex_lock(&rt->err_mu);
+    rt->err_prog = p;
+    pthread_mutex_unlock(&rt->err_mu);
+}
+
+/* The error text of a call that fails before issuing anything, while
+ * launches may be in flight (their failures write it too). */
+void hn_runtime_set_error_text(hn_runtime *rt, const char *text)
+{
+    pthread_mutex_lock(&rt->err_mu);
+    snprintf(rt->err_text, sizeof(rt->err_text), "%s", text);
+    pthread_mutex_unlock(&rt->err_mu);
+}
+
 void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const char *msg)
 {
     pthread_mutex_lock(&rt->err_mu);
@@ -1050,7 +1068,7 @@ static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
 static void begin_run(hn_runtime *rt, const hn_program *p)
 {
     hn_runtime_clear_error(rt);
-    rt->err_prog = p;
+    hn_runtime_set_err_prog(rt, p);
     for (int c = 0; c < rt->ncomms; c++)
         rt->comms[c].ops->reset(rt->comms[c].world);
 }
@@ -1256,7 +1274,7 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     if (logs == NULL)
         return HN_ERR_NOMEM;
     hn_runtime_clear_error(rt);
-    rt->err_prog = p; /* errors of the preparation name its instructions */
+    hn_runtime_set_err_prog(rt, p); /* errors of the preparation name its instructions */
     st = hn_verify_run(p, rt->n, rt->cfg.nstreams, params, diag, logs);
     for (int r = 0; r < rt->n && st == HN_OK; r++)
         for (int i = 0; i < logs[r].n && st == HN_OK; i++) {
@@ -1287,7 +1305,7 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
         st = exec_all(rt, prealloc_on_rank, &pj, 0);
         if (st == HN_ERR_NOMEM && release_other_programs(rt, p->uid) > 0) {
             hn_runtime_clear_error(rt);
-            rt->err_prog = p;
+            hn_runtime_set_err_prog(rt, p);
             st = exec_all(rt, prealloc_on_rank, &pj, 0);
         }
         if (st != HN_OK) {
@@ -1344,7 +1362,7 @@ hn_status_t hn_runtime_resolve(hn_runtime *rt, const hn_program *p, const hn_run
         st = hn_runtime_prepare(rt, p, rs->params, &diag);
 done:
     if (st != HN_OK) {
-        snprintf(rt->err_text, sizeof(rt->err_text), "%s", diag.data ? diag.data : hn_status_string(st));
+        hn_runtime_set_error_text(rt, diag.data ? diag.data : hn_status_string(st));
         hn_resolved_free(rs);
     }
     hn_sb_free(&diag);
@@ -1413,11 +1431,11 @@ hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_
     j.launch = 1;
     j.streams = streams;
     if (check_devices(rt) != HN_OK) {
-        snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
+        hn_runtime_set_error_text(rt, rt->lost_text);
         hn_resolved_free(&rs);
         return HN_ERR_DEVICE_LOST;
     }
-    rt->err_prog = j.p;
+    hn_runtime_set_err_prog(rt, j.p);
     st = hn_runtime_exec_all(rt, run_on_rank, &j);
     hn_resolved_free(&rs);
     rt->inflight++;

@@ -301,6 +301,10 @@ hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *e
 /* Records an error of a rank (first one wins) and stops everybody. */
 void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const char *msg);
 void hn_runtime_clear_error(hn_runtime *rt);
+/* Which program's instructions later errors name (under the error lock). */
+void hn_runtime_set_err_prog(hn_runtime *rt, const hn_program *p);
+/* Sets the error text under the error lock (launches may be in flight). */
+void hn_runtime_set_error_text(hn_runtime *rt, const char *text);
 /* Dry-runs p for this configuration unless just done, creates its teams
  * and sizes every rank's allocation cache. Diagnostics into diag. */
 hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_t *params,
