@@ -20,8 +20,6 @@ typedef enum {
     CL_WRITE_FLAG,
     CL_WAIT_FLAG,
     CL_TIMER,
-    CL_WRITE_FLAG_REL,
-    CL_WAIT_FLAG_REL,
     CL_ADD
 } closure_kind;
 
@@ -37,7 +35,7 @@ typedef struct closure {
     const void *src;
     size_t n;
     uint32_t value;     /* flags */
-    const uint32_t *ep; /* relative flags: the graph's epoch and abort words */
+    const uint32_t *ep; /* flags relative to ep[0] (graphs; ep[1]: abort), or NULL */
     struct closure *next;
 } closure;
 
@@ -390,8 +388,6 @@ static void *worker(void *arg)
             case CL_WRITE_FLAG: run_write_flag(s->ctx, cl); break;
             case CL_WAIT_FLAG: run_wait_flag(s->ctx, cl); break;
             case CL_TIMER: __atomic_store_n(&((hn_dtimer *)cl->dst)->ns, now_ns(), __ATOMIC_RELEASE); break;
-            case CL_WRITE_FLAG_REL: run_write_flag(s->ctx, cl); break;
-            case CL_WAIT_FLAG_REL: run_wait_flag(s->ctx, cl); break;
             case CL_ADD: __atomic_add_fetch((uint32_t *)cl->dst, cl->value, __ATOMIC_ACQ_REL); break;
             }
         }
@@ -674,48 +670,42 @@ static hn_status_t host_memcpy_async(void *dst, const void *src, size_t n, hn_ds
     return enqueue(s, cl);
 }
 
-static hn_status_t host_write_flag(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o)
+/* A flag closure: absolute (base NULL) or relative to base[0] (graphs) */
+static hn_status_t flag_closure(closure_kind kind, hn_dstream *s, const uint32_t *addr, uint32_t value,
+                                const uint32_t *base, const hn_origin *o)
 {
-    closure *cl = new_closure(CL_WRITE_FLAG, o);
+    closure *cl = new_closure(kind, o);
     if (cl == NULL)
         return HN_ERR_NOMEM;
-    cl->dst = addr;
+    if (kind == CL_WRITE_FLAG)
+        cl->dst = (uint32_t *)addr;
+    else
+        cl->src = addr;
     cl->value = value;
+    cl->ep = base;
     return enqueue(s, cl);
+}
+
+static hn_status_t host_write_flag(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o)
+{
+    return flag_closure(CL_WRITE_FLAG, s, addr, value, NULL, o);
 }
 
 static hn_status_t host_wait_flag(hn_dstream *s, const uint32_t *addr, uint32_t value, const hn_origin *o)
 {
-    closure *cl = new_closure(CL_WAIT_FLAG, o);
-    if (cl == NULL)
-        return HN_ERR_NOMEM;
-    cl->src = addr;
-    cl->value = value;
-    return enqueue(s, cl);
+    return flag_closure(CL_WAIT_FLAG, s, addr, value, NULL, o);
 }
 
-static hn_status_t host_write_flag_rel(hn_dstream *s, uint32_t *addr, uint32_t value, const uint32_t *ep,
+static hn_status_t host_write_flag_rel(hn_dstream *s, uint32_t *addr, uint32_t value, const uint32_t *base,
                                        const hn_origin *o)
 {
-    closure *cl = new_closure(CL_WRITE_FLAG_REL, o);
-    if (cl == NULL)
-        return HN_ERR_NOMEM;
-    cl->dst = addr;
-    cl->value = value;
-    cl->ep = ep;
-    return enqueue(s, cl);
+    return flag_closure(CL_WRITE_FLAG, s, addr, value, base, o);
 }
 
-static hn_status_t host_wait_flag_rel(hn_dstream *s, const uint32_t *addr, uint32_t value, const uint32_t *ep,
+static hn_status_t host_wait_flag_rel(hn_dstream *s, const uint32_t *addr, uint32_t value, const uint32_t *base,
                                       const hn_origin *o)
 {
-    closure *cl = new_closure(CL_WAIT_FLAG_REL, o);
-    if (cl == NULL)
-        return HN_ERR_NOMEM;
-    cl->src = addr;
-    cl->value = value;
-    cl->ep = ep;
-    return enqueue(s, cl);
+    return flag_closure(CL_WAIT_FLAG, s, addr, value, base, o);
 }
 
 static hn_status_t host_add_u32(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o)
