@@ -30,10 +30,10 @@ typedef struct raw_job {
 
 #define REPLAYS 20 /* replays per timed repetition */
 
-/* the plain loop: the same fill kernel, straight through the compute table */
-static hn_status_t raw_on_rank(hn_rank *r, void *arg)
+/* the plain loop: the same fill kernel, straight through the compute
+ * table, onto the rank's caller stream */
+static hn_status_t plain_loop(hn_rank *r, const raw_job *j)
 {
-    raw_job *j = arg;
     hn_tensor t;
     hn_status_t st = HN_OK;
     memset(&t, 0, sizeof(t));
@@ -44,27 +44,23 @@ static hn_status_t raw_on_rank(hn_rank *r, void *arg)
     t.data = j->buf[r->rank];
     for (int i = 0; i < j->n && st == HN_OK; i++)
         st = r->rt->compute->fill(r->caller, &t, 1.0, NULL);
-    if (st == HN_OK)
-        st = r->rt->dev->stream_sync(r->caller);
     return st;
+}
+
+static hn_status_t raw_on_rank(hn_rank *r, void *arg)
+{
+    hn_status_t st = plain_loop(r, arg);
+    return st != HN_OK ? st : r->rt->dev->stream_sync(r->caller);
 }
 
 /* the plain loop captured as a graph on the rank's caller stream */
 static hn_status_t plain_capture_on_rank(hn_rank *r, void *arg)
 {
     raw_job *j = arg;
-    hn_tensor t;
     hn_status_t st, end;
-    memset(&t, 0, sizeof(t));
-    t.dtype = HN_F32;
-    t.ndim = 1;
-    t.shape[0] = 16;
-    t.stride[0] = 1;
-    t.data = j->buf[r->rank];
     if ((st = r->rt->dev->capture_begin(r->caller)) != HN_OK)
         return st;
-    for (int i = 0; i < j->n && st == HN_OK; i++)
-        st = r->rt->compute->fill(r->caller, &t, 1.0, NULL);
+    st = plain_loop(r, j);
     end = r->rt->dev->capture_end(r->caller, &j->plain[r->rank]);
     return st != HN_OK ? st : end;
 }
