@@ -353,8 +353,8 @@ static int same_config(const hn_graph *g, const hn_program *p, const int64_t *pa
     return 1;
 }
 
-int hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *params, void *const *const *io,
-                          void *const *streams, hn_graph **out)
+hn_status_t hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                  void *const *const *io, void *const *streams, hn_graph **out)
 {
     int n = rt->n, nauto = 0, slot = -1;
     uint64_t key = 0;
@@ -362,7 +362,7 @@ int hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *pa
     hn_status_t st;
     *out = NULL;
     if (rt->trace != NULL || rt->faults.n > 0 || rt->time_runs || rt->lost)
-        return 0;
+        return HN_OK;
     for (g = rt->graphs; g != NULL; g = next) { /* unusable automatic graphs go */
         next = g->next;
         if (g->automatic && !g->valid)
@@ -372,7 +372,7 @@ int hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *pa
         if (g->automatic && same_config(g, p, params, io, streams, n)) {
             g->used = ++rt->verified_clock;
             *out = g;
-            return 1;
+            return HN_OK;
         }
     /* the second time a configuration comes, it is captured */
     for (int i = 0; i < p->nparams; i++)
@@ -389,7 +389,7 @@ int hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *pa
         rt->seen[rt->seen_next].prog = p->uid;
         rt->seen[rt->seen_next].key = key;
         rt->seen_next = (rt->seen_next + 1) % HN_VERIFIED_CONFIGS;
-        return 0;
+        return HN_OK;
     }
     rt->seen[slot].prog = 0;
     for (g = rt->graphs; g != NULL; g = g->next)
@@ -400,14 +400,20 @@ int hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *pa
         }
     if (nauto >= HN_VERIFIED_CONFIGS)
         graph_free(rt, oldest);
-    if (rt->inflight > 0 && hn_runtime_sync(rt) != HN_OK)
-        return 0;
+    if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK)
+        return st;
     if ((st = capture(rt, p, params, io, streams, 1, &g)) != HN_OK) {
+        hn_strbuf diag;
         HN_WARN("graphs: the configuration could not be captured (%s): it runs eagerly", hn_status_string(st));
         hn_runtime_clear_error(rt);
-        return 0;
+        /* the failure may have made the teams anew: prepared again */
+        hn_sb_init(&diag);
+        if ((st = hn_runtime_prepare(rt, p, params, &diag)) != HN_OK)
+            hn_runtime_set_error_text(rt, diag.data ? diag.data : hn_status_string(st));
+        hn_sb_free(&diag);
+        return st;
     }
     g->used = ++rt->verified_clock;
     *out = g;
-    return 1;
+    return HN_OK;
 }

@@ -1099,22 +1099,15 @@ hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int6
     if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK) /* launches first */
         return st;
     /* graphs = 1: a configuration run before is replayed */
-    if (rt->auto_graphs && !poison && hn_runtime_auto_graph(rt, p, params, io_ptrs, NULL, &g)) {
-        hn_runtime_clear_error(rt);
-        if ((st = hn_runtime_replay_streams(rt, g, NULL)) != HN_OK)
+    if (rt->auto_graphs && !poison) {
+        if ((st = hn_runtime_auto_graph(rt, p, params, io_ptrs, NULL, &g)) != HN_OK)
             return st;
-        return hn_runtime_sync(rt);
-    }
-    if (rt->auto_graphs && !hn_runtime_prepared(rt, p, params)) { /* a failed capture made the teams anew */
-        hn_strbuf diag;
-        hn_sb_init(&diag);
-        st = hn_runtime_prepare(rt, p, params, &diag);
-        if (st != HN_OK)
-            snprintf(rt->err_text, sizeof(rt->err_text), "%s", diag.data ? diag.data : hn_status_string(st));
-        hn_sb_free(&diag);
-        if (st != HN_OK)
-            return st;
-        j.p = hn_runtime_lowered_of(rt, p, params);
+        if (g != NULL) {
+            hn_runtime_clear_error(rt);
+            if ((st = hn_runtime_replay_streams(rt, g, NULL)) != HN_OK)
+                return st;
+            return hn_runtime_sync(rt);
+        }
     }
     if (check_devices(rt) != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
@@ -1406,22 +1399,12 @@ hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_
     if ((st = hn_runtime_resolve(rt, p, args, &rs)) != HN_OK)
         return st;
     /* graphs = 1: a configuration launched before is replayed */
-    if (rt->auto_graphs && rt->trace == NULL) {
+    if (rt->auto_graphs) {
         hn_graph *g;
-        if (hn_runtime_auto_graph(rt, p, rs.params, (void *const *const *)rs.io, streams, &g)) {
+        if ((st = hn_runtime_auto_graph(rt, p, rs.params, (void *const *const *)rs.io, streams, &g)) != HN_OK ||
+            g != NULL) {
             hn_resolved_free(&rs);
-            return hn_runtime_replay_streams(rt, g, streams);
-        }
-        if (!hn_runtime_prepared(rt, p, rs.params)) { /* a failed capture made the teams anew */
-            hn_strbuf diag;
-            hn_sb_init(&diag);
-            if ((st = hn_runtime_prepare(rt, p, rs.params, &diag)) != HN_OK)
-                snprintf(rt->err_text, sizeof(rt->err_text), "%s", diag.data ? diag.data : hn_status_string(st));
-            hn_sb_free(&diag);
-            if (st != HN_OK) {
-                hn_resolved_free(&rs);
-                return st;
-            }
+            return st != HN_OK ? st : hn_runtime_replay_streams(rt, g, streams);
         }
     }
     memset(&j, 0, sizeof(j));

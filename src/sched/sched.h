@@ -349,12 +349,13 @@ void hn_runtime_graphs_abort(hn_runtime *rt);
  * graphs go (on the host backend their own streams stop), all unusable. */
 void hn_runtime_graphs_drop(hn_runtime *rt);
 void hn_runtime_graphs_free(hn_runtime *rt);
-/* The setting graphs = 1: a launch of a configuration seen before is
- * replayed from its graph (captured the second time). 1 when *out is the
- * graph to replay, 0 to launch eagerly; errors of a capture fall back to
- * eager launches (logged). */
-int hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *params, void *const *const *io,
-                          void *const *streams, hn_graph **out);
+/* The setting graphs = 1: a run or launch of a configuration seen before
+ * is replayed from its graph (captured the second time). HN_OK with *out
+ * the graph to replay, or NULL to run eagerly (also when a capture failed:
+ * logged, and the configuration prepared again); an error of the launches
+ * in flight or of that preparation otherwise. */
+hn_status_t hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                  void *const *const *io, void *const *streams, hn_graph **out);
 /* Replays g on every rank's stream (streams NULL: the runtime's). */
 hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *streams);
 
