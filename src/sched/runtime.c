@@ -1022,7 +1022,7 @@ static hn_status_t run_on_rank(hn_rank *r, void *arg)
 
 /* HN_ERR_DEVICE_LOST once any device's context is lost: nothing can run on
  * it again in this process, so the runtime refuses every later run. */
-static hn_status_t check_devices(hn_runtime *rt)
+hn_status_t hn_runtime_check_devices(hn_runtime *rt)
 {
     for (int r = 0; r < rt->n && !rt->lost; r++) {
         char why[320];
@@ -1036,7 +1036,7 @@ static hn_status_t check_devices(hn_runtime *rt)
     return rt->lost ? HN_ERR_DEVICE_LOST : HN_OK;
 }
 
-static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
+hn_status_t hn_runtime_finish_run(hn_runtime *rt, hn_status_t st)
 {
     if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
         int dead = __atomic_load_n(&rt->teams_dead, __ATOMIC_ACQUIRE);
@@ -1054,7 +1054,7 @@ static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
             st = rt->err_status;
         else if (st == HN_OK)
             st = HN_ERR_RUNTIME;
-        if (check_devices(rt) != HN_OK) { /* a lost device outlives the run: say so */
+        if (hn_runtime_check_devices(rt) != HN_OK) { /* a lost device outlives the run: say so */
             snprintf(rt->err_text + strlen(rt->err_text), sizeof(rt->err_text) - strlen(rt->err_text),
                      "%s%s", rt->err_text[0] ? "\n" : "", rt->lost_text);
             st = HN_ERR_DEVICE_LOST;
@@ -1065,17 +1065,13 @@ static hn_status_t finish_run(hn_runtime *rt, hn_status_t st)
     return st;
 }
 
-static void begin_run(hn_runtime *rt, const hn_program *p)
+void hn_runtime_begin_run(hn_runtime *rt, const hn_program *p)
 {
     hn_runtime_clear_error(rt);
     hn_runtime_set_err_prog(rt, p);
     for (int c = 0; c < rt->ncomms; c++)
         rt->comms[c].ops->reset(rt->comms[c].world);
 }
-
-void hn_runtime_begin_run(hn_runtime *rt, const hn_program *p) { begin_run(rt, p); }
-hn_status_t hn_runtime_finish_run(hn_runtime *rt, hn_status_t st) { return finish_run(rt, st); }
-hn_status_t hn_runtime_check_devices(hn_runtime *rt) { return check_devices(rt); }
 
 /* job A of a capture: every rank issues the program into it */
 hn_status_t hn_runtime_capture_issue(hn_runtime *rt, hn_graph *g, void *const *const *io, void *const *streams)
@@ -1109,12 +1105,12 @@ hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int6
             return hn_runtime_sync(rt);
         }
     }
-    if (check_devices(rt) != HN_OK) {
+    if (hn_runtime_check_devices(rt) != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
         return HN_ERR_DEVICE_LOST;
     }
-    begin_run(rt, j.p);
-    return finish_run(rt, hn_runtime_exec_all(rt, run_on_rank, &j));
+    hn_runtime_begin_run(rt, j.p);
+    return hn_runtime_finish_run(rt, hn_runtime_exec_all(rt, run_on_rank, &j));
 }
 
 hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
@@ -1124,12 +1120,12 @@ hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const 
     hn_status_t st;
     if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK)
         return st;
-    if (check_devices(rt) != HN_OK) {
+    if (hn_runtime_check_devices(rt) != HN_OK) {
         snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
         return HN_ERR_DEVICE_LOST;
     }
-    begin_run(rt, j.p);
-    return finish_run(rt, hn_runtime_exec_all(rt, run_on_rank, &j));
+    hn_runtime_begin_run(rt, j.p);
+    return hn_runtime_finish_run(rt, hn_runtime_exec_all(rt, run_on_rank, &j));
 }
 
 typedef struct prealloc_job {
@@ -1251,7 +1247,7 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     hn_comm_log *logs;
     hn_status_t st;
     prealloc_job pj;
-    if (check_devices(rt) != HN_OK) {
+    if (hn_runtime_check_devices(rt) != HN_OK) {
         hn_sb_printf(diag, "%s\n", rt->lost_text);
         return HN_ERR_DEVICE_LOST;
     }
@@ -1413,7 +1409,7 @@ hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_
     j.io_ptrs = (void *const *const *)rs.io;
     j.launch = 1;
     j.streams = streams;
-    if (check_devices(rt) != HN_OK) {
+    if (hn_runtime_check_devices(rt) != HN_OK) {
         hn_runtime_set_error_text(rt, rt->lost_text);
         hn_resolved_free(&rs);
         return HN_ERR_DEVICE_LOST;
@@ -1448,7 +1444,7 @@ hn_status_t hn_runtime_sync(hn_runtime *rt)
         return HN_ERR_INVALID;
     if (rt->inflight == 0)
         return HN_OK;
-    st = finish_run(rt, hn_runtime_exec_all(rt, sync_on_rank, NULL));
+    st = hn_runtime_finish_run(rt, hn_runtime_exec_all(rt, sync_on_rank, NULL));
     rt->inflight = 0;
     return st;
 }
