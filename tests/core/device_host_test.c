@@ -250,6 +250,23 @@ static hn_status_t bump(void *arg, const hn_origin *o)
     return HN_OK;
 }
 
+/* On s: a bumps, then side (joined by fork) bumps b and writes a flag of
+ * mem relative to mem[0], s waits for side (join) and that flag, and
+ * raises mem[0] by 10 */
+static void fork_join_work(hn_dstream *s, hn_dstream *side, hn_devent *fork, hn_devent *join, uint32_t *mem,
+                           counter *a, counter *b)
+{
+    CU_ASSERT_EQUAL(D->launch_host(s, bump, a, NULL, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->event_record(fork, s), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_event(side, fork, NULL), HN_OK); /* side joins */
+    CU_ASSERT_EQUAL(D->launch_host(side, bump, b, NULL, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_write_flag_rel(side, &mem[2], 5, mem, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->event_record(join, side), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_event(s, join, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_wait_flag_rel(s, &mem[2], 5, mem, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_add_u32(s, &mem[0], 10, NULL), HN_OK);
+}
+
 static void test_capture_launch(void)
 {
     void *ctx = ctx_new(30);
@@ -267,29 +284,13 @@ static void test_capture_launch(void)
     CU_ASSERT_EQUAL_FATAL(D->mem_alloc(ctx, 0, 16, (void **)&mem), HN_OK);
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_ERR_INVALID); /* once */
-    CU_ASSERT_EQUAL(D->launch_host(s, bump, &a, NULL, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->event_record(fork, s), HN_OK);
-    CU_ASSERT_EQUAL(D->stream_wait_event(side, fork, NULL), HN_OK); /* side joins */
-    CU_ASSERT_EQUAL(D->launch_host(side, bump, &b, NULL, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->stream_write_flag_rel(side, &mem[2], 5, mem, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->event_record(join, side), HN_OK);
-    CU_ASSERT_EQUAL(D->stream_wait_event(s, join, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->stream_wait_flag_rel(s, &mem[2], 5, mem, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->stream_add_u32(s, &mem[0], 10, NULL), HN_OK);
+    fork_join_work(s, side, fork, join, mem, &a, &b);
     CU_ASSERT_EQUAL(D->stream_sync(s), HN_ERR_INVALID); /* not while capturing */
     /* that failed the capture: a fresh one */
     CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_ERR_INVALID);
     CU_ASSERT_PTR_NULL(g);
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
-    CU_ASSERT_EQUAL(D->launch_host(s, bump, &a, NULL, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->event_record(fork, s), HN_OK);
-    CU_ASSERT_EQUAL(D->stream_wait_event(side, fork, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->launch_host(side, bump, &b, NULL, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->stream_write_flag_rel(side, &mem[2], 5, mem, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->event_record(join, side), HN_OK);
-    CU_ASSERT_EQUAL(D->stream_wait_event(s, join, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->stream_wait_flag_rel(s, &mem[2], 5, mem, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->stream_add_u32(s, &mem[0], 10, NULL), HN_OK);
+    fork_join_work(s, side, fork, join, mem, &a, &b);
     CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(g);
     usleep(20000);

@@ -268,7 +268,7 @@ static void test_back_to_back(void)
 }
 
 /* What ends a graph: hn_runtime_forget of its program, a failed run; a
- * capture is refused while tracing or with injected faults. */
+ * capture is refused with injected faults. */
 static void test_unusable(void)
 {
     hn_program *p = hn_test_parse(step_text, NULL);
