@@ -71,7 +71,7 @@ typedef struct evslot {
 typedef struct gbank {
     uint64_t id;
     uint32_t *flags;    /* [nflags], on this member's device */
-    uint32_t *pristine; /* [nflags]: the flags when the capture began */
+    uint32_t *pristine; /* [nflags] zeros: what the flags go back to after each replay */
     hn_devent *fork, *join[LANES_MAX];
     int lanes_used;      /* the capture has forked the lanes */
     uint64_t at[4];      /* slot_ops, staged, joins, gstaged when the capture began */
@@ -1199,7 +1199,7 @@ static hn_status_t p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ct
     for (int i = 0; i < w->teams.n && st == HN_OK; i++) {
         hn_comm_team *t = w->teams.teams[i];
         size_t bytes = t->nflags * sizeof(uint32_t);
-        uint32_t *now;
+        uint32_t *zero_flags;
         gbank *b;
         member *m = NULL;
         for (int k = 0; k < t->n; k++)
@@ -1207,7 +1207,7 @@ static hn_status_t p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ct
                 m = &t->m[k];
         if (m == NULL)
             continue;
-        if ((b = hn_calloc(1, sizeof(*b))) == NULL || (now = hn_calloc(t->nflags, sizeof(uint32_t))) == NULL) {
+        if ((b = hn_calloc(1, sizeof(*b))) == NULL || (zero_flags = hn_calloc(t->nflags, sizeof(uint32_t))) == NULL) {
             hn_free(b);
             st = HN_ERR_NOMEM;
             break;
@@ -1228,10 +1228,10 @@ static hn_status_t p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ct
         m->stage_pieces[0] = m->stage_pieces[1] = 0;
         m->last_get = 0;
         if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->flags)) == HN_OK)
-            st = w->dev->copy_to_device(w->dev_ctx, rank, b->flags, now, bytes);
+            st = w->dev->copy_to_device(w->dev_ctx, rank, b->flags, zero_flags, bytes);
         if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->pristine)) == HN_OK)
-            st = w->dev->copy_to_device(w->dev_ctx, rank, b->pristine, now, bytes);
-        hn_free(now);
+            st = w->dev->copy_to_device(w->dev_ctx, rank, b->pristine, zero_flags, bytes);
+        hn_free(zero_flags);
         if (st == HN_OK)
             st = w->dev->event_create(w->dev_ctx, rank, &b->fork);
         for (int k = 0; k < t->lanes && st == HN_OK; k++)
