@@ -71,7 +71,8 @@ typedef struct hn_comm_ops {
     void (*fini)(hn_comm_world *w);
     /* Once per team, from the runtime's thread, before any run uses it;
      * then team_join on the thread of every member (at once), then
-     * team_warmup on every member's stream. */
+     * team_warmup on every member's stream. join, warmup and reserve are
+     * NULL where a communicator has nothing to do then. */
     hn_status_t (*team_create)(hn_comm_world *w, const int *ranks, int n, hn_comm_team **t);
     hn_status_t (*team_join)(hn_comm_team *t, int me, const hn_origin *o);
     hn_status_t (*team_warmup)(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o);

@@ -170,15 +170,6 @@ static void free_slot(rdv *r)
     hn_free(r);
 }
 
-static hn_status_t host_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)bytes;
-    (void)o;
-    return HN_OK;
-}
-
 static void host_team_destroy(hn_comm_team *t)
 {
     if (t == NULL)
@@ -601,23 +592,6 @@ static hn_status_t host_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     return hn_device_host.launch_host(s, run_p2p, j, free_p2p_job, o);
 }
 
-static hn_status_t host_team_join(hn_comm_team *t, int me, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)o;
-    return HN_OK;
-}
-
-static hn_status_t host_team_warmup(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)s;
-    (void)o;
-    return HN_OK;
-}
-
 static int host_abort(hn_comm_world *w)
 {
     __atomic_store_n(&w->aborted, 1, __ATOMIC_RELEASE);
@@ -662,9 +636,6 @@ const hn_comm_ops hn_comm_host = {
     .init = host_init,
     .fini = host_fini,
     .team_create = host_team_create,
-    .team_join = host_team_join,
-    .team_warmup = host_team_warmup,
-    .team_reserve = host_team_reserve,
     .team_destroy = host_team_destroy,
     .collective = host_collective,
     .p2p = host_p2p,

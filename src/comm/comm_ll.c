@@ -124,15 +124,6 @@ static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
     return HN_OK;
 }
 
-static hn_status_t ll_team_warmup(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)s;
-    (void)o;
-    return HN_OK;
-}
-
 /* Between runs: a registered buffer whose halves hold a whole input of
  * `bytes` per member's chunk (what one-shot stages). */
 static hn_status_t ll_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
@@ -290,7 +281,6 @@ const hn_comm_ops hn_comm_ll = {
     .fini = ll_fini,
     .team_create = ll_team_create,
     .team_join = ll_team_join,
-    .team_warmup = ll_team_warmup,
     .team_reserve = ll_team_reserve,
     .team_destroy = ll_team_destroy,
     .collective = ll_collective,

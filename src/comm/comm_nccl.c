@@ -173,15 +173,6 @@ static hn_status_t nccl_team_warmup(hn_comm_team *t, int me, hn_dstream *s, cons
     return st;
 }
 
-static hn_status_t nccl_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)bytes;
-    (void)o;
-    return HN_OK;
-}
-
 static void nccl_team_destroy(hn_comm_team *t)
 {
     hn_comm_world *w;
@@ -354,7 +345,6 @@ const hn_comm_ops hn_comm_nccl = {
     .team_create = nccl_team_create,
     .team_join = nccl_team_join,
     .team_warmup = nccl_team_warmup,
-    .team_reserve = nccl_team_reserve,
     .team_destroy = nccl_team_destroy,
     .collective = nccl_collective,
     .p2p = nccl_p2p,

@@ -281,15 +281,6 @@ static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
     return HN_OK;
 }
 
-static hn_status_t p2p_team_warmup(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)s;
-    (void)o;
-    return HN_OK;
-}
-
 static hn_status_t p2p_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
 {
     hn_comm_world *w = t->w;
@@ -1348,7 +1339,6 @@ const hn_comm_ops hn_comm_p2p = {
     .fini = p2p_fini,
     .team_create = p2p_team_create,
     .team_join = p2p_team_join,
-    .team_warmup = p2p_team_warmup,
     .team_reserve = p2p_team_reserve,
     .team_destroy = p2p_team_destroy,
     .collective = p2p_collective,

@@ -468,11 +468,16 @@ static hn_status_t join_on_rank(hn_rank *r, void *arg)
         hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
         if (phase == RESERVE ? e->reserved >= e->reserve : e->joined)
             continue;
-        for (int me = 0; me < e->n && st == HN_OK; me++)
-            if (e->ranks[me] == r->rank)
-                st = phase == JOIN   ? ops->team_join(e->team, me, &o)
-                     : phase == WARM ? ops->team_warmup(e->team, me, r->caller, &o)
-                                     : ops->team_reserve(e->team, me, e->reserve, &o);
+        for (int me = 0; me < e->n && st == HN_OK; me++) {
+            if (e->ranks[me] != r->rank)
+                continue;
+            if (phase == JOIN && ops->team_join != NULL) /* NULL: nothing to do */
+                st = ops->team_join(e->team, me, &o);
+            else if (phase == WARM && ops->team_warmup != NULL)
+                st = ops->team_warmup(e->team, me, r->caller, &o);
+            else if (phase == RESERVE && ops->team_reserve != NULL)
+                st = ops->team_reserve(e->team, me, e->reserve, &o);
+        }
     }
     if (st == HN_OK && phase == WARM)
         st = rt->dev->stream_sync(r->caller);
