@@ -9,6 +9,7 @@
  * no IPC). Issuing hands nothing between the ranks' threads and the
  * generation lives on the devices, so calls need no host in the loop and
  * can be captured in a CUDA graph. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,21 +79,15 @@ static void ll_fini(hn_comm_world *w)
 static hn_status_t ll_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
 {
     hn_comm_team *t;
+    void *m = NULL;
     if (n > HN_LL_MAX_RANKS) {
         HN_ERROR("ll: a team of %d ranks; the latency path serves at most %d", n, HN_LL_MAX_RANKS);
         return HN_ERR_UNSUPPORTED;
     }
-    t = hn_calloc(1, sizeof(*t));
+    t = hn_team_new(&w->teams, w->n, ranks, n, sizeof(hn_comm_team), sizeof(member), offsetof(member, rank), &m);
     if (t == NULL)
         return HN_ERR_NOMEM;
-    t->m = hn_calloc((size_t)n, sizeof(member));
-    if (t->m == NULL || hn_team_list_add(&w->teams, t, ranks, n, w->n) != 0) {
-        hn_free(t->m);
-        hn_free(t);
-        return HN_ERR_NOMEM;
-    }
-    for (int i = 0; i < n; i++)
-        t->m[i].rank = ranks[i];
+    t->m = m;
     t->n = n;
     t->w = w;
     *out = t;
@@ -152,7 +147,6 @@ static void ll_team_destroy(hn_comm_team *t)
     if (t == NULL)
         return;
     w = t->w;
-    hn_team_list_remove(&w->teams, t);
     for (int i = 0; i < t->n; i++) {
         member *m = &t->m[i];
         if (m->sig != NULL)
@@ -162,8 +156,7 @@ static void ll_team_destroy(hn_comm_team *t)
         if (m->ev != NULL)
             w->dev->event_destroy(m->ev);
     }
-    hn_free(t->m);
-    hn_free(t);
+    hn_team_free(&w->teams, t, t->m);
 }
 
 static const char *algo_name(int algo) { return algo == HN_LL_ONESHOT ? "one-shot" : "two-shot"; }

@@ -33,6 +33,7 @@
  * docs/BENCHMARKS.md has the two measured against each other. */
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -222,17 +223,12 @@ static void p2p_fini(hn_comm_world *w)
 
 static hn_status_t p2p_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
 {
-    hn_comm_team *t = hn_calloc(1, sizeof(*t));
+    void *m = NULL;
+    hn_comm_team *t = hn_team_new(&w->teams, w->n, ranks, n, sizeof(hn_comm_team), sizeof(member),
+                                  offsetof(member, rank), &m);
     if (t == NULL)
         return HN_ERR_NOMEM;
-    t->m = hn_calloc((size_t)n, sizeof(member));
-    if (t->m == NULL || hn_team_list_add(&w->teams, t, ranks, n, w->n) != 0) {
-        hn_free(t->m);
-        hn_free(t);
-        return HN_ERR_NOMEM;
-    }
-    for (int i = 0; i < n; i++)
-        t->m[i].rank = ranks[i];
+    t->m = m;
     t->n = n;
     t->w = w;
     t->pieces = w->pieces;
@@ -320,7 +316,6 @@ static void p2p_team_destroy(hn_comm_team *t)
     if (t == NULL)
         return;
     w = t->w;
-    hn_team_list_remove(&w->teams, t);
     for (int i = 0; i < t->n; i++) {
         for (int k = 0; k < t->lanes; k++)
             if (t->m[i].side[k] != NULL) {
@@ -343,8 +338,7 @@ static void p2p_team_destroy(hn_comm_team *t)
             if (t->m[i].stage[k] != NULL)
                 w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->m[i].stage[k]);
     }
-    hn_free(t->m);
-    hn_free(t);
+    hn_team_free(&w->teams, t, t->m);
 }
 
 /* ---- host mailboxes: addresses handed over when operations are issued ---- */
