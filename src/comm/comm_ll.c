@@ -54,6 +54,16 @@ const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n)
     return NULL;
 }
 
+static const char *ll_refuses(hn_coll_kind kind, hn_dtype dtype, size_t count, int n, char *why, size_t len)
+{
+    const char *r = hn_comm_ll_refuses(kind, dtype, n);
+    (void)count;
+    if (r == NULL)
+        return NULL;
+    snprintf(why, len, "%s via ll: %s", hn_coll_name(kind), r);
+    return why;
+}
+
 static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
 {
     hn_comm_world *w = hn_calloc(1, sizeof(*w));
@@ -276,6 +286,7 @@ const hn_comm_ops hn_comm_ll = {
     .team_join = ll_team_join,
     .team_reserve = ll_team_reserve,
     .team_destroy = ll_team_destroy,
+    .refuses = ll_refuses,
     .collective = ll_collective,
     .p2p = ll_p2p,
     .abort = ll_abort,

@@ -961,10 +961,31 @@ static void broadcast_get(ctx *c, int me, int root, const void *send, void *recv
     }
 }
 
+/* The collectives the rings run: not gather, scatter, reduce, all_to_all;
+ * an allreduce's count divides into the members' chunks. */
+static const char *p2p_refuses(hn_coll_kind kind, hn_dtype dtype, size_t count, int n, char *why, size_t len)
+{
+    (void)dtype;
+    if (kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER && kind != HN_COLL_ALLREDUCE &&
+        kind != HN_COLL_BROADCAST)
+        snprintf(why, len, "%s via p2p: the p2p backend does allgather, reduce_scatter, allreduce, broadcast "
+                 "and send/recv", hn_coll_name(kind));
+    else if (kind == HN_COLL_ALLREDUCE && count % (size_t)n != 0)
+        snprintf(why, len, "allreduce via p2p of %zu elements: not divisible by the team size %d", count, n);
+    else
+        return NULL;
+    return why;
+}
+
 static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
 {
     ctx c = {t->w, t, me, s, o, HN_OK};
     size_t es = (size_t)hn_dtype_size(a->dtype), n = (size_t)t->n;
+    char why[160];
+    if (p2p_refuses(a->kind, a->dtype, a->count, t->n, why, sizeof(why)) != NULL) {
+        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "%s", why);
+        return HN_ERR_UNSUPPORTED;
+    }
     switch (a->kind) {
     case HN_COLL_ALLGATHER:
         if (a->get)
@@ -981,11 +1002,6 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
     case HN_COLL_ALLREDUCE: {
         size_t chunk = a->count / n;
         char *out = a->recv;
-        if (a->count % n != 0) {
-            hn_origin_fail(o, HN_ERR_UNSUPPORTED, "p2p allreduce of %zu elements: not divisible by the team size %zu",
-                           a->count, n);
-            return HN_ERR_UNSUPPORTED;
-        }
         if (a->get) {
             reduce_scatter_get(&c, me, a->send, out + (size_t)me * chunk * es, chunk, a->dtype, a->redop);
             allgather_ring_get(&c, me, out + (size_t)me * chunk * es, out, chunk * es);
@@ -1001,10 +1017,8 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
         else
             broadcast_direct(&c, me, a->root, a->send, a->recv, a->count * es);
         break;
-    default:
-        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "%s via p2p: the p2p backend does allgather, reduce_scatter, "
-                       "allreduce and broadcast", hn_coll_name(a->kind));
-        return HN_ERR_UNSUPPORTED;
+    default: /* refused above */
+        break;
     }
     if (c.st != HN_OK && c.st != HN_ERR_ABORTED && c.st != HN_ERR_TIMEOUT && c.st != HN_ERR_RUNTIME)
         hn_origin_fail(o, c.st, "p2p %s: %s", hn_coll_name(a->kind), hn_status_string(c.st));
@@ -1335,6 +1349,7 @@ const hn_comm_ops hn_comm_p2p = {
     .team_join = p2p_team_join,
     .team_reserve = p2p_team_reserve,
     .team_destroy = p2p_team_destroy,
+    .refuses = p2p_refuses,
     .collective = p2p_collective,
     .p2p = p2p_p2p,
     .abort = p2p_abort,
