@@ -551,7 +551,6 @@ static hn_status_t cuda_timer_host_ns(const hn_dtimer *t, int64_t *ns)
 
 const hn_device_ops hn_device_cuda = {
     .name = "cuda",
-    .compute = &hn_compute_cuda,
     .comm = "nccl",
     .device_count = cuda_device_count,
     .init = cuda_init,

@@ -678,7 +678,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
         rt->all_ranks[i] = i;
     if ((rt->dev = pick_backend(&cfg, &st)) == NULL)
         goto undo;
-    rt->compute = rt->dev->compute;
+    rt->compute = hn_device_compute(rt->dev);
     rt->default_auto = hn_default_via_auto(rt->dev->name);
     rt->sink.report = sink_report;
     rt->sink.ctx = rt;
