@@ -71,7 +71,8 @@ typedef struct hn_comm_ops {
     void (*fini)(hn_comm_world *w);
     /* Once per team, from the runtime's thread, before any run uses it;
      * then team_join on the thread of every member (at once), then
-     * team_warmup on every member's stream. */
+     * team_warmup on every member's stream. join, warmup and reserve are
+     * NULL where a communicator has nothing to do then. */
     hn_status_t (*team_create)(hn_comm_world *w, const int *ranks, int n, hn_comm_team **t);
     hn_status_t (*team_join)(hn_comm_team *t, int me, const hn_origin *o);
     hn_status_t (*team_warmup)(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o);
@@ -79,6 +80,12 @@ typedef struct hn_comm_ops {
      * per chunk (the dry run knows the largest). */
     hn_status_t (*team_reserve)(hn_comm_team *t, int me, size_t bytes, const hn_origin *o);
     void (*team_destroy)(hn_comm_team *t);
+    /* Why this communicator cannot run a collective of `kind`, `dtype` and
+     * `count` (as in hn_coll_args) over n ranks: the whole message, written
+     * into why[len] ("allreduce via p2p of 6 elements: not divisible by the
+     * team size 4"), or NULL when it can. NULL hook: it runs every one.
+     * Pure; any thread (the dry run asks before anything is issued). */
+    const char *(*refuses)(hn_coll_kind kind, hn_dtype dtype, size_t count, int n, char *why, size_t len);
     /* Issued by member `me` (team index) on its stream; returns at once. */
     hn_status_t (*collective)(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s,
                               const hn_origin *o);
@@ -111,7 +118,8 @@ extern const hn_comm_ops hn_comm_p2p;
 extern const hn_comm_ops hn_comm_ll;
 
 /* Why the latency path (via ll) cannot run a collective of this kind and
- * dtype over n ranks, or NULL when it can. */
+ * dtype over n ranks, or NULL when it can (the reason alone; the table's
+ * `refuses` writes the message). */
 const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n);
 #ifdef HN_HAVE_CUDA
 extern const hn_comm_ops hn_comm_nccl;

@@ -5,6 +5,7 @@
  * wait has a deadline. Reductions run in team order (deterministic). */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -20,11 +21,15 @@ typedef struct rdv {
     struct rdv *next;
 } rdv;
 
+typedef struct member {
+    int rank;
+    uint64_t issue_seq; /* touched only by that rank's thread */
+} member;
+
 struct hn_comm_team {
     hn_comm_world *w;
     int n;
-    int *ranks;
-    uint64_t *issue_seq; /* per member; touched only by that rank's thread */
+    member *m;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     rdv *slots;
@@ -50,30 +55,6 @@ struct hn_comm_world {
     int aborted;
     hn_team_list teams;
 };
-
-const hn_comm_ops *hn_comm_find(const char *name)
-{
-    static const hn_comm_ops *const all[] = {
-#ifdef HN_HAVE_CUDA
-        &hn_comm_nccl,
-#endif
-        &hn_comm_host,
-        &hn_comm_p2p,
-        &hn_comm_ll,
-    };
-    for (int i = 0; i < HN_ARRAY_LEN(all); i++)
-        if (strcmp(all[i]->name, name) == 0)
-            return all[i];
-    return NULL;
-}
-
-const char *hn_coll_name(hn_coll_kind k)
-{
-    static const char *names[HN_COLL_COUNT] = {"allgather", "allreduce", "reduce_scatter",
-                                               "broadcast", "reduce",    "gather",
-                                               "scatter",   "all_to_all"};
-    return (unsigned)k < HN_COLL_COUNT ? names[k] : "?";
-}
 
 void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, int redop, int first)
 {
@@ -143,18 +124,12 @@ static void host_fini(hn_comm_world *w)
 
 static hn_status_t host_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
 {
-    hn_comm_team *t = hn_calloc(1, sizeof(*t));
+    void *m = NULL;
+    hn_comm_team *t = hn_team_new(&w->teams, w->nranks, ranks, n, sizeof(hn_comm_team), sizeof(member),
+                                  offsetof(member, rank), &m);
     if (t == NULL)
         return HN_ERR_NOMEM;
-    t->ranks = hn_calloc((size_t)n, sizeof(int));
-    t->issue_seq = hn_calloc((size_t)n, sizeof(uint64_t));
-    if (t->ranks == NULL || t->issue_seq == NULL || hn_team_list_add(&w->teams, t, ranks, n, w->nranks) != 0) {
-        hn_free(t->ranks);
-        hn_free(t->issue_seq);
-        hn_free(t);
-        return HN_ERR_NOMEM;
-    }
-    memcpy(t->ranks, ranks, (size_t)n * sizeof(int));
+    t->m = m;
     t->n = n;
     t->w = w;
     pthread_mutex_init(&t->mu, NULL);
@@ -170,20 +145,10 @@ static void free_slot(rdv *r)
     hn_free(r);
 }
 
-static hn_status_t host_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)bytes;
-    (void)o;
-    return HN_OK;
-}
-
 static void host_team_destroy(hn_comm_team *t)
 {
     if (t == NULL)
         return;
-    hn_team_list_remove(&t->w->teams, t);
     while (t->slots != NULL) {
         rdv *r = t->slots;
         t->slots = r->next;
@@ -191,16 +156,14 @@ static void host_team_destroy(hn_comm_team *t)
     }
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
-    hn_free(t->ranks);
-    hn_free(t->issue_seq);
-    hn_free(t);
+    hn_team_free(&t->w->teams, t, t->m);
 }
 
 static void team_text(const hn_comm_team *t, char *buf, size_t n)
 {
     size_t k = (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < t->n && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, i ? ", %d" : "%d", t->ranks[i]);
+        k += (size_t)snprintf(buf + k, n - k, i ? ", %d" : "%d", t->m[i].rank);
     if (k < n)
         snprintf(buf + k, n - k, "]");
 }
@@ -384,7 +347,7 @@ static hn_status_t run_coll(void *arg, const hn_origin *o)
             hn_origin_fail(o, HN_ERR_MISMATCH,
                            "ranks diverge on team %s, communication #%llu: rank %d issues %s, "
                            "rank %d issues %s",
-                           team, (unsigned long long)j->seq, t->ranks[j->me], mine, t->ranks[m], theirs);
+                           team, (unsigned long long)j->seq, t->m[j->me].rank, mine, t->m[m].rank, theirs);
             return HN_ERR_MISMATCH;
         }
     rw.r = r;
@@ -397,7 +360,7 @@ static hn_status_t run_coll(void *arg, const hn_origin *o)
         missing[0] = '\0';
         for (int m = 0; m < t->n && k < sizeof(missing); m++)
             if (!r->rank_arrived[m])
-                k += (size_t)snprintf(missing + k, sizeof(missing) - k, k ? ", %d" : "%d", t->ranks[m]);
+                k += (size_t)snprintf(missing + k, sizeof(missing) - k, k ? ", %d" : "%d", t->m[m].rank);
         pthread_mutex_unlock(&t->mu);
         if (rc == 2)
             hn_origin_fail(o, HN_ERR_TIMEOUT,
@@ -444,7 +407,7 @@ static hn_status_t host_collective(hn_comm_team *t, int me, const hn_coll_args *
         return HN_ERR_NOMEM;
     j->t = t;
     j->me = me;
-    j->seq = t->issue_seq[me]++;
+    j->seq = t->m[me].issue_seq++;
     j->a = *a;
     return hn_device_host.launch_host(s, run_coll, j, hn_free, o);
 }
@@ -601,23 +564,6 @@ static hn_status_t host_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     return hn_device_host.launch_host(s, run_p2p, j, free_p2p_job, o);
 }
 
-static hn_status_t host_team_join(hn_comm_team *t, int me, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)o;
-    return HN_OK;
-}
-
-static hn_status_t host_team_warmup(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)s;
-    (void)o;
-    return HN_OK;
-}
-
 static int host_abort(hn_comm_world *w)
 {
     __atomic_store_n(&w->aborted, 1, __ATOMIC_RELEASE);
@@ -648,7 +594,8 @@ static void host_reset(hn_comm_world *w)
     memset(w->recv_seq, 0, n2 * sizeof(uint64_t));
     for (int i = 0; i < w->teams.n; i++) {
         hn_comm_team *t = w->teams.teams[i];
-        memset(t->issue_seq, 0, (size_t)t->n * sizeof(uint64_t));
+        for (int k = 0; k < t->n; k++)
+            t->m[k].issue_seq = 0;
         while (t->slots != NULL) {
             rdv *r = t->slots;
             t->slots = r->next;
@@ -662,9 +609,6 @@ const hn_comm_ops hn_comm_host = {
     .init = host_init,
     .fini = host_fini,
     .team_create = host_team_create,
-    .team_join = host_team_join,
-    .team_warmup = host_team_warmup,
-    .team_reserve = host_team_reserve,
     .team_destroy = host_team_destroy,
     .collective = host_collective,
     .p2p = host_p2p,

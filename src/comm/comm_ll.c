@@ -9,6 +9,7 @@
  * no IPC). Issuing hands nothing between the ranks' threads and the
  * generation lives on the devices, so calls need no host in the loop and
  * can be captured in a CUDA graph. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,6 +54,16 @@ const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n)
     return NULL;
 }
 
+static const char *ll_refuses(hn_coll_kind kind, hn_dtype dtype, size_t count, int n, char *why, size_t len)
+{
+    const char *r = hn_comm_ll_refuses(kind, dtype, n);
+    (void)count;
+    if (r == NULL)
+        return NULL;
+    snprintf(why, len, "%s via ll: %s", hn_coll_name(kind), r);
+    return why;
+}
+
 static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
 {
     hn_comm_world *w = hn_calloc(1, sizeof(*w));
@@ -78,21 +89,15 @@ static void ll_fini(hn_comm_world *w)
 static hn_status_t ll_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
 {
     hn_comm_team *t;
+    void *m = NULL;
     if (n > HN_LL_MAX_RANKS) {
         HN_ERROR("ll: a team of %d ranks; the latency path serves at most %d", n, HN_LL_MAX_RANKS);
         return HN_ERR_UNSUPPORTED;
     }
-    t = hn_calloc(1, sizeof(*t));
+    t = hn_team_new(&w->teams, w->n, ranks, n, sizeof(hn_comm_team), sizeof(member), offsetof(member, rank), &m);
     if (t == NULL)
         return HN_ERR_NOMEM;
-    t->m = hn_calloc((size_t)n, sizeof(member));
-    if (t->m == NULL || hn_team_list_add(&w->teams, t, ranks, n, w->n) != 0) {
-        hn_free(t->m);
-        hn_free(t);
-        return HN_ERR_NOMEM;
-    }
-    for (int i = 0; i < n; i++)
-        t->m[i].rank = ranks[i];
+    t->m = m;
     t->n = n;
     t->w = w;
     *out = t;
@@ -124,15 +129,6 @@ static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
     return HN_OK;
 }
 
-static hn_status_t ll_team_warmup(hn_comm_team *t, int me, hn_dstream *s, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)s;
-    (void)o;
-    return HN_OK;
-}
-
 /* Between runs: a registered buffer whose halves hold a whole input of
  * `bytes` per member's chunk (what one-shot stages). */
 static hn_status_t ll_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
@@ -161,7 +157,6 @@ static void ll_team_destroy(hn_comm_team *t)
     if (t == NULL)
         return;
     w = t->w;
-    hn_team_list_remove(&w->teams, t);
     for (int i = 0; i < t->n; i++) {
         member *m = &t->m[i];
         if (m->sig != NULL)
@@ -171,8 +166,7 @@ static void ll_team_destroy(hn_comm_team *t)
         if (m->ev != NULL)
             w->dev->event_destroy(m->ev);
     }
-    hn_free(t->m);
-    hn_free(t);
+    hn_team_free(&w->teams, t, t->m);
 }
 
 static const char *algo_name(int algo) { return algo == HN_LL_ONESHOT ? "one-shot" : "two-shot"; }
@@ -290,9 +284,9 @@ const hn_comm_ops hn_comm_ll = {
     .fini = ll_fini,
     .team_create = ll_team_create,
     .team_join = ll_team_join,
-    .team_warmup = ll_team_warmup,
     .team_reserve = ll_team_reserve,
     .team_destroy = ll_team_destroy,
+    .refuses = ll_refuses,
     .collective = ll_collective,
     .p2p = ll_p2p,
     .abort = ll_abort,

@@ -7,6 +7,7 @@
 #include <nccl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,12 +16,16 @@
 #include "comm.h"
 #include "team_list.h"
 
+typedef struct member {
+    int rank;
+    ncclComm_t comm; /* made on the member's thread (team_join) */
+} member;
+
 struct hn_comm_team {
     hn_comm_world *w;
     int n;
-    int *ranks;
+    member *m;
     ncclUniqueId id;
-    ncclComm_t *comms; /* per member */
 };
 
 struct hn_comm_world {
@@ -85,33 +90,21 @@ static void nccl_fini(hn_comm_world *w)
 
 static hn_status_t nccl_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
 {
-    hn_comm_team *t = hn_calloc(1, sizeof(*t));
+    void *m = NULL;
+    hn_comm_team *t = hn_team_new(&w->teams, w->nranks, ranks, n, sizeof(hn_comm_team), sizeof(member),
+                                  offsetof(member, rank), &m);
     ncclResult_t r;
     if (t == NULL)
         return HN_ERR_NOMEM;
-    t->ranks = hn_calloc((size_t)n, sizeof(int));
-    t->comms = hn_calloc((size_t)n, sizeof(ncclComm_t));
-    if (t->ranks == NULL || t->comms == NULL)
-        goto nomem;
     if ((r = ncclGetUniqueId(&t->id)) != ncclSuccess) {
-        hn_status_t st = nccl_fail(r, "ncclGetUniqueId", __FILE__, __LINE__);
-        hn_free(t->ranks);
-        hn_free(t->comms);
-        hn_free(t);
-        return st;
+        hn_team_free(&w->teams, t, m);
+        return nccl_fail(r, "ncclGetUniqueId", __FILE__, __LINE__);
     }
-    if (hn_team_list_add(&w->teams, t, ranks, n, w->nranks) != 0)
-        goto nomem;
-    memcpy(t->ranks, ranks, (size_t)n * sizeof(int));
+    t->m = m;
     t->n = n;
     t->w = w;
     *out = t;
     return HN_OK;
-nomem:
-    hn_free(t->ranks);
-    hn_free(t->comms);
-    hn_free(t);
-    return HN_ERR_NOMEM;
 }
 
 static hn_status_t nccl_team_join(hn_comm_team *t, int me, const hn_origin *o)
@@ -126,8 +119,8 @@ static hn_status_t nccl_team_join(hn_comm_team *t, int me, const hn_origin *o)
         cfg.maxCTAs = t->w->max_ctas;
         cfg.minCTAs = 1;
     }
-    r = ncclCommInitRankConfig(&t->comms[me], t->n, t->id, me, &cfg);
-    st = HN_NCCL_SETTLE(t->comms[me], r, "ncclCommInitRankConfig", t->w->sink);
+    r = ncclCommInitRankConfig(&t->m[me].comm, t->n, t->id, me, &cfg);
+    st = HN_NCCL_SETTLE(t->m[me].comm, r, "ncclCommInitRankConfig", t->w->sink);
     if (st != HN_OK)
         hn_origin_fail(o, st, "cannot create the NCCL communicator of a team of %d (member %d)", t->n, me);
     return st;
@@ -164,7 +157,7 @@ static hn_status_t nccl_team_warmup(hn_comm_team *t, int me, hn_dstream *s, cons
     if (st == HN_OK)
         st = HN_CUDA_STATUS(cudaMemsetAsync(buf, 0, 64, s->s));
     if (st == HN_OK)
-        st = HN_NCCL_SETTLE(t->comms[me], ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, t->comms[me], s->s),
+        st = HN_NCCL_SETTLE(t->m[me].comm, ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, t->m[me].comm, s->s),
                             "ncclAllReduce (warm-up)", t->w->sink);
     if (buf != NULL)
         (void)HN_CUDA_STATUS(cudaFreeAsync(buf, s->s));
@@ -173,32 +166,20 @@ static hn_status_t nccl_team_warmup(hn_comm_team *t, int me, hn_dstream *s, cons
     return st;
 }
 
-static hn_status_t nccl_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
-{
-    (void)t;
-    (void)me;
-    (void)bytes;
-    (void)o;
-    return HN_OK;
-}
-
 static void nccl_team_destroy(hn_comm_team *t)
 {
     hn_comm_world *w;
     if (t == NULL)
         return;
     w = t->w;
-    hn_team_list_remove(&w->teams, t);
     for (int i = 0; i < t->n; i++)
-        if (t->comms[i] != NULL) {
+        if (t->m[i].comm != NULL) {
             if (w->aborted)
-                ncclCommAbort(t->comms[i]);
+                ncclCommAbort(t->m[i].comm);
             else
-                ncclCommDestroy(t->comms[i]);
+                ncclCommDestroy(t->m[i].comm);
         }
-    hn_free(t->ranks);
-    hn_free(t->comms);
-    hn_free(t);
+    hn_team_free(&w->teams, t, t->m);
 }
 
 /* gather / scatter / all_to_all as one group of sends and receives */
@@ -237,7 +218,7 @@ static ncclResult_t grouped(const hn_coll_args *a, int me, int n, ncclComm_t com
 static hn_status_t nccl_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s,
                                    const hn_origin *o)
 {
-    ncclComm_t comm = t->comms[me];
+    ncclComm_t comm = t->m[me].comm;
     ncclDataType_t dt = nccl_type(a->dtype);
     ncclResult_t r;
     hn_status_t st;
@@ -274,7 +255,7 @@ static hn_status_t nccl_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
         hn_origin_fail(o, HN_ERR_RUNTIME, "no communicator of all ranks for send/recv");
         return HN_ERR_RUNTIME;
     }
-    comm = ((hn_comm_team *)w->teams.all)->comms[rank];
+    comm = ((hn_comm_team *)w->teams.all)->m[rank].comm;
     /* one group: NCCL orders the posting, no order of them deadlocks */
     r = ncclGroupStart();
     for (int i = 0; i < n && (r == ncclSuccess || r == ncclInProgress); i++)
@@ -316,12 +297,12 @@ static int nccl_abort(hn_comm_world *w)
     for (int i = 0; i < w->teams.n; i++) {
         hn_comm_team *t = w->teams.teams[i];
         for (int m = 0; m < t->n; m++)
-            if (t->comms[m] != NULL) {
+            if (t->m[m].comm != NULL) {
                 if (all != NULL)
-                    all[k++] = t->comms[m];
+                    all[k++] = t->m[m].comm;
                 else /* no memory for threads: one after another */
-                    ncclCommAbort(t->comms[m]);
-                t->comms[m] = NULL;
+                    ncclCommAbort(t->m[m].comm);
+                t->m[m].comm = NULL;
             }
     }
     if (all != NULL) {
@@ -354,7 +335,6 @@ const hn_comm_ops hn_comm_nccl = {
     .team_create = nccl_team_create,
     .team_join = nccl_team_join,
     .team_warmup = nccl_team_warmup,
-    .team_reserve = nccl_team_reserve,
     .team_destroy = nccl_team_destroy,
     .collective = nccl_collective,
     .p2p = nccl_p2p,

@@ -1,5 +1,6 @@
 /* The teams of a communicator world: a small list every backend keeps, and
- * which of them is the team of all ranks (point-to-point goes through it). */
+ * which of them is the team of all ranks (point-to-point goes through it);
+ * the making of a team (comm.c). */
 #ifndef HN_TEAM_LIST_H
 #define HN_TEAM_LIST_H
 
@@ -37,5 +38,15 @@ static inline void hn_team_list_remove(hn_team_list *l, void *t)
 }
 
 static inline void hn_team_list_free(hn_team_list *l) { hn_free(l->teams); }
+
+/* What every backend's team_create does first: a zeroed team of
+ * `team_bytes` and n zeroed members of `member_bytes` each, with member
+ * i's global rank (the int `rank_at` bytes into it) set to ranks[i], the
+ * team added to l (nranks: the world's size). Returns the team, its
+ * members in *members; NULL when out of memory, with nothing left. */
+void *hn_team_new(hn_team_list *l, int nranks, const int *ranks, int n, size_t team_bytes, size_t member_bytes,
+                  size_t rank_at, void **members);
+/* Undoes hn_team_new: the team out of l, its members and it freed. */
+void hn_team_free(hn_team_list *l, void *team, void *members);
 
 #endif

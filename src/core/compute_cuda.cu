@@ -12,6 +12,7 @@ extern "C" {
 #include "cuda_check.h"
 #include "device_cuda.h"
 }
+#include "cuda_float.cuh"
 #include "ll.h"
 
 #define MAX_DEVICES 256
@@ -309,15 +310,6 @@ static hn_status_t c_random(hn_dstream *s, const hn_tensor *dst, uint64_t seed, 
     (void)o;
     return run_elementwise(s, K_RANDOM, 0, dst, NULL, NULL, lo, hi, seed);
 }
-
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 
 __device__ __forceinline__ float apply(int op, float p, float q)
 {

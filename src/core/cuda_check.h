@@ -12,8 +12,11 @@ extern "C" {
 /* Nonzero when e leaves the CUDA context unusable (an illegal address, a
  * trap, an uncorrectable ECC error): it is then recorded as the loss of the
  * calling thread's device, which the device backend's health reports.
- * 1: the device is lost now; 2: it was lost before. */
+ * 1: the device is lost now; 2: it was lost before. Any thread
+ * (cuda_error.c). */
 int hn_cuda_note_error(cudaError_t e);
+/* The error that lost device dev's context, cudaSuccess while none. */
+cudaError_t hn_cuda_lost_error(int dev);
 #ifdef __cplusplus
 }
 #endif

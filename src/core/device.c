@@ -1,28 +1,9 @@
-/* Device-layer helpers shared by every backend: registry, tensor geometry,
- * fault reporting. */
+/* Device-layer helpers shared by every backend: tensor geometry, fault
+ * reporting. */
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "device.h"
-
-static const hn_device_ops *const backends[] = {
-#ifdef HN_HAVE_CUDA
-    &hn_device_cuda,
-#endif
-    &hn_device_host,
-    NULL,
-};
-
-const hn_device_ops *const *hn_device_backends(void) { return backends; }
-
-const hn_device_ops *hn_device_find(const char *name)
-{
-    for (int i = 0; backends[i] != NULL; i++)
-        if (strcmp(backends[i]->name, name) == 0)
-            return backends[i];
-    return NULL;
-}
 
 void hn_origin_fail(const hn_origin *o, hn_status_t st, const char *fmt, ...)
 {

@@ -122,8 +122,7 @@ typedef struct hn_ll_args hn_ll_args; /* ll.h */
 
 typedef struct hn_device_ops {
     const char *name;
-    const hn_compute_ops *compute; /* the compute ops of this backend */
-    const char *comm;              /* the name of its communicator */
+    const char *comm; /* the name of its communicator */
     /* How many devices this machine has for the backend (0: none). */
     int (*device_count)(void);
     hn_status_t (*init)(const hn_device_config *cfg, void **ctx);
@@ -261,8 +260,11 @@ extern const hn_compute_ops hn_compute_cuda;
 #endif
 
 /* The registered device backends, NULL-terminated; "auto" picks the first
- * with devices. */
+ * with devices (device_registry.c). */
 const hn_device_ops *hn_device_find(const char *name);
 const hn_device_ops *const *hn_device_backends(void);
+/* The compute ops registered with device backend d (they run on its
+ * streams), or NULL for a table that is not registered. */
+const hn_compute_ops *hn_device_compute(const hn_device_ops *d);
 
 #endif

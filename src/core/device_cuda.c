@@ -19,33 +19,6 @@ typedef CUresult (*stream_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned 
 static stream_value_fn write_value32, wait_value32;
 static int write_value_broken; /* peer writes fall back to a one-thread kernel */
 
-/* Per device: the sticky CUDA error that lost its context, 0 while none. */
-#define MAX_DEVICES 256
-static int lost_error[MAX_DEVICES];
-
-int hn_cuda_note_error(cudaError_t e)
-{
-    int dev = -1;
-    switch (e) {
-    case cudaErrorIllegalAddress:
-    case cudaErrorAssert:
-    case cudaErrorHardwareStackError:
-    case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress:
-    case cudaErrorInvalidAddressSpace:
-    case cudaErrorInvalidPc:
-    case cudaErrorLaunchFailure:
-    case cudaErrorECCUncorrectable:
-        break;
-    default:
-        return 0;
-    }
-    if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < MAX_DEVICES &&
-        __atomic_exchange_n(&lost_error[dev], (int)e, __ATOMIC_ACQ_REL) != 0)
-        return 2;
-    return 1;
-}
-
 typedef struct cuda_ctx {
     int ndev;
     const hn_fault_sink *sink;
@@ -474,12 +447,12 @@ static void cuda_recover(void *ctx)
 
 static hn_status_t cuda_health(void *ctx, int dev, char *why, size_t n)
 {
-    int e = dev >= 0 && dev < MAX_DEVICES ? __atomic_load_n(&lost_error[dev], __ATOMIC_ACQUIRE) : 0;
+    cudaError_t e = hn_cuda_lost_error(dev);
     (void)ctx;
-    if (e == 0)
+    if (e == cudaSuccess)
         return HN_OK;
     snprintf(why, n, "device %d: %s: its CUDA context is lost, and with it every later use of the device in "
-             "this process (restart the process)", dev, cudaGetErrorString((cudaError_t)e));
+             "this process (restart the process)", dev, cudaGetErrorString(e));
     return HN_ERR_DEVICE_LOST;
 }
 
@@ -578,7 +551,6 @@ static hn_status_t cuda_timer_host_ns(const hn_dtimer *t, int64_t *ns)
 
 const hn_device_ops hn_device_cuda = {
     .name = "cuda",
-    .compute = &hn_compute_cuda,
     .comm = "nccl",
     .device_count = cuda_device_count,
     .init = cuda_init,

@@ -953,7 +953,6 @@ static hn_status_t host_timer_host_ns(const hn_dtimer *t, int64_t *ns)
 
 const hn_device_ops hn_device_host = {
     .name = "host",
-    .compute = &hn_compute_host,
     .comm = "host",
     .device_count = host_device_count,
     .init = host_init,

@@ -18,6 +18,7 @@ extern "C" {
 #include "cuda_check.h"
 #include "device_cuda.h"
 }
+#include "cuda_float.cuh"
 #include "ll.h"
 
 __device__ __forceinline__ void st_release_sys(uint32_t *p, uint32_t v)
@@ -45,16 +46,6 @@ __device__ __forceinline__ uint64_t ld_relaxed_sys_u64(const uint64_t *p)
 }
 
 __device__ __forceinline__ uint32_t ld_volatile(const uint32_t *p) { return *(const volatile uint32_t *)p; }
-
-template <typename T> __device__ __forceinline__ float to_f(T x);
-template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <> __device__ __forceinline__ float to_f<__half>(__half x) { return __half2float(x); }
-
-template <typename T> __device__ __forceinline__ T from_f(float x);
-template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
 
 /* A copy by the whole block: 16-byte vectors where both ends are aligned
  * (slices start on whole vectors), bytes for the rest. */

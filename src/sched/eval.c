@@ -606,6 +606,8 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     hn_backend_kind via;
     int get;
     const char *what = hn_op_table[in->op].keyword;
+    const hn_comm_ops *comm;
+    char why[256];
     if (no_comm_in_reference(x, in) != HN_OK || hn_exec_team(x, in, members, 256, &n) != HN_OK)
         return x->status;
     for (int i = 0; i < n; i++)
@@ -669,17 +671,12 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     /* `via auto` picks by size here, the same way on every member */
     via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, kind, count, out.dtype, n);
     get = via == in->via ? in->get : 0;
-    if (via == HN_VIA_LL && hn_comm_ll_refuses(kind, out.dtype, n) != NULL)
-        return fail(x, in, HN_ERR_UNSUPPORTED, "%s via ll: %s", what, hn_comm_ll_refuses(kind, out.dtype, n));
+    /* what the communicator cannot run, by its own rules */
+    comm = x->dry ? hn_comm_find(hn_backend_name(via)) : hn_runtime_comm(x->rt, via)->ops;
+    if (comm != NULL && comm->refuses != NULL && comm->refuses(kind, out.dtype, count, n, why, sizeof(why)) != NULL)
+        return fail(x, in, HN_ERR_UNSUPPORTED, "%s", why);
     if (via == HN_VIA_LL && get == 0) /* one-shot or two-shot by size (cost.c) */
         get = hn_via_ll_algo(kind, count, out.dtype, n);
-    if (via == HN_VIA_P2P && kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER &&
-        kind != HN_COLL_ALLREDUCE && kind != HN_COLL_BROADCAST)
-        return fail(x, in, HN_ERR_UNSUPPORTED, "%s via p2p: the p2p backend does allgather, reduce_scatter, "
-                    "allreduce, broadcast and send/recv", what);
-    if (via == HN_VIA_P2P && kind == HN_COLL_ALLREDUCE && count % (size_t)n != 0)
-        return fail(x, in, HN_ERR_UNSUPPORTED, "allreduce via p2p of %zu elements: not divisible by the team "
-                    "size %d", count, n);
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));

@@ -468,11 +468,16 @@ static hn_status_t join_on_rank(hn_rank *r, void *arg)
         hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
         if (phase == RESERVE ? e->reserved >= e->reserve : e->joined)
             continue;
-        for (int me = 0; me < e->n && st == HN_OK; me++)
-            if (e->ranks[me] == r->rank)
-                st = phase == JOIN   ? ops->team_join(e->team, me, &o)
-                     : phase == WARM ? ops->team_warmup(e->team, me, r->caller, &o)
-                                     : ops->team_reserve(e->team, me, e->reserve, &o);
+        for (int me = 0; me < e->n && st == HN_OK; me++) {
+            if (e->ranks[me] != r->rank)
+                continue;
+            if (phase == JOIN && ops->team_join != NULL) /* NULL: nothing to do */
+                st = ops->team_join(e->team, me, &o);
+            else if (phase == WARM && ops->team_warmup != NULL)
+                st = ops->team_warmup(e->team, me, r->caller, &o);
+            else if (phase == RESERVE && ops->team_reserve != NULL)
+                st = ops->team_reserve(e->team, me, e->reserve, &o);
+        }
     }
     if (st == HN_OK && phase == WARM)
         st = rt->dev->stream_sync(r->caller);
@@ -673,7 +678,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
         rt->all_ranks[i] = i;
     if ((rt->dev = pick_backend(&cfg, &st)) == NULL)
         goto undo;
-    rt->compute = rt->dev->compute;
+    rt->compute = hn_device_compute(rt->dev);
     rt->default_auto = hn_default_via_auto(rt->dev->name);
     rt->sink.report = sink_report;
     rt->sink.ctx = rt;

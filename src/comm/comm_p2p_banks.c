@@ -1,0 +1,226 @@
+/* The p2p communicator's graph banks (hn_graph_ctx; see gbank): flags of a
+ * captured graph's own per team member and pair sequences per rank, made
+ * before a capture, reset at the end of every replay, freed with the
+ * graph. */
+#include <pthread.h>
+
+#include "comm_p2p_int.h"
+
+void hn_p2p_bank_free(hn_comm_world *w, int rank, gbank *b)
+{
+    if (b->flags != NULL)
+        w->dev->mem_free(w->dev_ctx, rank, b->flags);
+    if (b->pristine != NULL)
+        w->dev->mem_free(w->dev_ctx, rank, b->pristine);
+    w->dev->event_destroy(b->fork);
+    for (int k = 0; k < LANES_MAX; k++)
+        w->dev->event_destroy(b->join[k]);
+    hn_free(b);
+}
+
+static gpairs *pairs_of(hn_comm_world *w, int rank, uint64_t id)
+{
+    gpairs **l, *gp;
+    pthread_mutex_lock(&w->gmu);
+    l = &w->gpairs;
+    while (*l != NULL && !((*l)->id == id && (*l)->rank == rank))
+        l = &(*l)->next;
+    gp = *l;
+    pthread_mutex_unlock(&w->gmu);
+    return gp;
+}
+
+void hn_p2p_pairs_free(hn_comm_world *w, gpairs *gp)
+{
+    if (gp->bar != NULL)
+        w->dev->mem_free(w->dev_ctx, gp->rank, gp->bar);
+    hn_free(gp->send_at);
+    hn_free(gp->recv_at);
+    hn_free(gp);
+}
+
+/* the ranks of any team, as a bit set: those that take part in the barriers */
+static int in_any_team(const hn_comm_world *w, int rank)
+{
+    for (int i = 0; i < w->teams.n; i++) {
+        const hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++)
+            if (t->m[k].rank == rank)
+                return 1;
+    }
+    return 0;
+}
+
+hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g, const hn_origin *o)
+{
+    hn_status_t st = HN_OK;
+    gpairs *gp;
+    uint32_t *zeros = hn_calloc((size_t)w->n, sizeof(uint32_t));
+    if (zeros == NULL || (gp = hn_calloc(1, sizeof(*gp))) == NULL) {
+        hn_free(zeros);
+        return HN_ERR_NOMEM;
+    }
+    gp->id = g->id;
+    gp->rank = rank;
+    pthread_mutex_lock(&w->gmu); /* the ranks' threads add theirs at once */
+    gp->next = w->gpairs;
+    w->gpairs = gp;
+    pthread_mutex_unlock(&w->gmu);
+    gp->send_at = hn_calloc((size_t)w->n, sizeof(uint64_t));
+    gp->recv_at = hn_calloc((size_t)w->n, sizeof(uint64_t));
+    if (gp->send_at == NULL || gp->recv_at == NULL)
+        st = HN_ERR_NOMEM;
+    for (int q = 0; q < w->n && st == HN_OK; q++) {
+        gp->send_at[q] = w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q];
+        gp->recv_at[q] = w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank];
+        w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q] = 0; /* afresh, as the teams */
+        w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank] = 0;
+    }
+    if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, (size_t)w->n * sizeof(uint32_t), (void **)&gp->bar)) == HN_OK)
+        st = w->dev->copy_to_device(w->dev_ctx, rank, gp->bar, zeros, (size_t)w->n * sizeof(uint32_t));
+    hn_free(zeros);
+    for (int i = 0; i < w->teams.n && st == HN_OK; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        size_t bytes = t->nflags * sizeof(uint32_t);
+        uint32_t *zero_flags;
+        gbank *b;
+        member *m = NULL;
+        for (int k = 0; k < t->n; k++)
+            if (t->m[k].rank == rank)
+                m = &t->m[k];
+        if (m == NULL)
+            continue;
+        if ((b = hn_calloc(1, sizeof(*b))) == NULL || (zero_flags = hn_calloc(t->nflags, sizeof(uint32_t))) == NULL) {
+            hn_free(b);
+            st = HN_ERR_NOMEM;
+            break;
+        }
+        b->id = g->id;
+        b->next = m->banks;
+        m->banks = b;
+        b->at[0] = m->slot_ops;
+        b->at[1] = m->staged;
+        b->at[2] = m->joins;
+        b->at[3] = m->gstaged;
+        b->stage_pieces[0] = m->stage_pieces[0];
+        b->stage_pieces[1] = m->stage_pieces[1];
+        b->last_get = m->last_get;
+        /* the capture starts the team afresh (its devices are idle): no
+         * operation before, every sequence at 0, every flag 0 */
+        m->slot_ops = m->staged = m->joins = m->gstaged = 0;
+        m->stage_pieces[0] = m->stage_pieces[1] = 0;
+        m->last_get = 0;
+        if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->flags)) == HN_OK)
+            st = w->dev->copy_to_device(w->dev_ctx, rank, b->flags, zero_flags, bytes);
+        if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->pristine)) == HN_OK)
+            st = w->dev->copy_to_device(w->dev_ctx, rank, b->pristine, zero_flags, bytes);
+        hn_free(zero_flags);
+        if (st == HN_OK)
+            st = w->dev->event_create(w->dev_ctx, rank, &b->fork);
+        for (int k = 0; k < t->lanes && st == HN_OK; k++)
+            st = w->dev->event_create(w->dev_ctx, rank, &b->join[k]);
+    }
+    if (st != HN_OK)
+        hn_origin_fail(o, st, "p2p: cannot prepare the team's flags for a capture");
+    return st;
+}
+
+/* A barrier of every rank in a team, on stream s: phase p of the replay
+ * (values relative to the graph's epoch, which every replay raises). */
+static hn_status_t graph_barrier(hn_comm_world *w, int rank, const hn_graph_ctx *g, hn_dstream *s, uint32_t p,
+                                 const hn_origin *o)
+{
+    hn_status_t st = HN_OK;
+    gpairs *me = pairs_of(w, rank, g->id);
+    for (int q = 0; q < w->n && st == HN_OK; q++) {
+        gpairs *peer = q == rank ? NULL : pairs_of(w, q, g->id);
+        if (q == rank || !in_any_team(w, q))
+            continue;
+        if (peer == NULL || me == NULL)
+            return HN_ERR_RUNTIME;
+        st = w->dev->stream_write_flag_rel(s, peer->bar + rank, p, g->ep, o);
+    }
+    for (int q = 0; q < w->n && st == HN_OK; q++)
+        if (q != rank && in_any_team(w, q))
+            st = w->dev->stream_wait_flag_rel(s, me->bar + q, p, g->ep, o);
+    return st;
+}
+
+/* The end of every replay, captured on the rank's stream after all its
+ * work: barrier, this rank's flags back to the capture's start, barrier. */
+hn_status_t hn_p2p_graph_finish(hn_comm_world *w, int rank, const hn_graph_ctx *g, hn_dstream *s,
+                                const hn_origin *o)
+{
+    hn_status_t st;
+    if (!in_any_team(w, rank))
+        return HN_OK;
+    st = graph_barrier(w, rank, g, s, 1, o);
+    for (int i = 0; i < w->teams.n && st == HN_OK; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n && st == HN_OK; k++) {
+            gbank *b = t->m[k].rank == rank ? bank_of(&t->m[k], g->id) : NULL;
+            if (b != NULL)
+                st = w->dev->memcpy_async(b->flags, b->pristine, t->nflags * sizeof(uint32_t), s, o);
+        }
+    }
+    if (st == HN_OK)
+        st = graph_barrier(w, rank, g, s, 2, o);
+    if (st != HN_OK)
+        hn_origin_fail(o, st, "p2p: cannot end the captured replay: %s", hn_status_string(st));
+    return st;
+}
+
+/* After the capture: the eager sequences and state as they were before it */
+void hn_p2p_graph_end(hn_comm_world *w, int rank, const hn_graph_ctx *g)
+{
+    gpairs *gp = pairs_of(w, rank, g->id);
+    for (int q = 0; q < w->n && gp != NULL; q++) {
+        w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q] = gp->send_at[q];
+        w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank] = gp->recv_at[q];
+    }
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++) {
+            member *m = &t->m[k];
+            gbank *b = m->rank == rank ? bank_of(m, g->id) : NULL;
+            if (b == NULL)
+                continue;
+            m->slot_ops = b->at[0];
+            m->staged = b->at[1];
+            m->joins = b->at[2];
+            m->gstaged = b->at[3];
+            m->stage_pieces[0] = b->stage_pieces[0];
+            m->stage_pieces[1] = b->stage_pieces[1];
+            m->last_get = b->last_get;
+        }
+    }
+}
+
+void hn_p2p_graph_free(hn_comm_world *w, int rank, const hn_graph_ctx *g)
+{
+    gpairs **l, *gp;
+    pthread_mutex_lock(&w->gmu);
+    for (l = &w->gpairs; *l != NULL && !((*l)->id == g->id && (*l)->rank == rank); l = &(*l)->next)
+        ;
+    gp = *l;
+    if (gp != NULL)
+        *l = gp->next;
+    pthread_mutex_unlock(&w->gmu);
+    if (gp != NULL)
+        hn_p2p_pairs_free(w, gp);
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++) {
+            gbank **bl = &t->m[k].banks;
+            if (t->m[k].rank != rank)
+                continue;
+            while (*bl != NULL && (*bl)->id != g->id)
+                bl = &(*bl)->next;
+            if (*bl != NULL) {
+                gbank *b = *bl;
+                *bl = b->next;
+                hn_p2p_bank_free(w, rank, b);
+            }
+        }
+    }
+}
