@@ -13,19 +13,6 @@
 #include "sched/sched.h"
 #include "test.h"
 
-static hn_runtime *make_rt(int n, double delay, int graphs)
-{
-    hn_runtime_config cfg;
-    hn_runtime *rt = NULL;
-    hn_runtime_config_default(&cfg);
-    cfg.ndev = n;
-    cfg.backend = hn_test_backend;
-    cfg.host_delay_us = strcmp(hn_test_backend, "host") == 0 ? delay : 0;
-    cfg.timeout_s = 30;
-    cfg.graphs = graphs;
-    CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_OK);
-    return rt;
-}
 
 static int nranks(void) { return hn_test_max_ranks() < 4 ? hn_test_max_ranks() : 4; }
 
@@ -140,7 +127,7 @@ static void test_replay_matches_eager(void)
     enum { K = 5 };
     hn_program *p = hn_test_parse(step_text, NULL);
     int n = nranks();
-    hn_runtime *rt = make_rt(n, 20, 0);
+    hn_runtime *rt = hn_test_runtime(NULL, n, 20, 30, 0);
     hn_binding bind[4];
     bufs b;
     hn_run_args a;
@@ -216,7 +203,7 @@ static void test_back_to_back(void)
     enum { ROUNDS = 6 };
     hn_program *p = hn_test_parse(step_text, NULL);
     int n = nranks();
-    hn_runtime *rt = make_rt(n, 50, 0);
+    hn_runtime *rt = hn_test_runtime(NULL, n, 50, 30, 0);
     hn_binding bind[2][4];
     bufs b[2];
     hn_run_args a[2];
@@ -273,7 +260,7 @@ static void test_unusable(void)
 {
     hn_program *p = hn_test_parse(step_text, NULL);
     int n = nranks();
-    hn_runtime *rt = make_rt(n, 0, 0);
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 0);
     hn_binding bind[4];
     bufs b;
     hn_run_args a;
@@ -321,7 +308,7 @@ static void test_cannot_capture(void)
     const char *text = "output Y : i64[8] replicated\nset_stream stream(1)\niota Y <- rank, 1\nhost_sync\n";
     hn_program *p = hn_test_parse(text, NULL);
     int n = hn_test_max_ranks() < 2 ? 1 : 2;
-    hn_runtime *rt = make_rt(n, 0, 1);
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 1);
     void *y[2];
     int64_t host[8];
     hn_binding b = {"Y", y};
@@ -353,7 +340,7 @@ static void test_automatic(void)
 {
     hn_program *p = hn_test_parse(step_text, NULL);
     int n = nranks();
-    hn_runtime *rt = make_rt(n, 0, 1), *eager = make_rt(n, 0, 0);
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 1), *eager = hn_test_runtime(NULL, n, 0, 30, 0);
     hn_binding bind[2][4];
     bufs b[2];
     hn_run_args a[2];
