@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "sched.h"
 #include "trace.h"
@@ -198,15 +197,11 @@ static hn_status_t exec_ALLOC(hn_exec *x, const hn_instr *in)
     if (x->dry) {
         t.data = (void *)DRY_BASE;
         if (x->log != NULL) {
-            hn_comm_log *l = x->log;
             if (count_record(x, in) != HN_OK)
                 return x->status;
-            if (hn_grow((void **)&l->allocs, &l->allocs_cap, l->nallocs, sizeof(*l->allocs)) != 0)
+            if (hn_comm_log_add_alloc(x->log, in->id, x->occurrence[in->id], hn_tensor_bytes(&t)) != HN_OK)
                 return fail(x, in, HN_ERR_NOMEM, "out of memory");
-            l->allocs[l->nallocs].instr = in->id;
-            l->allocs[l->nallocs].occurrence = x->occurrence[in->id]++;
-            l->allocs[l->nallocs].bytes = hn_tensor_bytes(&t);
-            l->nallocs++;
+            x->occurrence[in->id]++;
         }
     } else {
         int occ = x->occurrence[in->id]++;
@@ -554,38 +549,21 @@ static hn_status_t record_comm(hn_exec *x, const hn_instr *in, hn_dstream *s)
 
 static hn_status_t log_comm(hn_exec *x, const hn_instr *in, const hn_comm_rec *rec)
 {
-    hn_comm_log *l = x->log;
-    if (l == NULL)
+    if (x->log == NULL)
         return HN_OK;
     if (count_record(x, in) != HN_OK)
         return x->status;
-    if (hn_grow((void **)&l->recs, &l->cap, l->n, sizeof(*l->recs)) != 0)
+    if (hn_comm_log_add(x->log, rec) != HN_OK)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
-    l->recs[l->n++] = *rec;
     return HN_OK;
 }
 
-/* Offset of this team in the log's pool of distinct teams, added if new.
- * The pool holds each team as its size, then its members (the offset is
- * that of the first member); looking through the distinct teams rather
- * than the records keeps logging linear in the communications. */
+/* Offset of this team in the log's pool of distinct teams, added if new. */
 static hn_status_t intern_team(hn_exec *x, const hn_instr *in, const int *members, int n, int *off)
 {
-    hn_comm_log *l = x->log;
     *off = 0;
-    if (l == NULL)
-        return HN_OK;
-    for (int at = 0; at < l->nteams_used; at += 1 + l->teams[at])
-        if (l->teams[at] == n && memcmp(l->teams + at + 1, members, (size_t)n * sizeof(int)) == 0) {
-            *off = at + 1;
-            return HN_OK;
-        }
-    if (hn_grow((void **)&l->teams, &l->teams_cap, l->nteams_used + n + 1, sizeof(int)) != 0)
+    if (x->log != NULL && hn_comm_log_team(x->log, members, n, off) != HN_OK)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
-    l->teams[l->nteams_used] = n;
-    memcpy(l->teams + l->nteams_used + 1, members, (size_t)n * sizeof(int));
-    *off = l->nteams_used + 1;
-    l->nteams_used += n + 1;
     return HN_OK;
 }
 
@@ -1045,79 +1023,15 @@ static hn_status_t exec_LINEAR(hn_exec *x, const hn_instr *in)
     return issued(x, in, x->rt->compute->matmul(s, &o.dst, &o.t[0], &o.t[1], 1, o.present[2] ? &o.t[2] : NULL, &or), hn_op_table[in->op].keyword);
 }
 
-/* ---- injected faults (HIRNODE_FAULT) ----
- * HN_OK: issue the instruction (perhaps after a fault was set off beside
- * it); otherwise it is not issued and x->status says why. */
-
-static void sleep_ms(double ms)
-{
-    struct timespec ts;
-    ts.tv_sec = (time_t)(ms / 1e3);
-    ts.tv_nsec = (long)((ms - (double)ts.tv_sec * 1e3) * 1e6);
-    nanosleep(&ts, NULL);
-}
-
-static void fired(hn_exec *x) { __atomic_add_fetch(&x->rt->faults_fired, 1, __ATOMIC_RELAXED); }
-
-static hn_status_t set_off(hn_exec *x, const hn_instr *in, const hn_fault *f)
-{
-    hn_dstream *s;
-    hn_origin o;
-    if ((f->kind == HN_FAULT_COMM && !(hn_op_table[in->op].flags & HN_OPF_COMM)) ||
-        (f->kind == HN_FAULT_OOM && in->op != HN_OP_ALLOC))
-        return HN_OK; /* communications only; allocations only */
-    fired(x);
-    switch (f->kind) {
-    case HN_FAULT_ISSUE:
-        return fail(x, in, HN_ERR_DEVICE, "the device refused the instruction (injected fault)");
-    case HN_FAULT_ASYNC:
-    case HN_FAULT_TRAP:
-        o = origin_of(x, in);
-        if (cur_stream(x, in, &s) != HN_OK ||
-            issued(x, in, x->rt->dev->inject_fault(s, f->kind == HN_FAULT_TRAP, &o), "an injected fault") != HN_OK)
-            return x->status;
-        return HN_OK;
-    case HN_FAULT_COMM:
-        /* like an asynchronous NCCL error: every communicator is aborted
-         * at the end of the run and the teams are made anew */
-        __atomic_store_n(&x->rt->teams_dead, 1, __ATOMIC_RELEASE);
-        return fail(x, in, HN_ERR_DEVICE, "its communicator failed (injected fault); the communicators are "
-                    "aborted and made anew");
-    case HN_FAULT_STOP:
-        /* as if the rank's thread hung: its peers time out, or the
-         * watchdog names it; then it is released */
-        while (!__atomic_load_n(&x->rt->abort_flag, __ATOMIC_ACQUIRE))
-            sleep_ms(1);
-        return HN_ERR_ABORTED;
-    case HN_FAULT_SLOW:
-        sleep_ms(f->ms);
-        return HN_OK;
-    case HN_FAULT_OOM: {
-        size_t free_b = 0, total_b = 0;
-        x->rt->dev->mem_info(x->rt->dev_ctx, x->rank, &free_b, &total_b);
-        return fail(x, in, HN_ERR_NOMEM, "cannot allocate '%s' (injected fault): device %d has %zu of %zu "
-                    "bytes free", vname(x, in->dst), x->rank, free_b, total_b);
-    }
-    default:
-        return HN_OK;
-    }
-}
+/* ---- injected faults (HIRNODE_FAULT, fault_inject.c) ---- */
 
 static hn_status_t inject_faults(hn_exec *x, const hn_instr *in)
 {
-    const hn_fault_plan *plan = &x->rt->faults;
-    for (int i = 0; i < plan->n; i++) {
-        const hn_fault *f = &plan->f[i];
-        hn_status_t st;
-        if (f->rank != x->rank || f->line != in->line)
-            continue;
-        x->fault_seen[i]++;
-        if (f->occurrence != 0 && x->fault_seen[i] != f->occurrence)
-            continue;
-        if ((st = set_off(x, in, f)) != HN_OK)
-            return st;
-    }
-    return HN_OK;
+    char msg[512];
+    hn_status_t st = hn_faults_set_off(x, in, msg, sizeof(msg));
+    if (st != HN_OK && msg[0] != '\0')
+        return fail(x, in, st, "%s", msg);
+    return st;
 }
 
 /* ---- pipelined statements ---- */
@@ -1127,7 +1041,6 @@ static hn_status_t inject_faults(hn_exec *x, const hn_instr *in)
  * generates; a run executes the lowered program instead. */
 static hn_status_t exec_pipelined(hn_exec *x, const hn_instr *in)
 {
-    hn_comm_log *l = x->log;
     hn_pipe_rec rec;
     if (no_comm_in_reference(x, in) != HN_OK)
         return x->status;
@@ -1141,11 +1054,8 @@ static hn_status_t exec_pipelined(hn_exec *x, const hn_instr *in)
     for (int i = 0; i < in->nargs && i + 1 < HN_ARRAY_LEN(rec.t); i++)
         if (tensor_of(x, in, &in->args[i].t, &rec.t[i + 1]) != HN_OK)
             return x->status;
-    if (l == NULL)
-        return HN_OK;
-    if (hn_grow((void **)&l->pipes, &l->pipes_cap, l->npipes, sizeof(*l->pipes)) != 0)
+    if (x->log != NULL && hn_comm_log_add_pipe(x->log, &rec) != HN_OK)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
-    l->pipes[l->npipes++] = rec;
     return HN_OK;
 }
 
@@ -1226,44 +1136,4 @@ void hn_exec_release(hn_exec *x)
     x->vals = NULL;
     x->ivals = NULL;
     x->occurrence = NULL;
-}
-
-hn_status_t hn_params_resolve(const hn_program *p, int world, int nstreams, int noverrides,
-                              const char *const *names, const int64_t *values, int64_t *out,
-                              hn_strbuf *err)
-{
-    int64_t *ivals = hn_calloc((size_t)p->nvars, sizeof(int64_t));
-    hn_status_t st = HN_OK;
-    if (ivals == NULL)
-        return HN_ERR_NOMEM;
-    for (int k = 0; k < noverrides; k++) {
-        int found = 0;
-        for (int i = 0; i < p->nparams; i++)
-            found |= strcmp(p->names[p->params[i].var], names[k]) == 0;
-        if (!found) {
-            hn_sb_printf(err, "%s: error: no parameter named '%s'\n", p->filename, names[k]);
-            st = HN_ERR_INVALID;
-        }
-    }
-    for (int i = 0; i < p->nparams && st == HN_OK; i++) {
-        const hn_param *pa = &p->params[i];
-        int overridden = 0;
-        for (int k = noverrides - 1; k >= 0 && !overridden; k--)
-            if (strcmp(p->names[pa->var], names[k]) == 0) {
-                out[i] = values[k];
-                overridden = 1;
-            }
-        if (!overridden) {
-            hn_scalar_env env = {ivals, 0, world, nstreams};
-            char msg[160];
-            if (hn_expr_eval(pa->value, &env, &out[i], msg, sizeof(msg)) != HN_OK) {
-                hn_sb_printf(err, "%s:%d:%d: error: parameter %s: %s\n", p->filename, pa->line,
-                             pa->col, p->names[pa->var], msg);
-                st = HN_ERR_VERIFY;
-            }
-        }
-        ivals[pa->var] = out[i];
-    }
-    hn_free(ivals);
-    return st;
 }

@@ -67,18 +67,6 @@ static void sink_report(void *ctx, int rank, int instr, hn_status_t st, const ch
     hn_runtime_fail(ctx, rank, instr, st, msg);
 }
 
-hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *err)
-{
-    char msg[256];
-    hn_fault_plan plan;
-    if (hn_fault_parse(spec, &plan, msg, sizeof(msg)) != HN_OK) {
-        hn_sb_printf(err, "hirnode: error: %s\n", msg);
-        return HN_ERR_INVALID;
-    }
-    rt->faults = plan;
-    return HN_OK;
-}
-
 void hn_runtime_clear_error(hn_runtime *rt)
 {
     pthread_mutex_lock(&rt->err_mu);
@@ -813,47 +801,6 @@ hn_status_t hn_runtime_download(hn_runtime *rt, int rank, void *dst, const void 
 }
 
 /* ---- runs ---- */
-
-hn_status_t hn_io_tensor(const hn_program *p, const hn_io *io, const int64_t *params, int rank,
-                         int world, int nstreams, int global, hn_tensor *out, hn_strbuf *err)
-{
-    int64_t *ivals = hn_calloc((size_t)p->nvars, sizeof(int64_t));
-    hn_scalar_env env = {ivals, rank, world, nstreams};
-    char msg[256], who[32];
-    hn_status_t st = HN_OK;
-    if (ivals == NULL)
-        return HN_ERR_NOMEM;
-    if (global)
-        snprintf(who, sizeof(who), "the global tensor");
-    else
-        snprintf(who, sizeof(who), "rank %d", rank);
-    for (int i = 0; i < p->nparams; i++)
-        ivals[p->params[i].var] = params[i];
-    memset(out, 0, sizeof(*out));
-    out->dtype = io->type.dtype;
-    out->ndim = io->type.ndim;
-    for (int i = 0; i < out->ndim && st == HN_OK; i++) {
-        if (hn_expr_eval(io->type.shape[i], &env, &out->shape[i], msg, sizeof(msg)) != HN_OK)
-            st = HN_ERR_VERIFY;
-        else if (out->shape[i] < 0 && (st = HN_ERR_VERIFY) != HN_OK)
-            snprintf(msg, sizeof(msg), "dimension %d is negative (%lld)", i, (long long)out->shape[i]);
-    }
-    hn_free(ivals);
-    /* the unsharded tensor of --check: world shards along the axis */
-    if (st == HN_OK && global && io->shard_axis >= 0 &&
-        hn_mul_overflows(out->shape[io->shard_axis], world, &out->shape[io->shard_axis])) {
-        snprintf(msg, sizeof(msg), "%d shards along axis %d overflow", world, io->shard_axis);
-        st = HN_ERR_VERIFY;
-    }
-    if (st == HN_OK && hn_tensor_make_contiguous(out) != 0) {
-        hn_shape_overflow_text(out, msg, sizeof(msg));
-        st = HN_ERR_VERIFY;
-    }
-    if (st != HN_OK)
-        hn_sb_printf(err, "%s:%d:%d: error: %s: shape of '%s': %s\n", p->filename, io->line, io->col, who,
-                     p->names[io->var], msg);
-    return st;
-}
 
 typedef struct run_job {
     const hn_program *p;

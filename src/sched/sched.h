@@ -14,7 +14,9 @@
 #include "../core/fault.h"
 #include "../core/ir.h"
 #include "../core/verify.h"
+#include "comm_log.h"
 #include "hirnode/runtime.h"
+#include "params.h"
 
 #define HN_MAX_STREAMS 16
 #define HN_VERIFIED_CONFIGS 8 /* prepared configurations a runtime remembers */
@@ -39,49 +41,6 @@ typedef struct hn_block_cache {
     void *ptr;
     size_t bytes;
 } hn_block_cache;
-
-/* What the dry run records of one communication, for matching. */
-typedef struct hn_comm_rec {
-    int instr;
-    int is_p2p;
-    int kind;       /* hn_coll_kind, or 0 recv / 1 send */
-    int via;        /* hn_backend_kind of the instruction */
-    int get;        /* p2p protocol: pull (1) or push (0) */
-    int nteam;      /* collectives: members ... */
-    int team_off;   /* ... at hn_comm_log.teams[team_off] */
-    int peer;       /* p2p */
-    int group;      /* p2p: the ops of one post (a `group`, or one send/recv) share it */
-    size_t count;
-    hn_dtype dtype;
-    int redop, root;
-} hn_comm_rec;
-
-/* What the dry run records of one allocation, to size the cache up front. */
-typedef struct hn_alloc_rec {
-    int instr, occurrence;
-    size_t bytes;
-} hn_alloc_rec;
-
-/* What the dry run records of a pipelined statement it meets (before
- * lowering): its tensors, out first, for the scheduler (lower.c). */
-typedef struct hn_pipe_rec {
-    int instr;
-    int ntensors;
-    hn_tensor t[5];
-} hn_pipe_rec;
-
-/* One rank's dry run: its communications in issue order, its allocations. */
-typedef struct hn_comm_log {
-    hn_comm_rec *recs;
-    int n, cap;
-    int *teams;     /* the distinct teams of recs, each as its size then its members */
-    int nteams_used, teams_cap;
-    hn_alloc_rec *allocs;
-    int nallocs, allocs_cap;
-    unsigned streams; /* bit k: the run uses pool stream k (made before runs) */
-    hn_pipe_rec *pipes;
-    int npipes, pipes_cap;
-} hn_comm_log;
 
 typedef struct hn_runtime hn_runtime;
 typedef struct hn_trace hn_trace;           /* a running trace (trace.h) */
@@ -265,21 +224,19 @@ void hn_exec_release(hn_exec *x);
  * (capacity `cap`), count into *n. */
 hn_status_t hn_exec_team(hn_exec *x, const hn_instr *in, int *out, int cap, int *n);
 
-/* Parameter values: defaults, then overrides by name. world is known. */
-hn_status_t hn_params_resolve(const hn_program *p, int world, int nstreams, int noverrides,
-                              const char *const *names, const int64_t *values, int64_t *out,
-                              hn_strbuf *err);
 
 /* Verifier. Static: names, kinds, dtypes (configuration-independent).
  * Dynamic: a dry run of every rank, then matching of communications.
  * Diagnostics are appended to diag, all at once. */
 hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const int64_t *params,
                           hn_strbuf *diag, hn_comm_log *logs /* world entries, or NULL */);
-void hn_comm_logs_free(hn_comm_log *logs, int world);
-static inline const int *hn_rec_team(const hn_comm_log *l, const hn_comm_rec *r)
-{
-    return l->teams + r->team_off;
-}
+
+/* Sets off the injected faults of this rank that match instruction `in`
+ * (its line; its occurrence counted in x->fault_seen) before it is issued
+ * (fault_inject.c). HN_OK: issue it (perhaps after a fault was set off
+ * beside it); otherwise it is not issued and msg says why (empty: the rank
+ * was held until the run's abort, no error of its own). */
+hn_status_t hn_faults_set_off(hn_exec *x, const hn_instr *in, char *msg, size_t cap);
 
 /* Runtime internals used by the evaluator and check. */
 hn_status_t hn_rank_stream(hn_rank *r, int idx, hn_dstream **out);
@@ -316,9 +273,6 @@ void hn_runtime_forget_verified(hn_runtime *rt, uint64_t prog);
 /* Runs a prepared program; io_ptrs[i][rank] for inputs then outputs. */
 hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                  void *const *const *io_ptrs, int poison);
-/* The tensor of input/output `io` on `rank` (global: the unsharded one). */
-hn_status_t hn_io_tensor(const hn_program *p, const hn_io *io, const int64_t *params, int rank,
-                         int world, int nstreams, int global, hn_tensor *out, hn_strbuf *err);
 /* Parameters and bindings of a run or launch, resolved; the program
  * prepared (verified, lowered, teams and buffers made) for them. */
 typedef struct hn_resolved {

@@ -17,19 +17,6 @@ typedef struct rank_error {
     int nranks;
 } rank_error;
 
-void hn_comm_logs_free(hn_comm_log *logs, int world)
-{
-    if (logs == NULL)
-        return;
-    for (int i = 0; i < world; i++) {
-        hn_free(logs[i].recs);
-        hn_free(logs[i].allocs);
-        hn_free(logs[i].teams);
-        hn_free(logs[i].pipes);
-    }
-    hn_free(logs);
-}
-
 static void where(hn_strbuf *sb, const hn_program *p, int instr)
 {
     if (instr >= 0 && instr < p->ninstrs)
