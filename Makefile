@@ -103,8 +103,10 @@ $(BUILD)/obj/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
+# made afresh: a member whose source was removed must not linger
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 # the shared library exports hn_* only; its soname carries the major version

@@ -31,7 +31,7 @@ trap 'rm -rf "$tmp"' EXIT
 for o in $(find "$obj/src" -name '*.o' | sort); do
     rel=${o#"$obj"/}
     base=${rel%.o}
-    if [ -f "$base.c" ]; then src=$base.c; elif [ -f "$base.cu" ]; then src=$base.cu; else src=$base.c; fi
+    if [ -f "$base.c" ]; then src=$base.c; elif [ -f "$base.cu" ]; then src=$base.cu; else continue; fi  # a stale object
     nm -P -g "$o" 2>/dev/null | awk -v src="$src" '
         $2 == "U" { print src, "U", $1; next }
         $2 == "T" { print src, "D", $1 }'

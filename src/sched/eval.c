@@ -8,7 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sched.h"
+#include "cost.h"
+#include "eval.h"
+#include "fault_inject.h"
+#include "rank.h"
+#include "run_error.h"
+#include "teams.h"
 #include "trace.h"
 
 #define DRY_BASE ((uintptr_t)1 << 20) /* fake address of dry-run buffers */
@@ -679,6 +684,8 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         hn_origin o = origin_of(x, in);
         if (team == NULL)
             return fail(x, in, HN_ERR_RUNTIME, "no communicator for this team (not verified?)");
+        if (x->trace != NULL) /* its match keys count the team's collectives */
+            hn_trace_team(x->trace, in, members, n);
         if (cur_stream(x, in, &s) != HN_OK ||
             issued(x, in, hn_runtime_comm(x->rt, via)->ops->collective(team, me, &args, s, &o), what) != HN_OK)
             return x->status;

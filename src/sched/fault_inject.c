@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "sched.h"
+#include "fault_inject.h"
+#include "rank.h"
 
 hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *err)
 {

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "../core/parse.h"
-#include "sched.h"
+#include "eval.h"
+#include "params.h"
+#include "verify_run.h"
 
 typedef struct rank_error {
     int instr;

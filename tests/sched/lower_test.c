@@ -10,7 +10,11 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/check.h"
+#include "sched/lower.h"
+#include "sched/params.h"
+#include "sched/run_error.h"
+#include "sched/verify_run.h"
 #include "test.h"
 
 /* Operands of each form, with a reference; OPTS is replaced. M divides by

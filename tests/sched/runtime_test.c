@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/fault_inject.h"
+#include "sched/runtime_int.h"
 #include "test.h"
 
 

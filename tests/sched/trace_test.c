@@ -10,7 +10,11 @@
 
 #include "core/json.h"
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/check.h"
+#include "sched/fault_inject.h"
+#include "sched/lower.h"
+#include "sched/params.h"
+#include "sched/verify_run.h"
 #include "sched/trace.h"
 #include "test.h"
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/check.h"
 #include "test.h"
 
 static void check_one(const char *path, hn_program *p, void *arg)

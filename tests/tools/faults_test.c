@@ -12,7 +12,8 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/check.h"
+#include "sched/fault_inject.h"
 #include "test.h"
 
 #define SAMPLES_PER_CASE 5 /* per example and rank count */
