@@ -59,8 +59,5 @@ hn_status_t hn_exec_prepare(hn_exec *x, const hn_program *p, int rank, int world
                             const int64_t *param_values);
 void hn_exec_release(hn_exec *x);
 
-/* Team of one instruction as this rank sees it: members into `out`
- * (capacity `cap`), count into *n. */
-hn_status_t hn_exec_team(hn_exec *x, const hn_instr *in, int *out, int cap, int *n);
 
 #endif
