@@ -13,24 +13,28 @@
 # (`nm`, type T). A reference to data is none: a registry that lists the
 # backends' tables sits above them, and calls through such a table (or a
 # hook) are how a layer below reaches one above.
-# usage: tests/check_layers.sh [OBJ_DIR [ARCHITECTURE.md]]   (build/obj)
+# usage: tests/check_layers.sh [--doc ARCHITECTURE.md] [OBJECT.o ...]
+#   (the library's objects, as `make check-layers` passes them; without
+#   any, every object under build/obj/src)
 set -u
-obj=${1:-build/obj}
-doc=${2:-docs/ARCHITECTURE.md}
-max_lines=900
-
-if [ ! -d "$obj/src" ]; then
-    echo "check-layers: no objects under $obj/src (build first)" >&2
-    exit 2
+doc=docs/ARCHITECTURE.md
+if [ "${1:-}" = --doc ]; then
+    doc=$2
+    shift 2
 fi
+if [ $# -eq 0 ]; then
+    [ -d build/obj/src ] || { echo "check-layers: no objects under build/obj/src (build first)" >&2; exit 2; }
+    set -- $(find build/obj/src -name '*.o' | sort)
+fi
+max_lines=900
 tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT
 
 # every object's global symbols: "<source> <U|D> <symbol>"; the source is
-# the object's path under src/ with its .c or .cu
-for o in $(find "$obj/src" -name '*.o' | sort); do
-    rel=${o#"$obj"/}
-    base=${rel%.o}
+# the object's path after its build's obj/, with its .c or .cu
+for o in "$@"; do
+    base=src/${o#*/obj/src/}
+    base=${base%.o}
     if [ -f "$base.c" ]; then src=$base.c; elif [ -f "$base.cu" ]; then src=$base.cu; else continue; fi  # a stale object
     nm -P -g "$o" 2>/dev/null | awk -v src="$src" '
         $2 == "U" { print src, "U", $1; next }
