@@ -1,8 +1,9 @@
 /* The evaluator's private part, shared by its files: eval.c (the
  * interpreter: state, dispatch, control flow, values, memory, views,
  * streams, pipelined statements), eval_comm.c (communications) and
- * eval_compute.c (compute ops). The helpers are static inline, as they
- * were static in one file: every instruction passes through them. */
+ * eval_compute.c (compute ops). The helpers below are static, as they were
+ * in one file, so that the compiler inlines them as it did there: every
+ * instruction passes through them (unused in a file is no warning). */
 #ifndef HN_SCHED_EVAL_INT_H
 #define HN_SCHED_EVAL_INT_H
 
@@ -21,12 +22,14 @@
 #include "../core/ops.def"
 #undef HN_OP
 
+#define HN_EVAL_HELPER static __attribute__((unused))
+
 /* The error of instruction `in`: the first one kept in x (what a dry run
  * reports), and in a real run reported to the runtime's error slot. */
-static inline hn_status_t fail(hn_exec *x, const hn_instr *in, hn_status_t st, const char *fmt, ...)
+HN_EVAL_HELPER hn_status_t fail(hn_exec *x, const hn_instr *in, hn_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static inline hn_status_t fail(hn_exec *x, const hn_instr *in, hn_status_t st, const char *fmt, ...)
+HN_EVAL_HELPER hn_status_t fail(hn_exec *x, const hn_instr *in, hn_status_t st, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -43,18 +46,18 @@ static inline hn_status_t fail(hn_exec *x, const hn_instr *in, hn_status_t st, c
     return st;
 }
 
-static inline hn_origin origin_of(const hn_exec *x, const hn_instr *in)
+HN_EVAL_HELPER hn_origin origin_of(const hn_exec *x, const hn_instr *in)
 {
     hn_origin o = {x->dry ? NULL : &x->rt->sink, x->rank, in->id, x->trace_hook, x->graph};
     return o;
 }
 
-static inline const char *vname(const hn_exec *x, int var) { return x->p->names[var]; }
+HN_EVAL_HELPER const char *vname(const hn_exec *x, int var) { return x->p->names[var]; }
 
 /* The dry run logs every communication and allocation (for matching, for
  * the caches); a bound on the records bounds the verifier's memory and
  * time (20 million logged allreduces took 1.3 GB and 3 s to verify). */
-static inline hn_status_t count_record(hn_exec *x, const hn_instr *in)
+HN_EVAL_HELPER hn_status_t count_record(hn_exec *x, const hn_instr *in)
 {
     if (--x->records < 0)
         return fail(x, in, HN_ERR_VERIFY, "the dry run gave up after %d communications and allocations",
@@ -62,7 +65,7 @@ static inline hn_status_t count_record(hn_exec *x, const hn_instr *in)
     return HN_OK;
 }
 
-static inline hn_status_t eval(hn_exec *x, const hn_instr *in, const hn_expr *e, int64_t *out)
+HN_EVAL_HELPER hn_status_t eval(hn_exec *x, const hn_instr *in, const hn_expr *e, int64_t *out)
 {
     hn_scalar_env env = {x->ivals, x->rank, x->world, x->nstreams};
     char err[160];
@@ -71,7 +74,7 @@ static inline hn_status_t eval(hn_exec *x, const hn_instr *in, const hn_expr *e,
     return HN_OK;
 }
 
-static inline hn_status_t eval_num(hn_exec *x, const hn_instr *in, const hn_expr *e, double *out)
+HN_EVAL_HELPER hn_status_t eval_num(hn_exec *x, const hn_instr *in, const hn_expr *e, double *out)
 {
     hn_scalar_env env = {x->ivals, x->rank, x->world, x->nstreams};
     char err[160];
@@ -80,13 +83,13 @@ static inline hn_status_t eval_num(hn_exec *x, const hn_instr *in, const hn_expr
     return HN_OK;
 }
 
-static inline void advance(hn_tensor *t, int64_t elems)
+HN_EVAL_HELPER void advance(hn_tensor *t, int64_t elems)
 {
     t->data = (void *)((uintptr_t)t->data + (uintptr_t)(elems * hn_dtype_size(t->dtype)));
 }
 
 /* Drops axis `ax` of t after moving the data pointer to index `idx`. */
-static inline void drop_axis(hn_tensor *t, int ax, int64_t idx)
+HN_EVAL_HELPER void drop_axis(hn_tensor *t, int ax, int64_t idx)
 {
     advance(t, idx * t->stride[ax]);
     for (int i = ax; i < t->ndim - 1; i++) {
@@ -96,7 +99,7 @@ static inline void drop_axis(hn_tensor *t, int ax, int64_t idx)
     t->ndim--;
 }
 
-static inline hn_status_t tensor_of(hn_exec *x, const hn_instr *in, const hn_tref *tr, hn_tensor *out)
+HN_EVAL_HELPER hn_status_t tensor_of(hn_exec *x, const hn_instr *in, const hn_tref *tr, hn_tensor *out)
 {
     const hn_value *v = &x->vals[tr->var];
     if (v->kind != HN_V_TENSOR)
@@ -116,7 +119,7 @@ static inline hn_status_t tensor_of(hn_exec *x, const hn_instr *in, const hn_tre
     return HN_OK;
 }
 
-static inline int same_shape(const hn_tensor *a, const hn_tensor *b)
+HN_EVAL_HELPER int same_shape(const hn_tensor *a, const hn_tensor *b)
 {
     if (a->ndim != b->ndim)
         return 0;
@@ -126,7 +129,7 @@ static inline int same_shape(const hn_tensor *a, const hn_tensor *b)
     return 1;
 }
 
-static inline hn_status_t need_same_shape(hn_exec *x, const hn_instr *in, const hn_tensor *a,
+HN_EVAL_HELPER hn_status_t need_same_shape(hn_exec *x, const hn_instr *in, const hn_tensor *a,
                                    const hn_tensor *b, const char *what)
 {
     char sa[96], sb[96];
@@ -137,7 +140,7 @@ static inline hn_status_t need_same_shape(hn_exec *x, const hn_instr *in, const 
     return fail(x, in, HN_ERR_RUNTIME, "%s: %s does not match %s", what, sa, sb);
 }
 
-static inline hn_status_t need_contiguous(hn_exec *x, const hn_instr *in, const hn_tensor *t,
+HN_EVAL_HELPER hn_status_t need_contiguous(hn_exec *x, const hn_instr *in, const hn_tensor *t,
                                    const char *what)
 {
     if (hn_tensor_is_contiguous(t))
@@ -145,7 +148,7 @@ static inline hn_status_t need_contiguous(hn_exec *x, const hn_instr *in, const 
     return fail(x, in, HN_ERR_RUNTIME, "%s must be contiguous", what);
 }
 
-static inline hn_status_t stream_at(hn_exec *x, const hn_instr *in, int idx, hn_dstream **out)
+HN_EVAL_HELPER hn_status_t stream_at(hn_exec *x, const hn_instr *in, int idx, hn_dstream **out)
 {
     hn_status_t st;
     if (idx == HN_CALLER_STREAM) {
@@ -157,19 +160,19 @@ static inline hn_status_t stream_at(hn_exec *x, const hn_instr *in, int idx, hn_
     return HN_OK;
 }
 
-static inline hn_status_t cur_stream(hn_exec *x, const hn_instr *in, hn_dstream **out)
+HN_EVAL_HELPER hn_status_t cur_stream(hn_exec *x, const hn_instr *in, hn_dstream **out)
 {
     return stream_at(x, in, x->cur, out);
 }
 
-static inline hn_status_t issued(hn_exec *x, const hn_instr *in, hn_status_t st, const char *what)
+HN_EVAL_HELPER hn_status_t issued(hn_exec *x, const hn_instr *in, hn_status_t st, const char *what)
 {
     if (st != HN_OK)
         return fail(x, in, st, "cannot issue %s: %s", what, hn_status_string(st));
     return HN_OK;
 }
 
-static inline hn_status_t no_comm_in_reference(hn_exec *x, const hn_instr *in)
+HN_EVAL_HELPER hn_status_t no_comm_in_reference(hn_exec *x, const hn_instr *in)
 {
     if (x->reference)
         return fail(x, in, HN_ERR_RUNTIME, "communication in the reference block");
@@ -177,7 +180,7 @@ static inline hn_status_t no_comm_in_reference(hn_exec *x, const hn_instr *in)
 }
 
 /* Injected faults (HIRNODE_FAULT, fault_inject.c), before `in` is issued. */
-static inline hn_status_t inject_faults(hn_exec *x, const hn_instr *in)
+HN_EVAL_HELPER hn_status_t inject_faults(hn_exec *x, const hn_instr *in)
 {
     char msg[512];
     hn_status_t st = hn_faults_set_off(x, in, msg, sizeof(msg));

@@ -203,11 +203,11 @@ static hn_status_t replay_on_rank(hn_rank *r, void *arg)
     hn_dstream *s;
     hn_status_t st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &s);
     if (st == HN_OK)
-        st = hn_rank_order_launch(r, s, HN_LAUNCH_FOLLOW, previous);
+        st = hn_rank_launch_follow(r, s, previous);
     if (st == HN_OK)
         st = rt->dev->graph_launch(j->g->g[r->rank], s);
     if (st == HN_OK)
-        st = hn_rank_order_launch(r, s, HN_LAUNCH_DONE, NULL);
+        st = hn_rank_launch_done(r, s);
     if (st == HN_OK) {
         r->active = s;
         r->follow = rt->dev->stream_native(s);

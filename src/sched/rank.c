@@ -247,8 +247,8 @@ hn_status_t hn_rank_order_launch(hn_rank *r, hn_dstream *s, unsigned steps, cons
     hn_runtime *rt = r->rt;
     hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
     hn_status_t st = HN_OK;
-    if ((steps & HN_LAUNCH_FOLLOW) && previous != NULL && previous != rt->dev->stream_native(s))
-        st = rt->dev->stream_wait_event(s, r->launch_done, &o);
+    if (steps & HN_LAUNCH_FOLLOW)
+        st = hn_rank_launch_follow(r, s, previous);
     if ((steps & HN_LAUNCH_FORK) && st == HN_OK) {
         st = rt->dev->event_record(r->launch_start, s);
         for (int k = 0; k < HN_MAX_STREAMS && st == HN_OK; k++)
@@ -261,6 +261,6 @@ hn_status_t hn_rank_order_launch(hn_rank *r, hn_dstream *s, unsigned steps, cons
                 (st = rt->dev->event_record(r->stream_event[k + 1], r->streams[k])) == HN_OK)
                 st = rt->dev->stream_wait_event(s, r->stream_event[k + 1], &o);
     if ((steps & HN_LAUNCH_DONE) && st == HN_OK)
-        st = rt->dev->event_record(r->launch_done, s);
+        st = hn_rank_launch_done(r, s);
     return st;
 }

@@ -42,7 +42,7 @@ hn_status_t hn_rank_sync_job(hn_rank *r, void *arg);
 hn_status_t hn_rank_launch_stream(hn_rank *r, void *native, hn_dstream **out);
 
 /* The steps that order a launch, a capture or a replay with its stream s,
- * in this order: */
+ * in this order (rank.c says why): */
 enum {
     HN_LAUNCH_FOLLOW = 1, /* s waits for the rank's launch in flight (`previous`: the native
                              stream it was issued on) when that ran on another stream */
@@ -51,6 +51,22 @@ enum {
     HN_LAUNCH_DONE = 8,   /* the launch is marked done on s (what the next one follows) */
 };
 hn_status_t hn_rank_order_launch(hn_rank *r, hn_dstream *s, unsigned steps, const void *previous);
+/* Its first and last steps alone, inline: what a replay takes, around the
+ * backend's launch of the rank's graph. */
+static inline hn_status_t hn_rank_launch_follow(hn_rank *r, hn_dstream *s, const void *previous)
+{
+    const hn_device_ops *dev = r->rt->dev;
+    if (previous != NULL && previous != dev->stream_native(s)) {
+        hn_origin o = {&r->rt->sink, r->rank, -1, NULL, NULL};
+        return dev->stream_wait_event(s, r->launch_done, &o);
+    }
+    return HN_OK;
+}
+
+static inline hn_status_t hn_rank_launch_done(hn_rank *r, hn_dstream *s)
+{
+    return r->rt->dev->event_record(r->launch_done, s);
+}
 
 /* Timed runs (run_timing.c), for benchmarks: while on, every run records a
  * timing marker on each rank's caller stream before its body is issued and

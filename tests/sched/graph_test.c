@@ -255,8 +255,9 @@ static void test_back_to_back(void)
     hn_program_destroy(p);
 }
 
-/* What ends a graph: hn_runtime_forget of its program, a failed run; a
- * capture is refused with injected faults. */
+/* What ends a graph: hn_runtime_forget of its program, a failed run, its
+ * buffers given back when device memory runs out; a capture is refused
+ * with injected faults. */
 static void test_unusable(void)
 {
     hn_program *p = hn_test_parse(step_text, NULL);
@@ -295,6 +296,21 @@ static void test_unusable(void)
     CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
     CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
     CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    {
+        /* an allocation the device cannot hold: every program's cached
+         * buffers are given back first, so no graph may replay on them */
+        size_t free_b = 0, total_b = 0;
+        void *big = NULL;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_mem_info(rt, 0, &free_b, &total_b), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, 0, total_b + 1, &big), HN_ERR_NOMEM);
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_ERR_INVALID);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "device memory ran out"));
+        hn_runtime_graph_destroy(rt, gr);
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK); /* prepared anew */
+        CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    }
     /* gr is left for hn_runtime_destroy */
     bufs_free(rt, &b);
     hn_runtime_destroy(rt);
@@ -381,7 +397,8 @@ void hn_suite_graph(void)
     static CU_TestInfo tests[] = {
         {"a replay computes what eager launches compute, bit for bit", test_replay_matches_eager},
         {"replays of two graphs and eager launches, back to back, random delays", test_back_to_back},
-        {"forget and failures make graphs unusable; no capture while faults are planned", test_unusable},
+        {"forget, failures and memory pressure make graphs unusable; no capture while faults are planned",
+         test_unusable},
         {"graphs = 1 captures a repeated configuration and replays it", test_automatic},
         {"a program that cannot be captured: a named error, then eager runs", test_cannot_capture},
         CU_TEST_INFO_NULL,
