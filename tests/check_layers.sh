@@ -3,16 +3,16 @@
 # `make check-layers` and `make test`):
 #   (a) the calls among src/sched's objects form no cycle (lower.c and its
 #       lower_*.c family count as one node);
-#   (b) nor do the calls among src/core's objects;
+#   (b) nor do the calls among src/core's objects, nor src/comm's;
 #   (c) no file under src/ is longer than 900 lines (parse.c and
 #       device_host.c, one concern each, excepted);
 #   (d) no src/sched file calls a file of a higher layer than its own, in
 #       the layer order that docs/ARCHITECTURE.md draws (the block after
 #       the line "<!-- sched layers -->"); every src/sched source is in it.
-# A call is an undefined symbol of one object that another defines as code
-# (`nm`, type T). A reference to data is none: a registry that lists the
-# backends' tables sits above them, and calls through such a table (or a
-# hook) are how a layer below reaches one above.
+# A call is an undefined symbol of one object that another defines (`nm`):
+# a function, or data such as a backend's table (a registry that lists
+# the tables sits above the backends). A layer below reaches one above
+# only through a pointer it is handed (a hook), which no symbol shows.
 # usage: tests/check_layers.sh [--doc ARCHITECTURE.md] [OBJECT.o ...]
 #   (the library's objects, as `make check-layers` passes them; without
 #   any, every object under build/obj/src)
@@ -38,7 +38,7 @@ for o in "$@"; do
     if [ -f "$base.c" ]; then src=$base.c; elif [ -f "$base.cu" ]; then src=$base.cu; else continue; fi  # a stale object
     nm -P -g "$o" 2>/dev/null | awk -v src="$src" '
         $2 == "U" { print src, "U", $1; next }
-        $2 == "T" { print src, "D", $1 }'
+        $2 ~ /^[TDBRCGS]$/ { print src, "D", $1 }'
 done >"$tmp/syms"
 
 # the layers of src/sched: "<layer> <file>"
@@ -130,7 +130,7 @@ END {
         }
     }
     # (a), (b): cycles in src/sched and src/core
-    for (v in nodes) if (!(v in idx) && (folder(v) == "src/sched" || folder(v) == "src/core")) strong(v)
+    for (v in nodes) if (!(v in idx) && folder(v) ~ /^src\/(sched|core|comm)$/) strong(v)
     for (c = 1; c <= ncomp; c++) {
         if (size[c] < 2) continue
         members = ""
@@ -157,7 +157,7 @@ END {
         printf "check-layers: FAIL (d): the layer picture names %s, which does not exist\n", f
         bad++
     }
-    if (bad == 0) print "check-layers: ok (no cycle in src/sched or src/core, files within " max_lines " lines, src/sched calls only downward)"
+    if (bad == 0) print "check-layers: ok (no cycle in src/sched, src/core or src/comm, files within " max_lines " lines, src/sched calls only downward)"
     else printf "check-layers: %d problem(s)\n", bad
     exit bad > 0
 }' "$tmp/syms" "$tmp/layers" "$tmp/lines" "$tmp/sched_srcs"
