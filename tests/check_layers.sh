@@ -26,6 +26,7 @@ if [ $# -eq 0 ]; then
     [ -d build/obj/src ] || { echo "check-layers: no objects under build/obj/src (build first)" >&2; exit 2; }
     set -- $(find build/obj/src -name '*.o' | sort)
 fi
+command -v nm >/dev/null || { echo "check-layers: nm not found (binutils)" >&2; exit 2; }
 max_lines=900
 tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT
