@@ -2,6 +2,7 @@
 #   make            build the library, the CLI and the tests
 #   make run        build, then run an AllGather+matmul pipeline on 8 devices with --check
 #   make test       install missing build dependencies, build, run every suite
+#   make check-layers  the house rules of src/ (layers, cycles, file lengths)
 #   make install    PREFIX=/usr/local DESTDIR=: headers, libhirnode.so (soname) and .a,
 #                   hirnode.pc, the CLI;  make uninstall  removes them
 #   make fuzz       build the libFuzzer target (clang); make fuzz-run FUZZ_TIME=S runs it
@@ -84,7 +85,7 @@ SOLIB    := $(BUILD)/libhirnode.so
 CLI      := $(BUILD)/hirnode
 TESTS    := $(BUILD)/hn_tests
 
-.PHONY: all run test test-build check-deps format clean sanitize install uninstall fuzz fuzz-run fuzz-test fuzz-seeds
+.PHONY: all run test test-build check-deps check-layers format clean sanitize install uninstall fuzz fuzz-run fuzz-test fuzz-seeds
 all: $(LIB) $(SOLIB) $(CLI) $(TESTS)
 
 # objects are rebuilt when the flags change (CUDA=0/1, sanitizers, ...)
@@ -103,8 +104,10 @@ $(BUILD)/obj/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
+# made afresh: a member whose source was removed must not linger
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 # the shared library exports hn_* only; its soname carries the major version
@@ -181,6 +184,14 @@ test: check-deps
 	tests/examples.sh $(CLI)
 	tests/install.sh
 	$(MAKE) fuzz-test
+	$(MAKE) check-layers
+
+# the house rules, from the library's objects (tests/check_layers.sh): no
+# call cycle among src/sched's or src/core's objects, no file under src/
+# over 900 lines, src/sched's files calling only down the layers that
+# docs/ARCHITECTURE.md draws
+check-layers: $(LIB)
+	@tests/check_layers.sh --doc docs/ARCHITECTURE.md $(LIB_OBJ)
 
 # The fuzzer (tests/fuzz/fuzz_program.c): the library and the target built
 # by clang with libFuzzer, ASan and UBSan, CPU backends only, in its own

@@ -1,4 +1,5 @@
 /* Test helpers shared by the suites. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,4 +68,39 @@ hn_program *hn_test_parse(const char *text, char **diag)
     else
         hn_string_free(d);
     return p;
+}
+
+hn_runtime *hn_test_runtime(const char *backend, int n, double delay_us, double timeout_s, int graphs)
+{
+    hn_runtime_config cfg;
+    hn_runtime *rt = NULL;
+    hn_runtime_config_default(&cfg);
+    cfg.ndev = n;
+    cfg.backend = backend != NULL ? backend : hn_test_backend;
+    cfg.host_delay_us = strcmp(cfg.backend, "host") == 0 ? delay_us : 0;
+    cfg.timeout_s = timeout_s;
+    cfg.graphs = graphs;
+    CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_OK);
+    return rt;
+}
+
+int hn_test_each_program(const char *dir, void (*fn)(const char *path, hn_program *p, void *arg), void *arg)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int count = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    while ((e = readdir(d)) != NULL) {
+        char path[512];
+        hn_program *p = NULL;
+        if (strstr(e->d_name, ".hir") == NULL)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        CU_ASSERT_EQUAL_FATAL(hn_program_load(path, &p, NULL), HN_OK);
+        fn(path, p, arg);
+        hn_program_destroy(p);
+        count++;
+    }
+    closedir(d);
+    return count;
 }

@@ -8,6 +8,7 @@
 #include "core/ir.h"
 #include "core/device.h"
 #include "core/parse.h"
+#include "hirnode/runtime.h"
 
 #define HN_SUITES                                                            \
     HN_SUITE(expr)                                                           \
@@ -69,5 +70,16 @@ void hn_test_faults_fini(hn_test_faults *f);
 
 /* Parses text; NULL and diag in *diag on failure (caller frees diag). */
 hn_program *hn_test_parse(const char *text, char **diag);
+
+/* A runtime of n ranks on `backend` (NULL: hn_test_backend) with the
+ * settings' defaults but these: random stream delays of up to delay_us
+ * (host backend only), a deadline of timeout_s, graphs = 1 when `graphs`.
+ * NULL, with a failed assertion, when it cannot be made. */
+hn_runtime *hn_test_runtime(const char *backend, int n, double delay_us, double timeout_s, int graphs);
+
+/* Calls fn(path, p, arg) for every .hir program of folder `dir`, in the
+ * order the folder lists them, each loaded (a fatal failed assertion when
+ * one does not load) and destroyed after; returns how many there were. */
+int hn_test_each_program(const char *dir, void (*fn)(const char *path, hn_program *p, void *arg), void *arg);
 
 #endif

@@ -14,9 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/comm/comm.h"
-#include "../src/core/ll.h"
-#include "../src/sched/sched.h"
+#include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
 #define MAX_VIAS 8

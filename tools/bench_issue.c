@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/sched/sched.h"
+#include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
 typedef struct issue_opts {

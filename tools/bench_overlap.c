@@ -13,9 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/sched/cost.h"
-#include "../src/sched/sched.h"
-#include "../src/sched/trace.h"
+#include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
 int hn_cli_bench_overlap(int argc, char **argv);

@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/core/parse.h"
-#include "../src/sched/sched.h"
+#include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };

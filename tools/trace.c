@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/sched/trace.h"
+#include "../src/sched/tools.h"
 
 int hn_cli_trace(int argc, char **argv);
 

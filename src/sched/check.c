@@ -9,7 +9,10 @@
 #include <string.h>
 
 #include "../core/npy.h"
-#include "sched.h"
+#include "check.h"
+#include "params.h"
+#include "prepare.h"
+#include "run.h"
 
 typedef struct io_buf {
     const hn_io *io;

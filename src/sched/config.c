@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched.h"
+#include "config.h"
 
 static const hn_setting settings[] = {
     {"backend", "HIRNODE_BACKEND", "auto", "device backend: auto, cuda or host"},

@@ -8,8 +8,9 @@
 #include <string.h>
 
 #include "../core/ll.h"
+#include "config.h"
 #include "cost.h"
-#include "sched.h"
+#include "runtime_int.h" /* HN_MAX_STREAMS */
 
 #define MIB ((double)(1 << 20))
 #define NSIZES 11 /* 1 MiB .. 1 GiB, powers of two */

@@ -94,4 +94,20 @@ extern const int hn_cost_npoints;
 /* Least squares of the model on the points (non-negative coefficients). */
 void hn_cost_fit(const hn_cost_point *pts, int n, hn_cost_coeffs *out);
 
+/* The communicator a collective goes through: `via auto` (and, where
+ * default_auto, `via default`) picks the latency path, NCCL or the p2p
+ * rings from crossovers by kind, size, dtype and team size; any other via
+ * is kept. count as in hn_coll_args. Deterministic: every member picks
+ * the same. */
+hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_kind kind, size_t count,
+                               hn_dtype dtype, int n);
+/* The latency path's algorithm for a collective `via ll` names none of:
+ * HN_LL_ONESHOT (1) below the crossover, HN_LL_TWOSHOT (2) from it. */
+int hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
+/* 1 when `via auto` may pick the latency path (HIRNODE_AUTO_LL=1): off
+ * until its crossovers are measured on several GPUs. */
+int hn_auto_picks_ll(void);
+/* Whether collectives without `via` pick like `via auto` on this backend. */
+int hn_default_via_auto(const char *device_backend);
+
 #endif

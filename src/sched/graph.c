@@ -1,7 +1,7 @@
 /* Graphs: a program captured for one configuration and replayed with one
  * backend launch per rank (docs/ARCHITECTURE.md "Graphs"). A capture is a
  * launch whose issue goes into the backend's capture instead of its
- * streams (runtime.c, job A), ended here (job B) with what every replay
+ * streams (issue.c, job A), ended here (job B) with what every replay
  * must end with: the communicators' end of a replay (p2p: a barrier of the
  * ranks, its flags reset to where the capture found them, a barrier) and
  * the graph's epoch raised. A replay needs no rank thread: the caller's
@@ -10,16 +10,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sched.h"
-
-static void graph_unlink(hn_runtime *rt, hn_graph *g)
-{
-    hn_graph **l = &rt->graphs;
-    while (*l != NULL && *l != g)
-        l = &(*l)->next;
-    if (*l != NULL)
-        *l = g->next;
-}
+#include "config_cache.h"
+#include "graph.h"
+#include "issue.h"
+#include "pool.h"
+#include "prepare.h"
+#include "rank.h"
+#include "run_error.h"
 
 /* on each rank: its epoch words, and what its communicators need */
 static hn_status_t begin_on_rank(hn_rank *r, void *arg)
@@ -97,11 +94,10 @@ static hn_status_t free_on_rank(hn_rank *r, void *arg)
     return HN_OK;
 }
 
+/* Frees g (its replays have finished: the caller saw to it). */
 static void graph_free(hn_runtime *rt, hn_graph *g)
 {
-    if (rt->inflight > 0) /* its replays first */
-        (void)hn_runtime_sync(rt);
-    graph_unlink(rt, g);
+    hn_cache_remove_graph(rt, g);
     if (g->ctx != NULL && g->g != NULL)
         (void)hn_runtime_exec_all(rt, free_on_rank, g);
     hn_free(g->params);
@@ -149,15 +145,14 @@ static hn_status_t capture(hn_runtime *rt, const hn_program *p, const int64_t *p
     hn_runtime_set_err_prog(rt, g->lp);
     if ((st = hn_runtime_exec_all(rt, begin_on_rank, g)) == HN_OK) {
         hn_runtime_begin_run(rt, g->lp);
-        st = hn_runtime_capture_issue(rt, g, io, streams);
+        st = hn_issue_capture(rt, g, io, streams);
         st2 = hn_runtime_exec_all(rt, finish_on_rank, g); /* every begun capture ends */
         if (st == HN_OK)
             st = st2;
     }
     (void)hn_runtime_exec_all(rt, end_on_rank, g);
     st = hn_runtime_finish_run(rt, st);
-    g->next = rt->graphs;
-    rt->graphs = g;
+    hn_cache_add_graph(rt, g);
     if (st != HN_OK) {
         char keep[sizeof(rt->err_text)];
         snprintf(keep, sizeof(keep), "%s", rt->err_text);
@@ -178,17 +173,12 @@ hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run
     if (rt == NULL || p == NULL || args == NULL || out == NULL)
         return HN_ERR_INVALID;
     *out = NULL;
-    if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK)
+    if ((st = hn_runtime_enter(rt, 0, 1)) != HN_OK)
         return st;
-    hn_runtime_clear_error(rt);
     if (rt->trace != NULL || rt->faults.n > 0) {
         snprintf(rt->err_text, sizeof(rt->err_text), "hirnode: error: a graph cannot be captured %s",
                  rt->trace != NULL ? "while tracing" : "with injected faults (HIRNODE_FAULT)");
         return HN_ERR_UNSUPPORTED;
-    }
-    if (hn_runtime_check_devices(rt) != HN_OK) {
-        snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->lost_text);
-        return HN_ERR_DEVICE_LOST;
     }
     if ((st = hn_runtime_resolve(rt, p, args, &rs)) != HN_OK)
         return st;
@@ -202,23 +192,22 @@ typedef struct replay_job {
     void *const *streams;
 } replay_job;
 
-/* One rank's part of a replay, like a launch (runtime.c launch_join): after
- * the rank's launch in flight when that runs on another stream; marked
- * done at the end. From the caller's thread or the rank's. */
+/* One rank's part of a replay, ordered like a launch (rank.c): after the
+ * rank's launch in flight when that runs on another stream; marked done
+ * at the end. From the caller's thread or the rank's. */
 static hn_status_t replay_on_rank(hn_rank *r, void *arg)
 {
     replay_job *j = arg;
     hn_runtime *rt = r->rt;
-    hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
     const void *previous = r->follow;
     hn_dstream *s;
     hn_status_t st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &s);
-    if (st == HN_OK && previous != NULL && previous != rt->dev->stream_native(s))
-        st = rt->dev->stream_wait_event(s, r->launch_done, &o);
+    if (st == HN_OK)
+        st = hn_rank_launch_follow(r, s, previous);
     if (st == HN_OK)
         st = rt->dev->graph_launch(j->g->g[r->rank], s);
     if (st == HN_OK)
-        st = rt->dev->event_record(r->launch_done, s);
+        st = hn_rank_launch_done(r, s);
     if (st == HN_OK) {
         r->active = s;
         r->follow = rt->dev->stream_native(s);
@@ -228,29 +217,24 @@ static hn_status_t replay_on_rank(hn_rank *r, void *arg)
     return st;
 }
 
+static hn_status_t refuse(hn_runtime *rt, const hn_graph *g)
+{
+    char text[sizeof(g->why) + 96];
+    snprintf(text, sizeof(text), "hirnode: error: the graph cannot be replayed: %s; destroy it and capture again",
+             g->why);
+    hn_runtime_set_error_text(rt, text);
+    return HN_ERR_INVALID;
+}
+
 hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *streams)
 {
     hn_status_t st = HN_OK;
-    if (!g->valid) {
-        char text[sizeof(g->why) + 96];
-        snprintf(text, sizeof(text), "hirnode: error: the graph cannot be replayed: %s; destroy it and capture again",
-                 g->why);
-        hn_runtime_set_error_text(rt, text);
-        return HN_ERR_INVALID;
-    }
-    /* an earlier launch failed: collect it (its error is this call's) */
-    if (rt->inflight > 0 && __atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE))
-        return hn_runtime_sync(rt);
-    if (rt->inflight > 0 && rt->inflight_prog != g->prog && (st = hn_runtime_sync(rt)) != HN_OK)
+    if (!g->valid)
+        return refuse(rt, g);
+    if ((st = hn_runtime_enter(rt, g->prog, 0)) != HN_OK)
         return st;
-    if (!g->valid) /* that sync's failure */
-        return hn_runtime_replay_streams(rt, g, streams);
-    if (rt->inflight == 0)
-        hn_runtime_clear_error(rt);
-    if (rt->lost) {
-        hn_runtime_set_error_text(rt, rt->lost_text);
-        return HN_ERR_DEVICE_LOST;
-    }
+    if (!g->valid) /* the launches in flight failed */
+        return refuse(rt, g);
     hn_runtime_set_err_prog(rt, g->lp);
     {
         replay_job j = {g, streams};
@@ -263,8 +247,7 @@ hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *
     rt->inflight++;
     rt->inflight_prog = g->prog;
     if (st != HN_OK) {
-        hn_status_t sync_st = hn_runtime_sync(rt);
-        (void)sync_st;
+        (void)hn_runtime_finish_launches(rt);
         return rt->err_status != HN_OK ? rt->err_status : st;
     }
     return HN_OK;
@@ -281,126 +264,45 @@ void hn_runtime_graph_destroy(hn_runtime *rt, hn_graph *g)
 {
     if (rt == NULL || g == NULL || g->rt != rt)
         return;
+    (void)hn_runtime_finish_launches(rt); /* its replays first */
     graph_free(rt, g);
 }
 
-void hn_runtime_graphs_invalidate(hn_runtime *rt, uint64_t prog, int all_but, const char *why)
+void hn_graphs_free(hn_runtime *rt)
 {
-    for (hn_graph *g = rt->graphs; g != NULL; g = g->next) {
-        int match = prog == 0 || g->prog == prog || g->lp_uid == prog;
-        if (g->valid && (all_but ? !match : match)) {
-            g->valid = 0;
-            snprintf(g->why, sizeof(g->why), "%s", why);
-        }
-    }
-}
-
-void hn_runtime_graphs_abort(hn_runtime *rt)
-{
-    static const uint32_t one = 1;
-    for (hn_graph *g = rt->graphs; g != NULL; g = g->next) {
-        for (int r = 0; r < rt->n; r++)
-            if (g->ctx[r].ep != NULL) { /* both abort words (device.h, comm_p2p.c) */
-                (void)rt->dev->copy_to_device(rt->dev_ctx, r, &g->ctx[r].ep[1], &one, sizeof(one));
-                (void)rt->dev->copy_to_device(rt->dev_ctx, r, &g->ctx[r].ep[3], &one, sizeof(one));
-            }
-        if (g->valid) {
-            g->valid = 0;
-            snprintf(g->why, sizeof(g->why), "a failure stopped a run of the runtime");
-        }
-    }
-}
-
-void hn_runtime_graphs_drop(hn_runtime *rt)
-{
-    for (hn_graph *g = rt->graphs; g != NULL; g = g->next)
-        for (int r = 0; r < rt->n; r++)
-            if (g->g[r] != NULL) {
-                rt->dev->graph_destroy(g->g[r]);
-                g->g[r] = NULL;
-            }
-    hn_runtime_graphs_invalidate(rt, 0, 0, "a failure stopped a run of the runtime");
-}
-
-void hn_runtime_graphs_free(hn_runtime *rt)
-{
+    if (rt->graphs != NULL)
+        (void)hn_runtime_finish_launches(rt); /* their replays first */
     while (rt->graphs != NULL)
         graph_free(rt, rt->graphs);
 }
 
 /* ---- the setting graphs = 1 ---- */
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h;
-}
-
-static int same_config(const hn_graph *g, const hn_program *p, const int64_t *params, void *const *const *io,
-                       void *const *streams, int n)
-{
-    if (g->prog != p->uid || g->nparams != p->nparams || g->nio != p->ninputs + p->noutputs)
-        return 0;
-    if (p->nparams > 0 && memcmp(g->params, params, (size_t)p->nparams * sizeof(int64_t)) != 0)
-        return 0;
-    for (int k = 0; k < g->nio; k++)
-        for (int r = 0; r < n; r++)
-            if (g->io[(size_t)k * (size_t)n + (size_t)r] != io[k][r])
-                return 0;
-    for (int r = 0; r < n; r++)
-        if (g->natives[r] != (streams != NULL ? streams[r] : NULL))
-            return 0;
-    return 1;
-}
-
 hn_status_t hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                   void *const *const *io, void *const *streams, hn_graph **out)
 {
-    int n = rt->n, nauto = 0, slot = -1;
-    uint64_t key = 0;
-    hn_graph *g, *next, *oldest = NULL;
+    hn_graph *g, *next;
     hn_status_t st;
+    int again;
     *out = NULL;
     if (rt->trace != NULL || rt->faults.n > 0 || rt->time_runs || rt->lost)
         return HN_OK;
     for (g = rt->graphs; g != NULL; g = next) { /* unusable automatic graphs go */
         next = g->next;
-        if (g->automatic && !g->valid)
+        if (g->automatic && !g->valid) {
+            (void)hn_runtime_finish_launches(rt);
             graph_free(rt, g);
-    }
-    for (g = rt->graphs; g != NULL; g = g->next)
-        if (g->automatic && same_config(g, p, params, io, streams, n)) {
-            g->used = ++rt->verified_clock;
-            *out = g;
-            return HN_OK;
         }
-    /* the second time a configuration comes, it is captured */
-    for (int i = 0; i < p->nparams; i++)
-        key = mix(key, (uint64_t)params[i]);
-    for (int k = 0; k < p->ninputs + p->noutputs; k++)
-        for (int r = 0; r < n; r++)
-            key = mix(key, (uint64_t)(uintptr_t)io[k][r]);
-    for (int r = 0; r < n; r++)
-        key = mix(key, (uint64_t)(uintptr_t)(streams != NULL ? streams[r] : NULL));
-    for (int i = 0; i < HN_VERIFIED_CONFIGS; i++)
-        if (rt->seen[i].prog == p->uid && rt->seen[i].key == key)
-            slot = i;
-    if (slot < 0) {
-        rt->seen[rt->seen_next].prog = p->uid;
-        rt->seen[rt->seen_next].key = key;
-        rt->seen_next = (rt->seen_next + 1) % HN_VERIFIED_CONFIGS;
+    }
+    if ((g = hn_cache_auto_graph(rt, p, params, io, streams, &again)) != NULL || !again) {
+        *out = g;
         return HN_OK;
     }
-    rt->seen[slot].prog = 0;
-    for (g = rt->graphs; g != NULL; g = g->next)
-        if (g->automatic) {
-            nauto++;
-            if (oldest == NULL || g->used < oldest->used)
-                oldest = g;
-        }
-    if (nauto >= HN_VERIFIED_CONFIGS)
-        graph_free(rt, oldest);
-    if (rt->inflight > 0 && (st = hn_runtime_sync(rt)) != HN_OK)
+    if ((g = hn_cache_auto_victim(rt)) != NULL) {
+        (void)hn_runtime_finish_launches(rt);
+        graph_free(rt, g);
+    }
+    if ((st = hn_runtime_finish_launches(rt)) != HN_OK)
         return st;
     if ((st = capture(rt, p, params, io, streams, 1, &g)) != HN_OK) {
         hn_strbuf diag;
@@ -413,7 +315,6 @@ hn_status_t hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int
         hn_sb_free(&diag);
         return st;
     }
-    g->used = ++rt->verified_clock;
     *out = g;
     return HN_OK;
 }

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../core/parse.h"
-#include "lower.h"
+#include "lower_int.h"
 
 static void stmt_error(hn_lower *L, const hn_instr *in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -2,7 +2,7 @@
  * per step), per-chunk allgathers, per-rank broadcasts (docs/SCHEDULER.md). */
 #include <stdio.h>
 
-#include "lower.h"
+#include "lower_int.h"
 
 /* allgather + matmul/linear */
 void hn_lower_allgather_gemm(hn_lower *L, const hn_lower_pipe *c)

@@ -2,7 +2,7 @@
  * streams (docs/SCHEDULER.md). */
 #include <stdio.h>
 
-#include "lower.h"
+#include "lower_int.h"
 
 /* plain allgather / reduce_scatter / allreduce in chunks */
 void hn_lower_collective(hn_lower *L, const hn_lower_pipe *c)

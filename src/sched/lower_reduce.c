@@ -3,7 +3,7 @@
  * reduce_scatters or allreduces (docs/SCHEDULER.md). */
 #include <stdio.h>
 
-#include "lower.h"
+#include "lower_int.h"
 
 /* The ring of partial sums: at step k rank r computes the rows of block
  * (r - 1 - k) % world, adds what rank r - 1 passed on for them and passes

@@ -5,7 +5,8 @@
  * marker recorded before the body is reached at once, so the time counts
  * from when the rank began issuing, host gaps included: what a caller
  * issuing back to back would see. */
-#include "sched.h"
+#include "rank.h"
+#include "run_error.h"
 
 void hn_runtime_time_runs(hn_runtime *rt, int on)
 {

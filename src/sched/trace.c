@@ -11,6 +11,10 @@
 
 #include "../core/json.h"
 #include "../core/parse.h"
+#include "eval.h"
+#include "pool.h"
+#include "rank.h"
+#include "teams.h"
 #include "trace.h"
 
 /* One span of the run being issued. */
@@ -245,19 +249,9 @@ static int next_team_seq(hn_trace_rank *t, int via, const int *members, int n)
 static void comm_info(hn_trace_rank *t, hn_exec *x, const hn_instr *in, int p)
 {
     if (hn_op_table[in->op].form == HN_FORM_COLL) {
-        int members[258], n, off;
+        /* its team: hn_trace_team, from the evaluator */
         size_t a = tref_bytes(x, &in->a), b = tref_bytes(x, &in->b);
-        if (hn_exec_team(x, in, members + 2, 256, &n) != HN_OK)
-            return;
-        members[0] = next_team_seq(t, (int)in->via, members + 2, n);
-        members[1] = n;
-        if (members[0] < 0 || (off = push_ints(t, members, n + 2)) < 0)
-            return;
-        t->pend[p].coll = 1;
-        t->pend[p].via = (int)in->via;
         t->pend[p].bytes = a > b ? a : b;
-        t->pend[p].info = off;
-        t->pend[p].ninfo = n + 2;
     } else {
         const hn_instr *const *ops = in->op == HN_OP_GROUP ? (const hn_instr *const *)in->body.items : &in;
         int nops = in->op == HN_OP_GROUP ? in->body.n : 1, off = t->nints;
@@ -283,6 +277,22 @@ static void comm_info(hn_trace_rank *t, hn_exec *x, const hn_instr *in, int p)
         t->pend[p].info = off;
         t->pend[p].ninfo = t->nints - off;
     }
+}
+
+void hn_trace_team(hn_trace_rank *t, const hn_instr *in, const int *members, int n)
+{
+    int p = t->cur_comm, info[258], off;
+    if (p < 0 || t->failed != HN_OK || n > 256)
+        return;
+    info[0] = next_team_seq(t, (int)in->via, members, n);
+    info[1] = n;
+    memcpy(info + 2, members, (size_t)n * sizeof(int));
+    if (info[0] < 0 || (off = push_ints(t, info, n + 2)) < 0)
+        return;
+    t->pend[p].coll = 1;
+    t->pend[p].via = (int)in->via;
+    t->pend[p].info = off;
+    t->pend[p].ninfo = n + 2;
 }
 
 static void set_comm_id(hn_trace_rank *t, int idx, int id)

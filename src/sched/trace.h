@@ -8,7 +8,9 @@
 #ifndef HN_TRACE_H
 #define HN_TRACE_H
 
-#include "sched.h"
+#include "runtime_int.h"
+
+typedef struct hn_exec hn_exec; /* the evaluator's state of a rank (eval.h) */
 
 /* ---- tracks: the Chrome trace's tids within a rank's process ---- */
 #define HN_TRACK_HOST 0    /* the rank's thread: runs and issue spans */
@@ -37,6 +39,10 @@ void hn_trace_run_end(hn_exec *x, int ok);
  * fn: times its issue on the host, and puts markers on its stream around
  * the work it issues there. */
 hn_status_t hn_trace_exec(hn_exec *x, const hn_instr *in, hn_status_t (*fn)(hn_exec *x, const hn_instr *in));
+/* The team of the collective being issued by hn_trace_exec, handed over
+ * by the evaluator once it has evaluated it: its match keys count the
+ * team's collectives. */
+void hn_trace_team(hn_trace_rank *t, const hn_instr *in, const int *members, int n);
 
 /* ---- spans, as read back (trace_read.c) ---- */
 

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "../core/parse.h"
-#include "sched.h"
+#include "eval.h"
+#include "params.h"
+#include "verify_run.h"
 
 typedef struct rank_error {
     int instr;
@@ -16,19 +18,6 @@ typedef struct rank_error {
     int ranks[256];
     int nranks;
 } rank_error;
-
-void hn_comm_logs_free(hn_comm_log *logs, int world)
-{
-    if (logs == NULL)
-        return;
-    for (int i = 0; i < world; i++) {
-        hn_free(logs[i].recs);
-        hn_free(logs[i].allocs);
-        hn_free(logs[i].teams);
-        hn_free(logs[i].pipes);
-    }
-    hn_free(logs);
-}
 
 static void where(hn_strbuf *sb, const hn_program *p, int instr)
 {

@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/params.h"
+#include "sched/verify_run.h"
 #include "test.h"
 
 static void test_good(void)

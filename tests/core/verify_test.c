@@ -4,7 +4,8 @@
 #include <time.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/params.h"
+#include "sched/verify_run.h"
 #include "test.h"
 
 static int count_lines(const char *s)

@@ -7,7 +7,10 @@
 #include "core/parse.h"
 #include "fuzz.h"
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/lower.h"
+#include "sched/params.h"
+#include "sched/runtime_int.h"
+#include "sched/verify_run.h"
 
 /* Parameter values beyond the small ones a byte gives directly. */
 static const int64_t EXTREMES[] = {

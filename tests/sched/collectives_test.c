@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/cost.h"
 #include "test.h"
 
 #define C 1000 /* elements per chunk */

@@ -10,7 +10,8 @@
 
 #include "hirnode/runtime.h"
 #include "sched/cost.h"
-#include "sched/sched.h"
+#include "sched/check.h"
+#include "sched/verify_run.h"
 #include "core/ll.h"
 #include "test.h"
 

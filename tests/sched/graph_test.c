@@ -10,22 +10,10 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/fault_inject.h"
+#include "sched/runtime_int.h"
 #include "test.h"
 
-static hn_runtime *make_rt(int n, double delay, int graphs)
-{
-    hn_runtime_config cfg;
-    hn_runtime *rt = NULL;
-    hn_runtime_config_default(&cfg);
-    cfg.ndev = n;
-    cfg.backend = hn_test_backend;
-    cfg.host_delay_us = strcmp(hn_test_backend, "host") == 0 ? delay : 0;
-    cfg.timeout_s = 30;
-    cfg.graphs = graphs;
-    CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_OK);
-    return rt;
-}
 
 static int nranks(void) { return hn_test_max_ranks() < 4 ? hn_test_max_ranks() : 4; }
 
@@ -140,7 +128,7 @@ static void test_replay_matches_eager(void)
     enum { K = 5 };
     hn_program *p = hn_test_parse(step_text, NULL);
     int n = nranks();
-    hn_runtime *rt = make_rt(n, 20, 0);
+    hn_runtime *rt = hn_test_runtime(NULL, n, 20, 30, 0);
     hn_binding bind[4];
     bufs b;
     hn_run_args a;
@@ -216,7 +204,7 @@ static void test_back_to_back(void)
     enum { ROUNDS = 6 };
     hn_program *p = hn_test_parse(step_text, NULL);
     int n = nranks();
-    hn_runtime *rt = make_rt(n, 50, 0);
+    hn_runtime *rt = hn_test_runtime(NULL, n, 50, 30, 0);
     hn_binding bind[2][4];
     bufs b[2];
     hn_run_args a[2];
@@ -267,13 +255,14 @@ static void test_back_to_back(void)
     hn_program_destroy(p);
 }
 
-/* What ends a graph: hn_runtime_forget of its program, a failed run; a
- * capture is refused with injected faults. */
+/* What ends a graph: hn_runtime_forget of its program, a failed run, its
+ * buffers given back when device memory runs out; a capture is refused
+ * with injected faults. */
 static void test_unusable(void)
 {
     hn_program *p = hn_test_parse(step_text, NULL);
     int n = nranks();
-    hn_runtime *rt = make_rt(n, 0, 0);
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 0);
     hn_binding bind[4];
     bufs b;
     hn_run_args a;
@@ -307,6 +296,21 @@ static void test_unusable(void)
     CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
     CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
     CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    {
+        /* an allocation the device cannot hold: every program's cached
+         * buffers are given back first, so no graph may replay on them */
+        size_t free_b = 0, total_b = 0;
+        void *big = NULL;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_mem_info(rt, 0, &free_b, &total_b), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, 0, total_b + 1, &big), HN_ERR_NOMEM);
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_ERR_INVALID);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "device memory ran out"));
+        hn_runtime_graph_destroy(rt, gr);
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK); /* prepared anew */
+        CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    }
     /* gr is left for hn_runtime_destroy */
     bufs_free(rt, &b);
     hn_runtime_destroy(rt);
@@ -321,7 +325,7 @@ static void test_cannot_capture(void)
     const char *text = "output Y : i64[8] replicated\nset_stream stream(1)\niota Y <- rank, 1\nhost_sync\n";
     hn_program *p = hn_test_parse(text, NULL);
     int n = hn_test_max_ranks() < 2 ? 1 : 2;
-    hn_runtime *rt = make_rt(n, 0, 1);
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 1);
     void *y[2];
     int64_t host[8];
     hn_binding b = {"Y", y};
@@ -353,7 +357,7 @@ static void test_automatic(void)
 {
     hn_program *p = hn_test_parse(step_text, NULL);
     int n = nranks();
-    hn_runtime *rt = make_rt(n, 0, 1), *eager = make_rt(n, 0, 0);
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 1), *eager = hn_test_runtime(NULL, n, 0, 30, 0);
     hn_binding bind[2][4];
     bufs b[2];
     hn_run_args a[2];
@@ -393,7 +397,8 @@ void hn_suite_graph(void)
     static CU_TestInfo tests[] = {
         {"a replay computes what eager launches compute, bit for bit", test_replay_matches_eager},
         {"replays of two graphs and eager launches, back to back, random delays", test_back_to_back},
-        {"forget and failures make graphs unusable; no capture while faults are planned", test_unusable},
+        {"forget, failures and memory pressure make graphs unusable; no capture while faults are planned",
+         test_unusable},
         {"graphs = 1 captures a repeated configuration and replays it", test_automatic},
         {"a program that cannot be captured: a named error, then eager runs", test_cannot_capture},
         CU_TEST_INFO_NULL,

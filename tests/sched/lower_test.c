@@ -10,7 +10,11 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/check.h"
+#include "sched/lower.h"
+#include "sched/params.h"
+#include "sched/run_error.h"
+#include "sched/verify_run.h"
 #include "test.h"
 
 /* Operands of each form, with a reference; OPTS is replaced. M divides by
@@ -250,34 +254,27 @@ static int reads_back(const hn_program *lp, int n, int nstreams)
     return ok;
 }
 
+/* one example's lowered text at 1..8 ranks; counts those with something to lower */
+static void example_reads_back(const char *path, hn_program *p, void *arg)
+{
+    for (int n = 1; n <= 8 && p->has_sched; n *= 2) { /* as the examples are sized */
+        char *diag = NULL;
+        hn_program *lp = lower_at(p, n, 3, &diag);
+        if (lp == NULL)
+            fprintf(stderr, "\n  %s at %d ranks: %s", path, n, diag ? diag : "");
+        CU_ASSERT_PTR_NOT_NULL(lp);
+        if (lp != NULL)
+            CU_ASSERT_TRUE(reads_back(lp, n, 3));
+        hn_string_free(diag);
+        hn_program_destroy(lp);
+    }
+    *(int *)arg += p->has_sched;
+}
+
 static void test_reads_back(void)
 {
-    DIR *d = opendir("examples");
-    struct dirent *e;
     int count = 0;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
-    while ((e = readdir(d)) != NULL) {
-        char path[512];
-        hn_program *p = NULL;
-        if (strstr(e->d_name, ".hir") == NULL)
-            continue;
-        snprintf(path, sizeof(path), "examples/%s", e->d_name);
-        CU_ASSERT_EQUAL_FATAL(hn_program_load(path, &p, NULL), HN_OK);
-        for (int n = 1; n <= 8 && p->has_sched; n *= 2) { /* as the examples are sized */
-            char *diag = NULL;
-            hn_program *lp = lower_at(p, n, 3, &diag);
-            if (lp == NULL)
-                fprintf(stderr, "\n  %s at %d ranks: %s", path, n, diag ? diag : "");
-            CU_ASSERT_PTR_NOT_NULL(lp);
-            if (lp != NULL)
-                CU_ASSERT_TRUE(reads_back(lp, n, 3));
-            hn_string_free(diag);
-            hn_program_destroy(lp);
-        }
-        count += p->has_sched;
-        hn_program_destroy(p);
-    }
-    closedir(d);
+    hn_test_each_program("examples", example_reads_back, &count);
     CU_ASSERT(count >= 6);
     for (int c = 0; c < HN_ARRAY_LEN(cases); c++) {
         char *text = with_opts(forms[cases[c].form], cases[c].opts);

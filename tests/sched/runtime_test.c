@@ -6,28 +6,17 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/fault_inject.h"
+#include "sched/runtime_int.h"
 #include "test.h"
 
-static hn_runtime *make_rt(int n, double delay, double timeout)
-{
-    hn_runtime_config cfg;
-    hn_runtime *rt = NULL;
-    hn_runtime_config_default(&cfg);
-    cfg.ndev = n;
-    cfg.backend = hn_test_backend;
-    cfg.host_delay_us = delay;
-    cfg.timeout_s = timeout;
-    CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_OK);
-    return rt;
-}
 
 static void test_create_destroy(void)
 {
     hn_runtime_config cfg;
     hn_runtime *rt = NULL;
     for (int n = 1; n <= hn_test_max_ranks(); n *= 2) {
-        rt = make_rt(n, 0, 10);
+        rt = hn_test_runtime(NULL, n, 0, 10, 0);
         CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
         CU_ASSERT_EQUAL(hn_runtime_size(rt), n);
         CU_ASSERT_STRING_EQUAL(hn_runtime_backend(rt), hn_test_backend);
@@ -53,7 +42,7 @@ static void test_run_with_bindings(void)
                        "scale Y <- Y, 0.5\n";
     hn_program *p = hn_test_parse(text, NULL);
     int nr = hn_test_max_ranks() < 4 ? hn_test_max_ranks() : 4;
-    hn_runtime *rt = make_rt(nr, 5, 10);
+    hn_runtime *rt = hn_test_runtime(NULL, nr, 5, 10, 0);
     void *x[4], *y[4];
     float host[64];
     hn_binding b[2] = {{"X", x}, {"Y", y}};
@@ -105,7 +94,7 @@ static void test_stable_addresses(void)
                        "for i in 0 .. 3 {\n  t = alloc f32[N]\n  fill t <- i\n  add Y <- Y, t\n  free t\n}\n";
     hn_program *p = hn_test_parse(text, NULL);
     int nr = hn_test_max_ranks() < 2 ? 1 : 2;
-    hn_runtime *rt = make_rt(nr, 0, 10);
+    hn_runtime *rt = hn_test_runtime(NULL, nr, 0, 10, 0);
     void *y[2], *first[2][3];
     hn_binding b = {"Y", y};
     hn_run_args args = {0, NULL, NULL, 1, &b};
@@ -145,7 +134,7 @@ static void test_wait_stream_orders(void)
                        "}\n";
     hn_program *p = hn_test_parse(text, NULL);
     int nr = hn_test_max_ranks() < 2 ? 1 : 2;
-    hn_runtime *rt = make_rt(nr, 200, 10);
+    hn_runtime *rt = hn_test_runtime(NULL, nr, 200, 10, 0);
     void *y[2];
     float host[4096];
     hn_binding b = {"Y", y};
@@ -183,7 +172,7 @@ static void test_failing_run(void)
     char cycle_text[512], ring_text[512];
     hn_program *p, *q;
     int nr = hn_test_max_ranks() < 3 ? hn_test_max_ranks() : 3;
-    hn_runtime *rt = make_rt(nr, 0, 3);
+    hn_runtime *rt = hn_test_runtime(NULL, nr, 0, 3, 0);
     hn_run_args args = {0, NULL, NULL, 0, NULL};
     hn_strbuf err;
     double t0;
@@ -231,7 +220,7 @@ static void test_streams_made_before_run(void)
     const char *text = "output Y : i64[8] replicated\ns0 = current_stream\nset_stream stream(5)\n"
                        "iota Y <- rank, 1\nset_stream s0\nwait_stream stream(2)\nwait_stream stream(5)\n";
     hn_program *p = hn_test_parse(text, NULL);
-    hn_runtime *rt = make_rt(1, 0, 10);
+    hn_runtime *rt = hn_test_runtime(NULL, 1, 0, 10, 0);
     void *y[1];
     hn_binding b = {"Y", y};
     hn_run_args args = {0, NULL, NULL, 1, &b};
@@ -260,7 +249,7 @@ static void test_new_program_at_old_address(void)
     uint64_t uid;
     if (hn_test_max_ranks() < 2)
         return; /* one rank sends to itself either way */
-    rt = make_rt(2, 0, 10);
+    rt = hn_test_runtime(NULL, 2, 0, 10, 0);
     p = hn_test_parse(good, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -301,7 +290,7 @@ static void test_launches(void)
 {
     hn_program *p = hn_test_parse(launch_text, NULL);
     int nr = hn_test_max_ranks() < 4 ? hn_test_max_ranks() : 4;
-    hn_runtime *rt = make_rt(nr, strcmp(hn_test_backend, "host") == 0 ? 50 : 0, 20);
+    hn_runtime *rt = hn_test_runtime(NULL, nr, strcmp(hn_test_backend, "host") == 0 ? 50 : 0, 20, 0);
     void *x[LAUNCHES][8], *y[LAUNCHES][8], *streams[2][8];
     float host[LN], got[LN];
     int wrong = 0, prepared;
@@ -359,7 +348,7 @@ static void test_launch_failure(void)
 {
     hn_program *p = hn_test_parse(launch_text, NULL);
     int nr = hn_test_max_ranks() < 2 ? hn_test_max_ranks() : 2;
-    hn_runtime *rt = make_rt(nr, 0, 10);
+    hn_runtime *rt = hn_test_runtime(NULL, nr, 0, 10, 0);
     void *x[8], *y[8];
     hn_binding b[2] = {{"X", x}, {"Y", y}};
     hn_run_args args = {0, NULL, NULL, 2, b};
@@ -405,7 +394,7 @@ static void test_prepared_configurations(void)
 {
     const char *text = "param N = 8\noutput Y : f32[N] replicated\nfill Y <- 1.0\n";
     hn_program *p = hn_test_parse(text, NULL);
-    hn_runtime *rt = make_rt(1, 0, 10);
+    hn_runtime *rt = hn_test_runtime(NULL, 1, 0, 10, 0);
     void *y[1];
     hn_binding b = {"Y", y};
     const char *names[] = {"N"};
@@ -447,7 +436,7 @@ static void test_memory_given_back(void)
     const char *names[] = {"R"};
     int64_t n;
     setenv("HIRNODE_HOST_MEM_MIB", "64", 1); /* the host backend's devices: 64 MiB */
-    rt = make_rt(1, 0, 30);
+    rt = hn_test_runtime(NULL, 1, 0, 30, 0);
     if (saved != NULL) {
         setenv("HIRNODE_HOST_MEM_MIB", saved, 1);
         free(saved);
@@ -500,7 +489,7 @@ static void test_host_sync(void)
     const char *text = "output Y : i64[8] replicated\nset_stream stream(2)\niota Y <- rank, 1\nhost_sync\n";
     hn_program *p = hn_test_parse(text, NULL);
     int nr = hn_test_max_ranks() < 2 ? 1 : 2;
-    hn_runtime *rt = make_rt(nr, 100, 10);
+    hn_runtime *rt = hn_test_runtime(NULL, nr, 100, 10, 0);
     void *y[2];
     int64_t host[8];
     hn_binding b = {"Y", y};

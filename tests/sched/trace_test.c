@@ -3,7 +3,6 @@
  * the trace of every example at 1, 2, 4 and 8 ranks — strict JSON, a
  * process per rank, named tracks, spans in stream order, as many
  * communications as the dry run issues, every match key on all its ends. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +10,11 @@
 
 #include "core/json.h"
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/check.h"
+#include "sched/fault_inject.h"
+#include "sched/lower.h"
+#include "sched/params.h"
+#include "sched/verify_run.h"
 #include "sched/trace.h"
 #include "test.h"
 
@@ -24,18 +27,6 @@ static char *temp_path(const char *tag)
     return p;
 }
 
-static hn_runtime *make_rt(int n, double delay, double timeout)
-{
-    hn_runtime_config cfg;
-    hn_runtime *rt = NULL;
-    hn_runtime_config_default(&cfg);
-    cfg.ndev = n;
-    cfg.backend = hn_test_backend;
-    cfg.host_delay_us = delay;
-    cfg.timeout_s = timeout;
-    CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_OK);
-    return rt;
-}
 
 /* Reads a trace back; the file must be strict JSON first of all. */
 static int load(const char *path, hn_trace_data *t)
@@ -95,7 +86,7 @@ static void test_exact_spans(void)
                        "allreduce Y <- Y op sum\n";
     hn_program *p = hn_test_parse(text, NULL);
     int nr = hn_test_max_ranks() < 2 ? 1 : 2;
-    hn_runtime *rt = make_rt(nr, 20, 30);
+    hn_runtime *rt = hn_test_runtime(NULL, nr, 20, 30, 0);
     const char *path = temp_path("exact");
     void *y[2];
     hn_binding b = {"Y", y};
@@ -189,7 +180,7 @@ static void test_lanes(void)
     /* 16 KiB steps in pieces of at least 1 KiB over two lanes */
     setenv("HIRNODE_P2P_PIECE_KIB", "1", 1);
     setenv("HIRNODE_P2P_LANES", "2", 1);
-    rt = make_rt(nr, 0, 30);
+    rt = hn_test_runtime(NULL, nr, 0, 30, 0);
     unsetenv("HIRNODE_P2P_PIECE_KIB");
     unsetenv("HIRNODE_P2P_LANES");
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
@@ -252,7 +243,7 @@ static void test_failed_run_and_destroy(void)
         hn_program_destroy(q);
         return;
     }
-    rt = make_rt(nr, 0, 1);
+    rt = hn_test_runtime(NULL, nr, 0, 1, 0);
     for (int r = 0; r < nr; r++)
         hn_runtime_alloc(rt, r, 64, &y[r]);
     CU_ASSERT_EQUAL(hn_runtime_trace_start(rt, "/nonexistent-dir/x.json"), HN_ERR_IO);
@@ -421,44 +412,32 @@ static void check_example_trace(const hn_program *src, const char *path, int wor
     hn_prog_free(lowered);
 }
 
-static void test_examples(void)
+static void trace_example(const char *file, hn_program *p, void *arg)
 {
-    DIR *d = opendir("examples");
-    struct dirent *e;
-    int count = 0;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
-    while ((e = readdir(d)) != NULL) {
-        char file[512];
-        hn_program *p = NULL;
-        if (strstr(e->d_name, ".hir") == NULL)
-            continue;
-        snprintf(file, sizeof(file), "examples/%s", e->d_name);
-        CU_ASSERT_EQUAL_FATAL(hn_program_load(file, &p, NULL), HN_OK);
-        for (int n = 1; n <= hn_test_max_ranks(); n *= 2) {
-            hn_runtime *rt = make_rt(n, n == 4 ? 50 : 0, 30);
-            const char *path = temp_path("example");
-            hn_check_opts o;
-            hn_check_result res;
-            hn_strbuf diag;
-            CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-            memset(&o, 0, sizeof(o));
-            o.iters = 2;
-            o.seed = 3;
-            hn_sb_init(&diag);
-            CU_ASSERT_EQUAL_FATAL(hn_runtime_trace_start(rt, path), HN_OK);
-            CU_ASSERT_EQUAL(hn_check_run(rt, p, &o, &res, &diag), HN_OK);
-            CU_ASSERT_EQUAL(hn_runtime_trace_stop(rt), HN_OK);
-            check_example_trace(p, path, n, rt->cfg.nstreams, 2);
-            hn_sb_free(&diag);
-            hn_runtime_destroy(rt);
-            remove(path);
-        }
-        hn_program_destroy(p);
-        count++;
+    (void)file;
+    (void)arg;
+    for (int n = 1; n <= hn_test_max_ranks(); n *= 2) {
+        hn_runtime *rt = hn_test_runtime(NULL, n, n == 4 ? 50 : 0, 30, 0);
+        const char *path = temp_path("example");
+        hn_check_opts o;
+        hn_check_result res;
+        hn_strbuf diag;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+        memset(&o, 0, sizeof(o));
+        o.iters = 2;
+        o.seed = 3;
+        hn_sb_init(&diag);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_trace_start(rt, path), HN_OK);
+        CU_ASSERT_EQUAL(hn_check_run(rt, p, &o, &res, &diag), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_trace_stop(rt), HN_OK);
+        check_example_trace(p, path, n, rt->cfg.nstreams, 2);
+        hn_sb_free(&diag);
+        hn_runtime_destroy(rt);
+        remove(path);
     }
-    closedir(d);
-    CU_ASSERT(count >= 10);
 }
+
+static void test_examples(void) { CU_ASSERT(hn_test_each_program("examples", trace_example, NULL) >= 10); }
 
 void hn_suite_trace(void)
 {

@@ -1,61 +1,47 @@
 /* Every example end to end through the --check driver (src/sched/check.c,
  * which `hirnode run --check` uses): 1, 2, 4 and 8 ranks, with and without
  * random stream delays. */
-#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/check.h"
 #include "test.h"
 
-static void check_all(double delay)
+static void check_one(const char *path, hn_program *p, void *arg)
 {
-    DIR *d = opendir("examples");
-    struct dirent *e;
-    int count = 0;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
-    while ((e = readdir(d)) != NULL) {
-        char path[512];
-        hn_program *p = NULL;
-        if (strstr(e->d_name, ".hir") == NULL)
-            continue;
-        snprintf(path, sizeof(path), "examples/%s", e->d_name);
-        CU_ASSERT_EQUAL_FATAL(hn_program_load(path, &p, NULL), HN_OK);
-        for (int n = 1; n <= hn_test_max_ranks(); n *= 2) {
-            hn_runtime_config cfg;
-            hn_runtime *rt = NULL;
-            hn_check_opts o;
-            hn_check_result res;
-            hn_strbuf diag;
-            hn_status_t st;
-            hn_runtime_config_default(&cfg);
-            cfg.ndev = n;
-            cfg.backend = hn_test_backend;
-            cfg.host_delay_us = delay;
-            CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &rt), HN_OK);
-            memset(&o, 0, sizeof(o));
-            o.iters = 2;
-            o.seed = 11 + (uint64_t)n;
-            o.check = 1;
-            hn_sb_init(&diag);
-            st = hn_check_run(rt, p, &o, &res, &diag);
-            if (st != HN_OK || !res.passed)
-                fprintf(stderr, "\n  %s at %d ranks: %s %s %s (worst rel l2 %g)\n", path, n,
-                        hn_status_string(st), diag.data ? diag.data : "", hn_runtime_error(rt),
-                        res.worst_rel_l2);
-            CU_ASSERT_EQUAL(st, HN_OK);
-            CU_ASSERT_TRUE(res.passed);
-            CU_ASSERT(res.checked > 0);
-            hn_sb_free(&diag);
-            hn_runtime_destroy(rt);
-        }
-        hn_program_destroy(p);
-        count++;
+    double delay = *(const double *)arg;
+    for (int n = 1; n <= hn_test_max_ranks(); n *= 2) {
+        hn_runtime_config cfg;
+        hn_runtime *rt = NULL;
+        hn_check_opts o;
+        hn_check_result res;
+        hn_strbuf diag;
+        hn_status_t st;
+        hn_runtime_config_default(&cfg);
+        cfg.ndev = n;
+        cfg.backend = hn_test_backend;
+        cfg.host_delay_us = delay;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &rt), HN_OK);
+        memset(&o, 0, sizeof(o));
+        o.iters = 2;
+        o.seed = 11 + (uint64_t)n;
+        o.check = 1;
+        hn_sb_init(&diag);
+        st = hn_check_run(rt, p, &o, &res, &diag);
+        if (st != HN_OK || !res.passed)
+            fprintf(stderr, "\n  %s at %d ranks: %s %s %s (worst rel l2 %g)\n", path, n,
+                    hn_status_string(st), diag.data ? diag.data : "", hn_runtime_error(rt),
+                    res.worst_rel_l2);
+        CU_ASSERT_EQUAL(st, HN_OK);
+        CU_ASSERT_TRUE(res.passed);
+        CU_ASSERT(res.checked > 0);
+        hn_sb_free(&diag);
+        hn_runtime_destroy(rt);
     }
-    closedir(d);
-    CU_ASSERT(count >= 10);
 }
+
+static void check_all(double delay) { CU_ASSERT(hn_test_each_program("examples", check_one, &delay) >= 10); }
 
 static void test_examples(void) { check_all(0); }
 static void test_examples_with_delays(void) { check_all(100); }

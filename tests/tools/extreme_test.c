@@ -15,7 +15,9 @@
 
 #include "core/lex.h"
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/check.h"
+#include "sched/params.h"
+#include "sched/verify_run.h"
 #include "test.h"
 
 static const char *const INTS[] = {

@@ -12,7 +12,8 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/check.h"
+#include "sched/fault_inject.h"
 #include "test.h"
 
 #define SAMPLES_PER_CASE 5 /* per example and rank count */
@@ -56,17 +57,6 @@ static int applies(hn_fault_kind k, const hn_instr *in)
     return 1;
 }
 
-static hn_runtime *make_rt(int n)
-{
-    hn_runtime_config cfg;
-    hn_runtime *rt = NULL;
-    hn_runtime_config_default(&cfg);
-    cfg.ndev = n;
-    cfg.backend = "host";
-    cfg.timeout_s = TIMEOUT_S;
-    CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_OK);
-    return rt;
-}
 
 static hn_status_t check_once(hn_runtime *rt, const hn_program *p, hn_check_result *res, hn_strbuf *diag)
 {
@@ -132,7 +122,7 @@ static void one_fault(hn_runtime **rtp, const hn_program *p, const hn_instr *in,
         {
             int w = hn_runtime_size(rt);
             hn_runtime_destroy(rt);
-            *rtp = make_rt(w);
+            *rtp = hn_test_runtime("host", w, 0, TIMEOUT_S, 0);
         }
     } else {
         if (st != HN_OK || !res.passed)
@@ -162,13 +152,13 @@ static void test_fault_sweep(void)
     {
         /* a runtime made and destroyed first: a sanitizer may start a
          * thread of its own with the first ones */
-        hn_runtime *warm = make_rt(8);
+        hn_runtime *warm = hn_test_runtime("host", 8, 0, TIMEOUT_S, 0);
         hn_runtime_destroy(warm);
     }
     threads0 = thread_count();
     CU_ASSERT_FATAL(nfiles > 0);
     for (int w = 1; w <= 8; w *= 2) {
-        hn_runtime *rt = make_rt(w);
+        hn_runtime *rt = hn_test_runtime("host", w, 0, TIMEOUT_S, 0);
         CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
         for (int f = 0; f < nfiles; f++) {
             char path[512];

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/sched.h"
+#include "sched/check.h"
 #include "test.h"
 
 static void test_random_sizes(void)

@@ -1,0 +1,102 @@
+/* Injected faults (HIRNODE_FAULT, docs/RELIABILITY.md): the evaluator sets
+ * them off before it issues an instruction of a faulted line on that rank
+ * (a group's members too); each kind acts as the failure it stands for. */
+#include <stdio.h>
+#include <time.h>
+
+#include "fault_inject.h"
+#include "rank.h"
+
+hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *err)
+{
+    char msg[256];
+    hn_fault_plan plan;
+    if (hn_fault_parse(spec, &plan, msg, sizeof(msg)) != HN_OK) {
+        hn_sb_printf(err, "hirnode: error: %s\n", msg);
+        return HN_ERR_INVALID;
+    }
+    rt->faults = plan;
+    return HN_OK;
+}
+
+static void sleep_ms(double ms)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(ms / 1e3);
+    ts.tv_nsec = (long)((ms - (double)ts.tv_sec * 1e3) * 1e6);
+    nanosleep(&ts, NULL);
+}
+
+/* One fault of the plan, matched: HN_OK to issue the instruction, else an
+ * error with its message in msg (empty: held until the run's abort). */
+static hn_status_t set_off(hn_exec *x, const hn_instr *in, const hn_fault *f, char *msg, size_t cap)
+{
+    hn_runtime *rt = x->rt;
+    hn_dstream *s;
+    hn_origin o;
+    hn_status_t st;
+    if ((f->kind == HN_FAULT_COMM && !(hn_op_table[in->op].flags & HN_OPF_COMM)) ||
+        (f->kind == HN_FAULT_OOM && in->op != HN_OP_ALLOC))
+        return HN_OK; /* communications only; allocations only */
+    __atomic_add_fetch(&rt->faults_fired, 1, __ATOMIC_RELAXED);
+    switch (f->kind) {
+    case HN_FAULT_ISSUE:
+        snprintf(msg, cap, "the device refused the instruction (injected fault)");
+        return HN_ERR_DEVICE;
+    case HN_FAULT_ASYNC:
+    case HN_FAULT_TRAP:
+        o = (hn_origin){&rt->sink, x->rank, in->id, x->trace_hook, x->graph};
+        if (x->cur == HN_CALLER_STREAM)
+            s = x->r->active;
+        else if ((st = hn_rank_stream(x->r, x->cur, &s)) != HN_OK) {
+            snprintf(msg, cap, "stream %d was not made before the run", x->cur);
+            return st;
+        }
+        if ((st = rt->dev->inject_fault(s, f->kind == HN_FAULT_TRAP, &o)) != HN_OK)
+            snprintf(msg, cap, "cannot issue an injected fault: %s", hn_status_string(st));
+        return st;
+    case HN_FAULT_COMM:
+        /* like an asynchronous NCCL error: every communicator is aborted
+         * at the end of the run and the teams are made anew */
+        __atomic_store_n(&rt->teams_dead, 1, __ATOMIC_RELEASE);
+        snprintf(msg, cap, "its communicator failed (injected fault); the communicators are aborted and made "
+                 "anew");
+        return HN_ERR_DEVICE;
+    case HN_FAULT_STOP:
+        /* as if the rank's thread hung: its peers time out, or the
+         * watchdog names it; then it is released */
+        while (!__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE))
+            sleep_ms(1);
+        return HN_ERR_ABORTED;
+    case HN_FAULT_SLOW:
+        sleep_ms(f->ms);
+        return HN_OK;
+    case HN_FAULT_OOM: {
+        size_t free_b = 0, total_b = 0;
+        rt->dev->mem_info(rt->dev_ctx, x->rank, &free_b, &total_b);
+        snprintf(msg, cap, "cannot allocate '%s' (injected fault): device %d has %zu of %zu bytes free",
+                 x->p->names[in->dst], x->rank, free_b, total_b);
+        return HN_ERR_NOMEM;
+    }
+    default:
+        return HN_OK;
+    }
+}
+
+hn_status_t hn_faults_set_off(hn_exec *x, const hn_instr *in, char *msg, size_t cap)
+{
+    const hn_fault_plan *plan = &x->rt->faults;
+    msg[0] = '\0';
+    for (int i = 0; i < plan->n; i++) {
+        const hn_fault *f = &plan->f[i];
+        hn_status_t st;
+        if (f->rank != x->rank || f->line != in->line)
+            continue;
+        x->fault_seen[i]++;
+        if (f->occurrence != 0 && x->fault_seen[i] != f->occurrence)
+            continue;
+        if ((st = set_off(x, in, f, msg, cap)) != HN_OK)
+            return st;
+    }
+    return HN_OK;
+}

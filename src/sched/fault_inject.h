@@ -1,0 +1,19 @@
+/* Injected faults (fault_inject.c): the plan of a runtime, and what the
+ * evaluator calls before it issues an instruction of a real run. */
+#ifndef HN_SCHED_FAULT_INJECT_H
+#define HN_SCHED_FAULT_INJECT_H
+
+#include "eval.h"
+
+/* Replaces the injected faults (spec as HIRNODE_FAULT; NULL or "" none);
+ * HN_ERR_INVALID with err set for a bad spec. Between runs only. */
+hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *err);
+
+/* Sets off the faults of this rank that match instruction `in` (its line;
+ * its occurrence counted in x->fault_seen), on the rank's thread before
+ * `in` is issued. HN_OK: issue it (perhaps after a fault was set off
+ * beside it); otherwise it is not issued and msg says why (empty: the rank
+ * was held until the run's abort, no error of its own). */
+hn_status_t hn_faults_set_off(hn_exec *x, const hn_instr *in, char *msg, size_t cap);
+
+#endif

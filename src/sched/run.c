@@ -1,0 +1,49 @@
+/* Runs and launches of a prepared configuration: replayed from its
+ * automatic graph when the setting graphs = 1 has one, else issued
+ * eagerly; and the reference run of --check. */
+#include "config_cache.h"
+#include "graph.h"
+#include "issue.h"
+#include "run.h"
+
+hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                 void *const *const *io_ptrs, int poison)
+{
+    hn_graph *g;
+    hn_status_t st;
+    if ((st = hn_runtime_enter(rt, 0, 1)) != HN_OK)
+        return st;
+    /* graphs = 1: a configuration run before is replayed */
+    if (rt->auto_graphs && !poison) {
+        if ((st = hn_runtime_auto_graph(rt, p, params, io_ptrs, NULL, &g)) != HN_OK)
+            return st;
+        if (g != NULL) {
+            if ((st = hn_runtime_replay_streams(rt, g, NULL)) != HN_OK)
+                return st;
+            return hn_runtime_finish_launches(rt);
+        }
+    }
+    return hn_issue_run(rt, hn_runtime_lowered_of(rt, p, params), params, io_ptrs, poison);
+}
+
+hn_status_t hn_runtime_launch_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                    void *const *const *io_ptrs, void *const *streams)
+{
+    hn_graph *g;
+    hn_status_t st;
+    /* graphs = 1: a configuration launched before is replayed */
+    if (rt->auto_graphs) {
+        if ((st = hn_runtime_auto_graph(rt, p, params, io_ptrs, streams, &g)) != HN_OK || g != NULL)
+            return st != HN_OK ? st : hn_runtime_replay_streams(rt, g, streams);
+    }
+    return hn_issue_launch(rt, hn_runtime_lowered_of(rt, p, params), p->uid, params, io_ptrs, streams);
+}
+
+hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                     void *const *io_ptrs)
+{
+    hn_status_t st;
+    if ((st = hn_runtime_enter(rt, 0, 1)) != HN_OK)
+        return st;
+    return hn_issue_reference(rt, hn_runtime_lowered_of(rt, p, params), params, io_ptrs);
+}

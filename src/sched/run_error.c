@@ -1,0 +1,96 @@
+/* The error slot of a runtime: the first failure of a run, named by rank,
+ * instruction and source line, and the health of its devices. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/parse.h"
+#include "run_error.h"
+
+void hn_format_fault(hn_strbuf *sb, const hn_program *p, int rank, int instr, const char *msg)
+{
+    if (p != NULL && instr >= 0 && instr < p->ninstrs) {
+        const hn_instr *in = p->instrs[instr];
+        hn_sb_printf(sb, "%s:%d:%d: error: rank %d: ", p->filename, in->line, in->col, rank);
+        hn_print_instr_short(sb, p, in);
+        hn_sb_printf(sb, ": %s", msg);
+    } else {
+        hn_sb_printf(sb, "%s: error: rank %d: %s", p != NULL ? p->filename : "hirnode", rank, msg);
+    }
+}
+
+/* The program whose instructions errors name. Under err_mu: work of a
+ * launch still in flight may report a failure while the next is issued. */
+void hn_runtime_set_err_prog(hn_runtime *rt, const hn_program *p)
+{
+    pthread_mutex_lock(&rt->err_mu);
+    rt->err_prog = p;
+    pthread_mutex_unlock(&rt->err_mu);
+}
+
+/* The error text of a call that fails before issuing anything, while
+ * launches may be in flight (their failures write it too). */
+void hn_runtime_set_error_text(hn_runtime *rt, const char *text)
+{
+    pthread_mutex_lock(&rt->err_mu);
+    snprintf(rt->err_text, sizeof(rt->err_text), "%s", text);
+    pthread_mutex_unlock(&rt->err_mu);
+}
+
+void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const char *msg)
+{
+    pthread_mutex_lock(&rt->err_mu);
+    /* the first real failure wins over the "aborted" echoes it causes */
+    if (rt->err_status == HN_OK || (rt->err_status == HN_ERR_ABORTED && st != HN_ERR_ABORTED)) {
+        hn_strbuf sb;
+        hn_sb_init(&sb);
+        hn_format_fault(&sb, rt->err_prog, rank, instr, msg);
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", sb.data ? sb.data : msg);
+        hn_sb_free(&sb);
+        rt->err_status = st;
+        HN_DEBUG("%s", rt->err_text);
+    }
+    pthread_mutex_unlock(&rt->err_mu);
+    /* waiters poll this flag; no lock of theirs is taken here */
+    __atomic_store_n(&rt->abort_flag, 1, __ATOMIC_RELEASE);
+}
+
+static void sink_report(void *ctx, int rank, int instr, hn_status_t st, const char *msg)
+{
+    hn_runtime_fail(ctx, rank, instr, st, msg);
+}
+
+void hn_run_error_init(hn_runtime *rt)
+{
+    pthread_mutex_init(&rt->err_mu, NULL);
+    rt->sink.report = sink_report;
+    rt->sink.ctx = rt;
+    rt->sink.abort_flag = &rt->abort_flag;
+    rt->sink.timeout_s = rt->cfg.timeout_s;
+}
+
+void hn_run_error_fini(hn_runtime *rt) { pthread_mutex_destroy(&rt->err_mu); }
+
+void hn_runtime_clear_error(hn_runtime *rt)
+{
+    pthread_mutex_lock(&rt->err_mu);
+    rt->err_status = HN_OK;
+    rt->err_text[0] = '\0';
+    pthread_mutex_unlock(&rt->err_mu);
+    __atomic_store_n(&rt->abort_flag, 0, __ATOMIC_RELEASE);
+}
+
+const char *hn_runtime_error(const hn_runtime *rt) { return rt->err_text; }
+
+hn_status_t hn_runtime_check_devices(hn_runtime *rt)
+{
+    for (int r = 0; r < rt->n && !rt->lost; r++) {
+        char why[320];
+        if (rt->dev->health(rt->dev_ctx, r, why, sizeof(why)) != HN_OK) {
+            snprintf(rt->lost_text, sizeof(rt->lost_text),
+                     "hirnode: error: %s; this runtime refuses further runs (destroy it; restart the process "
+                     "to use the device again)", why);
+            rt->lost = 1;
+        }
+    }
+    return rt->lost ? HN_ERR_DEVICE_LOST : HN_OK;
+}

@@ -1,0 +1,36 @@
+/* Communicators and their teams (teams.c). From the caller's thread,
+ * between runs, unless said otherwise. */
+#ifndef HN_SCHED_TEAMS_H
+#define HN_SCHED_TEAMS_H
+
+#include "runtime_int.h"
+
+/* The communicator of each `via` (default: the device backend's own, nccl:
+ * NCCL where there is CUDA, p2p: the rings, ll: the latency path), one
+ * instance per distinct one, configured from the settings. At creation. */
+hn_status_t hn_teams_init(hn_runtime *rt);
+/* Every team destroyed, then every communicator (the runtime's end). */
+void hn_teams_fini(hn_runtime *rt);
+
+/* The communicator of `via`, and its team of these ranks (NULL if none).
+ * Any thread: read-only while runs issue. */
+const hn_comm_slot *hn_runtime_comm(const hn_runtime *rt, hn_backend_kind via);
+hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n);
+
+/* The team of these ranks on the communicator of `via`, created when new
+ * (joined later), needing `reserve` bytes of staging on each member. */
+hn_status_t hn_teams_need(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, size_t reserve);
+/* Every member of every new team joins it on its own thread, all at once;
+ * then each warms its communicators up and reserves what is needed. */
+hn_status_t hn_teams_join_new(hn_runtime *rt);
+
+/* Aborts every communicator (any thread: the watchdog's too); 1 when one
+ * says its teams are dead and must be made anew. */
+int hn_teams_abort(hn_runtime *rt);
+/* The communicators' state between runs, reset. */
+void hn_teams_reset(hn_runtime *rt);
+/* Destroys every team; how many there were. What was prepared with them
+ * (graphs, prepared configurations) is the caller's to forget. */
+int hn_teams_destroy(hn_runtime *rt);
+
+#endif
