@@ -10,6 +10,8 @@
 #include "core/parse.h"
 
 #define HN_SUITES                                                            \
+    HN_SUITE(util)                                                           \
+    HN_SUITE(npy)                                                            \
     HN_SUITE(expr)                                                           \
     HN_SUITE(fault)                                                          \
     HN_SUITE(parse)                                                          \

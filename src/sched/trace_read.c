@@ -1,7 +1,6 @@
 /* Reading a trace file back: the strict JSON reader, then the events
  * hirnode writes (complete events of the five categories, track names)
  * into spans, their strings and match keys interned. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,20 +278,14 @@ hn_status_t hn_trace_load(const char *text, size_t len, hn_trace_data *out, hn_s
 
 hn_status_t hn_trace_load_file(const char *path, hn_trace_data *out, hn_strbuf *err)
 {
-    FILE *f = fopen(path, "rb");
-    hn_strbuf text;
+    char *text = NULL;
+    size_t len = 0;
     hn_status_t st;
     memset(out, 0, sizeof(*out));
-    if (f == NULL) {
-        if (err != NULL)
-            hn_sb_printf(err, "cannot read: %s", strerror(errno));
-        return HN_ERR_IO;
-    }
-    hn_sb_init(&text);
-    if (hn_sb_append_file(&text, f) != HN_OK)
-        return HN_ERR_NOMEM;
-    st = hn_trace_load(text.data != NULL ? text.data : "", text.len, out, err);
-    hn_sb_free(&text);
+    if ((st = hn_file_read(path, "a trace", HN_TRACE_MAX_BYTES, &text, &len, err)) != HN_OK)
+        return st;
+    st = hn_trace_load(text, len, out, err);
+    hn_free(text);
     return st;
 }
 
