@@ -15,14 +15,12 @@ static const char *descr_of(hn_dtype t)
     }
 }
 
-hn_status_t hn_npy_write(const char *path, const hn_tensor *t, hn_strbuf *err)
+hn_status_t hn_npy_encode(const hn_tensor *t, hn_strbuf *out)
 {
     char header[256];
     int64_t n = hn_tensor_numel(t);
-    hn_dtype out_t = (t->dtype == HN_I32 || t->dtype == HN_I64) ? t->dtype : HN_F32;
-    size_t k, total;
-    FILE *f;
-    char *buf;
+    int is_int = t->dtype == HN_I32 || t->dtype == HN_I64;
+    size_t k, total, es = is_int ? (size_t)hn_dtype_size(t->dtype) : 4;
     k = (size_t)snprintf(header, sizeof(header), "{'descr': '%s', 'fortran_order': False, 'shape': (",
                          descr_of(t->dtype));
     for (int i = 0; i < t->ndim; i++)
@@ -33,28 +31,38 @@ hn_status_t hn_npy_write(const char *path, const hn_tensor *t, hn_strbuf *err)
     while (10 + k + 1 < total)
         header[k++] = ' ';
     header[k++] = '\n';
-    buf = hn_malloc((size_t)n * (size_t)hn_dtype_size(out_t) + 1);
-    if (buf == NULL)
-        return HN_ERR_NOMEM;
-    for (int64_t i = 0; i < n; i++)
-        hn_store(out_t, buf, i, hn_load(t->dtype, t->data, i));
+    hn_sb_appendn(out, "\x93NUMPY\x01\x00", 8);
+    hn_sb_appendn(out, (const char[]){(char)(k & 0xff), (char)(k >> 8)}, 2);
+    hn_sb_appendn(out, header, k);
+    if (is_int) { /* as they are: through a double, a large i64 would round */
+        hn_sb_appendn(out, t->data, (size_t)n * es);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float v = (float)hn_load(t->dtype, t->data, i);
+            hn_sb_appendn(out, (const char *)&v, sizeof(v));
+        }
+    }
+    return out->failed ? HN_ERR_NOMEM : HN_OK;
+}
+
+hn_status_t hn_npy_write(const char *path, const hn_tensor *t, hn_strbuf *err)
+{
+    hn_strbuf bytes;
+    hn_status_t st;
+    FILE *f;
+    int ok;
+    hn_sb_init(&bytes);
+    if ((st = hn_npy_encode(t, &bytes)) != HN_OK) {
+        hn_sb_free(&bytes);
+        return st;
+    }
     f = fopen(path, "wb");
-    if (f == NULL) {
+    ok = f != NULL && fwrite(bytes.data, 1, bytes.len, f) == bytes.len;
+    ok = (f != NULL && fclose(f) == 0) && ok;
+    if (!ok)
         hn_sb_printf(err, "%s: error: cannot write: %s\n", path, strerror(errno));
-        hn_free(buf);
-        return HN_ERR_IO;
-    }
-    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
-    fputc((int)(k & 0xff), f);
-    fputc((int)(k >> 8), f);
-    fwrite(header, 1, k, f);
-    fwrite(buf, (size_t)hn_dtype_size(out_t), (size_t)n, f);
-    hn_free(buf);
-    if (fclose(f) != 0) {
-        hn_sb_printf(err, "%s: error: cannot write: %s\n", path, strerror(errno));
-        return HN_ERR_IO;
-    }
-    return HN_OK;
+    hn_sb_free(&bytes);
+    return ok ? HN_OK : HN_ERR_IO;
 }
 
 /* The header's text, NUL-terminated, is at most this long (numpy writes

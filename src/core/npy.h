@@ -4,6 +4,9 @@
 
 #include "device.h"
 
+/* The bytes of a .npy file of a contiguous host tensor, appended to out;
+ * bf16/f16 as float32, integers as they are. */
+hn_status_t hn_npy_encode(const hn_tensor *t, hn_strbuf *out);
 /* Writes a contiguous host tensor; bf16/f16 are written as float32. */
 hn_status_t hn_npy_write(const char *path, const hn_tensor *t, hn_strbuf *err);
 /* Reads into a contiguous host buffer of t's dtype and shape (converting
