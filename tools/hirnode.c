@@ -42,7 +42,7 @@ typedef struct opts {
     hn_runtime_config cfg;
     const char *file;
     int check, iters, lowered;
-    int64_t seed;
+    int64_t seed; /* --seed; -1: the configuration's (HIRNODE_SEED) */
     const char *load_dir, *save_dir;
     const char *fault; /* --fault SPEC */
     const char *trace;
@@ -93,7 +93,7 @@ static void init_opts(opts *o)
     hn_runtime_config_default(&o->cfg);
     o->cfg.ndev = DEFAULT_RANKS;
     o->iters = 1;
-    o->seed = (int64_t)(o->cfg.seed & INT64_MAX);
+    o->seed = -1;
 }
 
 /* Parses a command's options and its one program file; -1 to go on. */
@@ -268,7 +268,7 @@ static int cmd_run(int argc, char **argv)
                   "the devices (default: $HIRNODE_BACKEND, else auto: cuda when\n"
                   "the machine has enough GPUs, else host, a CPU emulation)"),
         HN_INT("--iters", "K", &o.iters, 1, 1000000, "runs to time (default 1); the median is printed"),
-        HN_INT64("--seed", "X", &o.seed, 0, INT64_MAX, "seed of the generated inputs"),
+        HN_INT64("--seed", "X", &o.seed, 0, INT64_MAX, "seed of the generated inputs (default: $HIRNODE_SEED)"),
         HN_FLAG("--check", &o.check, "compare the outputs with the reference block"),
         HN_TEXT("--load", "DIR", &o.load_dir, "read global inputs from DIR/<input>.npy"),
         HN_TEXT("--save", "DIR", &o.save_dir, "write gathered outputs to DIR/<output>.npy"),
@@ -314,7 +314,7 @@ static int cmd_run(int argc, char **argv)
     }
     memset(&co, 0, sizeof(co));
     co.iters = o.iters;
-    co.seed = (uint64_t)o.seed;
+    co.seed = o.seed >= 0 ? (uint64_t)o.seed : o.cfg.seed;
     co.check = o.check;
     co.load_dir = o.load_dir;
     co.save_dir = o.save_dir;

@@ -230,6 +230,26 @@ static int sums_fit(const hn_trace_data *d)
     return d->nspans == 0 || hi - lo <= INT64_MAX / d->nspans;
 }
 
+/* A device track's spans, sorted, do not overlap: each starts after the
+ * one before it ended (what the critical path and the busy time assume).
+ * Says which two overlap into err. */
+static hn_status_t one_at_a_time(const hn_trace_data *d, hn_strbuf *err)
+{
+    const hn_span *last = NULL;
+    for (int i = 0; i < d->nspans; i++) {
+        const hn_span *s = &d->spans[i];
+        if (!hn_span_on_device(s->kind))
+            continue;
+        if (last != NULL && last->rank == s->rank && last->track == s->track && last->end > s->begin) {
+            if (err != NULL)
+                hn_sb_printf(err, "rank %d, track %d: spans %d and %d overlap", s->rank, s->track, last->id, s->id);
+            return HN_ERR_PARSE;
+        }
+        last = s;
+    }
+    return HN_OK;
+}
+
 static hn_status_t load_events(loader *l, const hn_json *root)
 {
     const hn_json *events = hn_json_get(root, "traceEvents"), *other = hn_json_get(root, "otherData");
@@ -277,6 +297,8 @@ static hn_status_t load_events(loader *l, const hn_json *root)
         qsort(l->d->spans, (size_t)l->d->nspans, sizeof(hn_span), by_track_time);
     if (st == HN_OK && l->d->ntracks > 0)
         qsort(l->d->tracks, (size_t)l->d->ntracks, sizeof(hn_trace_track), by_track);
+    if (st == HN_OK && (st = one_at_a_time(l->d, l->err)) != HN_OK && l->err != NULL)
+        hn_sb_append(l->err, ": a stream runs one thing at a time (not a trace hirnode writes)");
     return st;
 }
 

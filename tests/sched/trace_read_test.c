@@ -113,6 +113,12 @@ static void test_refused(void)
                       "\"dur\":0,\"args\":{\"run\":2147483647,\"id\":0}}"), "args.run");
     expect_refused(EV("{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"f\",\"pid\":0,\"tid\":0,\"ts\":9e15,"
                       "\"dur\":9e15,\"args\":{\"run\":0,\"id\":0}}"), "ts and dur");
+    /* two spans of one stream at once: no trace hirnode writes, and the
+     * critical path through them would run backwards in time */
+    expect_refused(EV("{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"f\",\"pid\":0,\"tid\":1,\"ts\":0,"
+                      "\"dur\":2,\"args\":{\"run\":0,\"id\":0}},{\"ph\":\"X\",\"cat\":\"comm\",\"name\":\"g\","
+                      "\"pid\":0,\"tid\":1,\"ts\":1,\"dur\":2,\"args\":{\"run\":0,\"id\":1}}"),
+                   "rank 0, track 1: spans 0 and 1 overlap: a stream runs one thing at a time");
     /* 32768 spans 3e14 ns apart: sums of their lengths could pass 2^63 ns */
     {
         hn_strbuf text;
