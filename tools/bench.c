@@ -406,12 +406,15 @@ static int bench_collectives_cli(int argc, char **argv)
                 "(default ll,nccl,p2p,auto; e.g. \"ll oneshot,ll twoshot,p2p get\");\n"
                 "raw NCCL is measured beside them on CUDA"),
         HN_CHOICE("--op", "all|allreduce|allgather|reduce_scatter", &ops, "the collectives (default all)"),
-        HN_SIZE("--min", "BYTES", &o.min, 1, (int64_t)1 << 40, "the smallest size (default 8K); sizes double up to --max"),
-        HN_SIZE("--max", "BYTES", &o.max, 1, (int64_t)1 << 40, "the largest size (default 16M; 256K on the host backend)"),
+        HN_SIZE("--min", "BYTES", &o.min, 1, (int64_t)1 << 40,
+                "the smallest size (default 8K); sizes double up to --max"),
+        HN_SIZE("--max", "BYTES", &o.max, 1, (int64_t)1 << 40,
+                "the largest size (default 16M; 256K on the host backend)"),
         HN_CHOICE("--dtype", "bf16|f16|f32", &dtype, "element type (default bf16)"),
         HN_INT("--iters", "K", &o.iters, 1, 1000000, "calls per timed run (default 50; 10 on the host backend)"),
         HN_INT("--warmup", "W", &o.warmup, 0, 1000000, "calls before timing (default 5; 2 on the host backend)"),
-        HN_INT("--reps", "R", &o.reps, 1, 100000, "timed runs, the median is printed (default 5; 3 on the host backend)"),
+        HN_INT("--reps", "R", &o.reps, 1, 100000,
+               "timed runs, the median is printed (default 5; 3 on the host backend)"),
         HN_FLAG("--markdown", &o.markdown, "the table in Markdown"),
         HN_CHOICE("--timing", "device|host", &timing,
                   "device (default): markers around the ITERS calls of a run\n"

@@ -136,20 +136,6 @@ void hn_sb_free(hn_strbuf *sb)
     hn_sb_init(sb);
 }
 
-hn_status_t hn_sb_append_file(hn_strbuf *sb, FILE *file)
-{
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), file)) > 0)
-        hn_sb_appendn(sb, buf, n);
-    fclose(file);
-    if (sb->failed) {
-        hn_sb_free(sb);
-        return HN_ERR_NOMEM;
-    }
-    return HN_OK;
-}
-
 void hn_sb_appendn(hn_strbuf *sb, const char *s, size_t n)
 {
     if (sb->failed)

@@ -65,9 +65,6 @@ void hn_sb_printf(hn_strbuf *sb, const char *fmt, ...)
 void hn_sb_vprintf(hn_strbuf *sb, const char *fmt, va_list ap);
 /* Hands the buffer to the caller (NULL if an append failed). */
 char *hn_sb_take(hn_strbuf *sb);
-/* Appends what is left of an open file and closes it; returns
- * HN_ERR_NOMEM when an append failed (sb is then freed). */
-hn_status_t hn_sb_append_file(hn_strbuf *sb, FILE *file);
 
 /* ---- values a person writes: command-line options and HIRNODE_* settings ----
  * Each parses all of `s` (no blanks around it, nothing after it) into a

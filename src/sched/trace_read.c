@@ -281,8 +281,8 @@ static hn_status_t load_events(loader *l, const hn_json *root)
         } else if (strcmp(ph, "M") == 0 && strcmp(hn_json_str(ev, "name", ""), "thread_name") == 0) {
             int rank, track;
             const char *name = hn_json_str(hn_json_get(ev, "args"), "name", NULL);
-            if (!as_int(hn_json_get(ev, "pid"), 0, MAX_RANK, &rank) || !as_int(hn_json_get(ev, "tid"), 0, MAX_RANK, &track) ||
-                name == NULL)
+            if (!as_int(hn_json_get(ev, "pid"), 0, MAX_RANK, &rank) ||
+                !as_int(hn_json_get(ev, "tid"), 0, MAX_RANK, &track) || name == NULL)
                 return bad(l, i, "thread_name needs pid, tid and args.name");
             st = add_track(l, rank, track, name);
         }
