@@ -35,6 +35,7 @@
     HN_SUITE(lower)                                                          \
     HN_SUITE(lowered)                                                        \
     HN_SUITE(cost)                                                           \
+    HN_SUITE(options)                                                        \
     HN_SUITE(examples)                                                       \
     HN_SUITE(extreme)                                                        \
     HN_SUITE(faults)                                                         \
