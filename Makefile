@@ -5,7 +5,7 @@
 #   make check-layers  the house rules of src/ (layers, cycles, file lengths)
 #   make install    PREFIX=/usr/local DESTDIR=: headers, libhirnode.so (soname) and .a,
 #                   hirnode.pc, the CLI;  make uninstall  removes them
-#   make fuzz       build the libFuzzer target (clang); make fuzz-run FUZZ_TIME=S runs it
+#   make fuzz       build the libFuzzer targets (clang); make fuzz-run FUZZ_TIME=S [FUZZ_TARGET=npy] runs one
 #   make format     clang-format the sources
 
 CC      ?= gcc
@@ -193,28 +193,36 @@ test: check-deps
 check-layers: $(LIB)
 	@tests/check_layers.sh --doc docs/ARCHITECTURE.md $(LIB_OBJ)
 
-# The fuzzer (tests/fuzz/fuzz_program.c): the library and the target built
-# by clang with libFuzzer, ASan and UBSan, CPU backends only, in its own
-# folder. It writes what it learns to build-fuzz/corpus and reads the
-# committed seeds (tests/fuzz/corpus); a crash is saved as build-fuzz/crash-*.
-FUZZ_CC     ?= clang
-FUZZ_BUILD  := build-fuzz
-FUZZ_SAN    := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(if $(filter 1,$(WERROR)),-Werror) \
-               -Iinclude -Isrc -Itests $(FUZZ_SAN)
-FUZZ_SRC    := $(filter-out $(CUDA_SRC_C),$(wildcard src/core/*.c src/comm/*.c src/sched/*.c)) \
-               tests/fuzz/fuzz_program.c
-FUZZ_OBJ    := $(FUZZ_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
-FUZZER      := $(FUZZ_BUILD)/fuzz_program
-FUZZ_DICT   := tests/fuzz/hir.dict
-FUZZ_TIME   ?= 60
-FUZZ_FLAGS  ?=
-FUZZ_OPTS   := -timeout=10 -rss_limit_mb=2048 -dict=$(FUZZ_DICT) -artifact_prefix=$(FUZZ_BUILD)/ \
-               -print_final_stats=1 $(FUZZ_FLAGS)
+# The fuzzers, one per reader of what people hand in: program text
+# (tests/fuzz/fuzz_program.c), .npy files (fuzz_npy.c) and traces
+# (fuzz_trace.c); each built by clang with libFuzzer, ASan and UBSan, CPU
+# backends only, in its own folder. A target writes what it learns to
+# build-fuzz/corpus[-npy|-trace] and reads the committed seeds
+# (tests/fuzz/corpus[-npy|-trace]); a crash is saved as build-fuzz/crash-*.
+FUZZ_CC      ?= clang
+FUZZ_BUILD   := build-fuzz
+FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -O1 -g -std=c11 -D_GNU_SOURCE -DHN_FUZZ_ENTRY -pthread $(WARN) $(if $(filter 1,$(WERROR)),-Werror) \
+                -Iinclude -Isrc -Itests $(FUZZ_SAN)
+FUZZ_TARGETS := program npy trace
+FUZZ_LIB_SRC := $(filter-out $(CUDA_SRC_C),$(wildcard src/core/*.c src/comm/*.c src/sched/*.c))
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_OBJ     := $(FUZZ_LIB_OBJ) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.o)
+FUZZERS      := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+FUZZ_DICT    := tests/fuzz/hir.dict
+FUZZ_TIME    ?= 60
+FUZZ_TARGET  ?= program
+FUZZ_FLAGS   ?=
+# per target: its dictionary, its committed seeds, its working corpus
+fuzz_dict     = $(if $(filter program,$(1)),$(FUZZ_DICT),tests/fuzz/$(1).dict)
+fuzz_seeds    = tests/fuzz/corpus$(if $(filter program,$(1)),,-$(1))
+fuzz_corpus   = $(FUZZ_BUILD)/corpus$(if $(filter program,$(1)),,-$(1))
+fuzz_opts     = -timeout=10 -rss_limit_mb=2048 -dict=$(call fuzz_dict,$(1)) -artifact_prefix=$(FUZZ_BUILD)/ \
+                -print_final_stats=1 $(FUZZ_FLAGS)
 
-fuzz: $(FUZZER) $(FUZZ_DICT)
+fuzz: $(FUZZERS) $(FUZZ_DICT)
 
-$(FUZZER): $(FUZZ_OBJ)
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_LIB_OBJ) $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.o
 	$(FUZZ_CC) $(FUZZ_SAN) -o $@ $^ -pthread -lm
 
 $(FUZZ_BUILD)/obj/%.o: %.c
@@ -227,26 +235,33 @@ $(FUZZ_DICT): tests/fuzz/gen_dict.sh src/core/ops.def src/core/lex.c src/core/pa
 fuzz-seeds:
 	tests/fuzz/seeds.sh
 
-# FUZZ_TIME seconds of fuzzing, one process
+# FUZZ_TIME seconds of fuzzing one target (FUZZ_TARGET=program|npy|trace), one process
 fuzz-run: fuzz
-	@mkdir -p $(FUZZ_BUILD)/corpus
-	$(FUZZER) $(FUZZ_OPTS) -max_total_time=$(FUZZ_TIME) $(FUZZ_BUILD)/corpus tests/fuzz/corpus
+	@mkdir -p $(call fuzz_corpus,$(FUZZ_TARGET))
+	$(FUZZ_BUILD)/fuzz_$(FUZZ_TARGET) $(call fuzz_opts,$(FUZZ_TARGET)) -max_total_time=$(FUZZ_TIME) \
+	  $(call fuzz_corpus,$(FUZZ_TARGET)) $(call fuzz_seeds,$(FUZZ_TARGET))
 
-# make test: the fuzz run when clang with libFuzzer is there; its output in
-# build-fuzz/fuzz.log, the last lines shown
+# make test: the fuzz runs when clang with libFuzzer is there, FUZZ_TIME
+# seconds in all: half to programs, a quarter to each file reader; their
+# output in build-fuzz/fuzz-TARGET.log, the last lines shown
+fuzz_secs = $(if $(filter program,$(1)),$$(($(FUZZ_TIME) / 2)),$$(($(FUZZ_TIME) / 4)))
+define fuzz_one
+  echo "fuzz: $(call fuzz_secs,$(1)) s of $(FUZZ_BUILD)/fuzz_$(1), log in $(FUZZ_BUILD)/fuzz-$(1).log"; \
+  mkdir -p $(call fuzz_corpus,$(1)); \
+  if $(FUZZ_BUILD)/fuzz_$(1) $(call fuzz_opts,$(1)) -max_total_time=$(call fuzz_secs,$(1)) \
+       $(call fuzz_corpus,$(1)) $(call fuzz_seeds,$(1)) >$(FUZZ_BUILD)/fuzz-$(1).log 2>&1; then \
+    grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' $(FUZZ_BUILD)/fuzz-$(1).log; \
+    grep -E 'cov: [0-9]+' $(FUZZ_BUILD)/fuzz-$(1).log | tail -1; \
+  else \
+    tail -60 $(FUZZ_BUILD)/fuzz-$(1).log; echo "fuzz: $(1) FAILED (the input is saved under $(FUZZ_BUILD)/)"; exit 1; \
+  fi;
+endef
 fuzz-test:
 	@if ! $(FUZZ_PROBE); then \
 	  echo "fuzz: skipped ($(FUZZ_CC) with libFuzzer not found: apt-get install clang libclang-rt-dev)"; \
 	else \
-	  $(MAKE) -j$(NPROC) fuzz && mkdir -p $(FUZZ_BUILD)/corpus && \
-	  echo "fuzz: $(FUZZ_TIME) s of $(FUZZER), log in $(FUZZ_BUILD)/fuzz.log" && \
-	  if $(FUZZER) $(FUZZ_OPTS) -max_total_time=$(FUZZ_TIME) $(FUZZ_BUILD)/corpus tests/fuzz/corpus \
-	       >$(FUZZ_BUILD)/fuzz.log 2>&1; then \
-	    grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' $(FUZZ_BUILD)/fuzz.log; \
-	    grep -E 'cov: [0-9]+' $(FUZZ_BUILD)/fuzz.log | tail -1; \
-	  else \
-	    tail -60 $(FUZZ_BUILD)/fuzz.log; echo "fuzz: FAILED (the input is saved under $(FUZZ_BUILD)/)"; exit 1; \
-	  fi; \
+	  $(MAKE) -j$(NPROC) fuzz || exit 1; \
+	  $(foreach t,$(FUZZ_TARGETS),$(call fuzz_one,$(t))) \
 	fi
 
 format:

@@ -66,6 +66,13 @@ out=$(HIRNODE_AUTO_LL=1 "$cli" bench collectives --gpus 4 --op allreduce --via "
       --iters 2 --reps 1 --markdown 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q '^| 16384 | .* | 0 | .* | 0 | ll/1shot |$' && ok || bad "bench collectives --via list: rc=$rc $out"
 "$cli" bench collectives --timing wall >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bench collectives --timing takes device or host"
+# on the host backend the benches take host-sized defaults and say what they do
+out=$("$cli" bench overlap --op matmul_ar --backend host 2>&1 >/dev/null); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^bench overlap: matmul_ar 256x128x64 bf16: the inputs" &&
+  echo "$out" | grep -q "^bench overlap: matmul_ar 128x128x128 bf16: auto" && ok || bad "bench overlap on the host: rc=$rc $out"
+out=$("$cli" bench collectives --gpus 2 --op allgather --backend host 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "; 10 iterations x 3 repetitions after 2 warm-up;" &&
+  echo "$out" | grep -qE '^ +262144 ' && ! echo "$out" | grep -qE '^ +524288 ' && ok || bad "bench collectives on the host: rc=$rc $out"
 rm -rf "$t"
 
 # a malformed program: exit 2 and file:line:col: error:
@@ -78,6 +85,87 @@ out=$("$cli" check "$t/bad.hir" 2>&1); rc=$?
 "$cli" frobnicate >/dev/null 2>&1; [ $? = 2 ] && ok || bad "unknown command"
 "$cli" run --backend cuda --gpus 2 examples/allgather.hir >/dev/null 2>&1; rc=$?
 if "$cli" info | grep -qE '^  cuda +[1-9]'; then :; else [ $rc = 2 ] && ok || bad "--backend cuda without GPUs: rc=$rc"; fi
+# every subcommand's --help: its usage on stdout, exit 0
+for cmd in "run" "check" "dump" "info" "bench" "bench collectives" "bench overlap" "bench issue" "trace" \
+           "trace summary" "trace svg"; do
+  for h in --help -h; do
+    out=$("$cli" $cmd $h 2>&1); rc=$?
+    [ $rc = 0 ] && echo "$out" | grep -q "^usage: hirnode ${cmd%% *}" && ok || bad "$cmd $h: rc=$rc $out"
+  done
+done
+"$cli" --help | grep -q "^  run FILE" && ok || bad "hirnode --help"
+# every bad option and value: exit 2, one message naming the option and what
+# it takes, no source location
+usage_error() { # WANT ARGS...
+  local want=$1 out rc; shift
+  out=$("$cli" "$@" 2>&1 >/dev/null); rc=$?
+  [ $rc = 2 ] && echo "$out" | grep -qF -- "$want" && ! echo "$out" | grep -qE '[a-z_]+\.c:[0-9]+' && ok ||
+    bad "$*: rc=$rc, want '$want' in: $out"
+}
+p=examples/allgather.hir
+usage_error "hirnode run: --gpus: expected an integer from 1 to 256, not '0'" run --gpus 0 $p
+usage_error "--gpus: expected an integer from 1 to 256, not '2x'" run --gpus 2x $p
+usage_error "--gpus: expected an integer from 1 to 256, not ''" check --gpus= $p
+usage_error "--streams: expected an integer from 1 to 16, not '17'" run --streams 17 $p
+usage_error "--iters: expected an integer from 1 to 1000000, not '5x'" run --iters 5x $p
+usage_error "--iters: expected an integer from 1 to 1000000, not '0x'" run --iters 0x $p
+usage_error "--seed: expected an integer of at least 0, not '-1'" run --seed -1 $p
+usage_error "--delay: expected a number from 0 to 1e+06, not 'abc'" run --delay abc $p
+usage_error "--delay: expected a number from 0 to 1e+06, not 'nan'" run --delay nan $p
+usage_error "--timeout: expected a number from 0.001 to 1e+06, not '0'" run --timeout 0 $p
+usage_error "--backend: expected auto, cuda or host, not 'gpu'" run --backend gpu $p
+usage_error "-D: expected NAME=INTEGER, not 'N'" run -D N $p
+usage_error "-D N: expected an integer, not '4k'" check -DN=4k $p
+usage_error "--trace: expected FILE, not ''" run --trace "" $p
+usage_error "--load needs a value (DIR)" run $p --load
+usage_error "unknown option '--iter' — did you mean '--iters'?" run --iter 2 $p
+usage_error "unknown option '--check'" check --check $p
+usage_error "unknown option '--lowered'" run --lowered $p
+usage_error "unexpected argument 'extra'" dump $p extra
+usage_error "which program? (hirnode run FILE)" run --gpus 2
+usage_error "unexpected argument 'x'" info x
+usage_error "unknown command 'chek' — did you mean 'check'?" chek $p
+usage_error "unknown benchmark 'overlay'" bench overlay
+usage_error "--min: expected a size from 1 byte to 1 TiB" bench collectives --min 8X
+usage_error "--max: expected a size from 1 byte to 1 TiB" bench collectives --max 0
+usage_error "--min 65536 is more than --max 8192" bench collectives --gpus 2 --min 64K --max 8K
+usage_error "--iters: expected an integer from 1 to 1000000, not '0'" bench collectives --iters 0
+usage_error "--warmup: expected an integer from 0 to 1000000, not '-1'" bench collectives --warmup -1
+usage_error "--dtype: expected bf16, f16 or f32, not 'i8'" bench collectives --dtype i8
+usage_error "--op: expected all, allreduce, allgather or reduce_scatter, not 'bcast'" bench collectives --op bcast
+usage_error "--timing: expected device or host, not 'wall'" bench collectives --timing wall
+usage_error "--via: expected LIST, not ''" bench collectives --via ""
+usage_error "which --op?" bench overlap
+usage_error "--shapes: expected MxKxN[,MxKxN...], not '64x32'" bench overlap --op ag_matmul --shapes 64x32
+usage_error "--shapes: expected an integer from 1 to 1048576, not '0'" bench overlap --op ag_matmul --shapes 64x32x0
+usage_error "--reps: expected an integer from 20 to 100000, not '5'" bench overlap --op ag_matmul --reps 5
+usage_error "--dtype: expected bf16[,f16,f32], not 'i32'" bench overlap --op ag_matmul --dtype i32
+usage_error "--chunks: expected an integer from 1 to 1048576, not '0'" bench overlap --op ag_matmul --chunks 0
+usage_error "--n: expected an integer from 1 to 10000000, not '0'" bench issue --n 0
+usage_error "--gpus: expected an integer from 1 to 256, not '300'" bench issue --gpus 300
+usage_error "which command?" trace
+usage_error "which trace?" trace summary
+usage_error "where to? (-o OUT.svg)" trace svg x.json
+usage_error "--width: expected an integer from 200 to 100000, not '10'" trace svg x.json -o y.svg --width 10
+usage_error "unknown option '-o'" trace summary x.json -o y.svg
+# files that are no programs, data or traces: exit 2, the file and why
+mkdir "$t/dir.hir"
+for cmd in check run dump; do
+  usage_error "$t/dir.hir: error: not a regular file (a directory)" $cmd "$t/dir.hir"
+  usage_error "/dev/zero: error: not a regular file (a character device)" $cmd /dev/zero
+done
+mkfifo "$t/fifo.hir"
+out=$(timeout 20 "$cli" run "$t/fifo.hir" 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q "fifo.hir: error: not a regular file (a FIFO)" && ok || bad "run of a FIFO: rc=$rc $out"
+truncate -s 65M "$t/big.hir"
+usage_error "big.hir: error: 68157440 bytes, more than the 64 MiB a program file may have" check "$t/big.hir"
+usage_error "dir.hir: error: not a regular file (a directory)" trace summary "$t/dir.hir"
+printf 'input A : f32[4] replicated\noutput B : f32[4] replicated\nallreduc B <- A\n' > "$t/typo.hir"
+usage_error "typo.hir:3:1: error: unknown instruction 'allreduc' — did you mean 'allreduce'?" check "$t/typo.hir"
+# one default rank count: run, check and dump --lowered at 8
+"$cli" check examples/allreduce.hir | grep -q "ok (8 ranks)" && ok || bad "check's default ranks"
+"$cli" run examples/allreduce.hir | grep -q ": 8 ranks on the " && ok || bad "run's default ranks"
+"$cli" dump --lowered examples/tp_mlp.hir | grep -q "^# examples/tp_mlp.hir lowered for 8 ranks" && ok || bad "dump --lowered's default ranks"
 # a program the verifier rejects: exit 2
 printf 'input A : f32[4] replicated\nB = alloc f32[4]\nallgather B <- A\n' > "$t/v.hir"
 out=$("$cli" run --gpus 2 "$t/v.hir" 2>&1); rc=$?
@@ -96,7 +184,7 @@ out=$("$cli" run --check -D N=4611686018427387904 "$t/big.hir" 2>&1); rc=$?
 [ $rc = 2 ] && echo "$out" | grep -q "big.hir:2:7: error: rank 0: shape of 'X': 4611686018427387904 × 4 elements overflows" \
   && ok || bad "overflowing input: rc=$rc $out"
 printf 'param N = 4\nT = alloc f32[16]\nV = view T as [N, 4]\nfill V[1000] <- 1.0\n' > "$t/view.hir"
-out=$("$cli" run -D N=4611686018427387908 "$t/view.hir" 2>&1); rc=$?
+out=$("$cli" run --gpus 1 -D N=4611686018427387908 "$t/view.hir" 2>&1); rc=$?
 [ $rc = 2 ] && echo "$out" | grep -q "view.hir:3:1: error: rank 0: V = view T as \[N, 4\]: view of 'T': 4611686018427387908 × 4 elements overflows" \
   && ok || bad "overflowing view: rc=$rc $out"
 out=$("$cli" check -D N=9223372036854775807 "$t/view.hir" 2>&1); rc=$?
@@ -108,6 +196,22 @@ out=$("$cli" check -D N=9223372036854775807 "$t/view.hir" 2>&1); rc=$?
 "$cli" run --gpus 4 --check --save "$t" examples/allgather.hir >/dev/null && [ -s "$t/Y.npy" ] && ok || bad "--save"
 printf 'param M = 64, N = 8\ninput Y : f32[M / world, N] shard(axis 0)\noutput Z : f32[M, N] replicated\nallgather Z <- Y\nreference {\n  copy Z <- Y\n}\n' > "$t/load.hir"
 "$cli" run --gpus 2 --check --load "$t" --save "$t" "$t/load.hir" >/dev/null && cmp -s "$t/Y.npy" "$t/Z.npy" && ok || bad "--load"
+# .npy inputs that are not what the program needs: exit 2, the file, the
+# bytes expected and found
+cp "$t/Y.npy" "$t/Y.good"
+truncate -s -4 "$t/Y.npy"
+usage_error "Y.npy: error: truncated data: shape (64, 8) of '<f4' takes 2048 bytes after the 128-byte header, the file has 2044" \
+  run --gpus 2 --check --load "$t" "$t/load.hir"
+cp "$t/Y.good" "$t/Y.npy"; printf 'abcd' >> "$t/Y.npy"
+usage_error "Y.npy: error: bytes after the data: shape (64, 8) of '<f4' takes 2048 bytes" run --gpus 2 --load "$t" "$t/load.hir"
+truncate -s 1G "$t/Y.npy"
+usage_error "Y.npy: error: 1073741824 bytes, more than the 8202 bytes a .npy file of shape (64, 8) may have" \
+  run --gpus 2 --load "$t" "$t/load.hir"
+head -c 60 "$t/Y.good" > "$t/Y.npy"
+usage_error "Y.npy: error: truncated header" run --gpus 2 --load "$t" "$t/load.hir"
+rm "$t/Y.npy"; mkdir "$t/Y.npy"
+usage_error "Y.npy: error: not a regular file (a directory)" run --gpus 2 --load "$t" "$t/load.hir"
+rmdir "$t/Y.npy"; mv "$t/Y.good" "$t/Y.npy"
 "$cli" info >/dev/null && ok || bad "info"
 # HIRNODE_GRAPHS=1: repeated runs are captured and replayed, and still pass
 # --check; `hirnode info` lists the setting; bench issue has the replay table
@@ -135,6 +239,10 @@ fi
 out=$("$cli" trace summary "$tr" 2>&1) && echo "$out" | grep -q "^run 1 (the last" && echo "$out" | grep -q "^overlap: [0-9.]*% of the communications' time" \
   && echo "$out" | grep -q "^critical path of run 1: " && echo "$out" | grep -q "^    3  stream 2 " && ok || bad "trace summary: $out"
 "$cli" trace summary "$tr" --run all | grep -q "^critical path of run 0: " && ok || bad "trace summary --run all"
+# a group lowered from a pipelined statement is named by it, once
+"$cli" run --gpus 2 --trace "$t/rs.json" examples/matmul_reduce_scatter.hir >/dev/null &&
+  out=$("$cli" trace summary "$t/rs.json" --run 0) && echo "$out" | grep -q "communication reduce_scatter C <- matmul(A, B) pipelined" &&
+  ! echo "$out" | grep -q "group {" && ok || bad "trace summary names a lowered group twice: $out"
 "$cli" trace svg "$tr" -o "$t/trace.svg" --run 0 >/dev/null && grep -q "overlap [0-9.]*%" "$t/trace.svg" && ok || bad "trace svg"
 "$cli" run --gpus 4 --trace "$t/seq.json" examples/ag_matmul_sequential.hir >/dev/null \
   && "$cli" trace svg "$tr" "$t/seq.json" -o "$t/both.svg" >/dev/null && [ "$(grep -c 'overlap' "$t/both.svg")" = 2 ] \

@@ -37,24 +37,10 @@ void hn_test_faults_fini(hn_test_faults *f) { pthread_mutex_destroy(&f->mu); }
 
 char *hn_test_read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    size_t got;
-    if (f == NULL)
+    char *data = NULL;
+    if (hn_file_read(path, "a test file", (uint64_t)1 << 30, &data, len, NULL) != HN_OK)
         return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n + 1);
-    got = buf != NULL ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    if (buf == NULL)
-        return NULL;
-    buf[got] = '\0';
-    if (len != NULL)
-        *len = got;
-    return buf;
+    return data;
 }
 
 hn_program *hn_test_parse(const char *text, char **diag)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make install into a temporary prefix: headers, libhirnode.so (soname) and
 # .a, hirnode.pc, the CLI; only the public API's hn_* symbols exported;
-# examples/embed/serve.c built with pkg-config and run (host backend);
-# make uninstall leaves nothing behind.
+# examples/embed/serve.c built with pkg-config and run (host backend), and
+# README's embedding commands run as written; make uninstall leaves nothing
+# behind.
 set -u
 fail=0 pass=0
 ok() { pass=$((pass + 1)); }
@@ -24,6 +25,16 @@ else bad "the embedding example does not build against the installed library: $(
 out=$(LD_LIBRARY_PATH="$lib" HIRNODE_BACKEND=host "$prefix/serve" 300 2 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "^check: ok" && ok || bad "serve: rc=$rc $out"
 echo "$out" | sed -n 's/^/  /p' | head -2
+# README's embedding commands as they are written there, HOME in a
+# temporary folder (what they install and build goes there and is removed)
+home=$(mktemp -d)
+cmds=$(sed -n '/^<!-- embedding commands -->$/,/^```$/p' README.md | sed '1,2d;$d')
+[ "$(echo "$cmds" | grep -c .)" = 4 ] && ok || bad "README's embedding commands not found: $cmds"
+out=$(HOME="$home" HIRNODE_BACKEND=host bash -euo pipefail -c "$cmds" 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^check: ok" && ok || bad "README's embedding commands: rc=$rc $(echo "$out" | tail -5)"
+HOME="$home" make -s uninstall PREFIX="$home/hirnode" >/dev/null
+rm -f serve
+rm -rf "$home"
 make -s uninstall PREFIX="$prefix" >/dev/null
 rm -f "$prefix/serve" "$prefix/cc.log"
 [ -z "$(find "$prefix" -mindepth 1)" ] && ok || bad "uninstall left $(find "$prefix" -mindepth 1 | head -5)"

@@ -11,6 +11,8 @@
 #include "hirnode/runtime.h"
 
 #define HN_SUITES                                                            \
+    HN_SUITE(util)                                                           \
+    HN_SUITE(npy)                                                            \
     HN_SUITE(expr)                                                           \
     HN_SUITE(fault)                                                          \
     HN_SUITE(parse)                                                          \
@@ -34,6 +36,7 @@
     HN_SUITE(lower)                                                          \
     HN_SUITE(lowered)                                                        \
     HN_SUITE(cost)                                                           \
+    HN_SUITE(options)                                                        \
     HN_SUITE(examples)                                                       \
     HN_SUITE(extreme)                                                        \
     HN_SUITE(faults)                                                         \

@@ -17,6 +17,8 @@
 #include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
+#include "options.h"
+
 #define MAX_VIAS 8
 
 typedef struct bench_opts {
@@ -32,29 +34,11 @@ typedef struct bench_opts {
     const char *trace; /* record every run into this file (times then include tracing) */
 } bench_opts;
 
-static int parse_size(const char *s, size_t *out)
+/* --via "ll,nccl,p2p get" into vias; 0 when empty or too many. */
+static int parse_vias(const char *s, void *dest, hn_strbuf *err)
 {
-    char *end;
-    double v = s ? strtod(s, &end) : -1;
-    if (s == NULL || end == s || v <= 0)
-        return 0;
-    switch (*end) {
-    case 'K': case 'k': v *= 1024; end++; break;
-    case 'M': case 'm': v *= 1024 * 1024; end++; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end != '\0' || !(v < 9.2e18)) /* a size_t, and no NaN */
-        return 0;
-    *out = (size_t)v;
-    return 1;
-}
-
-/* "ll,nccl,p2p get" into vias; 0 when empty or too many. */
-static int parse_vias(const char *s, bench_opts *o)
-{
+    bench_opts *o = dest;
+    (void)err; /* the parser says what the option takes */
     o->nvias = 0;
     while (*s != '\0') {
         const char *comma = strchr(s, ',');
@@ -283,7 +267,21 @@ static void print_row(const bench_opts *o, hn_coll_kind kind, int n, size_t tota
     printf(o->markdown ? " %s |\n" : " %10s\n", pick);
 }
 
-static int bench_collectives(const bench_opts *o)
+/* Defaults that were not given: GPU-sized, or host-sized on the host
+ * backend (a CPU moves about 1 GB/s where a GPU moves hundreds). */
+static void collectives_defaults(bench_opts *o, int host)
+{
+    if (o->max == 0)
+        o->max = host ? 256u << 10 : 16u << 20;
+    if (o->iters == 0)
+        o->iters = host ? 10 : 50;
+    if (o->warmup < 0)
+        o->warmup = host ? 2 : 5;
+    if (o->reps == 0)
+        o->reps = host ? 3 : 5;
+}
+
+static int bench_collectives(bench_opts *o, const hn_command *c)
 {
     static const hn_coll_kind kinds[] = {HN_COLL_ALLREDUCE, HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER};
     hn_runtime *rt = NULL;
@@ -292,6 +290,11 @@ static int bench_collectives(const bench_opts *o)
     if (st != HN_OK) {
         fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, hn_status_string(st));
         return st == HN_ERR_INVALID ? 2 : 1;
+    }
+    collectives_defaults(o, strcmp(hn_runtime_backend(rt), "host") == 0);
+    if (o->min > o->max) {
+        hn_runtime_destroy(rt);
+        return hn_cli_usage_error(c, "--min %zu is more than --max %zu", o->min, o->max);
     }
     n = hn_runtime_size(rt);
     if (o->trace != NULL && hn_runtime_trace_start(rt, o->trace) != HN_OK) {
@@ -382,70 +385,71 @@ int hn_cli_bench(int argc, char **argv);
 int hn_cli_bench_overlap(int argc, char **argv); /* bench_overlap.c */
 int hn_cli_bench_issue(int argc, char **argv);   /* bench_issue.c */
 
-int hn_cli_bench(int argc, char **argv)
+static const char bench_usage[] =
+    "usage: hirnode bench collectives|overlap|issue [options]\n"
+    "  collectives  busbw of collectives through each communicator beside raw NCCL\n"
+    "  overlap      pipelined GEMMs: every strategy and auto\n"
+    "  issue        the cost of issuing one instruction beside a plain launch loop\n"
+    "hirnode bench COMMAND --help lists its options.\n";
+
+static int bench_collectives_cli(int argc, char **argv)
 {
     bench_opts o;
+    const char *ops = "all", *timing = "device", *dtype = "bf16";
+    const hn_option table[] = {
+        HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 1)"),
+        HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend, "the devices (default: $HIRNODE_BACKEND, else auto)"),
+        HN_CALL("--via", "LIST", parse_vias, &o,
+                "communicators, comma-separated, each as written after `via`\n"
+                "(default ll,nccl,p2p,auto; e.g. \"ll oneshot,ll twoshot,p2p get\");\n"
+                "raw NCCL is measured beside them on CUDA"),
+        HN_CHOICE("--op", "all|allreduce|allgather|reduce_scatter", &ops, "the collectives (default all)"),
+        HN_SIZE("--min", "BYTES", &o.min, 1, (int64_t)1 << 40,
+                "the smallest size (default 8K); sizes double up to --max"),
+        HN_SIZE("--max", "BYTES", &o.max, 1, (int64_t)1 << 40,
+                "the largest size (default 16M; 256K on the host backend)"),
+        HN_CHOICE("--dtype", "bf16|f16|f32", &dtype, "element type (default bf16)"),
+        HN_INT("--iters", "K", &o.iters, 1, 1000000, "calls per timed run (default 50; 10 on the host backend)"),
+        HN_INT("--warmup", "W", &o.warmup, 0, 1000000, "calls before timing (default 5; 2 on the host backend)"),
+        HN_INT("--reps", "R", &o.reps, 1, 100000,
+               "timed runs, the median is printed (default 5; 3 on the host backend)"),
+        HN_FLAG("--markdown", &o.markdown, "the table in Markdown"),
+        HN_CHOICE("--timing", "device|host", &timing,
+                  "device (default): markers around the ITERS calls of a run\n"
+                  "(CUDA events); host: the host clock around whole runs"),
+        HN_TEXT("--trace", "FILE", &o.trace, "every run recorded: hirnode trace summary FILE"),
+    };
+    int nargs = 0, rc;
+    hn_command c = {"hirnode bench collectives", "", table, HN_ARRAY_LEN(table), NULL, 0, &nargs, NULL};
     memset(&o, 0, sizeof(o));
     hn_runtime_config_default(&o.cfg);
-    parse_vias("ll,nccl,p2p,auto", &o);
-    o.ops = "all";
+    parse_vias("ll,nccl,p2p,auto", &o, NULL);
     o.min = 8 << 10;
-    o.max = 16u << 20;
-    o.dtype = HN_BF16;
-    o.iters = 50;
-    o.warmup = 5;
-    o.reps = 5;
-    o.device_timing = 1;
-    if (argc >= 3 && strcmp(argv[2], "overlap") == 0)
+    o.warmup = -1; /* 0 .. 0 of max, iters, reps and -1 of warmup: not given */
+    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0)
+        return rc;
+    o.ops = ops;
+    o.device_timing = strcmp(timing, "device") == 0;
+    o.dtype = (hn_dtype)hn_dtype_parse(dtype, (int)strlen(dtype));
+    return bench_collectives(&o, &c);
+}
+
+int hn_cli_bench(int argc, char **argv)
+{
+    const char *sub = argc >= 3 ? argv[2] : "";
+    if (strcmp(sub, "overlap") == 0)
         return hn_cli_bench_overlap(argc, argv);
-    if (argc >= 3 && strcmp(argv[2], "issue") == 0)
+    if (strcmp(sub, "issue") == 0)
         return hn_cli_bench_issue(argc, argv);
-    if (argc < 3 || strcmp(argv[2], "collectives") != 0) {
-        fprintf(stderr,
-                "usage: hirnode bench overlap --help\n"
-                "       hirnode bench issue --help\n"
-                "       hirnode bench collectives [--gpus N] [--backend B] [--via LIST]\n"
-                "         [--op all|allreduce|allgather|reduce_scatter] [--min 8K] [--max 16M]\n"
-                "         [--dtype bf16|f32|f16] [--iters K] [--warmup W] [--reps R] [--markdown]\n"
-                "         [--timing device|host] [--trace FILE]\n"
-                "  --via LIST   communicators, comma-separated, each as written after `via`\n"
-                "               (default ll,nccl,p2p,auto; e.g. \"ll oneshot,ll twoshot,p2p get\");\n"
-                "               raw NCCL is measured beside them on CUDA\n"
-                "  --timing     device (default): markers around the ITERS calls of a run\n"
-                "               (CUDA events); host: the host clock around whole runs\n"
-                "  --trace FILE every run recorded: hirnode trace summary FILE\n");
-        return 2;
+    if (strcmp(sub, "collectives") == 0)
+        return bench_collectives_cli(argc, argv);
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
+        fputs(bench_usage, stdout);
+        return HN_EXIT_OK;
     }
-    for (int i = 3; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1;
-        if (strcmp(a, "--markdown") == 0) {
-            o.markdown = 1;
-            continue;
-        }
-        if (v == NULL) {
-            fprintf(stderr, "bench: %s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        if (strcmp(a, "--gpus") == 0) ok = (o.cfg.ndev = atoi(v)) > 0;
-        else if (strcmp(a, "--backend") == 0) o.cfg.backend = v;
-        else if (strcmp(a, "--via") == 0) ok = parse_vias(v, &o);
-        else if (strcmp(a, "--op") == 0) o.ops = v;
-        else if (strcmp(a, "--min") == 0) ok = parse_size(v, &o.min);
-        else if (strcmp(a, "--max") == 0) ok = parse_size(v, &o.max);
-        else if (strcmp(a, "--dtype") == 0) ok = (int)(o.dtype = (hn_dtype)hn_dtype_parse(v, (int)strlen(v))) >= 0;
-        else if (strcmp(a, "--iters") == 0) ok = (o.iters = atoi(v)) > 0;
-        else if (strcmp(a, "--warmup") == 0) ok = (o.warmup = atoi(v)) >= 0;
-        else if (strcmp(a, "--reps") == 0) ok = (o.reps = atoi(v)) > 0;
-        else if (strcmp(a, "--timing") == 0)
-            ok = strcmp(v, "device") == 0 ? (o.device_timing = 1) : strcmp(v, "host") == 0 ? !(o.device_timing = 0) : 0;
-        else if (strcmp(a, "--trace") == 0) o.trace = v;
-        else ok = 0;
-        if (!ok) {
-            fprintf(stderr, "bench: bad option %s %s\n", a, v);
-            return 2;
-        }
-    }
-    return bench_collectives(&o);
+    if (*sub == '\0')
+        fprintf(stderr, "hirnode bench: which benchmark?\n%s", bench_usage);
+    else
+        fprintf(stderr, "hirnode bench: unknown benchmark '%s'\n%s", sub, bench_usage);
+    return HN_EXIT_USAGE;
 }

@@ -17,6 +17,8 @@
 #include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
+#include "options.h"
+
 typedef struct issue_opts {
     hn_runtime_config cfg;
     int n, reps, warmup, markdown;
@@ -215,34 +217,22 @@ int hn_cli_bench_issue(int argc, char **argv);
 int hn_cli_bench_issue(int argc, char **argv)
 {
     issue_opts o;
+    const hn_option table[] = {
+        HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 1)"),
+        HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend, "the devices (default: $HIRNODE_BACKEND, else auto)"),
+        HN_INT("--n", "INSTRUCTIONS", &o.n, 1, 10000000, "instructions per run (default 1000)"),
+        HN_INT("--reps", "R", &o.reps, 1, 100000, "timed repetitions, the median is printed (default 20)"),
+        HN_INT("--warmup", "W", &o.warmup, 0, 100000, "repetitions before timing (default 3)"),
+        HN_FLAG("--markdown", &o.markdown, "the tables in Markdown"),
+    };
+    int nargs = 0, rc;
+    hn_command c = {"hirnode bench issue", "", table, HN_ARRAY_LEN(table), NULL, 0, &nargs, NULL};
     memset(&o, 0, sizeof(o));
     hn_runtime_config_default(&o.cfg);
     o.n = 1000;
     o.reps = 20;
     o.warmup = 3;
-    for (int i = 3; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1;
-        if (strcmp(a, "--markdown") == 0) {
-            o.markdown = 1;
-            continue;
-        }
-        if (strcmp(a, "--help") == 0 || v == NULL) {
-            fprintf(stderr, "usage: hirnode bench issue [--gpus N] [--backend B] [--n INSTRUCTIONS] [--reps R]\n"
-                            "         [--warmup W] [--markdown]\n");
-            return 2;
-        }
-        i++;
-        if (strcmp(a, "--gpus") == 0) ok = (o.cfg.ndev = atoi(v)) > 0 && o.cfg.ndev <= 256;
-        else if (strcmp(a, "--backend") == 0) o.cfg.backend = v;
-        else if (strcmp(a, "--n") == 0) ok = (o.n = atoi(v)) > 0 && o.n <= 10000000;
-        else if (strcmp(a, "--reps") == 0) ok = (o.reps = atoi(v)) > 0 && o.reps <= 100000;
-        else if (strcmp(a, "--warmup") == 0) ok = (o.warmup = atoi(v)) >= 0;
-        else ok = 0;
-        if (!ok) {
-            fprintf(stderr, "bench: bad option %s %s\n", a, v);
-            return 2;
-        }
-    }
+    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0)
+        return rc;
     return bench_issue(&o);
 }

@@ -16,6 +16,8 @@
 #include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
+#include "options.h"
+
 int hn_cli_bench_overlap(int argc, char **argv);
 
 typedef enum { OP_AG_MATMUL, OP_MATMUL_RS, OP_MATMUL_AR } bench_op;
@@ -411,26 +413,57 @@ done:
     return rc;
 }
 
-static int parse_shapes(const char *s, overlap_opts *o)
+/* --shapes "MxKxN,MxKxN": each size from 1 to 2^20 */
+static int parse_shapes(const char *s, void *dest, hn_strbuf *err)
 {
+    overlap_opts *o = dest;
     o->nshapes = 0;
-    while (*s && o->nshapes < HN_ARRAY_LEN(o->shapes)) {
-        shape3 *x = &o->shapes[o->nshapes];
-        int used = 0;
-        if (sscanf(s, "%lldx%lldx%lld%n", &x->M, &x->K, &x->N, &used) != 3 || x->M <= 0 || x->K <= 0 || x->N <= 0)
+    for (;;) {
+        long long *dims[3];
+        size_t len = strcspn(s, ",");
+        shape3 *x;
+        char item[64];
+        if (o->nshapes == HN_ARRAY_LEN(o->shapes)) {
+            hn_sb_printf(err, "--shapes: at most %d shapes", HN_ARRAY_LEN(o->shapes));
             return 0;
+        }
+        x = &o->shapes[o->nshapes];
+        dims[0] = &x->M;
+        dims[1] = &x->K;
+        dims[2] = &x->N;
+        if (len >= sizeof(item))
+            return 0;
+        memcpy(item, s, len);
+        item[len] = '\0';
+        {
+            char *k = strchr(item, 'x'), *n = k != NULL ? strchr(k + 1, 'x') : NULL;
+            const char *part[3];
+            int64_t v;
+            if (k == NULL || n == NULL)
+                return 0; /* not MxKxN: the parser says what it takes */
+            *k = *n = '\0';
+            part[0] = item;
+            part[1] = k + 1;
+            part[2] = n + 1;
+            for (int d = 0; d < 3; d++) {
+                if (hn_parse_int64("--shapes", part[d], 1, 1 << 20, &v, err) != HN_OK)
+                    return 0;
+                *dims[d] = v;
+            }
+        }
         o->nshapes++;
-        s += used;
-        if (*s == ',')
-            s++;
-        else if (*s != '\0')
-            return 0;
+        s += len;
+        if (*s == '\0')
+            return 1;
+        s++;
     }
-    return o->nshapes > 0 && *s == '\0';
 }
 
-static int parse_dtypes(const char *s, overlap_opts *o)
+/* --dtype "bf16,f16,f32" */
+static int parse_dtypes(const char *s, void *dest, hn_strbuf *err)
 {
+    overlap_opts *o = dest;
+    (void)err; /* the parser says what the option takes */
     o->ndtypes = 0;
     while (*s && o->ndtypes < HN_ARRAY_LEN(o->dtypes)) {
         size_t len = strcspn(s, ",");
@@ -445,93 +478,72 @@ static int parse_dtypes(const char *s, overlap_opts *o)
     return o->ndtypes > 0 && *s == '\0';
 }
 
-static const char overlap_usage[] =
-    "usage: hirnode bench overlap --op ag_matmul|matmul_rs|matmul_ar [--gpus N] [--backend B]\n"
-    "         [--shapes MxKxN[,MxKxN...]] [--dtype bf16[,f16,f32]] [--iters I] [--warmup W] [--reps R]\n"
-    "         [--chunks C] [--streams S] [--markdown]\n"
-    "  M: global rows; K x N: the local weight (per-GPU TFLOP/s = 2 M N K / time).\n"
-    "  Default shapes 32768x16384x8192,16384x8192x8192,4096x8192x8192, bf16, 5 statements per\n"
-    "  run, 3 warm-up runs, 20 timed runs (at least 20). --chunks fixes the collective and\n"
-    "  broadcast strategies' chunks (else the model picks them).\n";
+/* Shapes for GPUs (seconds each there), and for the host backend, where a
+ * CPU multiplies at about a GFLOP/s: the same table in a few seconds. */
+static const char gpu_shapes[] = "32768x16384x8192,16384x8192x8192,4096x8192x8192";
+static const char host_shapes[] = "256x128x64,128x128x128";
+
+static const char overlap_more[] =
+    "M: global rows; K x N: the local weight (per-GPU TFLOP/s = 2 M N K / time).\n"
+    "Progress on stderr, the table on stdout.\n";
 
 int hn_cli_bench_overlap(int argc, char **argv)
 {
     overlap_opts o;
     hn_runtime *rt = NULL;
-    int rc = 0, have_op = 0;
+    const char *op = NULL;
+    int rc = 0, shapes_given;
     hn_status_t st;
+    const hn_option table[] = {
+        HN_CHOICE("--op", "ag_matmul|matmul_rs|matmul_ar", &op, "the pipelined statement (needed)"),
+        HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 2)"),
+        HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend, "the devices (default: $HIRNODE_BACKEND, else auto)"),
+        HN_CALL("--shapes", "MxKxN[,MxKxN...]", parse_shapes, &o,
+                "default 32768x16384x8192,16384x8192x8192,4096x8192x8192;\n"
+                "256x128x64,128x128x128 on the host backend"),
+        HN_CALL("--dtype", "bf16[,f16,f32]", parse_dtypes, &o, "element types (default bf16)"),
+        HN_INT("--iters", "I", &o.iters, 1, 1000000, "statements per run (default 5)"),
+        HN_INT("--warmup", "W", &o.warmup, 0, 1000000, "runs before timing (default 3)"),
+        HN_INT("--reps", "R", &o.reps, 20, 100000, "timed runs, the median is printed (default and least 20)"),
+        HN_INT("--chunks", "C", &o.chunks, 1, 1 << 20,
+               "chunks of the collective and broadcast strategies (else the model picks)"),
+        HN_INT("--streams", "S", &o.streams, 1, HN_MAX_STREAMS, "streams of the strategies (else the model picks)"),
+        HN_FLAG("--markdown", &o.markdown, "the tables in Markdown"),
+    };
+    int nargs = 0;
+    hn_command c = {"hirnode bench overlap", "", table, HN_ARRAY_LEN(table), NULL, 0, &nargs, overlap_more};
     memset(&o, 0, sizeof(o));
     hn_runtime_config_default(&o.cfg);
     o.cfg.ndev = 2;
-    parse_shapes("32768x16384x8192,16384x8192x8192,4096x8192x8192", &o);
     o.dtypes[0] = HN_BF16;
     o.ndtypes = 1;
     o.iters = 5;
     o.warmup = 3;
     o.reps = 20;
-    for (int i = 3; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1;
-        if (strcmp(a, "--help") == 0) {
-            fputs(overlap_usage, stdout);
-            return 0;
-        }
-        if (strcmp(a, "--markdown") == 0) {
-            o.markdown = 1;
-            continue;
-        }
-        if (v == NULL) {
-            fprintf(stderr, "bench overlap: %s needs a value\n%s", a, overlap_usage);
-            return 2;
-        }
-        i++;
-        if (strcmp(a, "--op") == 0) {
-            ok = 0;
-            for (int k = 0; k < 3; k++)
-                if (strcmp(v, op_names[k]) == 0) {
-                    o.op = (bench_op)k;
-                    ok = have_op = 1;
-                }
-        } else if (strcmp(a, "--gpus") == 0) {
-            ok = (o.cfg.ndev = atoi(v)) > 0 && o.cfg.ndev <= 256;
-        } else if (strcmp(a, "--backend") == 0) {
-            o.cfg.backend = v;
-        } else if (strcmp(a, "--shapes") == 0) {
-            ok = parse_shapes(v, &o);
-        } else if (strcmp(a, "--dtype") == 0) {
-            ok = parse_dtypes(v, &o);
-        } else if (strcmp(a, "--iters") == 0) {
-            ok = (o.iters = atoi(v)) > 0;
-        } else if (strcmp(a, "--warmup") == 0) {
-            ok = (o.warmup = atoi(v)) >= 0;
-        } else if (strcmp(a, "--reps") == 0) {
-            ok = (o.reps = atoi(v)) >= 20;
-        } else if (strcmp(a, "--chunks") == 0) {
-            ok = (o.chunks = atoi(v)) > 0;
-        } else if (strcmp(a, "--streams") == 0) {
-            ok = (o.streams = atoi(v)) > 0 && o.streams <= HN_MAX_STREAMS;
-        } else {
-            ok = 0;
-        }
-        if (!ok) {
-            fprintf(stderr, "bench overlap: bad option %s %s\n%s", a, v, overlap_usage);
-            return 2;
-        }
-    }
-    if (!have_op) {
-        fprintf(stderr, "bench overlap: which --op?\n%s", overlap_usage);
-        return 2;
-    }
+    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0)
+        return rc;
+    if (op == NULL)
+        return hn_cli_usage_error(&c, "which --op? (ag_matmul, matmul_rs or matmul_ar)");
+    for (int k = 0; k < 3; k++)
+        if (strcmp(op, op_names[k]) == 0)
+            o.op = (bench_op)k;
+    shapes_given = o.nshapes > 0;
     if ((st = hn_runtime_create(&o.cfg, &rt)) != HN_OK) {
         fprintf(stderr, "bench overlap: cannot start %d ranks: %s\n", o.cfg.ndev, hn_status_string(st));
         return st == HN_ERR_INVALID ? 2 : 1;
     }
+    if (!shapes_given)
+        parse_shapes(strcmp(hn_runtime_backend(rt), "host") == 0 ? host_shapes : gpu_shapes, &o, NULL);
     printf("# hirnode bench overlap --op %s: %d GPUs, %s backend, nstreams %d; median of %d runs of %d "
            "statements after %d warm-up runs; outputs against the sequential NCCL baseline's\n",
            op_names[o.op], hn_runtime_size(rt), hn_runtime_backend(rt), o.cfg.nstreams, o.reps, o.iters, o.warmup);
+    fflush(stdout);
     for (int d = 0; d < o.ndtypes; d++)
         for (int k = 0; k < o.nshapes; k++) {
-            int r = bench_shape(rt, &o, &o.shapes[k], o.dtypes[d]);
+            int r;
+            progress("%s %lldx%lldx%lld %s: the inputs", op_names[o.op], o.shapes[k].M, o.shapes[k].K,
+                     o.shapes[k].N, hn_dtype_name(o.dtypes[d]));
+            r = bench_shape(rt, &o, &o.shapes[k], o.dtypes[d]);
             rc = r > rc ? r : rc;
         }
     hn_runtime_destroy(rt);

@@ -7,54 +7,41 @@
 #include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+#include "options.h"
 
 int hn_cli_bench(int argc, char **argv); /* bench.c */
 int hn_cli_trace(int argc, char **argv); /* trace.c */
+
+/* The ranks of run, check and dump --lowered when --gpus does not say:
+ * the host backend emulates any number, and 8 shows what one GPU cannot. */
+#define DEFAULT_RANKS 8
 
 static const char usage[] =
     "usage: hirnode <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run FILE      run a program on every rank\n"
-    "  check FILE    parse and verify a program (a dry run of every rank)\n"
-    "  dump FILE     print the program in canonical text\n"
-    "  dump --lowered FILE [--gpus N] [--streams S] [-D NAME=VAL]\n"
-    "                print it with its pipelined statements and stream-parallel\n"
-    "                loops lowered for that configuration (default 8 ranks)\n"
-    "  info          version, backends, devices, effective settings\n"
-    "  bench collectives [options]   busbw of collectives beside raw NCCL\n"
-    "  bench overlap [options]       pipelined GEMMs: every strategy and auto\n"
-    "  bench issue [options]         the cost of issuing one instruction beside a plain launch loop\n"
-    "                (hirnode bench collectives|overlap --help for their options)\n"
-    "  trace summary FILE            busy time, overlap figure, critical path of a trace\n"
-    "  trace svg FILE -o OUT.svg     the timeline of a trace as a picture\n"
+    "  run FILE                 run a program on every rank (8 unless --gpus says)\n"
+    "  check FILE               parse and verify a program (a dry run of every rank)\n"
+    "  dump FILE                print the program in canonical text\n"
+    "  dump --lowered FILE      print it with its pipelined statements and stream-parallel\n"
+    "                           loops lowered for a configuration\n"
+    "  info                     version, backends, devices, effective settings\n"
+    "  bench collectives        busbw of collectives beside raw NCCL\n"
+    "  bench overlap            pipelined GEMMs: every strategy and auto\n"
+    "  bench issue              the cost of issuing one instruction beside a plain launch loop\n"
+    "  trace summary FILE       busy time, overlap figure, critical path of a trace\n"
+    "  trace svg FILE -o OUT    the timeline of a trace as a picture\n"
     "\n"
-    "run options:\n"
-    "  --gpus N          ranks, one per device (default 1)\n"
-    "  --backend B       auto, cuda or host (default: $HIRNODE_BACKEND or auto)\n"
-    "  --streams S       value of nstreams (default 3)\n"
-    "  -D NAME=VAL       override a parameter (repeatable)\n"
-    "  --iters K         runs to time (default 1); the median is printed\n"
-    "  --seed X          seed of the generated inputs\n"
-    "  --check           compare the outputs with the reference block\n"
-    "  --load DIR        read global inputs from DIR/<input>.npy\n"
-    "  --save DIR        write gathered outputs to DIR/<output>.npy\n"
-    "  --delay US        host backend: random delay up to US microseconds\n"
-    "                    before each piece of stream work\n"
-    "  --timeout S       seconds any wait may last (default 60)\n"
-    "  --fault SPEC      inject faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... (docs/RELIABILITY.md)\n"
-    "  --trace FILE      record every run: Chrome trace-event JSON (Perfetto)\n"
-    "\n"
-    "check options: --gpus N (default 8), --streams S, -D NAME=VAL\n"
-    "environment: HIRNODE_LOG=error|warn|info|debug|trace and the settings\n"
-    "listed by `hirnode info`\n";
+    "hirnode COMMAND --help lists a command's options.\n"
+    "Exit codes: 0 ok, 1 check failed or runtime error, 2 bad usage or bad program.\n"
+    "Environment: HIRNODE_LOG=error|warn|info|debug|trace and the settings listed by\n"
+    "`hirnode info`.\n";
 
 typedef struct opts {
     hn_runtime_config cfg;
     const char *file;
-    int check, iters, ngpus_set, lowered;
-    uint64_t seed;
+    int check, iters, lowered;
+    int64_t seed; /* --seed; -1: the configuration's (HIRNODE_SEED) */
     const char *load_dir, *save_dir;
     const char *fault; /* --fault SPEC */
     const char *trace;
@@ -63,117 +50,69 @@ typedef struct opts {
     int ndefs;
 } opts;
 
-static int bad_usage(const char *fmt, const char *arg)
+/* -D NAME=VAL: one parameter override more */
+static int take_define(const char *value, void *dest, hn_strbuf *err)
 {
-    fprintf(stderr, "hirnode: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(see hirnode --help)\n");
-    return EXIT_USAGE;
-}
-
-static int parse_int(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    long long v;
-    if (s == NULL || *s == '\0')
+    opts *o = dest;
+    const char *eq = strchr(value, '=');
+    hn_strbuf what;
+    int64_t v;
+    hn_status_t st;
+    if (eq == NULL || eq == value) {
+        hn_sb_printf(err, "-D: expected NAME=INTEGER, not '%s'", value);
         return 0;
-    v = strtoll(s, &end, 0);
-    if (*end != '\0' || v < lo || v > hi)
+    }
+    if (o->ndefs == HN_ARRAY_LEN(o->names)) {
+        hn_sb_printf(err, "-D: more than %d overrides", HN_ARRAY_LEN(o->names));
         return 0;
-    *out = v;
+    }
+    hn_sb_init(&what);
+    hn_sb_printf(&what, "-D %.*s", (int)(eq - value), value);
+    st = hn_parse_int64(what.data != NULL ? what.data : "-D", eq + 1, INT64_MIN, INT64_MAX, &v, err);
+    hn_sb_free(&what);
+    if (st != HN_OK)
+        return 0;
+    if ((o->names[o->ndefs] = hn_strndup(value, (size_t)(eq - value))) == NULL) {
+        hn_sb_append(err, "-D: out of memory");
+        return 0;
+    }
+    o->values[o->ndefs++] = v;
     return 1;
 }
 
-static int parse_opts(int argc, char **argv, opts *o, int allow_run_opts)
+/* The options run, check and dump --lowered share: the configuration. */
+#define CONFIG_OPTIONS(o)                                                                                      \
+    HN_INT("--gpus", "N", &(o)->cfg.ndev, 1, 256, "ranks, one per device (default 8)"),                        \
+        HN_INT("--streams", "S", &(o)->cfg.nstreams, 1, HN_MAX_STREAMS, "value of nstreams (default 3)"),      \
+        HN_CALL("-D", "NAME=VAL", take_define, (o), "override a parameter (repeatable)")
+
+static void init_opts(opts *o)
 {
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long n;
-        if (strcmp(a, "--gpus") == 0) {
-            if (!parse_int(v, 1, 256, &n))
-                return bad_usage("--gpus needs a number from 1 to 256, not '%s'", v ? v : "");
-            o->cfg.ndev = (int)n;
-            o->ngpus_set = 1;
-            i++;
-        } else if (strcmp(a, "--streams") == 0) {
-            if (!parse_int(v, 1, HN_MAX_STREAMS, &n))
-                return bad_usage("--streams needs a number from 1 to 16, not '%s'", v ? v : "");
-            o->cfg.nstreams = (int)n;
-            i++;
-        } else if (strcmp(a, "-D") == 0 || strncmp(a, "-D", 2) == 0) {
-            const char *def = strcmp(a, "-D") == 0 ? v : a + 2;
-            const char *eq = def ? strchr(def, '=') : NULL;
-            if (eq == NULL || eq == def || !parse_int(eq + 1, INT64_MIN, INT64_MAX, &n))
-                return bad_usage("-D needs NAME=INTEGER, not '%s'", def ? def : "");
-            if (o->ndefs == 64)
-                return bad_usage("too many -D options%s", "");
-            o->names[o->ndefs] = strndup(def, (size_t)(eq - def));
-            o->values[o->ndefs++] = n;
-            if (strcmp(a, "-D") == 0)
-                i++;
-        } else if (allow_run_opts && strcmp(a, "--backend") == 0 && v) {
-            o->cfg.backend = v;
-            i++;
-        } else if (allow_run_opts && strcmp(a, "--iters") == 0) {
-            if (!parse_int(v, 1, 1000000, &n))
-                return bad_usage("--iters needs a positive number, not '%s'", v ? v : "");
-            o->iters = (int)n;
-            i++;
-        } else if (allow_run_opts && strcmp(a, "--seed") == 0) {
-            if (!parse_int(v, 0, INT64_MAX, &n))
-                return bad_usage("--seed needs a number, not '%s'", v ? v : "");
-            o->seed = (uint64_t)n;
-            i++;
-        } else if (allow_run_opts && strcmp(a, "--delay") == 0) {
-            char *end;
-            double d = v ? strtod(v, &end) : -1;
-            if (v == NULL || *end != '\0' || d < 0)
-                return bad_usage("--delay needs microseconds, not '%s'", v ? v : "");
-            o->cfg.host_delay_us = d;
-            i++;
-        } else if (allow_run_opts && strcmp(a, "--timeout") == 0) {
-            char *end;
-            double d = v ? strtod(v, &end) : -1;
-            if (v == NULL || *end != '\0' || d <= 0)
-                return bad_usage("--timeout needs seconds, not '%s'", v ? v : "");
-            o->cfg.timeout_s = d;
-            i++;
-        } else if (strcmp(argv[1], "dump") == 0 && strcmp(a, "--lowered") == 0) {
-            o->lowered = 1;
-        } else if (allow_run_opts && strcmp(a, "--check") == 0) {
-            o->check = 1;
-        } else if (allow_run_opts && strcmp(a, "--load") == 0 && v) {
-            o->load_dir = v;
-            i++;
-        } else if (allow_run_opts && strcmp(a, "--save") == 0 && v) {
-            o->save_dir = v;
-            i++;
-        } else if (allow_run_opts && strcmp(a, "--fault") == 0 && v) {
-            o->fault = v;
-            i++;
-        } else if (allow_run_opts && strcmp(a, "--trace") == 0) {
-            if (v == NULL || *v == '\0')
-                return bad_usage("--trace needs a file%s", "");
-            o->trace = v;
-            i++;
-        } else if (a[0] == '-') {
-            return bad_usage("unknown option '%s'", a);
-        } else if (o->file == NULL) {
-            o->file = a;
-        } else {
-            return bad_usage("unexpected argument '%s'", a);
-        }
-    }
-    if (o->file == NULL)
-        return bad_usage("%s needs a program file", argv[1]);
-    return EXIT_OK;
+    memset(o, 0, sizeof(*o));
+    hn_runtime_config_default(&o->cfg);
+    o->cfg.ndev = DEFAULT_RANKS;
+    o->iters = 1;
+    o->seed = -1;
+}
+
+/* Parses a command's options and its one program file; -1 to go on. */
+static int parse_opts(const char *name, const hn_option *table, int n, int argc, char **argv, opts *o)
+{
+    const char *args[1];
+    int nargs = 0, rc;
+    hn_command c = {name, " FILE", table, n, args, 1, &nargs, NULL};
+    if ((rc = hn_cli_parse(&c, argc, argv, 2)) >= 0)
+        return rc;
+    if (nargs == 0)
+        return hn_cli_usage_error(&c, "which program? (%s FILE)", name);
+    o->file = args[0];
+    return -1;
 }
 
 static void free_opts(opts *o)
 {
     for (int i = 0; i < o->ndefs; i++)
-        free((char *)o->names[i]);
+        hn_free((char *)o->names[i]);
 }
 
 static hn_program *load(const char *file)
@@ -205,7 +144,7 @@ static hn_program *lowered(const opts *o, hn_program *p, int64_t **params_out, h
     if (diag.data != NULL)
         fputs(diag.data, stderr);
     hn_sb_free(&diag);
-    *rc = st == HN_OK ? EXIT_OK : st == HN_ERR_NOMEM || st == HN_ERR_RUNTIME ? EXIT_FAIL : EXIT_USAGE;
+    *rc = st == HN_OK ? HN_EXIT_OK : st == HN_ERR_NOMEM || st == HN_ERR_RUNTIME ? HN_EXIT_FAIL : HN_EXIT_USAGE;
     if (st != HN_OK) {
         free(params);
         return NULL;
@@ -222,16 +161,20 @@ static int cmd_dump(int argc, char **argv)
     hn_strbuf notes;
     char *text;
     int rc;
-    memset(&o, 0, sizeof(o));
-    hn_runtime_config_default(&o.cfg);
-    o.cfg.ndev = 8;
-    if ((rc = parse_opts(argc, argv, &o, 0)) != EXIT_OK) {
+    const hn_option table[] = {
+        HN_FLAG("--lowered", &o.lowered, "print it with its pipelined statements and stream-parallel\n"
+                                         "loops lowered for the configuration that --gpus, --streams\n"
+                                         "and -D give"),
+        CONFIG_OPTIONS(&o),
+    };
+    init_opts(&o);
+    if ((rc = parse_opts("hirnode dump", table, HN_ARRAY_LEN(table), argc, argv, &o)) >= 0) {
         free_opts(&o);
         return rc;
     }
     if ((p = load(o.file)) == NULL) {
         free_opts(&o);
-        return EXIT_USAGE;
+        return HN_EXIT_USAGE;
     }
     hn_sb_init(&notes);
     if (o.lowered && (lp = lowered(&o, p, &params, &notes, &rc)) == NULL) {
@@ -261,7 +204,7 @@ static int cmd_dump(int argc, char **argv)
     hn_program_destroy(p);
     free(params);
     free_opts(&o);
-    return text != NULL ? EXIT_OK : EXIT_FAIL;
+    return text != NULL ? HN_EXIT_OK : HN_EXIT_FAIL;
 }
 
 static int cmd_check(int argc, char **argv)
@@ -272,16 +215,15 @@ static int cmd_check(int argc, char **argv)
     hn_strbuf diag;
     hn_status_t st;
     int rc;
-    memset(&o, 0, sizeof(o));
-    hn_runtime_config_default(&o.cfg);
-    o.cfg.ndev = 8;
-    if ((rc = parse_opts(argc, argv, &o, 0)) != EXIT_OK) {
+    const hn_option table[] = {CONFIG_OPTIONS(&o)};
+    init_opts(&o);
+    if ((rc = parse_opts("hirnode check", table, HN_ARRAY_LEN(table), argc, argv, &o)) >= 0) {
         free_opts(&o);
         return rc;
     }
     if ((p = load(o.file)) == NULL) {
         free_opts(&o);
-        return EXIT_USAGE;
+        return HN_EXIT_USAGE;
     }
     hn_sb_init(&diag);
     params = calloc((size_t)p->nparams + 1, sizeof(int64_t));
@@ -306,7 +248,7 @@ static int cmd_check(int argc, char **argv)
     free(params);
     hn_program_destroy(p);
     free_opts(&o);
-    return st == HN_OK ? EXIT_OK : EXIT_USAGE;
+    return st == HN_OK ? HN_EXIT_OK : HN_EXIT_USAGE;
 }
 
 static int cmd_run(int argc, char **argv)
@@ -319,24 +261,38 @@ static int cmd_run(int argc, char **argv)
     hn_strbuf diag;
     hn_status_t st;
     int rc;
-    memset(&o, 0, sizeof(o));
-    hn_runtime_config_default(&o.cfg);
-    o.iters = 1;
-    o.seed = o.cfg.seed;
-    if ((rc = parse_opts(argc, argv, &o, 1)) != EXIT_OK) {
+    const hn_option table[] = {
+        CONFIG_OPTIONS(&o),
+        HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend,
+                  "the devices (default: $HIRNODE_BACKEND, else auto: cuda when\n"
+                  "the machine has enough GPUs, else host, a CPU emulation)"),
+        HN_INT("--iters", "K", &o.iters, 1, 1000000, "runs to time (default 1); the median is printed"),
+        HN_INT64("--seed", "X", &o.seed, 0, INT64_MAX, "seed of the generated inputs (default: $HIRNODE_SEED)"),
+        HN_FLAG("--check", &o.check, "compare the outputs with the reference block"),
+        HN_TEXT("--load", "DIR", &o.load_dir, "read global inputs from DIR/<input>.npy"),
+        HN_TEXT("--save", "DIR", &o.save_dir, "write gathered outputs to DIR/<output>.npy"),
+        HN_DOUBLE("--delay", "US", &o.cfg.host_delay_us, 0, 1e6,
+                  "host backend: random delay up to US microseconds\nbefore each piece of stream work"),
+        HN_DOUBLE("--timeout", "S", &o.cfg.timeout_s, 0.001, 1e6, "seconds any wait may last (default 60)"),
+        HN_TEXT("--fault", "SPEC", &o.fault,
+                "inject faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... (docs/RELIABILITY.md)"),
+        HN_TEXT("--trace", "FILE", &o.trace, "record every run: Chrome trace-event JSON (Perfetto)"),
+    };
+    init_opts(&o);
+    if ((rc = parse_opts("hirnode run", table, HN_ARRAY_LEN(table), argc, argv, &o)) >= 0) {
         free_opts(&o);
         return rc;
     }
     if ((p = load(o.file)) == NULL) {
         free_opts(&o);
-        return EXIT_USAGE;
+        return HN_EXIT_USAGE;
     }
     if ((st = hn_runtime_create(&o.cfg, &rt)) != HN_OK) {
         fprintf(stderr, "hirnode: cannot start %d ranks on the '%s' backend: %s\n", o.cfg.ndev,
                 o.cfg.backend ? o.cfg.backend : "auto", hn_status_string(st));
         hn_program_destroy(p);
         free_opts(&o);
-        return st == HN_ERR_INVALID ? EXIT_USAGE : EXIT_FAIL;
+        return st == HN_ERR_INVALID ? HN_EXIT_USAGE : HN_EXIT_FAIL;
     }
     hn_sb_init(&diag);
     if (o.fault != NULL && hn_runtime_set_faults(rt, o.fault, &diag) != HN_OK) {
@@ -345,7 +301,7 @@ static int cmd_run(int argc, char **argv)
         hn_runtime_destroy(rt);
         hn_program_destroy(p);
         free_opts(&o);
-        return EXIT_USAGE;
+        return HN_EXIT_USAGE;
     }
     if (o.trace != NULL && hn_runtime_trace_start(rt, o.trace) != HN_OK) {
         fprintf(stderr, "hirnode: cannot write a trace to %s\n", o.trace);
@@ -353,11 +309,11 @@ static int cmd_run(int argc, char **argv)
         hn_runtime_destroy(rt);
         hn_program_destroy(p);
         free_opts(&o);
-        return EXIT_USAGE;
+        return HN_EXIT_USAGE;
     }
     memset(&co, 0, sizeof(co));
     co.iters = o.iters;
-    co.seed = o.seed;
+    co.seed = o.seed >= 0 ? (uint64_t)o.seed : o.cfg.seed;
     co.check = o.check;
     co.load_dir = o.load_dir;
     co.save_dir = o.save_dir;
@@ -375,23 +331,23 @@ static int cmd_run(int argc, char **argv)
         if (o.check)
             printf("check: %s (%d comparison%s)\n", res.passed ? "passed" : "FAILED", res.checked,
                    res.checked == 1 ? "" : "s");
-        rc = o.check && !res.passed ? EXIT_FAIL : EXIT_OK;
+        rc = o.check && !res.passed ? HN_EXIT_FAIL : HN_EXIT_OK;
     } else if (st == HN_ERR_VERIFY || st == HN_ERR_INVALID || st == HN_ERR_IO) {
-        rc = EXIT_USAGE;
+        rc = HN_EXIT_USAGE;
     } else {
         const char *e = hn_runtime_error(rt);
         if (e && *e)
             fprintf(stderr, "%s\n", e);
         else if (diag.data == NULL) /* what failed is said above, when it is known */
             fprintf(stderr, "hirnode: %s\n", hn_status_string(st));
-        rc = EXIT_FAIL;
+        rc = HN_EXIT_FAIL;
     }
     if (o.trace != NULL) {
         if (hn_runtime_trace_stop(rt) == HN_OK) {
             printf("trace: %s\n", o.trace);
         } else {
             fprintf(stderr, "hirnode: cannot write the trace to %s\n", o.trace);
-            rc = rc == EXIT_OK ? EXIT_FAIL : rc;
+            rc = rc == HN_EXIT_OK ? HN_EXIT_FAIL : rc;
         }
     }
     hn_sb_free(&diag);
@@ -401,9 +357,13 @@ static int cmd_run(int argc, char **argv)
     return rc;
 }
 
-static int cmd_info(void)
+static int cmd_info(int argc, char **argv)
 {
     const hn_device_ops *const *all = hn_device_backends();
+    int nargs = 0, rc;
+    hn_command c = {"hirnode info", "", NULL, 0, NULL, 0, &nargs, NULL};
+    if ((rc = hn_cli_parse(&c, argc, argv, 2)) >= 0)
+        return rc;
     printf("hirnode %s\n", hn_version());
     printf("backends:\n");
     for (int i = 0; all[i] != NULL; i++) {
@@ -418,20 +378,24 @@ static int cmd_info(void)
         const hn_setting *s = hn_setting_at(i);
         printf("  %-14s = %-6s  (%s) %s\n", s->name, hn_setting_get(s->name), s->env, s->help);
     }
-    return EXIT_OK;
+    return HN_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2)
-        return bad_usage("%s", "no command given");
+    static const char *const commands[] = {"run", "check", "dump", "info", "bench", "trace", "help"};
+    const char *near;
+    if (argc < 2) {
+        fprintf(stderr, "hirnode: no command given\n%s", usage);
+        return HN_EXIT_USAGE;
+    }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         fputs(usage, stdout);
-        return EXIT_OK;
+        return HN_EXIT_OK;
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("hirnode %s\n", hn_version());
-        return EXIT_OK;
+        return HN_EXIT_OK;
     }
     if (strcmp(argv[1], "run") == 0)
         return cmd_run(argc, argv);
@@ -440,10 +404,16 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "dump") == 0)
         return cmd_dump(argc, argv);
     if (strcmp(argv[1], "info") == 0)
-        return cmd_info();
+        return cmd_info(argc, argv);
     if (strcmp(argv[1], "bench") == 0)
         return hn_cli_bench(argc, argv);
     if (strcmp(argv[1], "trace") == 0)
         return hn_cli_trace(argc, argv);
-    return bad_usage("unknown command '%s'", argv[1]);
+    near = hn_nearest_word(argv[1], strlen(argv[1]), commands, HN_ARRAY_LEN(commands));
+    if (near != NULL)
+        fprintf(stderr, "hirnode: unknown command '%s' \u2014 did you mean '%s'?\n", argv[1], near);
+    else
+        fprintf(stderr, "hirnode: unknown command '%s'\n", argv[1]);
+    fprintf(stderr, "(hirnode --help lists the commands)\n");
+    return HN_EXIT_USAGE;
 }

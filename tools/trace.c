@@ -8,14 +8,19 @@
 
 #include "../src/sched/tools.h"
 
+#include "options.h"
+
 int hn_cli_trace(int argc, char **argv);
 
-static const char usage[] =
+static const char trace_usage[] =
     "usage: hirnode trace summary FILE [--run N|last|all]\n"
     "       hirnode trace svg FILE [FILE...] -o OUT.svg [--run N|last|all] [--width PX]\n"
+    "hirnode trace summary|svg --help lists the options.\n";
+
+static const char trace_more[] =
     "FILE is a trace written by `hirnode run --trace FILE` (or bench, or\n"
-    "hn_runtime_trace_start); --run picks one run (default: the last one).\n"
-    "svg stacks several traces one above the other on one time scale.\n";
+    "hn_runtime_trace_start). svg stacks several traces one above the other\n"
+    "on one time scale.\n";
 
 enum { RUN_ALL = -1 };
 
@@ -190,14 +195,12 @@ static int svg(const hn_trace_data *const *t, const int *runs, int n, int width,
 /* The run that --run names in t: RUN_ALL, or an index; -3 if none. */
 static int pick_run(const hn_trace_data *t, const char *runs)
 {
-    char *end;
-    long v;
+    int64_t v;
     if (strcmp(runs, "all") == 0)
         return RUN_ALL;
     if (strcmp(runs, "last") == 0)
         return t->nruns - 1;
-    v = strtol(runs, &end, 10);
-    return *end != '\0' || v < 0 || v >= t->nruns ? -3 : (int)v;
+    return hn_parse_int64("--run", runs, 0, t->nruns - 1, &v, NULL) == HN_OK ? (int)v : -3;
 }
 
 int hn_cli_trace(int argc, char **argv)
@@ -207,36 +210,28 @@ int hn_cli_trace(int argc, char **argv)
     hn_trace_data t[HN_TRACE_SVG_MAX];
     const hn_trace_data *tp[HN_TRACE_SVG_MAX];
     int is_svg = strcmp(cmd, "svg") == 0;
+    const hn_option table[] = {
+        HN_TEXT("--run", "N|last|all", &runs, "the run to show (default: the last one)"),
+        HN_TEXT("-o", "OUT.svg", &out, "the picture to write (needed)"),
+        HN_INT("--width", "PX", &width, 200, 100000, "the picture's width (default 1400)"),
+    };
+    hn_command c = {is_svg ? "hirnode trace svg" : "hirnode trace summary", is_svg ? " FILE [FILE...]" : " FILE",
+                    table, is_svg ? 3 : 1, files, is_svg ? HN_TRACE_SVG_MAX : 1, &nfiles, trace_more};
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        fputs(trace_usage, stdout);
+        return HN_EXIT_OK;
+    }
     if (strcmp(cmd, "summary") != 0 && !is_svg) {
-        fputs(usage, stderr);
-        return 2;
+        fprintf(stderr, "hirnode trace: %s\n%s", *cmd ? "unknown command" : "which command?", trace_usage);
+        return HN_EXIT_USAGE;
     }
-    for (int i = 3; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if ((strcmp(a, "-o") == 0 || strcmp(a, "--run") == 0 || strcmp(a, "--width") == 0) && v == NULL) {
-            fprintf(stderr, "trace: %s needs a value\n%s", a, usage);
-            return 2;
-        }
-        if (strcmp(a, "-o") == 0 && is_svg) {
-            out = v;
-            i++;
-        } else if (strcmp(a, "--run") == 0) {
-            runs = v;
-            i++;
-        } else if (strcmp(a, "--width") == 0 && is_svg) {
-            width = atoi(v);
-            i++;
-        } else if (a[0] != '-' && nfiles < (is_svg ? HN_TRACE_SVG_MAX : 1)) {
-            files[nfiles++] = a;
-        } else {
-            fprintf(stderr, "trace: unexpected argument '%s'\n%s", a, usage);
-            return 2;
-        }
-    }
-    if (nfiles == 0 || (is_svg && out == NULL)) {
-        fputs(usage, stderr);
-        return 2;
-    }
+    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0)
+        return rc;
+    rc = 0;
+    if (nfiles == 0)
+        return hn_cli_usage_error(&c, "which trace? (%s%s)", c.name, c.synopsis);
+    if (is_svg && out == NULL)
+        return hn_cli_usage_error(&c, "where to? (-o OUT.svg)");
     for (int k = 0; k < nfiles && rc == 0; k++) {
         hn_strbuf err;
         hn_sb_init(&err);

@@ -21,7 +21,9 @@ typedef struct hn_graph hn_graph;
  * (names, kinds, dtypes); HN_ERR_VERIFY if that fails. */
 hn_status_t hn_program_parse(const char *text, size_t len, const char *filename,
                              hn_program **out, char **diag);
-/* Same, reading a file. HN_ERR_IO if it cannot be read. */
+/* Same, reading a file: a regular file of at most HN_PROGRAM_MAX_BYTES.
+ * HN_ERR_IO if it is not one or cannot be read (`file: error: ...`). */
+#define HN_PROGRAM_MAX_BYTES ((size_t)64 << 20)
 hn_status_t hn_program_load(const char *path, hn_program **out, char **diag);
 void hn_program_destroy(hn_program *p);
 /* Canonical text (what the parser reads back); free with hn_string_free. */

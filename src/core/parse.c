@@ -862,6 +862,47 @@ static int end_of_statement(parser *ps)
     return 0;
 }
 
+/* Whether the current token is a word that is neither a keyword nor a
+ * name seen so far, followed by a word (before_word) or by anything but
+ * '=': then it was meant as an instruction. */
+static int unknown_word(parser *ps, int before_word)
+{
+    hn_token after;
+    if (ps->tok.kind != HN_T_IDENT || is_reserved(ps->tok.s, ps->tok.len))
+        return 0;
+    for (int i = 0; i < ps->prog->nvars; i++)
+        if ((int)strlen(ps->prog->names[i]) == ps->tok.len &&
+            strncmp(ps->prog->names[i], ps->tok.s, (size_t)ps->tok.len) == 0)
+            return 0;
+    after = peek2(ps);
+    if (before_word)
+        return after.kind == HN_T_IDENT;
+    return after.kind != HN_T_PUNCT || after.punct != HN_P_ASSIGN;
+}
+
+/* "unknown instruction 'allreduc' — did you mean 'allreduce'?", the
+ * nearest of the keywords that may stand here (`defining`: after
+ * NAME =, the instructions that define a value) */
+static void unknown_instruction(parser *ps, int defining)
+{
+    static const char *const decls[] = {"param", "input", "output", "reference"};
+    const char *words[HN_OP_COUNT + HN_ARRAY_LEN(decls)];
+    const char *near;
+    char what[160];
+    int n = 0;
+    for (int i = 0; i < HN_OP_COUNT; i++)
+        if (!defining || (hn_op_table[i].flags & (HN_OPF_DEF | HN_OPF_COMM)))
+            words[n++] = hn_op_table[i].keyword;
+    for (int i = 0; !defining && ps->depth == 0 && i < HN_ARRAY_LEN(decls); i++)
+        words[n++] = decls[i];
+    describe(&ps->tok, what, sizeof(what));
+    near = hn_nearest_word(ps->tok.s, (size_t)ps->tok.len, words, n);
+    if (near != NULL)
+        error_at(ps, &ps->tok, "unknown instruction %s \u2014 did you mean '%s'?", what, near);
+    else
+        error_at(ps, &ps->tok, "unknown instruction %s (docs/SYNTAX.md lists them)", what);
+}
+
 /* stmt := NAME '=' (DEFOP ... | COMMOP ... | expr) | OP ... */
 static hn_instr *statement(parser *ps)
 {
@@ -873,9 +914,18 @@ static hn_instr *statement(parser *ps)
         return NULL;
     }
     op = hn_op_lookup(t.s, t.len);
+    if (op < 0 && unknown_word(ps, 0)) {
+        unknown_instruction(ps, 0);
+        return NULL;
+    }
     if (op < 0 || op == HN_OP_LET) {
         if ((dst = name(ps, "an instruction or a name to define")) < 0 || !expect_punct(ps, HN_P_ASSIGN))
             return NULL;
+        if (ps->tok.kind == HN_T_IDENT && hn_op_lookup(ps->tok.s, ps->tok.len) < 0 &&
+            unknown_word(ps, 1)) {
+            unknown_instruction(ps, 1);
+            return NULL;
+        }
         op = ps->tok.kind == HN_T_IDENT ? hn_op_lookup(ps->tok.s, ps->tok.len) : -1;
         if (op >= 0 && !(hn_op_table[op].flags & (HN_OPF_DEF | HN_OPF_COMM))) {
             char what[160];

@@ -1,5 +1,4 @@
 /* Public program API: parse (with static verification), load, print. */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,23 +36,25 @@ hn_status_t hn_program_parse(const char *text, size_t len, const char *filename,
 
 hn_status_t hn_program_load(const char *path, hn_program **out, char **diag)
 {
-    FILE *f = fopen(path, "rb");
-    hn_strbuf text;
+    hn_strbuf why;
+    char *text = NULL;
+    size_t len = 0;
     hn_status_t st;
-    if (f == NULL) {
-        if (diag != NULL) {
-            hn_strbuf sb;
-            hn_sb_init(&sb);
-            hn_sb_printf(&sb, "%s: error: cannot read: %s\n", path, strerror(errno));
-            *diag = hn_sb_take(&sb);
-        }
-        return HN_ERR_IO;
+    if (path == NULL || out == NULL)
+        return HN_ERR_INVALID;
+    hn_sb_init(&why);
+    st = hn_file_read(path, "a program file", HN_PROGRAM_MAX_BYTES, &text, &len, &why);
+    if (st != HN_OK) {
+        hn_strbuf sb;
+        hn_sb_init(&sb);
+        hn_sb_printf(&sb, "%s: error: %s\n", path, why.data != NULL ? why.data : "cannot read");
+        hand_over(&sb, diag);
+        hn_sb_free(&why);
+        return st;
     }
-    hn_sb_init(&text);
-    if (hn_sb_append_file(&text, f) != HN_OK)
-        return HN_ERR_NOMEM;
-    st = hn_program_parse(text.data ? text.data : "", text.len, path, out, diag);
-    hn_sb_free(&text);
+    hn_sb_free(&why);
+    st = hn_program_parse(text, len, path, out, diag);
+    hn_free(text);
     return st;
 }
 

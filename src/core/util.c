@@ -1,11 +1,19 @@
-/* Logging, checked allocation with failure injection, growable strings. */
+/* Logging, checked allocation with failure injection, growable strings,
+ * strict parsing of the values people write, checked reading of the files
+ * they name. */
 #include "util.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static int log_level = HN_LOG_WARN;
@@ -128,20 +136,6 @@ void hn_sb_free(hn_strbuf *sb)
     hn_sb_init(sb);
 }
 
-hn_status_t hn_sb_append_file(hn_strbuf *sb, FILE *file)
-{
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), file)) > 0)
-        hn_sb_appendn(sb, buf, n);
-    fclose(file);
-    if (sb->failed) {
-        hn_sb_free(sb);
-        return HN_ERR_NOMEM;
-    }
-    return HN_OK;
-}
-
 void hn_sb_appendn(hn_strbuf *sb, const char *s, size_t n)
 {
     if (sb->failed)
@@ -214,6 +208,292 @@ char *hn_sb_take(hn_strbuf *sb)
         d = NULL;
     hn_sb_init(sb);
     return d;
+}
+
+/* ---- values people write ---- */
+
+/* 'text' as given, printable bytes only, at most 40 of them. */
+static void quote(hn_strbuf *sb, const char *s)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+    hn_sb_append(sb, "'");
+    for (size_t i = 0; i < n && i < 40; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 32 && c < 127)
+            hn_sb_appendn(sb, (const char *)&c, 1);
+        else
+            hn_sb_printf(sb, "\\x%02x", c);
+    }
+    hn_sb_append(sb, n > 40 ? "...'" : "'");
+}
+
+static hn_status_t refuse(hn_strbuf *err, const char *what, const char *s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static hn_status_t refuse(hn_strbuf *err, const char *what, const char *s, const char *fmt, ...)
+{
+    va_list ap;
+    if (err == NULL)
+        return HN_ERR_INVALID;
+    hn_sb_printf(err, "%s: expected ", what);
+    va_start(ap, fmt);
+    hn_sb_vprintf(err, fmt, ap);
+    va_end(ap);
+    hn_sb_append(err, ", not ");
+    quote(err, s);
+    return HN_ERR_INVALID;
+}
+
+/* Digits in base 10 or 16 up to the end of s, into *v; 0 if there are
+ * none, another byte follows, or the value passes 2^64 - 1. */
+static int digits_u64(const char *p, int base, uint64_t *v)
+{
+    uint64_t acc = 0;
+    int n = 0;
+    for (; *p != '\0'; p++, n++) {
+        int d = *p >= '0' && *p <= '9'   ? *p - '0'
+                : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+                : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10
+                                         : 99;
+        if (d >= base || acc > (UINT64_MAX - (uint64_t)d) / (uint64_t)base)
+            return 0;
+        acc = acc * (uint64_t)base + (uint64_t)d;
+    }
+    *v = acc;
+    return n > 0;
+}
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    int neg = *s == '-';
+    uint64_t v;
+    if (*s == '+' || *s == '-')
+        s++;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        if (!digits_u64(s + 2, 16, &v))
+            return 0;
+    } else if (!digits_u64(s, 10, &v)) {
+        return 0;
+    }
+    if (v > (uint64_t)INT64_MAX + neg)
+        return 0;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v; /* 0 - 2^63 wraps to INT64_MIN */
+    return 1;
+}
+
+hn_status_t hn_parse_int64(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out, hn_strbuf *err)
+{
+    int64_t v;
+    if (s != NULL && parse_i64(s, &v) && v >= lo && v <= hi) {
+        *out = v;
+        return HN_OK;
+    }
+    if (lo == INT64_MIN && hi == INT64_MAX)
+        return refuse(err, what, s, "an integer");
+    if (hi == INT64_MAX)
+        return refuse(err, what, s, "an integer of at least %lld", (long long)lo);
+    return refuse(err, what, s, "an integer from %lld to %lld", (long long)lo, (long long)hi);
+}
+
+hn_status_t hn_parse_double(const char *what, const char *s, double lo, double hi, double *out, hn_strbuf *err)
+{
+    char *end = NULL;
+    double v = 0;
+    /* decimal only: no blanks, hexadecimal, nan or inf that strtod takes */
+    int ok = s != NULL && *s != '\0' && strspn(s, "0123456789.eE+-") == strlen(s);
+    if (ok) {
+        v = strtod(s, &end);
+        ok = end != s && *end == '\0' && isfinite(v) && v >= lo && v <= hi;
+    }
+    if (ok) {
+        *out = v;
+        return HN_OK;
+    }
+    if (hi >= DBL_MAX)
+        return refuse(err, what, s, "a number of at least %g", lo);
+    return refuse(err, what, s, "a number from %g to %g", lo, hi);
+}
+
+hn_status_t hn_parse_size(const char *what, const char *s, uint64_t lo, uint64_t hi, uint64_t *out, hn_strbuf *err)
+{
+    static const char units[] = "KMGT";
+    char num[32], lo_text[32], hi_text[32];
+    size_t n = s != NULL ? strspn(s, "0123456789") : 0;
+    const char *suffix = s != NULL ? s + n : "";
+    uint64_t v, scale = 1;
+    int ok = n > 0 && n < sizeof(num);
+    if (ok) {
+        char upper = (char)(suffix[0] & ~0x20); /* 'k' as 'K'; a blank becomes NUL */
+        const char *u = upper != '\0' ? strchr(units, upper) : NULL;
+        memcpy(num, s, n);
+        num[n] = '\0';
+        if (u != NULL) {
+            scale = (uint64_t)1 << (10 * (u - units + 1));
+            suffix++;
+            if (strcmp(suffix, "iB") == 0 || strcmp(suffix, "B") == 0 || strcmp(suffix, "b") == 0)
+                suffix += strlen(suffix);
+        } else if (strcmp(suffix, "B") == 0 || strcmp(suffix, "b") == 0) {
+            suffix++;
+        }
+        ok = *suffix == '\0' && digits_u64(num, 10, &v) && v <= UINT64_MAX / scale;
+    }
+    if (ok && v * scale >= lo && v * scale <= hi) {
+        *out = v * scale;
+        return HN_OK;
+    }
+    hn_size_text(lo, lo_text, sizeof(lo_text));
+    hn_size_text(hi, hi_text, sizeof(hi_text));
+    return refuse(err, what, s, "a size from %s to %s (bytes, or with K, M, G: 8K, 16M)", lo_text, hi_text);
+}
+
+void hn_size_text(uint64_t bytes, char *buf, size_t n)
+{
+    static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};
+    int u = -1;
+    while (u + 1 < HN_ARRAY_LEN(units) && bytes != 0 && bytes % ((uint64_t)1 << (10 * (u + 2))) == 0)
+        u++;
+    if (u < 0)
+        snprintf(buf, n, "%llu byte%s", (unsigned long long)bytes, bytes == 1 ? "" : "s");
+    else
+        snprintf(buf, n, "%llu %s", (unsigned long long)(bytes >> (10 * (u + 1))), units[u]);
+}
+
+/* Optimal string alignment distance of a and b, case ignored; at most
+ * 32 bytes each (longer: a large distance). */
+static int edit_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    int d[33][33];
+    if (la > 32 || lb > 32)
+        return 99;
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int ca = a[i - 1] | 0x20, cb = b[j - 1] | 0x20; /* ASCII letters folded, enough here */
+            int v = HN_MIN(d[i - 1][j] + 1, d[i][j - 1] + 1);
+            v = HN_MIN(v, d[i - 1][j - 1] + (ca != cb));
+            if (i > 1 && j > 1 && ca == (b[j - 2] | 0x20) && (a[i - 2] | 0x20) == cb)
+                v = HN_MIN(v, d[i - 2][j - 2] + 1);
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+const char *hn_nearest_word(const char *word, size_t len, const char *const *words, int n)
+{
+    const char *best = NULL;
+    int best_d = len <= 4 ? 1 : 2;
+    for (int i = 0; i < n; i++) {
+        int dist;
+        if (words[i] == NULL)
+            continue;
+        dist = edit_distance(word, len, words[i], strlen(words[i]));
+        if (dist <= best_d && (best == NULL || dist < best_d)) {
+            best = words[i];
+            best_d = dist;
+        }
+    }
+    return best;
+}
+
+/* ---- files people name ---- */
+
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+           : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a file";
+}
+
+/* Whether st is a regular file of at most max bytes; why not into err. */
+static int file_fits(const struct stat *st, const char *what, uint64_t max, hn_strbuf *err)
+{
+    char limit[32];
+    if (!S_ISREG(st->st_mode)) {
+        if (err != NULL)
+            hn_sb_printf(err, "not a regular file (%s)", file_kind(st->st_mode));
+        return 0;
+    }
+    if ((uint64_t)st->st_size > max) {
+        hn_size_text(max, limit, sizeof(limit));
+        if (err != NULL)
+            hn_sb_printf(err, "%lld bytes, more than the %s %s may have", (long long)st->st_size, limit, what);
+        return 0;
+    }
+    return 1;
+}
+
+static hn_status_t cannot_read(hn_strbuf *err, int e)
+{
+    if (err != NULL)
+        hn_sb_printf(err, "cannot read: %s", strerror(e));
+    return HN_ERR_IO;
+}
+
+hn_status_t hn_file_open(const char *path, const char *what, uint64_t max_bytes, FILE **out, uint64_t *size,
+                         hn_strbuf *err)
+{
+    struct stat st;
+    int fd, flags;
+    FILE *f;
+    /* what the name is, before opening it: opening a device can do things */
+    if (stat(path, &st) != 0)
+        return cannot_read(err, errno);
+    if (!file_fits(&st, what, max_bytes, err))
+        return HN_ERR_IO;
+    /* then what was opened: the name may point elsewhere by now */
+    if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
+        return cannot_read(err, errno);
+    if (fstat(fd, &st) != 0 || (flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(fd);
+        return cannot_read(err, e);
+    }
+    if (!file_fits(&st, what, max_bytes, err)) {
+        close(fd);
+        return HN_ERR_IO;
+    }
+    if ((f = fdopen(fd, "rb")) == NULL) {
+        int e = errno;
+        close(fd);
+        return cannot_read(err, e);
+    }
+    *out = f;
+    *size = (uint64_t)st.st_size;
+    return HN_OK;
+}
+
+hn_status_t hn_file_read(const char *path, const char *what, uint64_t max_bytes, char **data, size_t *len,
+                         hn_strbuf *err)
+{
+    FILE *f;
+    uint64_t size;
+    size_t got;
+    char *buf;
+    hn_status_t st = hn_file_open(path, what, max_bytes, &f, &size, err);
+    if (st != HN_OK)
+        return st;
+    if (size >= SIZE_MAX || (buf = hn_malloc((size_t)size + 1)) == NULL) {
+        fclose(f);
+        if (err != NULL)
+            hn_sb_printf(err, "out of memory for its %llu bytes", (unsigned long long)size);
+        return HN_ERR_NOMEM;
+    }
+    /* what the file held when it was opened; one that shrank since is read as it is now */
+    got = fread(buf, 1, (size_t)size, f);
+    if (ferror(f)) {
+        int e = errno;
+        fclose(f);
+        hn_free(buf);
+        return cannot_read(err, e);
+    }
+    fclose(f);
+    buf[got] = '\0';
+    *data = buf;
+    if (len != NULL)
+        *len = got;
+    return HN_OK;
 }
 
 static int cmp_double(const void *a, const void *b)

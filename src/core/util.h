@@ -65,9 +65,46 @@ void hn_sb_printf(hn_strbuf *sb, const char *fmt, ...)
 void hn_sb_vprintf(hn_strbuf *sb, const char *fmt, va_list ap);
 /* Hands the buffer to the caller (NULL if an append failed). */
 char *hn_sb_take(hn_strbuf *sb);
-/* Appends what is left of an open file and closes it; returns
- * HN_ERR_NOMEM when an append failed (sb is then freed). */
-hn_status_t hn_sb_append_file(hn_strbuf *sb, FILE *file);
+
+/* ---- values a person writes: command-line options and HIRNODE_* settings ----
+ * Each parses all of `s` (no blanks around it, nothing after it) into a
+ * value from lo to hi. On failure it returns HN_ERR_INVALID, leaves *out
+ * alone and, when err is not NULL, appends one line without a newline:
+ *   "WHAT: expected an integer from 1 to 1000000, not '5x'"
+ * Integers are decimal or 0x hexadecimal; numbers are decimal, finite;
+ * sizes are bytes, a whole number with an optional K, M, G or T suffix
+ * (powers of 1024; "8K", "8KB", "8KiB" alike). */
+hn_status_t hn_parse_int64(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out, hn_strbuf *err);
+hn_status_t hn_parse_double(const char *what, const char *s, double lo, double hi, double *out, hn_strbuf *err);
+hn_status_t hn_parse_size(const char *what, const char *s, uint64_t lo, uint64_t hi, uint64_t *out, hn_strbuf *err);
+/* A byte count as people read it: "64 MiB", "8 KiB", "1000 bytes" (exact:
+ * a suffix only where it divides). */
+void hn_size_text(uint64_t bytes, char *buf, size_t n);
+
+/* The word of words[0..n) (NULL entries skipped) nearest to word[0..len)
+ * by edit distance (insertions, deletions, substitutions and swaps of
+ * neighbours; case ignored) when it is near enough to be a slip of the
+ * fingers: one edit for words of up to 4 letters, two beyond; else NULL.
+ * For "did you mean" in errors. */
+const char *hn_nearest_word(const char *word, size_t len, const char *const *words, int n);
+
+/* ---- files a person names: programs, .npy data, traces ----
+ * Opens `path` for reading only if it is a regular file (no directory,
+ * FIFO, device or socket; opened without blocking, so a FIFO cannot hang
+ * the caller) of at most max_bytes bytes; `what` names the kind of file in
+ * the message ("a program file"). On success the open stream (the caller
+ * closes it) and the file's size. On failure HN_ERR_IO and one line in err
+ * without the path and without a newline ("not a regular file (a
+ * directory)", "cannot read: No such file or directory", "70000000 bytes,
+ * more than the 64 MiB a program file may have"); callers put the path in
+ * front. */
+hn_status_t hn_file_open(const char *path, const char *what, uint64_t max_bytes, FILE **out, uint64_t *size,
+                         hn_strbuf *err);
+/* The whole file as hn_file_open checks it, NUL-terminated (the caller
+ * hn_frees *data), its length into *len. HN_ERR_NOMEM when the buffer
+ * cannot be had (err says so too). */
+hn_status_t hn_file_read(const char *path, const char *what, uint64_t max_bytes, char **data, size_t *len,
+                         hn_strbuf *err);
 
 /* Grows *arr (element size `elem`) so that index `need` fits. */
 int hn_grow(void **arr, int *cap, int need, size_t elem);

@@ -103,9 +103,9 @@ static const ll_crossover ll_crossovers[] = {
 };
 #undef KIB
 
-/* Pipelines measured on 2 H200s (issue 11, nvidia-h200-x2, 2026-11-23,
+/* Pipelines measured on 2 H200s (nvidia-h200-x2, 2026-11-23,
  * bf16, hand-written hirnode programs, one cuBLASLt workspace per stream),
- * and PyTorch's sequential NCCL + GEMM on 4 H200s (shared/DESIGN.md §8),
+ * and PyTorch's sequential NCCL + GEMM on 4 H200s (docs/SCHEDULER.md),
  * which only checks the model (not fitted). The per-chunk NCCL pipelines
  * are the best of the chunk counts tried, taken as 4 chunks. */
 const hn_cost_point hn_cost_points[] = {

@@ -152,7 +152,7 @@ static void end_stmt(hn_lower *L, hn_block *out)
     hn_sb_free(&L->code);
     hn_sb_free(&L->top);
 }
-/* ---- the stream scaffold (shared/seeds/001) ---- */
+/* ---- the stream scaffold ---- */
 
 /* `stream(i % S)`, or stream(0) when there is one */
 void hn_lower_stream_of(char *buf, size_t n, const char *i, int S)

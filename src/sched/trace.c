@@ -477,7 +477,8 @@ static void put_instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in)
     hn_strbuf text;
     char src[64];
     hn_sb_init(&text);
-    if (in->op == HN_OP_GROUP) {
+    /* a group lowered from a statement is named by it, once, like its members */
+    if (in->op == HN_OP_GROUP && !(in->origin >= 0 && in->origin < p->norigins)) {
         hn_sb_append(&text, "group { ");
         for (int i = 0; i < in->body.n; i++) {
             if (i > 0)

@@ -111,7 +111,9 @@ typedef struct hn_trace_data {
  * ("line:col: ..." for bad JSON, or what is missing). On failure *out is
  * left empty (nothing to free). */
 hn_status_t hn_trace_load(const char *text, size_t len, hn_trace_data *out, hn_strbuf *err);
-/* The same from a file; HN_ERR_IO if it cannot be read. */
+/* The same from a file: a regular file of at most HN_TRACE_MAX_BYTES;
+ * HN_ERR_IO if it is not one or cannot be read. */
+#define HN_TRACE_MAX_BYTES ((uint64_t)1 << 30)
 hn_status_t hn_trace_load_file(const char *path, hn_trace_data *out, hn_strbuf *err);
 void hn_trace_data_free(hn_trace_data *t);
 /* The track's name ("stream 2", "p2p lane 0", ...), "?" if unnamed. */

@@ -1,7 +1,7 @@
 /* Reading a trace file back: the strict JSON reader, then the events
  * hirnode writes (complete events of the five categories, track names)
  * into spans, their strings and match keys interned. */
-#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,9 +79,15 @@ static hn_status_t bad(loader *l, int event, const char *what)
     return HN_ERR_PARSE;
 }
 
-static int as_int(const hn_json *v, int lo, int *out)
+/* Bounds that keep every figure of a trace finite and its loops short: a
+ * file may say anything, and `trace summary` loops over ranks and runs. */
+#define MAX_RANK 65535
+#define MAX_RUN 16777215
+#define MAX_US 1e11 /* |ts| and dur in microseconds: some 28 hours */
+
+static int as_int(const hn_json *v, int lo, int hi, int *out)
 {
-    if (v == NULL || v->type != HN_JSON_NUMBER || v->num != floor(v->num) || v->num < lo || v->num > 2147483647.0)
+    if (v == NULL || v->type != HN_JSON_NUMBER || v->num != floor(v->num) || v->num < lo || v->num > hi)
         return 0;
     *out = (int)v->num;
     return 1;
@@ -162,22 +168,24 @@ static hn_status_t add_span(loader *l, const hn_json *ev, int i)
     memset(s, 0, sizeof(*s));
     s->kind = (hn_span_kind)kind;
     s->id = s->dep = s->instr = -1;
-    if (!as_int(hn_json_get(ev, "pid"), 0, &s->rank) || !as_int(hn_json_get(ev, "tid"), 0, &s->track))
-        return bad(l, i, "pid and tid must be integers >= 0");
-    if (ts == NULL || ts->type != HN_JSON_NUMBER || dur == NULL || dur->type != HN_JSON_NUMBER || dur->num < 0)
-        return bad(l, i, "ts and dur must be numbers, dur >= 0");
-    if (args == NULL || args->type != HN_JSON_OBJECT || !as_int(hn_json_get(args, "run"), 0, &s->run))
-        return bad(l, i, "args.run must be an integer >= 0");
+    if (!as_int(hn_json_get(ev, "pid"), 0, MAX_RANK, &s->rank) ||
+        !as_int(hn_json_get(ev, "tid"), 0, MAX_RANK, &s->track))
+        return bad(l, i, "pid and tid must be integers >= 0 (up to 65535)");
+    if (ts == NULL || ts->type != HN_JSON_NUMBER || dur == NULL || dur->type != HN_JSON_NUMBER || dur->num < 0 ||
+        fabs(ts->num) > MAX_US || dur->num > MAX_US)
+        return bad(l, i, "ts and dur must be numbers, dur >= 0 (microseconds, up to 1e11)");
+    if (args == NULL || args->type != HN_JSON_OBJECT || !as_int(hn_json_get(args, "run"), 0, MAX_RUN, &s->run))
+        return bad(l, i, "args.run must be an integer >= 0 (up to 16777215)");
     if (hn_json_get(ev, "name") == NULL || hn_json_get(ev, "name")->type != HN_JSON_STRING)
         return bad(l, i, "name must be a string");
     /* microseconds with nanosecond digits: exact in ns */
     s->begin = llround(ts->num * 1000.0);
     s->end = s->begin + llround(dur->num * 1000.0);
-    if (hn_json_get(args, "id") != NULL && !as_int(hn_json_get(args, "id"), 0, &s->id))
+    if (hn_json_get(args, "id") != NULL && !as_int(hn_json_get(args, "id"), 0, INT_MAX, &s->id))
         return bad(l, i, "args.id must be an integer >= 0");
-    if (hn_json_get(args, "dep") != NULL && !as_int(hn_json_get(args, "dep"), -1, &s->dep))
+    if (hn_json_get(args, "dep") != NULL && !as_int(hn_json_get(args, "dep"), -1, INT_MAX, &s->dep))
         return bad(l, i, "args.dep must be an integer >= -1");
-    if (hn_json_get(args, "instr") != NULL && !as_int(hn_json_get(args, "instr"), 0, &s->instr))
+    if (hn_json_get(args, "instr") != NULL && !as_int(hn_json_get(args, "instr"), 0, INT_MAX, &s->instr))
         return bad(l, i, "args.instr must be an integer >= 0");
     if (hn_span_on_device(s->kind) && s->id < 0)
         return bad(l, i, "a device span needs args.id");
@@ -210,6 +218,38 @@ static int by_track(const void *a, const void *b)
     return x->track < y->track ? -1 : x->track > y->track;
 }
 
+/* Whether any sum of up to nspans lengths, each at most the trace's extent
+ * (what the figures add up), fits in int64 nanoseconds. */
+static int sums_fit(const hn_trace_data *d)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int i = 0; i < d->nspans; i++) {
+        lo = HN_MIN(lo, d->spans[i].begin);
+        hi = HN_MAX(hi, d->spans[i].end);
+    }
+    return d->nspans == 0 || hi - lo <= INT64_MAX / d->nspans;
+}
+
+/* A device track's spans, sorted, do not overlap: each starts after the
+ * one before it ended (what the critical path and the busy time assume).
+ * Says which two overlap into err. */
+static hn_status_t one_at_a_time(const hn_trace_data *d, hn_strbuf *err)
+{
+    const hn_span *last = NULL;
+    for (int i = 0; i < d->nspans; i++) {
+        const hn_span *s = &d->spans[i];
+        if (!hn_span_on_device(s->kind))
+            continue;
+        if (last != NULL && last->rank == s->rank && last->track == s->track && last->end > s->begin) {
+            if (err != NULL)
+                hn_sb_printf(err, "rank %d, track %d: spans %d and %d overlap", s->rank, s->track, last->id, s->id);
+            return HN_ERR_PARSE;
+        }
+        last = s;
+    }
+    return HN_OK;
+}
+
 static hn_status_t load_events(loader *l, const hn_json *root)
 {
     const hn_json *events = hn_json_get(root, "traceEvents"), *other = hn_json_get(root, "otherData");
@@ -226,7 +266,11 @@ static hn_status_t load_events(loader *l, const hn_json *root)
     }
     if ((l->d->backend = hn_strdup(hn_json_str(other, "backend", "?"))) == NULL)
         return HN_ERR_NOMEM;
-    l->d->nranks = (int)hn_json_num(other, "ranks", 0);
+    if (hn_json_get(other, "ranks") != NULL && !as_int(hn_json_get(other, "ranks"), 0, MAX_RANK + 1, &l->d->nranks)) {
+        if (l->err != NULL)
+            hn_sb_append(l->err, "otherData.ranks must be an integer from 0 to 65536");
+        return HN_ERR_PARSE;
+    }
     for (int i = 0; i < events->n && st == HN_OK; i++) {
         const hn_json *ev = &events->items[i];
         const char *ph = hn_json_str(ev, "ph", NULL);
@@ -237,16 +281,24 @@ static hn_status_t load_events(loader *l, const hn_json *root)
         } else if (strcmp(ph, "M") == 0 && strcmp(hn_json_str(ev, "name", ""), "thread_name") == 0) {
             int rank, track;
             const char *name = hn_json_str(hn_json_get(ev, "args"), "name", NULL);
-            if (!as_int(hn_json_get(ev, "pid"), 0, &rank) || !as_int(hn_json_get(ev, "tid"), 0, &track) ||
-                name == NULL)
+            if (!as_int(hn_json_get(ev, "pid"), 0, MAX_RANK, &rank) ||
+                !as_int(hn_json_get(ev, "tid"), 0, MAX_RANK, &track) || name == NULL)
                 return bad(l, i, "thread_name needs pid, tid and args.name");
             st = add_track(l, rank, track, name);
         }
     }
-    if (st == HN_OK) {
-        qsort(l->d->spans, (size_t)l->d->nspans, sizeof(hn_span), by_track_time);
-        qsort(l->d->tracks, (size_t)l->d->ntracks, sizeof(hn_trace_track), by_track);
+    if (st == HN_OK && !sums_fit(l->d)) {
+        if (l->err != NULL)
+            hn_sb_append(l->err, "the spans' times are too far apart for their number: their sums would overflow");
+        return HN_ERR_PARSE;
     }
+    /* qsort of nothing: its array may be NULL, which qsort may not take */
+    if (st == HN_OK && l->d->nspans > 0)
+        qsort(l->d->spans, (size_t)l->d->nspans, sizeof(hn_span), by_track_time);
+    if (st == HN_OK && l->d->ntracks > 0)
+        qsort(l->d->tracks, (size_t)l->d->ntracks, sizeof(hn_trace_track), by_track);
+    if (st == HN_OK && (st = one_at_a_time(l->d, l->err)) != HN_OK && l->err != NULL)
+        hn_sb_append(l->err, ": a stream runs one thing at a time (not a trace hirnode writes)");
     return st;
 }
 
@@ -279,20 +331,14 @@ hn_status_t hn_trace_load(const char *text, size_t len, hn_trace_data *out, hn_s
 
 hn_status_t hn_trace_load_file(const char *path, hn_trace_data *out, hn_strbuf *err)
 {
-    FILE *f = fopen(path, "rb");
-    hn_strbuf text;
+    char *text = NULL;
+    size_t len = 0;
     hn_status_t st;
     memset(out, 0, sizeof(*out));
-    if (f == NULL) {
-        if (err != NULL)
-            hn_sb_printf(err, "cannot read: %s", strerror(errno));
-        return HN_ERR_IO;
-    }
-    hn_sb_init(&text);
-    if (hn_sb_append_file(&text, f) != HN_OK)
-        return HN_ERR_NOMEM;
-    st = hn_trace_load(text.data != NULL ? text.data : "", text.len, out, err);
-    hn_sb_free(&text);
+    if ((st = hn_file_read(path, "a trace", HN_TRACE_MAX_BYTES, &text, &len, err)) != HN_OK)
+        return st;
+    st = hn_trace_load(text, len, out, err);
+    hn_free(text);
     return st;
 }
 

@@ -292,8 +292,10 @@ static hn_status_t walk(path *p, char *visited)
             if (d >= 0 && (pred < 0 || at(p, d)->end >= at(p, pred)->end))
                 pred = d;
         }
-        /* what held it: a partner that began later than its predecessor ended */
-        if (partner >= 0 && at(p, partner)->begin > c->begin &&
+        /* what held it: a partner that began later than its predecessor
+         * ended, and not after the time the path has reached (a partner
+         * that began later held nothing of it) */
+        if (partner >= 0 && at(p, partner)->begin > c->begin && at(p, partner)->begin <= t &&
             (pred < 0 || at(p, partner)->begin > at(p, pred)->end)) {
             release = HN_MIN(at(p, partner)->begin, t);
             next = partner;

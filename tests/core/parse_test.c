@@ -105,6 +105,20 @@ static void test_bad(void)
         {"reference { }\nreference { }\n", "t.hir:2:1: error: a second reference block"},
         {"\xff\xfe", "t.hir:1:1: error: unexpected character: '\\xff'"},
         {"allreduce C <- A via ll threeshot\n", "t.hir:1:25: error: unexpected option 'threeshot' for allreduce"},
+        /* an unknown word where an instruction stands: the nearest keyword */
+        {"input A : f32[4] replicated\noutput B : f32[4] replicated\nallreduc B <- A\n",
+         "t.hir:3:1: error: unknown instruction 'allreduc' \u2014 did you mean 'allreduce'?"},
+        {"AllGather B <- A\n", "t.hir:1:1: error: unknown instruction 'AllGather' \u2014 did you mean 'allgather'?"},
+        {"T = aloc f32[16]\n", "t.hir:1:5: error: unknown instruction 'aloc' \u2014 did you mean 'alloc'?"},
+        {"T = cpy f32[16]\n", "t.hir:1:5: error: unknown instruction 'cpy' (docs/SYNTAX.md lists them)"},
+        {"parm N = 4\n", "t.hir:1:1: error: unknown instruction 'parm' \u2014 did you mean 'param'?"},
+        {"for i in 0 .. 4 {\n  cpy X <- Y\n}\n", "t.hir:2:3: error: unknown instruction 'cpy' \u2014 did you mean 'copy'?"},
+        {"for i in 0 .. 4 {\n  parm N = 4\n}\n", "t.hir:2:3: error: unknown instruction 'parm' (docs/SYNTAX.md lists them)"},
+        {"frobnicate X <- Y\n", "t.hir:1:1: error: unknown instruction 'frobnicate' (docs/SYNTAX.md lists them)"},
+        {"x\n", "t.hir:1:1: error: unknown instruction 'x' (docs/SYNTAX.md lists them)"},
+        /* a name already seen is not taken for an instruction */
+        {"input A : f32[4] replicated\nA[0] = 1\n", "t.hir:2:2: error: expected '=' but found '['"},
+        {"x = 1\nx 2\n", "t.hir:2:3: error: expected '=' but found '2'"},
         {"allreduce C <- A pipelined(via=ll)\n",
          "t.hir:1:32: error: expected a communicator (default, nccl, p2p, auto) but found 'll'"},
     };

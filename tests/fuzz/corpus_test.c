@@ -1,7 +1,8 @@
-/* Tests of the fuzz target (tests/fuzz/fuzz_program.c) without clang: every
+/* Tests of the fuzz targets (tests/fuzz/fuzz_*.c) without clang: every
  * committed corpus input — seeds and the inputs that once broke something —
- * replayed through the target, the seeds matched against the programs they
- * come from, and the dictionary against the format's words. */
+ * replayed through its target (programs, .npy files, traces), the program
+ * seeds matched against the programs they come from, and the dictionary
+ * against the format's words. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,48 @@ static void test_replay_corpus(void)
     printf("\n  fuzz corpus: %d inputs (%d seeds), %d pass the dry run\n", files, seeds, verified);
     CU_ASSERT(seeds >= 14);
 }
+
+/* Replays every file of one reader's corpus through its target; its seeds
+ * (seed-*) must be read, not refused. */
+static void replay_files(const char *dir, void (*target)(const uint8_t *, size_t, hn_fuzz_file_outcome *),
+                         int min_seeds)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int files = 0, seeds = 0, accepted = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    while ((e = readdir(d)) != NULL) {
+        char path[512];
+        size_t len;
+        char *data;
+        hn_fuzz_file_outcome out;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        data = hn_test_read_file(path, &len);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(data);
+        target((const uint8_t *)data, len, &out);
+        if (out.broken[0] != '\0')
+            fprintf(stderr, "\n  %s: %s\n", path, out.broken);
+        CU_ASSERT_STRING_EQUAL(out.broken, "");
+        if (strncmp(e->d_name, "seed-", 5) == 0) {
+            if (!out.accepted)
+                fprintf(stderr, "\n  %s: the seed is refused\n", path);
+            CU_ASSERT_TRUE(out.accepted);
+            seeds++;
+        }
+        accepted += out.accepted;
+        files++;
+        free(data);
+    }
+    closedir(d);
+    printf("\n  %s: %d inputs (%d seeds), %d read", dir, files, seeds, accepted);
+    CU_ASSERT(seeds >= min_seeds);
+}
+
+static void test_replay_npy(void) { replay_files(CORPUS "-npy", hn_fuzz_npy, 8); }
+
+static void test_replay_trace(void) { replay_files(CORPUS "-trace", hn_fuzz_trace, 4); }
 
 /* seed-<dir>-<name> is examples/<name>.hir or tests/programs/<name>.hir
  * behind the default header; `make fuzz-seeds` writes them. */
@@ -120,6 +163,8 @@ void hn_suite_fuzz(void)
     static CU_TestInfo tests[] = {
         {"every corpus input replayed through the fuzz target", test_replay_corpus},
         {"the seeds are the examples and golden programs", test_seeds_match_programs},
+        {"every .npy corpus input replayed through its target", test_replay_npy},
+        {"every trace corpus input replayed through its target", test_replay_trace},
         {"the dictionary holds every word of the format", test_dictionary},
         CU_TEST_INFO_NULL,
     };

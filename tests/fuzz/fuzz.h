@@ -1,5 +1,6 @@
-/* The fuzz target's entry point and its input format, shared by the libFuzzer
- * build (make fuzz) and the CUnit suite that replays the committed corpus. */
+/* The fuzz targets' entry points and input formats (programs, .npy files,
+ * traces), shared by the libFuzzer builds (make fuzz) and the CUnit suite
+ * that replays the committed corpora. */
 #ifndef HN_FUZZ_H
 #define HN_FUZZ_H
 
@@ -39,7 +40,30 @@ typedef struct hn_fuzz_outcome {
  * happened into *out. Nothing here touches a device or starts a thread. */
 void hn_fuzz_program(const uint8_t *data, size_t size, hn_fuzz_outcome *out);
 
-/* libFuzzer's entry point: hn_fuzz_program, aborting on a broken promise. */
+/* ---- the file readers' targets (fuzz_npy.c, fuzz_trace.c) ---- */
+
+/* How far a file went: refused (with a message), or read. */
+typedef struct hn_fuzz_file_outcome {
+    int accepted;
+    char broken[512]; /* a broken promise ("" when none) */
+} hn_fuzz_file_outcome;
+
+/* A .npy input is a header of HN_FUZZ_NPY_HEADER bytes, then the file:
+ *   [0]     the tensor's dtype: b % 5 of f32, bf16, f16, i32, i64
+ *   [1]     its dimensions: 1 + b % 3
+ *   [2..4]  their sizes: b % 17 each
+ * The file is decoded for a tensor of that dtype and shape (what a program
+ * input needs); one that decodes is encoded again and decodes to the same
+ * values. */
+#define HN_FUZZ_NPY_HEADER 5
+void hn_fuzz_npy(const uint8_t *data, size_t size, hn_fuzz_file_outcome *out);
+
+/* A trace input is the whole file: read back, then what `trace summary`
+ * and `trace svg` compute from it for every run and for all runs. */
+void hn_fuzz_trace(const uint8_t *data, size_t size, hn_fuzz_file_outcome *out);
+
+/* libFuzzer's entry point (in each target, built with HN_FUZZ_ENTRY by
+ * make fuzz): the target's function, aborting on a broken promise. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #endif

@@ -171,6 +171,7 @@ void hn_fuzz_program(const uint8_t *data, size_t size, hn_fuzz_outcome *out)
     hn_program_destroy(p);
 }
 
+#ifdef HN_FUZZ_ENTRY
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     hn_fuzz_outcome out;
@@ -181,3 +182,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     return 0;
 }
+#endif

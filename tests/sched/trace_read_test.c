@@ -103,6 +103,36 @@ static void test_refused(void)
                       "\"args\":{\"run\":0,\"id\":1,\"dep\":-2}}"), "args.dep");
     expect_refused(EV("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":1}"), "thread_name needs");
     expect_refused(EV("7"), "event 0: an event is an object");
+    /* what would overflow a figure, or make the tool loop for ever over
+     * ranks or runs, is refused, not cast */
+    expect_refused("{\"traceEvents\":[],\"otherData\":{\"hirnode\":\"0.1.0\",\"ranks\":1e300}}",
+                   "otherData.ranks must be an integer");
+    expect_refused(EV("{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"f\",\"pid\":70000,\"tid\":0,\"ts\":0,"
+                      "\"dur\":0,\"args\":{\"run\":0,\"id\":0}}"), "pid and tid");
+    expect_refused(EV("{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"f\",\"pid\":0,\"tid\":0,\"ts\":0,"
+                      "\"dur\":0,\"args\":{\"run\":2147483647,\"id\":0}}"), "args.run");
+    expect_refused(EV("{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"f\",\"pid\":0,\"tid\":0,\"ts\":9e15,"
+                      "\"dur\":9e15,\"args\":{\"run\":0,\"id\":0}}"), "ts and dur");
+    /* two spans of one stream at once: no trace hirnode writes, and the
+     * critical path through them would run backwards in time */
+    expect_refused(EV("{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"f\",\"pid\":0,\"tid\":1,\"ts\":0,"
+                      "\"dur\":2,\"args\":{\"run\":0,\"id\":0}},{\"ph\":\"X\",\"cat\":\"comm\",\"name\":\"g\","
+                      "\"pid\":0,\"tid\":1,\"ts\":1,\"dur\":2,\"args\":{\"run\":0,\"id\":1}}"),
+                   "rank 0, track 1: spans 0 and 1 overlap: a stream runs one thing at a time");
+    /* 32768 spans 3e14 ns apart: sums of their lengths could pass 2^63 ns */
+    {
+        hn_strbuf text;
+        hn_sb_init(&text);
+        hn_sb_append(&text, "{\"traceEvents\":[");
+        for (int i = 0; i < 32768; i++)
+            hn_sb_printf(&text, "%s{\"ph\":\"X\",\"cat\":\"compute\",\"name\":\"f\",\"pid\":0,\"tid\":%d,\"ts\":%s,"
+                                "\"dur\":1e11,\"args\":{\"run\":0,\"id\":%d}}",
+                         i ? "," : "", i % 7, i % 2 ? "1e11" : "-1e11", i);
+        hn_sb_append(&text, "],\"otherData\":{\"hirnode\":\"0.1.0\"}}");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(text.data);
+        expect_refused(text.data, "too far apart");
+        hn_sb_free(&text);
+    }
 }
 
 /* Every allocation failing in turn: an error, nothing leaked. */

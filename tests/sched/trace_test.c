@@ -379,6 +379,9 @@ static void check_example_trace(const hn_program *src, const char *path, int wor
         snprintf(where, sizeof(where), "%s:%d:%d", p->filename, p->instrs[s->instr]->line, p->instrs[s->instr]->col);
         CU_ASSERT_STRING_EQUAL(s->src, where);
         CU_ASSERT(s->text[0] != '\0');
+        /* generated code, groups too, is named by its statement, once */
+        if (p->instrs[s->instr]->origin >= 0 && p->instrs[s->instr]->origin < p->norigins)
+            CU_ASSERT_STRING_EQUAL(s->text, p->origins[p->instrs[s->instr]->origin]);
         if (!hn_span_on_device(s->kind))
             continue;
         /* device tracks: in stream order, issue order and time alike */
