@@ -48,7 +48,7 @@ const char *hn_lower_fresh(hn_lower *L, const char *base, char *buf, size_t n);
 /* `stream(i % S)`, or stream(0) when S is 1. */
 void hn_lower_stream_of(char *buf, size_t n, const char *i, int S);
 /* caller = current_stream, then streams 0 .. min(steps, S) - 1 wait for
- * it in a loop of their own (shared/seeds/001) ... */
+ * it in a loop of their own (so that the work loop overlaps) ... */
 void hn_lower_fan_out(hn_lower *L, const char *caller, int steps, int S);
 /* ... and the caller waits for each of them. */
 void hn_lower_join(hn_lower *L, const char *caller, int steps, int S);
