@@ -303,8 +303,9 @@ static void issue_all(world *h)
 
 static const char *algo_name(int a) { return a == 1 ? "one-shot" : a == 2 ? "two-shot" : "auto"; }
 
-/* Output element i of call ci on member me; 1 if it is right. */
-static int right(const world *h, int ci, int me, const bufs *b, size_t i, double *want)
+/* Output element i of call ci on member me; 1 if it is right. scale:
+ * the norm's factor of i's row (from y as the member stored it). */
+static int right(const world *h, int ci, int me, const bufs *b, size_t i, double scale, double *want)
 {
     const call *c = &h->calls[ci];
     int n = h->tn[c->team];
@@ -323,11 +324,7 @@ static int right(const world *h, int ci, int me, const bufs *b, size_t i, double
     *want = hn_llt_reduce(c->dt, c->redop, in, n, 0, h->hres[ci], i);
     if (!hn_llt_same(c->dt, b->rout, i, *want, 0))
         return 0;
-    {
-        size_t row = i / c->hidden * c->hidden;
-        *want = hn_load(c->dt, b->rout, (int64_t)i) * hn_load(c->dt, h->hw[ci], (int64_t)(i - row)) *
-                hn_llt_norm_scale(c->dt, b->rout + row * es, c->hidden, EPS);
-    }
+    *want = hn_load(c->dt, b->rout, (int64_t)i) * hn_load(c->dt, h->hw[ci], (int64_t)(i % c->hidden)) * scale;
     return hn_llt_same(c->dt, b->out, i, *want, 1);
 }
 
@@ -342,11 +339,13 @@ static int check(world *h, const char *what)
         for (int r = 0; r < h->n; r++) {
             int me = member_of(h, c->team, r);
             const bufs *b = &h->b[r][ci];
-            double w;
+            double w, scale = 0;
             if (me < 0)
                 continue;
-            for (size_t i = 0; i < no; i++)
-                if (!right(h, ci, me, b, i, &w)) {
+            for (size_t i = 0; i < no; i++) {
+                if (c->norm && i % c->hidden == 0)
+                    scale = hn_llt_norm_scale(c->dt, b->rout + i * es, c->hidden, EPS);
+                if (!right(h, ci, me, b, i, scale, &w)) {
                     fprintf(stderr, "\n  %s: call %d (%s%s %s %s op %d, team %d of %d, count %zu%s), rank %d [%zu]: "
                             "%g (y %g), want %g\n", what, ci, hn_coll_name(c->kind), c->norm ? " + rmsnorm" : "",
                             algo_name(c->algo), hn_dtype_name(c->dt), c->redop, c->team, n, c->count,
@@ -354,6 +353,7 @@ static int check(world *h, const char *what)
                             c->norm ? hn_load(c->dt, b->rout, (int64_t)i) : 0.0, w);
                     return 1;
                 }
+            }
             if (c->kind == HN_COLL_ALLREDUCE &&
                 (memcmp(b->out, h->b[first][ci].out, no * es) != 0 ||
                  (c->norm && memcmp(b->rout, h->b[first][ci].rout, no * es) != 0))) {

@@ -242,6 +242,7 @@ static int check_member(const kcall *x, int n, int m, const char *what)
     size_t es = (size_t)hn_dtype_size(x->dt), no = no_of(x, n);
     char *got = malloc(no * es), *y = NULL;
     const void *in[MAXM];
+    double scale = 0; /* the norm's factor of the row, from y as stored */
     int bad = 0;
     for (int p = 0; p < n; p++)
         in[p] = x->hin[p];
@@ -253,6 +254,8 @@ static int check_member(const kcall *x, int n, int m, const char *what)
     for (size_t i = 0; i < no && !bad; i++) {
         double want;
         int ok;
+        if (x->kind == HN_LL_ALLREDUCE_NORM && i % x->hidden == 0)
+            scale = hn_llt_norm_scale(x->dt, y + i * es, x->hidden, 1e-5f);
         if (x->kind == HN_LL_ALLGATHER) {
             ok = memcmp(got + i * es, x->hin[i / x->count] + i % x->count * es, es) == 0;
             want = hn_load(x->dt, x->hin[i / x->count], (int64_t)(i % x->count));
@@ -260,12 +263,10 @@ static int check_member(const kcall *x, int n, int m, const char *what)
             want = hn_llt_reduce(x->dt, x->redop, in, n, x->kind == HN_LL_REDUCE_SCATTER ? m * x->count : 0, NULL, i);
             ok = hn_llt_same(x->dt, got, i, want, 0);
         } else {
-            size_t row = i / x->hidden * x->hidden;
             want = hn_llt_reduce(x->dt, x->redop, in, n, 0, x->hres, i);
             ok = hn_llt_same(x->dt, y, i, want, 0);
             if (ok) {
-                want = hn_load(x->dt, y, (int64_t)i) * hn_load(x->dt, x->hw, (int64_t)(i - row)) *
-                       hn_llt_norm_scale(x->dt, y + row * es, x->hidden, 1e-5f);
+                want = hn_load(x->dt, y, (int64_t)i) * hn_load(x->dt, x->hw, (int64_t)(i % x->hidden)) * scale;
                 ok = hn_llt_same(x->dt, got, i, want, 1);
             }
         }
@@ -347,33 +348,16 @@ static int make_calls(kcall *c, int n)
     return nc;
 }
 
-static void one_device(int n, uint64_t seed)
+/* After the calls: every output right, every member's result the same
+ * bits; the generation (`gens` calls) on the device, every block finished,
+ * every slot all ones again (each lane read whole and cleared). Frees the
+ * calls and the team. */
+static void finish(team *t, kcall *c, int nc, uint32_t gens, const char *what)
 {
-    kcall c[MAXC];
-    team t;
-    size_t slot = 0;
-    int nc = make_calls(c, n), wrong = 0;
-    char what[64], *ones;
-    snprintf(what, sizeof(what), "%d members on one %s", n, G == &hn_device_host ? "emulated device" : "GPU");
-    for (int ci = 0; ci < nc; ci++) { /* slots for the largest call */
-        hn_ll_args a = args_of(&(team){.n = n}, &c[ci], 0, 0, 0);
-        hn_ll_plan P;
-        hn_ll_plan_make(&a, HN_LL_SEG_BYTES, &P);
-        slot = HN_MAX(slot, hn_ll_need(&P, n));
-    }
-    team_make(&t, n, slot);
-    for (int ci = 0; ci < nc; ci++)
-        prepare(&c[ci], n, &seed);
-    /* every member's calls back to back on its own stream; grids and PDL
-     * changing, and different on every member */
-    for (int ci = 0; ci < nc; ci++)
-        for (int m = 0; m < n; m++) {
-            hn_ll_args a = args_of(&t, &c[ci], m, 1 + (m + ci) % MOST_BLOCKS, ci % 2);
-            hn_origin o = {&F.sink, m, ci, NULL, NULL};
-            CU_ASSERT_EQUAL(C->ll(t.s[m], &a, &o), HN_OK);
-        }
+    int n = t->n, wrong = 0;
+    char *ones;
     for (int m = 0; m < n; m++)
-        CU_ASSERT_EQUAL(G->stream_sync(t.s[m]), HN_OK);
+        CU_ASSERT_EQUAL(G->stream_sync(t->s[m]), HN_OK);
     CU_ASSERT_EQUAL(F.first, HN_OK);
     if (F.first != HN_OK)
         fprintf(stderr, "\n  %s: %s\n", what, F.err);
@@ -387,31 +371,109 @@ static void one_device(int n, uint64_t seed)
             }
         }
     CU_ASSERT_FALSE(wrong);
-    /* the generation is on the device, every block finished, and every
-     * slot is all ones again (each lane read whole and cleared) */
-    ones = bytes_of(HN_LL_SLOTS * t.slot, HN_LL_CLEAR);
+    ones = bytes_of(HN_LL_SLOTS * t->slot, HN_LL_CLEAR);
     for (int m = 0; m < n; m++) {
         hn_ll_signal s;
-        char *got = malloc(HN_LL_SLOTS * t.slot);
-        CU_ASSERT_EQUAL(G->copy_to_host(GCTX, 0, &s, t.sig[m], sizeof(s)), HN_OK);
-        CU_ASSERT_EQUAL(s.gen, (uint32_t)nc);
-        CU_ASSERT_EQUAL(s.running, (uint32_t)nc);
+        char *got = malloc(HN_LL_SLOTS * t->slot);
+        CU_ASSERT_EQUAL(G->copy_to_host(GCTX, 0, &s, t->sig[m], sizeof(s)), HN_OK);
+        CU_ASSERT_EQUAL(s.gen, gens);
+        CU_ASSERT_EQUAL(s.running, gens);
         CU_ASSERT_EQUAL(s.done, 0);
-        CU_ASSERT_EQUAL(G->copy_to_host(GCTX, 0, got, t.slots[m], HN_LL_SLOTS * t.slot), HN_OK);
-        CU_ASSERT_EQUAL(memcmp(got, ones, HN_LL_SLOTS * t.slot), 0);
+        CU_ASSERT_EQUAL(G->copy_to_host(GCTX, 0, got, t->slots[m], HN_LL_SLOTS * t->slot), HN_OK);
+        CU_ASSERT_EQUAL(memcmp(got, ones, HN_LL_SLOTS * t->slot), 0);
         free(got);
     }
     free(ones);
     for (int ci = 0; ci < nc; ci++)
         release(&c[ci], n);
-    team_free(&t);
+    team_free(t);
+}
+
+/* A team whose slots hold the largest of the calls. */
+static void team_for(team *t, int n, kcall *c, int nc)
+{
+    size_t slot = 0;
+    for (int ci = 0; ci < nc; ci++) {
+        hn_ll_args a = args_of(&(team){.n = n}, &c[ci], 0, 0, 0);
+        hn_ll_plan P;
+        hn_ll_plan_make(&a, HN_LL_SEG_BYTES, &P);
+        slot = HN_MAX(slot, hn_ll_need(&P, n));
+    }
+    team_make(t, n, slot);
+}
+
+static void one_device(int n, uint64_t seed)
+{
+    kcall c[MAXC];
+    team t;
+    int nc = make_calls(c, n);
+    char what[64];
+    snprintf(what, sizeof(what), "%d members on one %s", n, G == &hn_device_host ? "emulated device" : "GPU");
+    team_for(&t, n, c, nc);
+    for (int ci = 0; ci < nc; ci++)
+        prepare(&c[ci], n, &seed);
+    /* every member's calls back to back on its own stream; grids and PDL
+     * changing, and different on every member */
+    for (int ci = 0; ci < nc; ci++)
+        for (int m = 0; m < n; m++) {
+            hn_ll_args a = args_of(&t, &c[ci], m, 1 + (m + ci) % MOST_BLOCKS, ci % 2);
+            hn_origin o = {&F.sink, m, ci, NULL, NULL};
+            CU_ASSERT_EQUAL(C->ll(t.s[m], &a, &o), HN_OK);
+        }
+    finish(&t, c, nc, (uint32_t)nc, what);
 }
 
 static void test_one_device(void)
 {
-    static const int ns[] = {2, 3, 4, 5, 8};
+    static const int ns[] = {1, 2, 3, 4, 5, 8};
     for (int i = 0; i < HN_ARRAY_LEN(ns); i++)
         one_device(ns[i], 0x5eed + (uint64_t)ns[i]);
+}
+
+/* A team of one: every kind alone, no peer to wait for (so that a tool
+ * that runs kernels one at a time, as compute-sanitizer's racecheck may,
+ * can run it). */
+static void test_alone(void) { one_device(1, 0xa1); }
+
+/* Each member's calls captured in a graph of its own (programmatic
+ * dependent launch inside), the graphs replayed back to back with no host
+ * sync: the generations go on on the devices, the results are the same. */
+static void test_graphs(void)
+{
+    static const int ns[] = {2, 4};
+    for (int i = 0; i < HN_ARRAY_LEN(ns); i++) {
+        int n = ns[i], nc = 0, reps = 3;
+        kcall c[MAXC], all[MAXC];
+        hn_dgraph *g[MAXM];
+        team t;
+        uint64_t seed = 77;
+        char what[64];
+        int total = make_calls(all, n);
+        for (int ci = 0; ci < total; ci++) /* out of place: a replay must find its inputs again */
+            if (!all[ci].inplace && nc < 12)
+                c[nc++] = all[ci];
+        snprintf(what, sizeof(what), "%d members, graphs replayed %d times", n, reps);
+        team_for(&t, n, c, nc);
+        for (int ci = 0; ci < nc; ci++)
+            prepare(&c[ci], n, &seed);
+        for (int m = 0; m < n; m++) {
+            CU_ASSERT_EQUAL_FATAL(G->capture_begin(t.s[m]), HN_OK);
+            for (int ci = 0; ci < nc; ci++) {
+                hn_ll_args a = args_of(&t, &c[ci], m, 1 + (m + ci) % MOST_BLOCKS, (ci + 1) % 3 != 0);
+                hn_origin o = {&F.sink, m, ci, NULL, NULL};
+                CU_ASSERT_EQUAL(C->ll(t.s[m], &a, &o), HN_OK);
+            }
+            CU_ASSERT_EQUAL_FATAL(G->capture_end(t.s[m], &g[m]), HN_OK);
+        }
+        for (int r = 0; r < reps; r++)
+            for (int m = 0; m < n; m++)
+                CU_ASSERT_EQUAL(G->graph_launch(g[m], t.s[m]), HN_OK);
+        for (int m = 0; m < n; m++)
+            CU_ASSERT_EQUAL(G->stream_sync(t.s[m]), HN_OK);
+        for (int m = 0; m < n; m++)
+            G->graph_destroy(g[m]);
+        finish(&t, c, nc, (uint32_t)(nc * reps), what);
+    }
 }
 
 /* Member 2 of 3 never comes: the others spin (a kernel cannot time out)
@@ -455,15 +517,22 @@ static void test_abort_words(void)
 void hn_suite_ll_cuda(void)
 {
     static CU_TestInfo tests[] = {
-        {"2, 3, 4, 5, 8 members on one device: every kind, algorithm, dtype, back to back", test_one_device},
+        {"1, 2, 3, 4, 5, 8 members on one device: every kind, algorithm, dtype, back to back", test_one_device},
+        {"each member's calls captured in a graph, replayed back to back", test_graphs},
         {"an absent member: the others leave once their abort words are raised", test_abort_words},
+        CU_TEST_INFO_NULL,
+    };
+    static CU_TestInfo alone[] = {
+        {"a team of one: every kind, algorithm, dtype, back to back", test_alone},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo host[] = {{"core/ll_host", setup_host, teardown, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
     CU_register_suites(host);
 #ifdef HN_HAVE_CUDA
     {
-        CU_SuiteInfo cuda[] = {{"core/ll_cuda", setup_cuda, teardown, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+        CU_SuiteInfo cuda[] = {{"core/ll_cuda", setup_cuda, teardown, NULL, NULL, tests},
+                               {"core/ll_cuda_alone", setup_cuda, teardown, NULL, NULL, alone},
+                               CU_SUITE_INFO_NULL};
         if (hn_device_cuda.device_count() > 0)
             CU_register_suites(cuda);
     }
