@@ -430,10 +430,12 @@ static void test_one_device(void)
         one_device(ns[i], 0x5eed + (uint64_t)ns[i]);
 }
 
+#ifdef HN_HAVE_CUDA
 /* A team of one: every kind alone, no peer to wait for (so that a tool
  * that runs kernels one at a time, as compute-sanitizer's racecheck may,
  * can run it). */
 static void test_alone(void) { one_device(1, 0xa1); }
+#endif
 
 /* Each member's calls captured in a graph of its own (programmatic
  * dependent launch inside), the graphs replayed back to back with no host
@@ -522,14 +524,14 @@ void hn_suite_ll_cuda(void)
         {"an absent member: the others leave once their abort words are raised", test_abort_words},
         CU_TEST_INFO_NULL,
     };
-    static CU_TestInfo alone[] = {
-        {"a team of one: every kind, algorithm, dtype, back to back", test_alone},
-        CU_TEST_INFO_NULL,
-    };
     CU_SuiteInfo host[] = {{"core/ll_host", setup_host, teardown, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
     CU_register_suites(host);
 #ifdef HN_HAVE_CUDA
     {
+        static CU_TestInfo alone[] = {
+            {"a team of one: every kind, algorithm, dtype, back to back", test_alone},
+            CU_TEST_INFO_NULL,
+        };
         CU_SuiteInfo cuda[] = {{"core/ll_cuda", setup_cuda, teardown, NULL, NULL, tests},
                                {"core/ll_cuda_alone", setup_cuda, teardown, NULL, NULL, alone},
                                CU_SUITE_INFO_NULL};
