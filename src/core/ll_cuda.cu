@@ -164,27 +164,30 @@ __device__ __forceinline__ bool should_leave(ctx &c, unsigned &spins)
     return c.aborted;
 }
 
+/* Sentinel: one look at the unit at lane p; whether all of it is there. */
+__device__ __forceinline__ bool look_sentinel(const char *p, const hn_ll_unit &U, size_t es, uint4 &v)
+{
+    v = make_uint4(0, 0, 0, 0);
+    if (U.width == 16) {
+        v = ld_volatile_v4(p);
+        return hn_ll_arrived(v.x, es) && hn_ll_arrived(v.y, es) && hn_ll_arrived(v.z, es) && hn_ll_arrived(v.w, es);
+    }
+    if (U.width == 4) {
+        v.x = ld_volatile_u32(p);
+        return hn_ll_arrived(v.x, 4);
+    }
+    v.x = ld_volatile_u16(p);
+    return hn_ll_arrived_half((uint16_t)v.x);
+}
+
 /* Sentinel: waits until every element of the unit at lane p has arrived. */
 __device__ __forceinline__ uint4 poll_sentinel(ctx &c, const char *p, const hn_ll_unit &U)
 {
     unsigned spins = 0;
-    for (;;) {
-        uint4 v = make_uint4(0, 0, 0, 0);
-        bool in;
-        if (U.width == 16) {
-            v = ld_volatile_v4(p);
-            in = hn_ll_arrived(v.x, c.P.es) && hn_ll_arrived(v.y, c.P.es) && hn_ll_arrived(v.z, c.P.es) &&
-                 hn_ll_arrived(v.w, c.P.es);
-        } else if (U.width == 4) {
-            v.x = ld_volatile_u32(p);
-            in = hn_ll_arrived(v.x, 4);
-        } else {
-            v.x = ld_volatile_u16(p);
-            in = hn_ll_arrived_half((uint16_t)v.x);
-        }
-        if (in || should_leave(c, spins))
-            return v;
-    }
+    uint4 v;
+    while (!look_sentinel(p, U, c.P.es, v) && !should_leave(c, spins))
+        ;
+    return v;
 }
 
 /* Writes the unit's bytes to a lane (ones: a clear) at the unit's width. */
@@ -281,13 +284,18 @@ __device__ __forceinline__ bool reduce_unit(ctx &c, const hn_ll_move &mv, const 
     const int ne = U.bytes / (int)sizeof(T);
     const uint4 ones = make_uint4(~0u, ~0u, ~0u, ~0u);
     uint4 w[HN_LL_MAX_RANKS];
+    unsigned missing = ((1u << a.n) - 1) & ~(1u << a.me), spins = 0;
+    w[a.me] = fix_unit(load_data(mv.data + U.data, U.bytes), U, c.P.es);
+    /* every missing peer's unit looked at in one sweep, so that the loads
+     * are in flight together */
+    while (missing != 0) {
 #pragma unroll
-    for (int p = 0; p < HN_LL_MAX_RANKS; p++)
-        if (p < a.n)
-            w[p] = p == a.me ? fix_unit(load_data(mv.data + U.data, U.bytes), U, c.P.es)
-                             : poll_sentinel(c, mv.from[p] + U.wire, U);
-    if (c.aborted)
-        return false;
+        for (int p = 0; p < HN_LL_MAX_RANKS; p++)
+            if ((missing >> p) & 1u && look_sentinel(mv.from[p] + U.wire, U, c.P.es, w[p]))
+                missing &= ~(1u << p);
+        if (missing != 0 && should_leave(c, spins))
+            return false;
+    }
 #pragma unroll
     for (int p = 0; p < HN_LL_MAX_RANKS; p++)
         if (p < a.n && p != a.me)
@@ -411,7 +419,7 @@ template <typename T> __device__ void norm_row(ctx &c, const hn_ll_move &mv, int
     }
 }
 
-template <typename T> __global__ void __launch_bounds__(HN_LL_THREADS) ll_kernel(const hn_ll_args a)
+template <typename T> __global__ void __launch_bounds__(HN_LL_THREADS) ll_kernel(const __grid_constant__ hn_ll_args a)
 {
     __shared__ uint32_t s_gen;
     hn_ll_signal *mine = a.sig[a.me];
