@@ -106,7 +106,9 @@
  * anything, so a member waits only for peers' blocks that have not run
  * yet; a grid that cannot be resident at once still completes, as long as
  * the blocks it waits for get SMs (hn_ll_grid keeps grids to at most half
- * the SMs, so that two latency-path kernels fit beside each other). */
+ * the SMs, so that two latency-path kernels fit beside each other, and the
+ * next kernel of a stream is let launch early only once no block of this
+ * one waits any more). */
 #ifndef HN_LL_H
 #define HN_LL_H
 

@@ -1,9 +1,9 @@
 /* The latency path's CUDA kernel (ll.h has the protocol and why it is
  * safe): one launch per call and member, with programmatic dependent
  * launch (it touches nothing before griddepcontrol.wait, and lets the next
- * kernel of its stream launch at once). Its blocks go through ll.h's
- * phases and take every address from hn_ll_move_at and every access unit
- * from hn_ll_unit_at: pushes are volatile (relaxed, system-scope) stores
+ * kernel of its stream launch once its blocks wait for nothing more). Its
+ * blocks go through ll.h's phases and take every address from
+ * hn_ll_move_at and every access unit from hn_ll_unit_at: pushes are volatile (relaxed, system-scope) stores
  * into the peers' lanes, polls volatile loads of the member's own lanes,
  * 16 bytes at a time where the unit is a vector, with no fence: each
  * element or packet says by itself that it has arrived. Reductions
@@ -428,10 +428,8 @@ template <typename T> __global__ void __launch_bounds__(HN_LL_THREADS) ll_kernel
     ctx c;
     size_t k0, k1;
     /* the previous work of the stream has ended, its writes visible (the
-     * generation its last call stored); the next kernel may launch now:
-     * it waits here too before it touches anything */
+     * generation its last call stored) */
     cudaGridDependencySynchronize();
-    cudaTriggerProgrammaticLaunchCompletion();
     if (threadIdx.x == 0) {
         s_gen = hn_ll_next_gen(ld_volatile_u32(&mine->gen));
         if (blockIdx.x == 0)
@@ -463,6 +461,12 @@ template <typename T> __global__ void __launch_bounds__(HN_LL_THREADS) ll_kernel
         if (__syncthreads_or(c.aborted))
             return;
     }
+    /* Nothing of this block waits any more: the next kernel of the stream
+     * may launch once every block is here (it waits for this grid's end
+     * before it touches anything). Not earlier: its blocks would hold SMs
+     * while this grid waits for its peers, and two teams in flight could
+     * then each wait for SMs the other holds. */
+    cudaTriggerProgrammaticLaunchCompletion();
     /* the last block to finish stores the generation for the next call,
      * after every block read it */
     if (threadIdx.x == 0) {
