@@ -15,10 +15,10 @@
  * host raises their abort words, and leave.
  * The same tests run as suite core/ll_host on the CPU backend's emulation
  * (src/core/ll_host.c), always: the GPU suite core/ll_cuda is registered
- * only when a GPU is present. Progress on one GPU: a member's grid is at
- * most 4 blocks (one 512-thread block per SM at 128 registers), so 8
- * members with two kernels each (the next one launched early) stay
- * co-resident on any GPU of 64 SMs or more. */
+ * only when a GPU is present. Progress on one GPU: the members' kernels
+ * wait for each other, so they must be resident together; a member's grid
+ * is at most 4 blocks here (one 512-thread block fits an SM), so 8 members,
+ * each with its next kernel launched early beside it, take at most 64 SMs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
