@@ -35,7 +35,8 @@ typedef struct hn_coll_args {
     int root; /* index into the team */
     /* The variant of the communicator's protocol. p2p: receivers pull (1)
      * or senders push (0). ll: HN_LL_ONESHOT (1), HN_LL_TWOSHOT (2), or 0:
-     * one-shot where the registered buffer holds it (src/core/ll.h). */
+     * one-shot where the registered buffer holds it (src/core/ll.h;
+     * allgather and reduce_scatter are one push by either name). */
     int get;
 } hn_coll_args;
 
@@ -121,6 +122,41 @@ extern const hn_comm_ops hn_comm_ll;
  * dtype over n ranks, or NULL when it can (the reason alone; the table's
  * `refuses` writes the message). */
 const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n);
+
+/* The decode step every transformer layer ends with, through the latency
+ * path in one kernel per member (src/core/ll.h, HN_LL_ALLREDUCE_NORM):
+ *   y = allreduce(send) + residual;  residual_out = y;
+ *   recv = y * rsqrt(mean(y^2) + eps) * weight
+ * on `rows` rows of `hidden` elements, all buffers of `dtype` (f32, bf16,
+ * f16), fp32 math on y as stored; every member gets the same bits. The
+ * residual is the replicated hidden state (the same on every member:
+ * two-shot adds the copy of each row's owner). In place: recv may be send,
+ * residual_out may be residual; recv and residual_out are two buffers.
+ * All buffers on the member's device, contiguous; the caller owns them. */
+typedef struct hn_norm_args {
+    const void *send;     /* rows x hidden: this member's addend */
+    void *recv;           /* rows x hidden: the normalized output */
+    const void *residual; /* rows x hidden */
+    void *residual_out;   /* rows x hidden: y */
+    const void *weight;   /* hidden */
+    size_t rows, hidden;
+    hn_dtype dtype;
+    float eps;
+    int redop; /* HN_REDUCE_SUM for the decode step; any reduction works */
+    int algo;  /* as hn_coll_args.get: HN_LL_ONESHOT, HN_LL_TWOSHOT, 0 */
+} hn_norm_args;
+
+/* Why the latency path cannot run the fused step in dtype over n ranks, or
+ * NULL when it can. */
+const char *hn_comm_ll_norm_refuses(hn_dtype dtype, int n);
+/* The chunk bytes to reserve (team_reserve) on a team of the latency path
+ * for a fused step of rows x hidden, by either algorithm. */
+size_t hn_comm_ll_norm_reserve(size_t rows, size_t hidden, hn_dtype dtype, int n);
+/* Issues the fused step on member me's stream s (t: a team of hn_comm_ll,
+ * reserved as above); returns at once. On that member's thread, like
+ * `collective`, and ordered with its collectives on the team. */
+hn_status_t hn_comm_ll_allreduce_norm(hn_comm_team *t, int me, const hn_norm_args *a, hn_dstream *s,
+                                      const hn_origin *o);
 #ifdef HN_HAVE_CUDA
 extern const hn_comm_ops hn_comm_nccl;
 #endif

@@ -1,15 +1,17 @@
 /* The latency path's communicator (`via ll`): allreduce, allgather and
- * reduce_scatter of small messages, each one kernel per member that reads
- * the peers' memory directly and meets the peers at barriers of flags in
- * their memory — one-shot or two-shot (src/core/ll.h has the protocol and
- * why it is safe; the compute backends run it: SM kernels on CUDA, the
- * same phases as host code on the CPU backend). A team keeps, per member,
- * a signal region and a registered buffer of two halves on the member's
- * device; a peer's are plain pointers (one process, peer access enabled:
- * no IPC). Issuing hands nothing between the ranks' threads and the
- * generation lives on the devices, so calls need no host in the loop and
- * can be captured in a CUDA graph. */
+ * reduce_scatter of small messages, and allreduce + residual + RMSNorm
+ * fused (hn_comm_ll_allreduce_norm), each one kernel per member that
+ * pushes its data into the peers' registered buffers, where the data say
+ * by themselves that they have arrived — one-shot or two-shot
+ * (src/core/ll.h has the protocol and why it is safe; the compute backends
+ * run it: SM kernels on CUDA, the same phases as host code on the CPU
+ * backend). A team keeps, per member, a signal region and a registered
+ * buffer of two slots on the member's device; a peer's are plain pointers
+ * (one process, peer access enabled: no IPC). Issuing hands nothing
+ * between the ranks' threads and the generation lives on the devices, so
+ * calls need no host in the loop and can be captured in a CUDA graph. */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,13 +19,14 @@
 #include "comm.h"
 #include "team_list.h"
 
-#define STAGE_ALIGN 256
+#define SLOT_ALIGN 256
+#define FILL_PIECE ((size_t)1 << 20) /* host bytes of all ones a slot is cleared from at a time */
 
 typedef struct member {
     int rank;
     hn_ll_signal *sig; /* on this member's device */
-    char *stage;       /* on this member's device: two halves of `half` bytes */
-    size_t half;
+    char *slots;       /* on this member's device: HN_LL_SLOTS slots of `slot` bytes, all ones between calls */
+    size_t slot;
     hn_dstream *last;  /* issue side: the stream of its last call on the team */
     hn_devent *ev;     /* issue side: orders a call after the last one when the stream changes */
 } member;
@@ -62,6 +65,22 @@ static const char *ll_refuses(hn_coll_kind kind, hn_dtype dtype, size_t count, i
         return NULL;
     snprintf(why, len, "%s via ll: %s", hn_coll_name(kind), r);
     return why;
+}
+
+const char *hn_comm_ll_norm_refuses(hn_dtype dtype, int n)
+{
+    if (n > HN_LL_MAX_RANKS)
+        return "the latency path serves teams of at most 8 ranks";
+    if (dtype != HN_F32 && dtype != HN_BF16 && dtype != HN_F16)
+        return "the latency path normalizes f32, bf16 and f16";
+    return NULL;
+}
+
+size_t hn_comm_ll_norm_reserve(size_t rows, size_t hidden, hn_dtype dtype, int n)
+{
+    size_t row = hn_ll_wire(HN_LL_SENTINEL, hidden * (size_t)hn_dtype_size(dtype)), k = (size_t)(n < 1 ? 1 : n);
+    size_t one = (rows * row + k - 1) / k, two = (rows + k - 1) / k * row;
+    return one > two ? one : two;
 }
 
 static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
@@ -129,26 +148,42 @@ static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
     return HN_OK;
 }
 
-/* Between runs: a registered buffer whose halves hold a whole input of
- * `bytes` per member's chunk (what one-shot stages). */
+/* Between runs: a registered buffer of slots that hold any of the plain
+ * collectives of chunks of `bytes` (hn_ll_slot_bytes), by either algorithm;
+ * all ones, as the protocol keeps a slot between calls. */
 static hn_status_t ll_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
 {
     hn_comm_world *w = t->w;
     member *m = &t->m[me];
-    size_t half = (bytes * (size_t)t->n + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
-    void *p = NULL;
+    size_t slot = (hn_ll_slot_bytes(t->n, bytes) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN, total = HN_LL_SLOTS * slot;
+    size_t piece = total < FILL_PIECE ? total : FILL_PIECE;
+    void *p = NULL, *ones = NULL;
     hn_status_t st;
-    if (half <= m->half)
+    if (slot <= m->slot)
         return HN_OK;
-    if ((st = w->dev->mem_alloc(w->dev_ctx, m->rank, 2 * half, &p)) != HN_OK) {
-        hn_origin_fail(o, st, "ll: cannot allocate a registered buffer of 2 x %zu bytes", half);
-        return st;
+    if ((ones = hn_malloc(piece)) == NULL) {
+        hn_origin_fail(o, HN_ERR_NOMEM, "ll: out of host memory");
+        return HN_ERR_NOMEM;
     }
-    if (m->stage != NULL)
-        w->dev->mem_free(w->dev_ctx, m->rank, m->stage);
-    m->stage = p;
-    m->half = half;
-    return HN_OK;
+    memset(ones, HN_LL_CLEAR, piece);
+    if ((st = w->dev->mem_alloc(w->dev_ctx, m->rank, total, &p)) != HN_OK) {
+        hn_origin_fail(o, st, "ll: cannot allocate a registered buffer of %d x %zu bytes", HN_LL_SLOTS, slot);
+        goto free_ones;
+    }
+    for (size_t at = 0; at < total && st == HN_OK; at += piece)
+        st = w->dev->copy_to_device(w->dev_ctx, m->rank, (char *)p + at, ones, total - at < piece ? total - at : piece);
+    if (st != HN_OK) {
+        hn_origin_fail(o, st, "ll: cannot clear a registered buffer of %zu bytes", total);
+        w->dev->mem_free(w->dev_ctx, m->rank, p);
+        goto free_ones;
+    }
+    if (m->slots != NULL)
+        w->dev->mem_free(w->dev_ctx, m->rank, m->slots);
+    m->slots = p;
+    m->slot = slot;
+free_ones:
+    hn_free(ones);
+    return st;
 }
 
 static void ll_team_destroy(hn_comm_team *t)
@@ -161,8 +196,8 @@ static void ll_team_destroy(hn_comm_team *t)
         member *m = &t->m[i];
         if (m->sig != NULL)
             w->dev->mem_free(w->dev_ctx, m->rank, m->sig);
-        if (m->stage != NULL)
-            w->dev->mem_free(w->dev_ctx, m->rank, m->stage);
+        if (m->slots != NULL)
+            w->dev->mem_free(w->dev_ctx, m->rank, m->slots);
         if (m->ev != NULL)
             w->dev->event_destroy(m->ev);
     }
@@ -171,12 +206,64 @@ static void ll_team_destroy(hn_comm_team *t)
 
 static const char *algo_name(int algo) { return algo == HN_LL_ONESHOT ? "one-shot" : "two-shot"; }
 
-static hn_status_t ll_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
+/* Fills x's team part and algorithm (0: one-shot where the slot holds it,
+ * else two-shot) and issues it on s after the member's last call on the
+ * team; `what` names the operation in messages. */
+static hn_status_t issue(hn_comm_team *t, int me, hn_ll_args *x, hn_dstream *s, const hn_origin *o,
+                         const char *what)
 {
     hn_comm_world *w = t->w;
     member *m = &t->m[me];
+    hn_ll_plan P;
+    hn_status_t st;
+    x->n = t->n;
+    x->me = me;
+    x->pdl = 1;
+    x->slot = m->slot;
+    for (int p = 0; p < t->n; p++) {
+        x->sig[p] = t->m[p].sig;
+        x->slots[p] = t->m[p].slots;
+        x->ranks[p] = t->m[p].rank;
+    }
+    if (x->algo == HN_LL_AUTO) { /* the same choice on every member: equal reserves */
+        x->algo = HN_LL_ONESHOT;
+        hn_ll_plan_make(x, HN_LL_SEG_BYTES, &P);
+        if (hn_ll_need(&P, t->n) > m->slot)
+            x->algo = HN_LL_TWOSHOT;
+    }
+    if (x->algo != HN_LL_ONESHOT && x->algo != HN_LL_TWOSHOT) {
+        hn_origin_fail(o, HN_ERR_INVALID, "ll %s: no algorithm %d", what, x->algo);
+        return HN_ERR_INVALID;
+    }
+    if (x->kind == HN_LL_ALLGATHER || x->kind == HN_LL_REDUCE_SCATTER)
+        x->algo = HN_LL_ONESHOT; /* one push either way */
+    hn_ll_plan_make(x, HN_LL_SEG_BYTES, &P);
+    if (t->n > 1 && hn_ll_need(&P, t->n) > m->slot) {
+        hn_origin_fail(o, HN_ERR_RUNTIME, "ll %s (%s) of %zu elements: %zu bytes of registered buffer reserved, "
+                       "%zu needed (not prepared?)", what, algo_name(x->algo), x->count, m->slot,
+                       hn_ll_need(&P, t->n));
+        return HN_ERR_RUNTIME;
+    }
+    /* a member's calls run one after another (the protocol counts on it):
+     * on another stream than the last, after what the last one has so far */
+    if (m->last != NULL && m->last != s) {
+        if ((st = w->dev->event_record(m->ev, m->last)) != HN_OK ||
+            (st = w->dev->stream_wait_event(s, m->ev, o)) != HN_OK) {
+            hn_origin_fail(o, st, "ll %s: cannot order it after the team's last call", what);
+            return st;
+        }
+    }
+    m->last = s;
+    if ((st = w->compute->ll(s, x, o)) != HN_OK)
+        hn_origin_fail(o, st, "ll %s (%s): the kernel was not issued: %s", what, algo_name(x->algo),
+                       hn_status_string(st));
+    return st;
+}
+
+static hn_status_t ll_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
+{
+    hn_comm_world *w = t->w;
     const char *why = hn_comm_ll_refuses(a->kind, a->dtype, t->n);
-    size_t es = (size_t)hn_dtype_size(a->dtype), need;
     hn_ll_args x;
     hn_status_t st;
     if (why != NULL) {
@@ -186,7 +273,7 @@ static hn_status_t ll_collective(hn_comm_team *t, int me, const hn_coll_args *a,
     if (a->count == 0)
         return HN_OK;
     if (t->n == 1) { /* its own chunk: a copy (an average of one is the value) */
-        size_t bytes = a->count * es;
+        size_t bytes = a->count * (size_t)hn_dtype_size(a->dtype);
         if (a->recv == a->send)
             return HN_OK;
         if ((st = w->dev->memcpy_async(a->recv, a->send, bytes, s, o)) != HN_OK)
@@ -197,48 +284,51 @@ static hn_status_t ll_collective(hn_comm_team *t, int me, const hn_coll_args *a,
     x.kind = a->kind == HN_COLL_ALLREDUCE ? HN_LL_ALLREDUCE
              : a->kind == HN_COLL_ALLGATHER ? HN_LL_ALLGATHER : HN_LL_REDUCE_SCATTER;
     x.algo = a->get;
-    if (x.algo == HN_LL_AUTO) /* the same choice on every member: equal reserves */
-        x.algo = hn_ll_stage_need(x.kind, HN_LL_ONESHOT, a->count, es, t->n) <= m->half ? HN_LL_ONESHOT
-                                                                                       : HN_LL_TWOSHOT;
-    if (x.algo != HN_LL_ONESHOT && x.algo != HN_LL_TWOSHOT) {
-        hn_origin_fail(o, HN_ERR_INVALID, "ll %s: no algorithm %d", hn_coll_name(a->kind), x.algo);
-        return HN_ERR_INVALID;
-    }
-    need = hn_ll_stage_need(x.kind, x.algo, a->count, es, t->n);
-    if (need > m->half) {
-        hn_origin_fail(o, HN_ERR_RUNTIME, "ll %s (%s) of %zu elements: %zu bytes of registered buffer reserved, "
-                       "%zu needed (not prepared?)", hn_coll_name(a->kind), algo_name(x.algo), a->count, m->half,
-                       need);
-        return HN_ERR_RUNTIME;
-    }
-    x.n = t->n;
-    x.me = me;
-    x.blocks = hn_ll_blocks(x.kind, x.algo, a->count, es, t->n);
     x.dtype = (int)a->dtype;
     x.redop = a->redop;
     x.count = a->count;
     x.send = a->send;
     x.recv = a->recv;
-    x.half = m->half;
-    for (int p = 0; p < t->n; p++) {
-        x.sig[p] = t->m[p].sig;
-        x.stage[p] = t->m[p].stage;
-        x.ranks[p] = t->m[p].rank;
+    return issue(t, me, &x, s, o, hn_coll_name(a->kind));
+}
+
+hn_status_t hn_comm_ll_allreduce_norm(hn_comm_team *t, int me, const hn_norm_args *a, hn_dstream *s,
+                                      const hn_origin *o)
+{
+    const char *why = hn_comm_ll_norm_refuses(a->dtype, t->n);
+    hn_ll_args x;
+    if (why != NULL) {
+        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "allreduce + rmsnorm via ll: %s", why);
+        return HN_ERR_UNSUPPORTED;
     }
-    /* a member's calls run one after another (the protocol counts on it):
-     * on another stream than the last, after what the last one has so far */
-    if (m->last != NULL && m->last != s) {
-        if ((st = w->dev->event_record(m->ev, m->last)) != HN_OK ||
-            (st = w->dev->stream_wait_event(s, m->ev, o)) != HN_OK) {
-            hn_origin_fail(o, st, "ll %s: cannot order it after the team's last call", hn_coll_name(a->kind));
-            return st;
-        }
+    if (a->hidden == 0 || a->send == NULL || a->recv == NULL || a->residual == NULL || a->residual_out == NULL ||
+        a->weight == NULL || a->recv == a->residual_out) {
+        hn_origin_fail(o, HN_ERR_INVALID, "allreduce + rmsnorm via ll: %s",
+                       a->hidden == 0 ? "rows of no element" : a->recv == a->residual_out && a->recv != NULL
+                       ? "the output and the residual's output are one buffer" : "a buffer is missing");
+        return HN_ERR_INVALID;
     }
-    m->last = s;
-    if ((st = w->compute->ll(s, &x, o)) != HN_OK)
-        hn_origin_fail(o, st, "ll %s (%s): the kernel was not issued: %s", hn_coll_name(a->kind),
-                       algo_name(x.algo), hn_status_string(st));
-    return st;
+    if (a->rows > SIZE_MAX / a->hidden) {
+        hn_origin_fail(o, HN_ERR_INVALID, "allreduce + rmsnorm via ll: %zu rows of %zu elements overflow",
+                       a->rows, a->hidden);
+        return HN_ERR_INVALID;
+    }
+    if (a->rows == 0)
+        return HN_OK;
+    memset(&x, 0, sizeof(x));
+    x.kind = HN_LL_ALLREDUCE_NORM;
+    x.algo = a->algo;
+    x.dtype = (int)a->dtype;
+    x.redop = a->redop;
+    x.count = a->rows * a->hidden;
+    x.hidden = a->hidden;
+    x.eps = a->eps;
+    x.send = a->send;
+    x.recv = a->recv;
+    x.residual = a->residual;
+    x.residual_out = a->residual_out;
+    x.weight = a->weight;
+    return issue(t, me, &x, s, o, "allreduce + rmsnorm");
 }
 
 static hn_status_t ll_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s,
