@@ -239,9 +239,10 @@ fi
 out=$("$cli" trace summary "$tr" 2>&1) && echo "$out" | grep -q "^run 1 (the last" && echo "$out" | grep -q "^overlap: [0-9.]*% of the communications' time" \
   && echo "$out" | grep -q "^critical path of run 1: " && echo "$out" | grep -q "^    3  stream 2 " && ok || bad "trace summary: $out"
 "$cli" trace summary "$tr" --run all | grep -q "^critical path of run 0: " && ok || bad "trace summary --run all"
-# a group lowered from a pipelined statement is named by it, once
+# a group lowered from a pipelined statement is named by it, once (which
+# spans the critical path crosses depends on timing: any line may name it)
 "$cli" run --gpus 2 --trace "$t/rs.json" examples/matmul_reduce_scatter.hir >/dev/null &&
-  out=$("$cli" trace summary "$t/rs.json" --run 0) && echo "$out" | grep -q "communication reduce_scatter C <- matmul(A, B) pipelined" &&
+  out=$("$cli" trace summary "$t/rs.json" --run 0) && echo "$out" | grep -q "reduce_scatter C <- matmul(A, B) pipelined" &&
   ! echo "$out" | grep -q "group {" && ok || bad "trace summary names a lowered group twice: $out"
 "$cli" trace svg "$tr" -o "$t/trace.svg" --run 0 >/dev/null && grep -q "overlap [0-9.]*%" "$t/trace.svg" && ok || bad "trace svg"
 "$cli" run --gpus 4 --trace "$t/seq.json" examples/ag_matmul_sequential.hir >/dev/null \
