@@ -215,6 +215,22 @@ static ncclResult_t grouped(const hn_coll_args *a, int me, int n, ncclComm_t com
     }
 }
 
+/* A team of one: every collective is a copy of the member's own data (or
+ * nothing, in place). NCCL is not called: since 2.27.3 a non-blocking
+ * single-rank communicator leaks its group job (~160 bytes) on every call,
+ * and a copy is cheaper anyway. Capturable like any copy. */
+static hn_status_t solo_copy(void *dst, const void *src, size_t bytes, hn_dstream *s, const hn_origin *o,
+                             const char *what)
+{
+    hn_status_t st;
+    if (dst == src || bytes == 0)
+        return HN_OK;
+    st = HN_CUDA_STATUS(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->s));
+    if (st != HN_OK)
+        hn_origin_fail(o, st, "nccl %s of one rank: the copy failed", what);
+    return st;
+}
+
 static hn_status_t nccl_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s,
                                    const hn_origin *o)
 {
@@ -227,6 +243,8 @@ static hn_status_t nccl_collective(hn_comm_team *t, int me, const hn_coll_args *
         hn_origin_fail(o, HN_ERR_UNSUPPORTED, "the nccl backend averages floating types only");
         return HN_ERR_UNSUPPORTED;
     }
+    if (t->n == 1)
+        return solo_copy(a->recv, a->send, a->count * (size_t)hn_dtype_size(a->dtype), s, o, hn_coll_name(a->kind));
     switch (a->kind) {
     case HN_COLL_ALLGATHER: r = ncclAllGather(a->send, a->recv, a->count, dt, comm, s->s); break;
     case HN_COLL_ALLREDUCE: r = ncclAllReduce(a->send, a->recv, a->count, dt, nccl_op(a->redop), comm, s->s); break;
@@ -254,6 +272,23 @@ static hn_status_t nccl_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     if (w->teams.all == NULL) {
         hn_origin_fail(o, HN_ERR_RUNTIME, "no communicator of all ranks for send/recv");
         return HN_ERR_RUNTIME;
+    }
+    if (w->nranks == 1) { /* sends to oneself: the k-th send feeds the k-th receive */
+        int recv = 0;
+        for (int i = 0; i < n; i++) {
+            if (!ops[i].is_send)
+                continue;
+            while (recv < n && ops[recv].is_send)
+                recv++;
+            if (recv == n || ops[recv].bytes != ops[i].bytes) {
+                hn_origin_fail(o, HN_ERR_MISMATCH, "nccl send/recv of one rank: a send without its receive");
+                return HN_ERR_MISMATCH;
+            }
+            if ((st = solo_copy(ops[recv].buf, ops[i].buf, ops[i].bytes, s, o, "send/recv")) != HN_OK)
+                return st;
+            recv++;
+        }
+        return HN_OK;
     }
     comm = ((hn_comm_team *)w->teams.all)->m[rank].comm;
     /* one group: NCCL orders the posting, no order of them deadlocks */
