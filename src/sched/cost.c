@@ -234,14 +234,16 @@ int hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n)
 
 int hn_auto_picks_ll(void)
 {
-    const char *s = hn_setting_get("auto_ll");
-    return s != NULL && strcmp(s, "1") == 0;
+    int on;
+    (void)hn_setting_flag("auto_ll", &on, NULL); /* checked when the runtime was made */
+    return on;
 }
 
 int hn_default_via_auto(const char *device_backend)
 {
-    const char *s = hn_setting_get("default_via");
-    return strcmp(device_backend, "cuda") == 0 && (s == NULL || strcmp(s, "auto") == 0);
+    const char *via;
+    (void)hn_setting_word("default_via", &via, NULL);
+    return strcmp(device_backend, "cuda") == 0 && strcmp(via, "auto") == 0;
 }
 
 hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_kind kind, size_t count,
