@@ -212,6 +212,10 @@ hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
         *out = !x;
         return HN_OK;
     }
+    if (e->kind == HN_EX_FLOOR) {
+        *out = x;
+        return HN_OK;
+    }
     /* short-circuit like C */
     if (e->kind == HN_EX_BIN && e->op == HN_B_AND && !x) {
         *out = 0;

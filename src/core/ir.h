@@ -92,6 +92,7 @@ typedef enum hn_expr_kind {
     HN_EX_BIN,
     HN_EX_MIN,
     HN_EX_MAX,
+    HN_EX_FLOOR, /* floor(a): a, whose divisions floor on purpose (no remainder check) */
 } hn_expr_kind;
 
 typedef enum hn_binop {
@@ -131,7 +132,7 @@ hn_expr *hn_ex_int(int64_t v);
 hn_expr *hn_ex_float(double v);
 hn_expr *hn_ex_var(int var);
 hn_expr *hn_ex_leaf(hn_expr_kind kind); /* rank, world, nstreams */
-hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a);
+hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a); /* neg, not, floor */
 hn_expr *hn_ex_bin(hn_binop op, hn_expr *a, hn_expr *b);
 hn_expr *hn_ex_call(hn_expr_kind kind, hn_expr *a, hn_expr *b); /* min/max */
 hn_expr *hn_expr_clone(const hn_expr *e);

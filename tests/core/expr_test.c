@@ -54,6 +54,11 @@ static void test_floor_division(void)
     expect("-7 % 2", 0, 1, 1);
     expect("7 % -2", 0, 1, -1);
     expect("7 / -2", 0, 1, -4);
+    /* floor(e) is e: it only says that the divisions in it floor on purpose */
+    expect("floor(7 / 2)", 0, 1, 3);
+    expect("floor(-7 / 2) + 1", 0, 1, -3);
+    expect("floor(P)", 0, 1, 7);
+    expect("2 * floor(world / 3 + floor(rank / 2))", 5, 8, 8);
 }
 
 static void test_logic(void)
@@ -122,6 +127,14 @@ static void test_clone_equal(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     CU_ASSERT_TRUE(hn_expr_equal(e, c));
     c->b->a->ival = 4;
+    CU_ASSERT_FALSE(hn_expr_equal(e, c));
+    hn_expr_free(e);
+    hn_expr_free(c);
+    e = hn_ex_unary(HN_EX_FLOOR, hn_ex_bin(HN_B_DIV, hn_ex_var(0), hn_ex_leaf(HN_EX_WORLD)));
+    c = hn_expr_clone(e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_TRUE(hn_expr_equal(e, c));
+    c->kind = HN_EX_NEG; /* -(P / world) is not floor(P / world) */
     CU_ASSERT_FALSE(hn_expr_equal(e, c));
     hn_expr_free(e);
     hn_expr_free(c);
