@@ -218,6 +218,18 @@ static int suggested(const char *err, int *fit)
     return n;
 }
 
+/* hn_pipe_choose refuses plan for sh with exactly `want`, the plan left alone. */
+static void expect_unfit(hn_pipe_shape sh, int offered, hn_pipe_plan pl, const char *want)
+{
+    hn_pipe_plan before = pl;
+    char err[1024];
+    CU_ASSERT_EQUAL(hn_pipe_choose(&sh, offered, &pl, err, sizeof(err)), HN_ERR_VERIFY);
+    if (strcmp(err, want) != 0)
+        fprintf(stderr, "\n  want: %s\n  got:  %s", want, err);
+    CU_ASSERT_STRING_EQUAL(err, want);
+    CU_ASSERT_EQUAL(memcmp(&pl, &before, sizeof(pl)), 0);
+}
+
 /* What an `auto` that finds nothing says: every strategy it tried and
  * why, the chunk counts that would fit (each checked); a fixed strategy
  * with free chunks says which it tried; a reason of no strategy's alone. */
@@ -225,48 +237,31 @@ static void test_choose_failures(void)
 {
     int ag = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE | HN_OPF_BROADCAST;
     int rs = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE;
+    hn_pipe_shape ag64 = {HN_PIPE_AG_MM, 64, 128, 64, HN_BF16, 2};
     char err[1024];
     int fit[3];
     uint64_t rng = 0xc0575;
-    {
-        hn_pipe_shape sh = {HN_PIPE_AG_MM, 64, 128, 64, HN_BF16, 2};
-        hn_pipe_plan pl = {HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
-        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_ERR_VERIFY);
-        CU_ASSERT_STRING_EQUAL(err, "strategy=auto finds no strategy for chunks=3: sequential runs in one step, "
-                                    "chunks=3 must be 1; ring moves one shard per step, chunks=3 must be world (2); "
-                                    "collective: chunks=3 does not divide the 32 rows of each rank's shard of A; "
-                                    "broadcast takes chunks from each rank in turn, chunks=3 is not a multiple of "
-                                    "world (2); chunks=2 or chunks=4 would fit");
-        CU_ASSERT_EQUAL(pl.chunks, 3); /* the plan is left alone */
-    }
-    {
-        /* only the strategies the statement offers */
-        hn_pipe_shape sh = {HN_PIPE_MM_RS, 40, 64, 16, HN_F32, 4};
-        hn_pipe_plan pl = {HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
-        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_ERR_VERIFY);
-        CU_ASSERT_STRING_EQUAL(err, "strategy=auto finds no strategy for chunks=3: sequential runs in one step, "
-                                    "chunks=3 must be 1; ring moves one shard per step, chunks=3 must be world (4); "
-                                    "collective: chunks=3 does not divide the 10 rows of each rank's block of the "
-                                    "output; chunks=2 or chunks=4 would fit");
-    }
-    {
-        /* a fixed strategy, free chunks: what auto tried for it */
-        hn_pipe_shape sh = {HN_PIPE_AG_MM, 14, 128, 64, HN_BF16, 2};
-        hn_pipe_plan pl = {HN_STRAT_COLLECTIVE, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
-        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_ERR_VERIFY);
-        CU_ASSERT_STRING_EQUAL(err, "strategy=collective with the chunks auto tries (2, 4 and 8): chunks=2 does not "
-                                    "divide the 7 rows of each rank's shard of A; chunks=1 or chunks=7 would fit");
-    }
-    {
-        /* no strategy's business: said alone */
-        hn_pipe_shape sh = {HN_PIPE_AG_MM, 64, 128, 64, HN_BF16, 2};
-        hn_pipe_plan pl = {HN_STRAT_AUTO, 0, 0, HN_VIA_NCCL, HN_PROTO_GET, 0};
-        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_ERR_VERIFY);
-        CU_ASSERT_STRING_EQUAL(err, "protocol=get pulls through p2p, not via=nccl");
-        pl = (hn_pipe_plan){HN_STRAT_AUTO, 4, 17, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
-        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_ERR_VERIFY);
-        CU_ASSERT_STRING_EQUAL(err, "streams=17 out of range [1, 16]");
-    }
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+                 "strategy=auto finds no strategy for chunks=3: sequential runs in one step, chunks=3 must be 1; "
+                 "ring moves one shard per step, chunks=3 must be world (2); collective: chunks=3 does not divide "
+                 "the 32 rows of each rank's shard of A; broadcast takes chunks from each rank in turn, chunks=3 is "
+                 "not a multiple of world (2); chunks=2 or chunks=4 would fit");
+    /* only the strategies the statement offers */
+    expect_unfit((hn_pipe_shape){HN_PIPE_MM_RS, 40, 64, 16, HN_F32, 4}, rs,
+                 (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+                 "strategy=auto finds no strategy for chunks=3: sequential runs in one step, chunks=3 must be 1; "
+                 "ring moves one shard per step, chunks=3 must be world (4); collective: chunks=3 does not divide "
+                 "the 10 rows of each rank's block of the output; chunks=2 or chunks=4 would fit");
+    /* a fixed strategy, free chunks: what auto tried for it */
+    expect_unfit((hn_pipe_shape){HN_PIPE_AG_MM, 14, 128, 64, HN_BF16, 2}, ag,
+                 (hn_pipe_plan){HN_STRAT_COLLECTIVE, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+                 "strategy=collective with the chunks auto tries (2, 4 and 8): chunks=2 does not divide the 7 rows "
+                 "of each rank's shard of A; chunks=1 or chunks=7 would fit");
+    /* no strategy's business: said alone */
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 0, 0, HN_VIA_NCCL, HN_PROTO_GET, 0},
+                 "protocol=get pulls through p2p, not via=nccl");
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 4, 17, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+                 "streams=17 out of range [1, 16]");
     /* random shapes and chunks: what is said to fit fits, and nothing
      * between the nearest below and above does */
     for (int t = 0; t < 2000; t++) {
