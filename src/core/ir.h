@@ -145,6 +145,16 @@ const char *hn_binop_text(hn_binop op);
  * into err (size errlen) and returns HN_ERR_RUNTIME. */
 hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
                          int64_t *out, char *err, int errlen);
+/* The first division of an evaluation, outside floor(), that leaves a
+ * remainder: the division, its operands and the floored quotient. */
+typedef struct hn_inexact {
+    const hn_expr *div; /* NULL: none */
+    int64_t x, y, q;
+} hn_inexact;
+/* hn_expr_eval that also finds that division (shapes that must divide);
+ * in one pass, in evaluation order (&& and || stop early). */
+hn_status_t hn_expr_eval_exact(const hn_expr *e, const hn_scalar_env *env, int64_t *out, hn_inexact *inexact,
+                               char *err, int errlen);
 /* Numeric operand: a float literal, or an int expression as double. */
 hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,
                              double *out, char *err, int errlen);

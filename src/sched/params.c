@@ -47,37 +47,15 @@ hn_status_t hn_params_resolve(const hn_program *p, int world, int nstreams, int 
     return st;
 }
 
-/* The first division of e, outside floor(), that leaves a remainder in
- * env, with its operands' values; NULL if none. Only the operands e's
- * evaluation reaches are looked at (&& and || stop early). */
-static const hn_expr *inexact_division(const hn_expr *e, const hn_scalar_env *env, int64_t *x, int64_t *y)
-{
-    const hn_expr *d;
-    char msg[8];
-    int64_t a;
-    if (e == NULL || e->kind == HN_EX_FLOOR)
-        return NULL;
-    if ((d = inexact_division(e->a, env, x, y)) != NULL)
-        return d;
-    if (e->kind == HN_EX_BIN && (e->op == HN_B_AND || e->op == HN_B_OR) &&
-        (hn_expr_eval(e->a, env, &a, msg, sizeof(msg)) != HN_OK || (e->op == HN_B_AND ? !a : a)))
-        return NULL;
-    if ((d = inexact_division(e->b, env, x, y)) != NULL)
-        return d;
-    if (e->kind == HN_EX_BIN && e->op == HN_B_DIV && hn_expr_eval(e->a, env, x, msg, sizeof(msg)) == HN_OK &&
-        hn_expr_eval(e->b, env, y, msg, sizeof(msg)) == HN_OK && *y != 0 && *y != -1 && *x % *y != 0)
-        return e;
-    return NULL;
-}
-
 /* "M / world = 64 / 3 does not divide ...: give M a multiple of 3, or
  * write floor(M / world) ..." */
-static void inexact_text(const hn_program *p, const hn_expr *d, int64_t x, int64_t y, int64_t floored, hn_strbuf *sb)
+static void inexact_text(const hn_program *p, const hn_inexact *in, hn_strbuf *sb)
 {
-    int64_t below = x - x % y, above;
+    const hn_expr *d = in->div;
+    int64_t x = in->x, y = in->y, below = x - x % y, above;
     hn_print_expr(sb, p, d);
     hn_sb_printf(sb, " = %lld / %lld does not divide (the program floors it to %lld): ", (long long)x, (long long)y,
-                 (long long)floored);
+                 (long long)in->q);
     if (d->a->kind == HN_EX_VAR) {
         hn_sb_printf(sb, "give %s a multiple of %lld", p->names[d->a->var], (long long)y);
         if (x > 0 && y > 0 && below > 0 && !hn_add_overflows(below, y, &above))
@@ -113,17 +91,14 @@ hn_status_t hn_io_tensor(const hn_program *p, const hn_io *io, const int64_t *pa
     out->dtype = io->type.dtype;
     out->ndim = io->type.ndim;
     for (int i = 0; i < out->ndim && st == HN_OK; i++) {
-        const hn_expr *d;
-        int64_t x, y;
-        if (hn_expr_eval(io->type.shape[i], &env, &out->shape[i], msg, sizeof(msg)) != HN_OK) {
+        hn_inexact inexact;
+        if (hn_expr_eval_exact(io->type.shape[i], &env, &out->shape[i], &inexact, msg, sizeof(msg)) != HN_OK) {
             st = HN_ERR_VERIFY;
-        } else if ((d = inexact_division(io->type.shape[i], &env, &x, &y)) != NULL) {
+        } else if (inexact.div != NULL) {
             /* a shard that silently drops rows: said for the tensor, not a rank */
             hn_strbuf why;
-            int64_t floored = 0;
             hn_sb_init(&why);
-            (void)hn_expr_eval(d, &env, &floored, msg, sizeof(msg));
-            inexact_text(p, d, x, y, floored, &why);
+            inexact_text(p, &inexact, &why);
             hn_sb_printf(err, "%s:%d:%d: error: shape of '%s': %s\n", p->filename, io->line, io->col,
                          p->names[io->var], why.data != NULL ? why.data : "a division leaves a remainder");
             hn_sb_free(&why);
