@@ -162,6 +162,82 @@ usage_error "big.hir: error: 68157440 bytes, more than the 64 MiB a program file
 usage_error "dir.hir: error: not a regular file (a directory)" trace summary "$t/dir.hir"
 printf 'input A : f32[4] replicated\noutput B : f32[4] replicated\nallreduc B <- A\n' > "$t/typo.hir"
 usage_error "typo.hir:3:1: error: unknown instruction 'allreduc' — did you mean 'allreduce'?" check "$t/typo.hir"
+# every HIRNODE_* variable read strictly: a bad one is exit 2 and one line
+# in the options' format from each command that reads them; info marks it
+# (stdout), says so (stderr) and exits 2; dump alone does not read them
+env_error() { # VAR=VALUE WANT ARGS...
+  local set=$1 want=$2 out rc; shift 2
+  out=$(env "$set" "$cli" "$@" 2>&1 >/dev/null); rc=$?
+  [ $rc = 2 ] && echo "$out" | grep -qF -- "$want" && ! echo "$out" | grep -qE '[a-z_]+\.c:[0-9]+' && ok ||
+    bad "$set $*: rc=$rc, want '$want' in: $out"
+}
+while IFS='|' read -r set want; do
+  env_error "$set" "hirnode run: $want" run --gpus 2 $p
+  out=$(env "$set" "$cli" info 2>"$t/info.err"); rc=$?
+  [ $rc = 2 ] && echo "$out" | grep -qF -- "bad: $want" && grep -q "^hirnode info: 1 HIRNODE_\* variable is bad" "$t/info.err" \
+    && ok || bad "info with $set: rc=$rc $out $(cat "$t/info.err")"
+done <<'VARS'
+HIRNODE_BACKEND=gpu|HIRNODE_BACKEND: expected auto, cuda or host, not 'gpu'
+HIRNODE_STREAMS=5x|HIRNODE_STREAMS: expected an integer from 1 to 16, not '5x'
+HIRNODE_TIMEOUT=abc|HIRNODE_TIMEOUT: expected a number from 0.001 to 1e+06, not 'abc'
+HIRNODE_HOST_DELAY_US=-5|HIRNODE_HOST_DELAY_US: expected a number from 0 to 1e+06, not '-5'
+HIRNODE_HOST_MEM_MIB=64M|HIRNODE_HOST_MEM_MIB: expected an integer from 0 to 1073741824, not '64M'
+HIRNODE_SEED=seed|HIRNODE_SEED: expected an integer of at least 0, not 'seed'
+HIRNODE_LOG=verbose|HIRNODE_LOG: expected off, error, warn, info, debug or trace, not 'verbose'
+HIRNODE_NCCL_BLOCKING=yes|HIRNODE_NCCL_BLOCKING: expected 0 or 1, not 'yes'
+HIRNODE_DEFAULT_VIA=p2p|HIRNODE_DEFAULT_VIA: expected auto or nccl, not 'p2p'
+HIRNODE_GRAPHS=on|HIRNODE_GRAPHS: expected 0 or 1, not 'on'
+HIRNODE_REPLAY_THREADS=2|HIRNODE_REPLAY_THREADS: expected 0 or 1, not '2'
+HIRNODE_AUTO_LL=true|HIRNODE_AUTO_LL: expected 0 or 1, not 'true'
+HIRNODE_NCCL_MAX_CTAS=999|HIRNODE_NCCL_MAX_CTAS: expected an integer from 0 to 128, not '999'
+HIRNODE_P2P_SYNC=flag|HIRNODE_P2P_SYNC: expected events or flags, not 'flag'
+HIRNODE_P2P_PIECES=0|HIRNODE_P2P_PIECES: expected an integer from 1 to 64, not '0'
+HIRNODE_P2P_AG_PIECES=x|HIRNODE_P2P_AG_PIECES: expected an integer from 1 to 64, not 'x'
+HIRNODE_P2P_PIECE_KIB=4M|HIRNODE_P2P_PIECE_KIB: expected an integer from 1 to 1073741824, not '4M'
+HIRNODE_P2P_LANES=8|HIRNODE_P2P_LANES: expected an integer from 1 to 4, not '8'
+HIRNODE_FAULT=1:17:melt|HIRNODE_FAULT: fault '1:17:melt': expected RANK:LINE[:OCCURRENCE]:KIND[:MS]
+HIRNODE_WATCHDOG_GRACE_S=-1|HIRNODE_WATCHDOG_GRACE_S: expected a number from 0 to 1e+06, not '-1'
+HIRNODE_SPIN_US=1e9|HIRNODE_SPIN_US: expected a number from 0 to 1e+07, not '1e9'
+HIRNODE_JOIN_SPIN=off|HIRNODE_JOIN_SPIN: expected 0 or 1, not 'off'
+VARS
+[ "$("$cli" info | grep -c ' (HIRNODE_[A-Z0-9_]*) ')" = 22 ] && ok || bad "info lists 22 settings"
+env_error HIRNODE_STREAMS=0 "hirnode check: HIRNODE_STREAMS: expected an integer from 1 to 16, not '0'" check $p
+env_error HIRNODE_STREAMS=0 "hirnode dump: HIRNODE_STREAMS: expected" dump --lowered $p
+env_error HIRNODE_P2P_LANES=0 "hirnode bench collectives: HIRNODE_P2P_LANES: expected" bench collectives --gpus 2
+env_error HIRNODE_GRAPHS=2 "hirnode bench overlap: HIRNODE_GRAPHS: expected 0 or 1, not '2'" bench overlap --op ag_matmul
+env_error HIRNODE_GRAPHS=2 "hirnode bench issue: HIRNODE_GRAPHS: expected" bench issue
+HIRNODE_STREAMS=0 "$cli" dump $p >/dev/null && ok || bad "dump reads no settings"
+HIRNODE_STREAMS= "$cli" check $p >/dev/null && ok || bad "an empty variable is one not set"
+out=$(HIRNODE_STREAMS=4 HIRNODE_TIMEOUT=2.5 HIRNODE_P2P_SYNC=flags "$cli" info 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -qE '^  streams += 4 ' && ! echo "$out" | grep -q "bad:" && ok \
+  || bad "info with good settings: rc=$rc $out"
+# a division in a declared shape that leaves a remainder: both numbers, the
+# fix, and nothing from the reference block; floor() says it is meant
+out=$("$cli" run --gpus 3 --check examples/allgather.hir 2>&1); rc=$?
+[ $rc = 2 ] && [ "$out" = "examples/allgather.hir:3:8: error: shape of 'X': M / world = 64 / 3 does not divide (the program floors it to 21): give M a multiple of 3 (63 or 66), or write floor(M / world) if flooring is meant" ] \
+  && ok || bad "a shape that does not divide: rc=$rc $out"
+"$cli" run --gpus 3 --check -D M=63 examples/allgather.hir >/dev/null && ok || bad "allgather at 3 ranks with M = 63"
+printf 'param M = 64, N = 8\ninput X : f32[floor(M / world), N] shard(axis 0)\noutput Y : f32[floor(M / world), N] shard(axis 0)\ncopy Y <- X\nreference {\n  copy Y <- X\n}\n' > "$t/floor.hir"
+"$cli" run --gpus 3 --check "$t/floor.hir" | grep -q "^check: passed" && ok || bad "floor(M / world) at 3 ranks"
+"$cli" dump "$t/floor.hir" | grep -q "^input X : f32\[floor(M / world), N\] shard(axis 0)$" && ok || bad "dump of floor()"
+# the body's error first and alone, though the reference block errs too
+sed 's|M / world|floor(M / world)|' examples/allgather.hir > "$t/ag3.hir"
+out=$("$cli" check --gpus 3 "$t/ag3.hir" 2>&1); rc=$?
+[ $rc = 2 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "ag3.hir:6:1: error: all ranks: allgather Y <- X: " \
+  && ok || bad "the body's error alone: rc=$rc $out"
+sed 's|^  copy Y <- X$|  copy Y <- Y[0]|' examples/allgather.hir > "$t/ref.hir"
+usage_error "ref.hir:9:3: error: rank 0: copy Y <- Y[0]: copy: f32[64, 8] does not match f32[8]" check --gpus 2 "$t/ref.hir"
+# an auto that finds nothing: what it tried and why, what would fit
+sed 's/pipelined()/pipelined(chunks=3)/' examples/ag_linear_bf16.hir > "$t/c3.hir"
+usage_error "c3.hir:9:1: error: linear C <- allgather(A), W, bias pipelined(chunks=3): strategy=auto finds no strategy for chunks=3: sequential runs in one step, chunks=3 must be 1; ring moves one shard per step, chunks=3 must be world (2); collective: chunks=3 does not divide the 32 rows of each rank's shard of A; broadcast takes chunks from each rank in turn, chunks=3 is not a multiple of world (2); chunks=2 or chunks=4 would fit" \
+  dump --lowered --gpus 2 -D M=64 "$t/c3.hir"
+# faults naming a rank or a line that does not exist: refused, what exists named
+usage_error "hirnode: error: fault '9:99:stop': rank 9 does not exist (ranks 0 to 3)" run --gpus 4 --fault 9:99:stop $p
+usage_error "allgather.hir: error: fault '1:99:stop': line 99 holds no instruction of the body (the body's instructions are on lines 6)" \
+  run --gpus 4 --fault 1:99:stop $p
+usage_error "allgather.hir: error: fault '0:6:oom': line 6 holds no alloc (the body allocates nothing)" run --gpus 4 --check --fault 0:6:oom $p
+env_error HIRNODE_FAULT=1:2:comm "allgather.hir: error: fault '1:2:comm': line 2 holds no communication (the body communicates on lines 6)" \
+  run --gpus 2 $p
 # one default rank count: run, check and dump --lowered at 8
 "$cli" check examples/allreduce.hir | grep -q "ok (8 ranks)" && ok || bad "check's default ranks"
 "$cli" run examples/allreduce.hir | grep -q ": 8 ranks on the " && ok || bad "run's default ranks"

@@ -36,6 +36,7 @@
     HN_SUITE(lower)                                                          \
     HN_SUITE(lowered)                                                        \
     HN_SUITE(cost)                                                           \
+    HN_SUITE(config)                                                         \
     HN_SUITE(options)                                                        \
     HN_SUITE(examples)                                                       \
     HN_SUITE(extreme)                                                        \

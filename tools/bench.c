@@ -426,7 +426,7 @@ static int bench_collectives_cli(int argc, char **argv)
     parse_vias("ll,nccl,p2p,auto", &o, NULL);
     o.min = 8 << 10;
     o.warmup = -1; /* 0 .. 0 of max, iters, reps and -1 of warmup: not given */
-    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0)
+    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0)
         return rc;
     o.ops = ops;
     o.device_timing = strcmp(timing, "device") == 0;

@@ -232,7 +232,7 @@ int hn_cli_bench_issue(int argc, char **argv)
     o.n = 1000;
     o.reps = 20;
     o.warmup = 3;
-    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0)
+    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0)
         return rc;
     return bench_issue(&o);
 }

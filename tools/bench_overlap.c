@@ -520,7 +520,7 @@ int hn_cli_bench_overlap(int argc, char **argv)
     o.iters = 5;
     o.warmup = 3;
     o.reps = 20;
-    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0)
+    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0)
         return rc;
     if (op == NULL)
         return hn_cli_usage_error(&c, "which --op? (ag_matmul, matmul_rs or matmul_ar)");

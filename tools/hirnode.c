@@ -26,6 +26,7 @@ static const char usage[] =
     "  dump --lowered FILE      print it with its pipelined statements and stream-parallel\n"
     "                           loops lowered for a configuration\n"
     "  info                     version, backends, devices, effective settings\n"
+    "                           (exit 2 when a HIRNODE_* variable is bad)\n"
     "  bench collectives        busbw of collectives beside raw NCCL\n"
     "  bench overlap            pipelined GEMMs: every strategy and auto\n"
     "  bench issue              the cost of issuing one instruction beside a plain launch loop\n"
@@ -95,8 +96,10 @@ static void init_opts(opts *o)
     o->seed = -1;
 }
 
-/* Parses a command's options and its one program file; -1 to go on. */
-static int parse_opts(const char *name, const hn_option *table, int n, int argc, char **argv, opts *o)
+/* Parses a command's options and its one program file, and checks the
+ * HIRNODE_* settings where the command reads them (run, check, dump
+ * --lowered: settings = 1, or o->lowered); -1 to go on. */
+static int parse_opts(const char *name, const hn_option *table, int n, int argc, char **argv, opts *o, int settings)
 {
     const char *args[1];
     int nargs = 0, rc;
@@ -105,6 +108,8 @@ static int parse_opts(const char *name, const hn_option *table, int n, int argc,
         return rc;
     if (nargs == 0)
         return hn_cli_usage_error(&c, "which program? (%s FILE)", name);
+    if ((settings || o->lowered) && (rc = hn_cli_check_settings(&c)) >= 0)
+        return rc;
     o->file = args[0];
     return -1;
 }
@@ -168,7 +173,7 @@ static int cmd_dump(int argc, char **argv)
         CONFIG_OPTIONS(&o),
     };
     init_opts(&o);
-    if ((rc = parse_opts("hirnode dump", table, HN_ARRAY_LEN(table), argc, argv, &o)) >= 0) {
+    if ((rc = parse_opts("hirnode dump", table, HN_ARRAY_LEN(table), argc, argv, &o, 0)) >= 0) {
         free_opts(&o);
         return rc;
     }
@@ -217,7 +222,7 @@ static int cmd_check(int argc, char **argv)
     int rc;
     const hn_option table[] = {CONFIG_OPTIONS(&o)};
     init_opts(&o);
-    if ((rc = parse_opts("hirnode check", table, HN_ARRAY_LEN(table), argc, argv, &o)) >= 0) {
+    if ((rc = parse_opts("hirnode check", table, HN_ARRAY_LEN(table), argc, argv, &o, 1)) >= 0) {
         free_opts(&o);
         return rc;
     }
@@ -279,7 +284,7 @@ static int cmd_run(int argc, char **argv)
         HN_TEXT("--trace", "FILE", &o.trace, "record every run: Chrome trace-event JSON (Perfetto)"),
     };
     init_opts(&o);
-    if ((rc = parse_opts("hirnode run", table, HN_ARRAY_LEN(table), argc, argv, &o)) >= 0) {
+    if ((rc = parse_opts("hirnode run", table, HN_ARRAY_LEN(table), argc, argv, &o, 1)) >= 0) {
         free_opts(&o);
         return rc;
     }
@@ -360,7 +365,7 @@ static int cmd_run(int argc, char **argv)
 static int cmd_info(int argc, char **argv)
 {
     const hn_device_ops *const *all = hn_device_backends();
-    int nargs = 0, rc;
+    int nargs = 0, rc, bad = 0;
     hn_command c = {"hirnode info", "", NULL, 0, NULL, 0, &nargs, NULL};
     if ((rc = hn_cli_parse(&c, argc, argv, 2)) >= 0)
         return rc;
@@ -376,9 +381,21 @@ static int cmd_info(int argc, char **argv)
     printf("settings:\n");
     for (int i = 0; i < hn_settings_count(); i++) {
         const hn_setting *s = hn_setting_at(i);
-        printf("  %-14s = %-6s  (%s) %s\n", s->name, hn_setting_get(s->name), s->env, s->help);
+        hn_strbuf why;
+        hn_sb_init(&why);
+        printf("  %-16s = %-6s  (%s) %s\n", s->name, hn_setting_get(s->name), s->env, s->help);
+        if (hn_setting_check(s, &why) != HN_OK) {
+            printf("  %-16s   bad: %s\n", "", why.data != NULL ? why.data : s->env);
+            bad++;
+        }
+        hn_sb_free(&why);
     }
-    return HN_EXIT_OK;
+    if (bad == 0)
+        return HN_EXIT_OK;
+    /* said on stderr too: a script sees it, and the command fails */
+    fprintf(stderr, "hirnode info: %d HIRNODE_* variable%s bad (marked above): a runtime will not start\n", bad,
+            bad == 1 ? " is" : "s are");
+    return HN_EXIT_USAGE;
 }
 
 int main(int argc, char **argv)

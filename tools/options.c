@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../src/core/util.h"
+#include "../src/sched/config.h"
 #include "options.h"
 
 int hn_cli_usage_error(const hn_command *c, const char *fmt, ...)
@@ -20,6 +21,25 @@ int hn_cli_usage_error(const hn_command *c, const char *fmt, ...)
     fprintf(stderr, "%s\n(%s --help lists the options)\n", sb.data != NULL ? sb.data : c->name, c->name);
     hn_sb_free(&sb);
     return HN_EXIT_USAGE;
+}
+
+int hn_cli_check_settings(const hn_command *c)
+{
+    hn_strbuf bad;
+    int rc = -1;
+    hn_sb_init(&bad);
+    if (hn_settings_check(&bad) != HN_OK) {
+        for (const char *line = bad.data; line != NULL && *line;) {
+            const char *nl = strchr(line, '\n');
+            int n = nl != NULL ? (int)(nl - line) : (int)strlen(line);
+            fprintf(stderr, "%s: %.*s\n", c->name, n, line);
+            line = nl != NULL ? nl + 1 : NULL;
+        }
+        fprintf(stderr, "(hirnode info lists the settings)\n");
+        rc = HN_EXIT_USAGE;
+    }
+    hn_sb_free(&bad);
+    return rc;
 }
 
 void hn_cli_usage(const hn_command *c, FILE *out)
@@ -53,29 +73,18 @@ void hn_cli_usage(const hn_command *c, FILE *out)
         fprintf(out, "\n%s", c->more);
 }
 
-/* "a|b|c" as "a, b or c" */
-static void say_choices(hn_strbuf *sb, const char *choices)
+/* "a|b|c" as its words (at most cap; NUL-separated copies in buf). */
+static int split_choices(const char *choices, char *buf, size_t size, const char **words, int cap)
 {
-    for (const char *p = choices; *p != '\0';) {
-        size_t len = strcspn(p, "|");
-        hn_sb_appendn(sb, p, len);
-        p += len + (p[len] == '|');
-        if (*p != '\0')
-            hn_sb_append(sb, strchr(p, '|') != NULL ? ", " : " or ");
+    int n = 0;
+    snprintf(buf, size, "%s", choices);
+    for (char *p = buf; n < cap; p++) {
+        words[n++] = p;
+        if ((p = strchr(p, '|')) == NULL)
+            break;
+        *p = '\0';
     }
-}
-
-/* Whether value is one of "a|b|c". */
-static int is_choice(const char *choices, const char *value)
-{
-    size_t n = strlen(value);
-    for (const char *p = choices; *p != '\0';) {
-        size_t len = strcspn(p, "|");
-        if (len == n && n > 0 && strncmp(p, value, n) == 0)
-            return 1;
-        p += len + (p[len] == '|');
-    }
-    return 0;
+    return n;
 }
 
 /* Stores value by o's kind; 0 with why in err if it is not one. */
@@ -112,15 +121,15 @@ static int take(const hn_option *o, const char *value, hn_strbuf *err)
         }
         *(const char **)o->dest = value;
         return 1;
-    case HN_OPT_CHOICE:
-        if (!is_choice(o->choices, value)) {
-            hn_sb_printf(err, "%s: expected ", o->name);
-            say_choices(err, o->choices);
-            hn_sb_printf(err, ", not '%s'", value);
+    case HN_OPT_CHOICE: {
+        char buf[256];
+        const char *words[16];
+        int n = split_choices(o->choices, buf, sizeof(buf), words, HN_ARRAY_LEN(words)), i;
+        if (hn_parse_word(o->name, value, words, n, &i, err) != HN_OK)
             return 0;
-        }
         *(const char **)o->dest = value;
         return 1;
+    }
     case HN_OPT_CALL: {
         size_t before = err->len;
         if (o->call(value, o->dest, err))

@@ -67,6 +67,12 @@ typedef struct hn_command {
  * integer from 1 to 1000000, not '5x'") and where the usage is. */
 int hn_cli_parse(const hn_command *c, int argc, char **argv, int first);
 
+/* For a command that reads the HIRNODE_* settings (src/sched/config.c):
+ * -1 when every one is good; else each bad one on stderr in the options'
+ * format ("hirnode run: HIRNODE_STREAMS: expected an integer from 1 to
+ * 16, not '5x'"), where they are listed, and HN_EXIT_USAGE. */
+int hn_cli_check_settings(const hn_command *c);
+
 /* The usage of c, options listed with their help. */
 void hn_cli_usage(const hn_command *c, FILE *out);
 

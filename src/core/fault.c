@@ -106,3 +106,31 @@ hn_status_t hn_fault_parse(const char *spec, hn_fault_plan *out, char *err, size
     *out = plan;
     return HN_OK;
 }
+
+void hn_fault_text(const hn_fault *f, char *buf, size_t n)
+{
+    int k = snprintf(buf, n, "%d:%d", f->rank, f->line);
+    if (k >= 0 && (size_t)k < n && f->occurrence != 1)
+        k += snprintf(buf + k, n - (size_t)k, ":%d", f->occurrence);
+    if (k >= 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k, ":%s", hn_fault_kind_name(f->kind));
+    if (k >= 0 && (size_t)k < n && f->kind == HN_FAULT_SLOW && f->ms != 200)
+        snprintf(buf + k, n - (size_t)k, ":%.0f", f->ms);
+}
+
+hn_status_t hn_fault_plan_check_ranks(const hn_fault_plan *plan, int nranks, char *err, size_t errlen)
+{
+    for (int i = 0; i < plan->n; i++)
+        if (plan->f[i].rank >= nranks) {
+            char text[64];
+            hn_fault_text(&plan->f[i], text, sizeof(text));
+            if (nranks == 1)
+                snprintf(err, errlen, "fault '%s': rank %d does not exist (the only rank is 0)", text,
+                         plan->f[i].rank);
+            else
+                snprintf(err, errlen, "fault '%s': rank %d does not exist (ranks 0 to %d)", text, plan->f[i].rank,
+                         nranks - 1);
+            return HN_ERR_INVALID;
+        }
+    return HN_OK;
+}

@@ -39,5 +39,11 @@ typedef struct hn_fault_plan {
  * faults). On error writes why into err and returns HN_ERR_INVALID. */
 hn_status_t hn_fault_parse(const char *spec, hn_fault_plan *out, char *err, size_t errlen);
 const char *hn_fault_kind_name(hn_fault_kind k);
+/* A fault as a plan writes it ("9:99:stop"), for messages. */
+void hn_fault_text(const hn_fault *f, char *buf, size_t n);
+/* HN_ERR_INVALID with why into err when a fault names a rank that a
+ * runtime of nranks does not have ("fault '9:99:stop': rank 9 does not
+ * exist (ranks 0 to 3)"). */
+hn_status_t hn_fault_plan_check_ranks(const hn_fault_plan *plan, int nranks, char *err, size_t errlen);
 
 #endif

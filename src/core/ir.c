@@ -183,8 +183,10 @@ static int64_t floordiv(int64_t a, int64_t b)
     return q;
 }
 
-hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
-                         int64_t *out, char *err, int errlen)
+/* The evaluator; when inexact is not NULL it also notes there the first
+ * division outside floor() that leaves a remainder. */
+static hn_status_t eval(const hn_expr *e, const hn_scalar_env *env, hn_inexact *inexact, int64_t *out, char *err,
+                        int errlen)
 {
     int64_t x = 0, y = 0;
     hn_status_t st;
@@ -199,7 +201,8 @@ hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
     case HN_EX_NSTREAMS: *out = env->nstreams; return HN_OK;
     default: break;
     }
-    if ((st = hn_expr_eval(e->a, env, &x, err, errlen)) != HN_OK)
+    /* inside floor() a division may leave a remainder */
+    if ((st = eval(e->a, env, e->kind == HN_EX_FLOOR ? NULL : inexact, &x, err, errlen)) != HN_OK)
         return st;
     if (e->kind == HN_EX_NEG) {
         if (hn_sub_overflows(0, x, out)) {
@@ -212,6 +215,10 @@ hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
         *out = !x;
         return HN_OK;
     }
+    if (e->kind == HN_EX_FLOOR) {
+        *out = x;
+        return HN_OK;
+    }
     /* short-circuit like C */
     if (e->kind == HN_EX_BIN && e->op == HN_B_AND && !x) {
         *out = 0;
@@ -221,7 +228,7 @@ hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
         *out = 1;
         return HN_OK;
     }
-    if ((st = hn_expr_eval(e->b, env, &y, err, errlen)) != HN_OK)
+    if ((st = eval(e->b, env, inexact, &y, err, errlen)) != HN_OK)
         return st;
     if (e->kind == HN_EX_MIN) {
         *out = x < y ? x : y;
@@ -269,6 +276,8 @@ hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
         }
         if (e->op == HN_B_DIV) {
             *out = floordiv(x, y);
+            if (inexact != NULL && inexact->div == NULL && x % y != 0)
+                *inexact = (hn_inexact){e, x, y, *out};
         } else { /* floor modulo from C's remainder: no intermediate product */
             int64_t r = x % y;
             *out = r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
@@ -276,6 +285,18 @@ hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
         break;
     }
     return HN_OK;
+}
+
+hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env, int64_t *out, char *err, int errlen)
+{
+    return eval(e, env, NULL, out, err, errlen);
+}
+
+hn_status_t hn_expr_eval_exact(const hn_expr *e, const hn_scalar_env *env, int64_t *out, hn_inexact *inexact,
+                               char *err, int errlen)
+{
+    inexact->div = NULL;
+    return eval(e, env, inexact, out, err, errlen);
 }
 
 hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,

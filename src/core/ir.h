@@ -92,6 +92,7 @@ typedef enum hn_expr_kind {
     HN_EX_BIN,
     HN_EX_MIN,
     HN_EX_MAX,
+    HN_EX_FLOOR, /* floor(a): a, whose divisions floor on purpose (no remainder check) */
 } hn_expr_kind;
 
 typedef enum hn_binop {
@@ -131,7 +132,7 @@ hn_expr *hn_ex_int(int64_t v);
 hn_expr *hn_ex_float(double v);
 hn_expr *hn_ex_var(int var);
 hn_expr *hn_ex_leaf(hn_expr_kind kind); /* rank, world, nstreams */
-hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a);
+hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a); /* neg, not, floor */
 hn_expr *hn_ex_bin(hn_binop op, hn_expr *a, hn_expr *b);
 hn_expr *hn_ex_call(hn_expr_kind kind, hn_expr *a, hn_expr *b); /* min/max */
 hn_expr *hn_expr_clone(const hn_expr *e);
@@ -144,6 +145,16 @@ const char *hn_binop_text(hn_binop op);
  * into err (size errlen) and returns HN_ERR_RUNTIME. */
 hn_status_t hn_expr_eval(const hn_expr *e, const hn_scalar_env *env,
                          int64_t *out, char *err, int errlen);
+/* The first division of an evaluation, outside floor(), that leaves a
+ * remainder: the division, its operands and the floored quotient. */
+typedef struct hn_inexact {
+    const hn_expr *div; /* NULL: none */
+    int64_t x, y, q;
+} hn_inexact;
+/* hn_expr_eval that also finds that division (shapes that must divide);
+ * in one pass, in evaluation order (&& and || stop early). */
+hn_status_t hn_expr_eval_exact(const hn_expr *e, const hn_scalar_env *env, int64_t *out, hn_inexact *inexact,
+                               char *err, int errlen);
 /* Numeric operand: a float literal, or an int expression as double. */
 hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,
                              double *out, char *err, int errlen);

@@ -23,8 +23,8 @@ typedef struct parser {
 } parser;
 
 static const char *reserved[] = {
-    "rank", "world", "nstreams", "min",   "max",    "in",     "step",  "else",
-    "op",   "root",  "team",     "via",   "to",     "from",   "as",    "range",
+    "rank", "world", "nstreams", "min",   "max",    "floor",  "in",    "step",
+    "else", "op",    "root",     "team",  "via",    "to",     "from",  "as",    "range",
     "param", "input", "output",  "reference", "replicated", "shard", "axis",
     "f32",  "bf16",  "f16",      "i32",   "i64",
 };
@@ -189,8 +189,8 @@ static hn_expr *located(hn_expr *e, int line, int col)
 }
 
 /* primary := INT | IDENT | 'rank' | 'world' | 'nstreams'
- *          | ('min'|'max') '(' expr ',' expr ')' | '(' expr ')'
- *          | ('-'|'!') primary */
+ *          | ('min'|'max') '(' expr ',' expr ')' | 'floor' '(' expr ')'
+ *          | '(' expr ')' | ('-'|'!') primary */
 static hn_expr *primary(parser *ps)
 {
     hn_token t = ps->tok;
@@ -237,6 +237,15 @@ static hn_expr *primary(parser *ps)
         } else {
             hn_expr_free(a);
             hn_expr_free(b);
+        }
+    } else if (is_word(ps, "floor")) {
+        hn_expr *a = NULL;
+        next(ps);
+        if (expect_punct(ps, HN_P_LPAREN) && (a = expr_prec(ps, 0)) != NULL && expect_punct(ps, HN_P_RPAREN)) {
+            if ((e = hn_ex_unary(HN_EX_FLOOR, a)) == NULL)
+                oom(ps);
+        } else {
+            hn_expr_free(a);
         }
     } else if (t.kind == HN_T_IDENT && !is_reserved(t.s, t.len)) {
         int var = name(ps, "a name");

@@ -32,6 +32,11 @@ static void expr_prec(hn_strbuf *sb, const hn_program *p, const hn_expr *e, int 
         /* operands of unary ops are primaries */
         expr_prec(sb, p, e->a, 100, 0);
         return;
+    case HN_EX_FLOOR:
+        hn_sb_append(sb, "floor(");
+        expr_prec(sb, p, e->a, 0, 0);
+        hn_sb_append(sb, ")");
+        return;
     case HN_EX_MIN:
     case HN_EX_MAX:
         hn_sb_append(sb, e->kind == HN_EX_MIN ? "min(" : "max(");

@@ -346,6 +346,26 @@ hn_status_t hn_parse_size(const char *what, const char *s, uint64_t lo, uint64_t
     return refuse(err, what, s, "a size from %s to %s (bytes, or with K, M, G: 8K, 16M)", lo_text, hi_text);
 }
 
+hn_status_t hn_parse_word(const char *what, const char *s, const char *const *words, int n, int *index,
+                          hn_strbuf *err)
+{
+    hn_strbuf list;
+    hn_status_t st;
+    for (int i = 0; i < n && s != NULL; i++)
+        if (strcmp(s, words[i]) == 0) {
+            *index = i;
+            return HN_OK;
+        }
+    if (err == NULL)
+        return HN_ERR_INVALID;
+    hn_sb_init(&list);
+    for (int i = 0; i < n; i++)
+        hn_sb_printf(&list, "%s%s", i == 0 ? "" : i + 1 < n ? ", " : " or ", words[i]);
+    st = refuse(err, what, s, "%s", list.data != NULL ? list.data : "");
+    hn_sb_free(&list);
+    return st;
+}
+
 void hn_size_text(uint64_t bytes, char *buf, size_t n)
 {
     static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};

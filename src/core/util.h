@@ -77,6 +77,10 @@ char *hn_sb_take(hn_strbuf *sb);
 hn_status_t hn_parse_int64(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *out, hn_strbuf *err);
 hn_status_t hn_parse_double(const char *what, const char *s, double lo, double hi, double *out, hn_strbuf *err);
 hn_status_t hn_parse_size(const char *what, const char *s, uint64_t lo, uint64_t hi, uint64_t *out, hn_strbuf *err);
+/* One of the words[0..n) exactly (case counts): its index into *index;
+ * else "WHAT: expected auto, cuda or host, not 'gpu'". */
+hn_status_t hn_parse_word(const char *what, const char *s, const char *const *words, int n, int *index,
+                          hn_strbuf *err);
 /* A byte count as people read it: "64 MiB", "8 KiB", "1000 bytes" (exact:
  * a suffix only where it divides). */
 void hn_size_text(uint64_t bytes, char *buf, size_t n);

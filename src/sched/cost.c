@@ -234,14 +234,16 @@ int hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n)
 
 int hn_auto_picks_ll(void)
 {
-    const char *s = hn_setting_get("auto_ll");
-    return s != NULL && strcmp(s, "1") == 0;
+    int on;
+    (void)hn_setting_flag("auto_ll", &on, NULL); /* checked when the runtime was made */
+    return on;
 }
 
 int hn_default_via_auto(const char *device_backend)
 {
-    const char *s = hn_setting_get("default_via");
-    return strcmp(device_backend, "cuda") == 0 && (s == NULL || strcmp(s, "auto") == 0);
+    const char *via;
+    (void)hn_setting_word("default_via", &via, NULL);
+    return strcmp(device_backend, "cuda") == 0 && strcmp(via, "auto") == 0;
 }
 
 hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_kind kind, size_t count,
@@ -390,59 +392,72 @@ static int64_t split_extent(const hn_pipe_shape *sh, const char **what)
     }
 }
 
-/* Whether strategy/chunks/via fit the shape; the reason into err if not. */
-static int feasible(const hn_pipe_shape *sh, const hn_pipe_plan *pl, char *err, int errlen)
+/* Why a plan does not fit: what its strategy does, when the reason is
+ * that (rule: "runs in one step"), and what it needs; `general` when the
+ * reason is no strategy's (streams, protocol). */
+typedef struct unfit {
+    const char *rule;
+    int general;
+    char need[224];
+} unfit;
+
+/* Whether strategy/chunks/via fit the shape; why not into *u. */
+static int feasible(const hn_pipe_shape *sh, const hn_pipe_plan *pl, unfit *u)
 {
     const char *what;
     int64_t rows = split_extent(sh, &what);
     int n = sh->world, c = pl->chunks;
+    u->rule = NULL;
+    u->general = 1;
     if (c < 1) {
-        snprintf(err, (size_t)errlen, "chunks=%d must be positive", c);
+        snprintf(u->need, sizeof(u->need), "chunks=%d must be positive", c);
         return 0;
     }
     if (pl->streams < 1 || pl->streams > HN_MAX_STREAMS) {
-        snprintf(err, (size_t)errlen, "streams=%d out of range [1, %d]", pl->streams, HN_MAX_STREAMS);
+        snprintf(u->need, sizeof(u->need), "streams=%d out of range [1, %d]", pl->streams, HN_MAX_STREAMS);
         return 0;
     }
     if (pl->protocol == HN_PROTO_GET && pl->via != HN_VIA_P2P) {
-        snprintf(err, (size_t)errlen, "protocol=get pulls through p2p, not via=%s", hn_backend_name(pl->via));
+        snprintf(u->need, sizeof(u->need), "protocol=get pulls through p2p, not via=%s", hn_backend_name(pl->via));
         return 0;
     }
+    u->general = 0;
     switch (pl->strategy) {
     case HN_STRAT_SEQUENTIAL:
         if (c != 1) {
-            snprintf(err, (size_t)errlen, "strategy=sequential runs in one step: chunks=%d must be 1", c);
+            u->rule = "runs in one step";
+            snprintf(u->need, sizeof(u->need), "chunks=%d must be 1", c);
             return 0;
         }
         break;
     case HN_STRAT_RING:
         if (c != n) {
-            snprintf(err, (size_t)errlen, "strategy=ring moves one shard per step: chunks=%d must be world (%d)",
-                     c, n);
+            u->rule = "moves one shard per step";
+            snprintf(u->need, sizeof(u->need), "chunks=%d must be world (%d)", c, n);
             return 0;
         }
         break;
     case HN_STRAT_COLLECTIVE:
         if (rows % c != 0) {
-            snprintf(err, (size_t)errlen, "chunks=%d does not divide the %lld %s", c, (long long)rows, what);
+            snprintf(u->need, sizeof(u->need), "chunks=%d does not divide the %lld %s", c, (long long)rows, what);
             return 0;
         }
         if (pl->via == HN_VIA_P2P && coll_of(sh->kind) == HN_COLL_ALLREDUCE &&
             (rows / c * (has_gemm(sh->kind) ? sh->N : 1)) % n != 0) {
-            snprintf(err, (size_t)errlen, "via=p2p splits each chunk's allreduce in world=%d parts: the %lld "
+            snprintf(u->need, sizeof(u->need), "via=p2p splits each chunk's allreduce in world=%d parts: the %lld "
                      "elements of a chunk do not divide", n, (long long)(rows / c * (has_gemm(sh->kind) ? sh->N : 1)));
             return 0;
         }
         break;
     case HN_STRAT_BROADCAST:
         if (c % n != 0) {
-            snprintf(err, (size_t)errlen, "strategy=broadcast takes chunks from each rank in turn: chunks=%d is "
-                     "not a multiple of world (%d)", c, n);
+            u->rule = "takes chunks from each rank in turn";
+            snprintf(u->need, sizeof(u->need), "chunks=%d is not a multiple of world (%d)", c, n);
             return 0;
         }
         if (rows % (c / n) != 0) {
-            snprintf(err, (size_t)errlen, "chunks=%d makes %d pieces per rank, which do not divide the %lld %s", c,
-                     c / n, (long long)rows, what);
+            snprintf(u->need, sizeof(u->need), "chunks=%d makes %d pieces per rank, which do not divide the %lld %s",
+                     c, c / n, (long long)rows, what);
             return 0;
         }
         break;
@@ -451,52 +466,159 @@ static int feasible(const hn_pipe_shape *sh, const hn_pipe_plan *pl, char *err, 
     return 1;
 }
 
+static const hn_strategy strategy_order[] = {HN_STRAT_SEQUENTIAL, HN_STRAT_RING, HN_STRAT_COLLECTIVE,
+                                             HN_STRAT_BROADCAST};
+
+/* Whether strategy s may be tried for the plan: the one fixed, else one
+ * the statement offers. */
+static int tried(const hn_pipe_plan *plan, int offered, hn_strategy s)
+{
+    return plan->strategy != HN_STRAT_AUTO ? plan->strategy == s : (offered & HN_OPF_STRATEGY(s)) != 0;
+}
+
+/* The chunk counts auto tries for strategy s (the plan's own when fixed). */
+static int chunk_candidates(const hn_pipe_plan *plan, hn_strategy s, int n, int *cands)
+{
+    int k = 0;
+    if (plan->chunks > 0)
+        cands[k++] = plan->chunks;
+    else if (s == HN_STRAT_SEQUENTIAL)
+        cands[k++] = 1;
+    else if (s == HN_STRAT_RING)
+        cands[k++] = n;
+    else
+        for (; k < 3; k++) /* collective: 2, 4, 8; broadcast: 1, 2, 4 pieces per rank */
+            cands[k] = s == HN_STRAT_BROADCAST ? n << k : 2 << k;
+    return k;
+}
+
+/* The plan p of strategy s, chunks c and via choice v (0: nccl, 1: p2p
+ * when via is free) with its other free fields settled; 0 when v does
+ * not apply. */
+static int candidate(const hn_pipe_plan *plan, hn_strategy s, int c, int v, hn_pipe_plan *p)
+{
+    *p = *plan;
+    p->strategy = s;
+    p->chunks = c;
+    if (plan->via == HN_VIA_AUTO) {
+        /* a ring's sends and receives go through p2p unless told */
+        if ((s == HN_STRAT_RING || plan->protocol == HN_PROTO_GET) && v == 0)
+            return 0;
+        p->via = v ? HN_VIA_P2P : HN_VIA_NCCL;
+    } else if (v == 1) {
+        return 0;
+    }
+    if (p->streams <= 0)
+        p->streams = HN_MIN(p->chunks, AUTO_STREAMS);
+    if (p->protocol == HN_PROTO_AUTO && p->via == HN_VIA_P2P)
+        p->protocol = HN_PROTO_PUT;
+    return 1;
+}
+
+/* Whether some strategy tried fits with chunks=c. */
+static int chunks_fit(const hn_pipe_shape *sh, int offered, const hn_pipe_plan *plan, int c)
+{
+    hn_pipe_plan p;
+    unfit u;
+    for (int si = 0; si < HN_ARRAY_LEN(strategy_order); si++)
+        for (int v = 0; v < 2; v++)
+            if (tried(plan, offered, strategy_order[si]) && candidate(plan, strategy_order[si], c, v, &p) &&
+                feasible(sh, &p, &u))
+                return 1;
+    return 0;
+}
+
+/* "; chunks=2 or chunks=4 would fit": the fitting chunk counts nearest the
+ * plan's (the first few when it left them free). */
+static void suggest_chunks(const hn_pipe_shape *sh, int offered, const hn_pipe_plan *plan, hn_strbuf *sb)
+{
+    int fit[3], k = 0;
+    for (int c = 1; c <= 4096 && k < 3; c++)
+        if (chunks_fit(sh, offered, plan, c)) {
+            if (plan->chunks > 0 && c < plan->chunks)
+                fit[0] = c, k = 1; /* the nearest below */
+            else
+                fit[k++] = c;
+            if (plan->chunks > 0 && c > plan->chunks)
+                break; /* and the nearest above */
+        }
+    for (int i = 0; i < k; i++)
+        hn_sb_printf(sb, "%schunks=%d", i == 0 ? "; " : i + 1 < k ? ", " : " or ", fit[i]);
+    if (k > 0)
+        hn_sb_append(sb, " would fit");
+}
+
+/* Why no plan fits, into err: a fixed strategy and chunks say what they
+ * need; what auto chose from says what it tried and why each failed. */
+static void unfit_text(const hn_pipe_shape *sh, int offered, const hn_pipe_plan *plan, const unfit *why,
+                       const int *seen, char *err, int errlen)
+{
+    hn_strbuf sb;
+    int first = -1, same = 1;
+    hn_sb_init(&sb);
+    for (int si = 0; si < HN_ARRAY_LEN(strategy_order); si++)
+        if (seen[si]) {
+            if (first < 0)
+                first = si;
+            same &= strcmp(why[si].need, why[first].need) == 0;
+        }
+    if (first < 0) {
+        hn_sb_append(&sb, "no strategy fits these options");
+    } else if (why[first].general && same) {
+        hn_sb_append(&sb, why[first].need); /* no strategy's business */
+    } else if (plan->strategy != HN_STRAT_AUTO && plan->chunks > 0) {
+        if (why[first].rule != NULL)
+            hn_sb_printf(&sb, "strategy=%s %s: ", hn_strategy_name(plan->strategy), why[first].rule);
+        hn_sb_append(&sb, why[first].need);
+    } else if (plan->strategy != HN_STRAT_AUTO) {
+        int cands[3], k = chunk_candidates(plan, plan->strategy, sh->world, cands);
+        hn_sb_printf(&sb, "strategy=%s with the chunks auto tries (", hn_strategy_name(plan->strategy));
+        for (int i = 0; i < k; i++)
+            hn_sb_printf(&sb, "%s%d", i == 0 ? "" : i + 1 < k ? ", " : " and ", cands[i]);
+        hn_sb_printf(&sb, "): %s", why[first].need);
+        suggest_chunks(sh, offered, plan, &sb);
+    } else {
+        /* auto chose among the strategies: each one's reason */
+        if (plan->chunks > 0)
+            hn_sb_printf(&sb, "strategy=auto finds no strategy for chunks=%d: ", plan->chunks);
+        else
+            hn_sb_append(&sb, "strategy=auto finds no strategy that fits: ");
+        for (int si = 0, k = 0; si < HN_ARRAY_LEN(strategy_order); si++)
+            if (seen[si]) {
+                hn_sb_printf(&sb, "%s%s", k++ ? "; " : "", hn_strategy_name(strategy_order[si]));
+                if (why[si].rule != NULL)
+                    hn_sb_printf(&sb, " %s, %s", why[si].rule, why[si].need);
+                else
+                    hn_sb_printf(&sb, ": %s", why[si].need);
+            }
+        suggest_chunks(sh, offered, plan, &sb);
+    }
+    snprintf(err, (size_t)errlen, "%s", sb.data != NULL ? sb.data : "no strategy fits these options");
+    hn_sb_free(&sb);
+}
+
 hn_status_t hn_pipe_choose(const hn_pipe_shape *sh, int offered, hn_pipe_plan *plan, char *err, int errlen)
 {
-    static const hn_strategy order[] = {HN_STRAT_SEQUENTIAL, HN_STRAT_RING, HN_STRAT_COLLECTIVE,
-                                        HN_STRAT_BROADCAST};
     hn_pipe_plan best;
-    int n = sh->world, found = 0;
-    char why[256] = "";
+    unfit why[HN_ARRAY_LEN(strategy_order)];
+    int seen[HN_ARRAY_LEN(strategy_order)] = {0}, found = 0;
     memset(&best, 0, sizeof(best));
-    for (int si = 0; si < HN_ARRAY_LEN(order); si++) {
-        hn_strategy s = order[si];
-        int cands[3], ncand = 0;
-        if (plan->strategy != HN_STRAT_AUTO ? plan->strategy != s : !(offered & HN_OPF_STRATEGY(s)))
+    for (int si = 0; si < HN_ARRAY_LEN(strategy_order); si++) {
+        hn_strategy s = strategy_order[si];
+        int cands[3], ncand;
+        if (!tried(plan, offered, s))
             continue;
-        if (plan->chunks > 0) {
-            cands[ncand++] = plan->chunks;
-        } else if (s == HN_STRAT_SEQUENTIAL) {
-            cands[ncand++] = 1;
-        } else if (s == HN_STRAT_RING) {
-            cands[ncand++] = n;
-        } else {
-            for (int k = 0; k < 3; k++) /* collective: 2, 4, 8; broadcast: 1, 2, 4 pieces per rank */
-                cands[ncand++] = s == HN_STRAT_BROADCAST ? n << k : 2 << k;
-        }
+        ncand = chunk_candidates(plan, s, sh->world, cands);
         for (int ci = 0; ci < ncand; ci++)
             for (int v = 0; v < 2; v++) {
-                hn_pipe_plan p = *plan;
-                char e[256];
-                p.strategy = s;
-                p.chunks = cands[ci];
-                if (plan->via == HN_VIA_AUTO) {
-                    /* a ring's sends and receives go through p2p unless told */
-                    if (s == HN_STRAT_RING && v == 0)
-                        continue;
-                    if (plan->protocol == HN_PROTO_GET && v == 0)
-                        continue;
-                    p.via = v ? HN_VIA_P2P : HN_VIA_NCCL;
-                } else if (v == 1) {
+                hn_pipe_plan p;
+                unfit u;
+                if (!candidate(plan, s, cands[ci], v, &p))
                     continue;
-                }
-                if (p.streams <= 0)
-                    p.streams = HN_MIN(p.chunks, AUTO_STREAMS);
-                if (p.protocol == HN_PROTO_AUTO && p.via == HN_VIA_P2P)
-                    p.protocol = HN_PROTO_PUT;
-                if (!feasible(sh, &p, e, sizeof(e))) {
-                    if (why[0] == '\0')
-                        snprintf(why, sizeof(why), "%s", e);
+                if (!feasible(sh, &p, &u)) {
+                    if (!seen[si]) /* the first reason of each strategy */
+                        why[si] = u;
+                    seen[si] = 1;
                     continue;
                 }
                 p.seconds = plan_seconds(&hn_cost_model, sh, &p);
@@ -507,7 +629,7 @@ hn_status_t hn_pipe_choose(const hn_pipe_shape *sh, int offered, hn_pipe_plan *p
             }
     }
     if (!found) {
-        snprintf(err, (size_t)errlen, "%s", why[0] ? why : "no strategy fits these options");
+        unfit_text(sh, offered, plan, why, seen, err, errlen);
         return HN_ERR_VERIFY;
     }
     *plan = best;

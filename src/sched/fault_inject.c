@@ -11,12 +11,87 @@ hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *e
 {
     char msg[256];
     hn_fault_plan plan;
-    if (hn_fault_parse(spec, &plan, msg, sizeof(msg)) != HN_OK) {
+    if (hn_fault_parse(spec, &plan, msg, sizeof(msg)) != HN_OK ||
+        hn_fault_plan_check_ranks(&plan, rt->n, msg, sizeof(msg)) != HN_OK) {
         hn_sb_printf(err, "hirnode: error: %s\n", msg);
         return HN_ERR_INVALID;
     }
     rt->faults = plan;
     return HN_OK;
+}
+
+/* What the lines of a body hold: bits of each line's kinds of instruction. */
+enum { LINE_ANY = 1, LINE_COMM = 2, LINE_ALLOC = 4 };
+
+static void mark_lines(const hn_block *b, unsigned char *marks, int max)
+{
+    for (int i = 0; i < b->n; i++) {
+        const hn_instr *in = b->items[i];
+        int flags = hn_op_table[in->op].flags;
+        if (in->line >= 1 && in->line <= max) {
+            marks[in->line] |= LINE_ANY;
+            /* a scheduled statement's lowered code communicates and allocates */
+            if (flags & (HN_OPF_COMM | HN_OPF_PIPE))
+                marks[in->line] |= LINE_COMM;
+            if (in->op == HN_OP_ALLOC || (flags & HN_OPF_PIPE) || in->on_streams)
+                marks[in->line] |= LINE_ALLOC;
+        }
+        mark_lines(&in->body, marks, max);
+        mark_lines(&in->orelse, marks, max);
+    }
+}
+
+/* The lines marked `need` into sb (when not NULL) as "4, 6-9"; how many
+ * runs of lines there are. */
+static int lines_text(const unsigned char *marks, int max, int need, hn_strbuf *sb)
+{
+    int run = 0, n = 0;
+    for (int l = 1; l <= max + 1; l++) {
+        int ok = l <= max && (marks[l] & need) != 0;
+        if (ok && run++ == 0 && sb != NULL)
+            hn_sb_printf(sb, "%s%d", n > 0 ? ", " : "", l);
+        n += ok && run == 1;
+        if (!ok && run > 1 && sb != NULL)
+            hn_sb_printf(sb, "%s%d", run > 2 ? "-" : ", ", l - 1);
+        if (!ok)
+            run = 0;
+    }
+    return n;
+}
+
+hn_status_t hn_faults_check_program(const hn_runtime *rt, const hn_program *p, hn_strbuf *err)
+{
+    static const char *const holds[] = {"", "instruction of the body", "communication", "", "alloc"};
+    static const char *const where[] = {"", "the body's instructions are on lines",
+                                        "the body communicates on lines", "", "the body allocates on lines"};
+    unsigned char *marks;
+    int max = 0;
+    hn_status_t st = HN_OK;
+    if (rt->faults.n == 0)
+        return HN_OK;
+    for (int i = 0; i < p->ninstrs; i++)
+        max = HN_MAX(max, p->instrs[i]->line);
+    if ((marks = hn_calloc((size_t)max + 2, 1)) == NULL)
+        return HN_ERR_NOMEM;
+    mark_lines(&p->body, marks, max);
+    for (int i = 0; i < rt->faults.n && st == HN_OK; i++) {
+        const hn_fault *f = &rt->faults.f[i];
+        int need = f->kind == HN_FAULT_COMM ? LINE_COMM : f->kind == HN_FAULT_OOM ? LINE_ALLOC : LINE_ANY;
+        char text[64];
+        if (f->line <= max && (marks[f->line] & need))
+            continue;
+        hn_fault_text(f, text, sizeof(text));
+        hn_sb_printf(err, "%s: error: fault '%s': line %d holds no %s (", p->filename, text, f->line, holds[need]);
+        if (lines_text(marks, max, need, NULL) == 0)
+            hn_sb_append(err, need == LINE_ALLOC ? "the body allocates nothing" : "the body has none");
+        else
+            hn_sb_printf(err, "%s ", where[need]);
+        lines_text(marks, max, need, err);
+        hn_sb_append(err, ")\n");
+        st = HN_ERR_INVALID;
+    }
+    hn_free(marks);
+    return st;
 }
 
 static void sleep_ms(double ms)

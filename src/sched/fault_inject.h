@@ -6,8 +6,15 @@
 #include "eval.h"
 
 /* Replaces the injected faults (spec as HIRNODE_FAULT; NULL or "" none);
- * HN_ERR_INVALID with err set for a bad spec. Between runs only. */
+ * HN_ERR_INVALID with err set for a bad spec or a rank the runtime does
+ * not have. Between runs only. */
 hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *err);
+
+/* Whether every injected fault can act on program p, before it runs: its
+ * line holds an instruction of p's body (a comm fault a communication, an
+ * oom fault an alloc or a statement the scheduler lowers); else
+ * HN_ERR_INVALID with a line into err naming the lines that exist. */
+hn_status_t hn_faults_check_program(const hn_runtime *rt, const hn_program *p, hn_strbuf *err);
 
 /* Sets off the faults of this rank that match instruction `in` (its line;
  * its occurrence counted in x->fault_seen), on the rank's thread before

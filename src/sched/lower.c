@@ -445,7 +445,7 @@ static void tref_text(const hn_lower *L, const hn_tref *t, char *buf, size_t n)
 static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
 {
     hn_lower_pipe c;
-    char err[256];
+    char err[1024]; /* what auto tried and why each failed */
     int found;
     memset(&c, 0, sizeof(c));
     c.in = in;

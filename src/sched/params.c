@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/parse.h"
 #include "params.h"
 
 hn_status_t hn_params_resolve(const hn_program *p, int world, int nstreams, int noverrides,
@@ -46,6 +47,31 @@ hn_status_t hn_params_resolve(const hn_program *p, int world, int nstreams, int 
     return st;
 }
 
+/* "M / world = 64 / 3 does not divide ...: give M a multiple of 3, or
+ * write floor(M / world) ..." */
+static void inexact_text(const hn_program *p, const hn_inexact *in, hn_strbuf *sb)
+{
+    const hn_expr *d = in->div;
+    int64_t x = in->x, y = in->y, below = x - x % y, above;
+    hn_print_expr(sb, p, d);
+    hn_sb_printf(sb, " = %lld / %lld does not divide (the program floors it to %lld): ", (long long)x, (long long)y,
+                 (long long)in->q);
+    if (d->a->kind == HN_EX_VAR) {
+        hn_sb_printf(sb, "give %s a multiple of %lld", p->names[d->a->var], (long long)y);
+        if (x > 0 && y > 0 && below > 0 && !hn_add_overflows(below, y, &above))
+            hn_sb_printf(sb, " (%lld or %lld)", (long long)below, (long long)above);
+    } else if (d->a->kind == HN_EX_WORLD && y > 0) {
+        hn_sb_printf(sb, "run on a multiple of %lld ranks", (long long)y);
+    } else {
+        hn_sb_append(sb, "make ");
+        hn_print_expr(sb, p, d->a);
+        hn_sb_printf(sb, " a multiple of %lld", (long long)y);
+    }
+    hn_sb_append(sb, ", or write floor(");
+    hn_print_expr(sb, p, d);
+    hn_sb_append(sb, ") if flooring is meant");
+}
+
 hn_status_t hn_io_tensor(const hn_program *p, const hn_io *io, const int64_t *params, int rank,
                          int world, int nstreams, int global, hn_tensor *out, hn_strbuf *err)
 {
@@ -65,10 +91,22 @@ hn_status_t hn_io_tensor(const hn_program *p, const hn_io *io, const int64_t *pa
     out->dtype = io->type.dtype;
     out->ndim = io->type.ndim;
     for (int i = 0; i < out->ndim && st == HN_OK; i++) {
-        if (hn_expr_eval(io->type.shape[i], &env, &out->shape[i], msg, sizeof(msg)) != HN_OK)
+        hn_inexact inexact;
+        if (hn_expr_eval_exact(io->type.shape[i], &env, &out->shape[i], &inexact, msg, sizeof(msg)) != HN_OK) {
             st = HN_ERR_VERIFY;
-        else if (out->shape[i] < 0 && (st = HN_ERR_VERIFY) != HN_OK)
+        } else if (inexact.div != NULL) {
+            /* a shard that silently drops rows: said for the tensor, not a rank */
+            hn_strbuf why;
+            hn_sb_init(&why);
+            inexact_text(p, &inexact, &why);
+            hn_sb_printf(err, "%s:%d:%d: error: shape of '%s': %s\n", p->filename, io->line, io->col,
+                         p->names[io->var], why.data != NULL ? why.data : "a division leaves a remainder");
+            hn_sb_free(&why);
+            hn_free(ivals);
+            return HN_ERR_VERIFY;
+        } else if (out->shape[i] < 0 && (st = HN_ERR_VERIFY) != HN_OK) {
             snprintf(msg, sizeof(msg), "dimension %d is negative (%lld)", i, (long long)out->shape[i]);
+        }
     }
     hn_free(ivals);
     /* the unsharded tensor of --check: world shards along the axis */

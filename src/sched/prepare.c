@@ -10,6 +10,7 @@
 #include "comm_log.h"
 #include "config_cache.h"
 #include "cost.h"
+#include "fault_inject.h"
 #include "issue.h"
 #include "params.h"
 #include "pool.h"
@@ -98,6 +99,9 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
         hn_sb_printf(diag, "%s\n", rt->lost_text);
         return HN_ERR_DEVICE_LOST;
     }
+    /* a fault that could never fire is refused, not ignored */
+    if ((st = hn_faults_check_program(rt, p, diag)) != HN_OK)
+        return st;
     /* pipelined statements and stream-parallel loops run lowered (lower.c) */
     if ((st = hn_runtime_lowered(rt, p, params, &p, diag)) != HN_OK)
         return st;

@@ -84,6 +84,8 @@ static void teardown(hn_runtime *rt, int nthreads)
 hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
 {
     hn_runtime_config cfg;
+    hn_runtime_settings set;
+    hn_strbuf why;
     hn_runtime *rt;
     hn_device_config dcfg;
     hn_status_t st = HN_OK;
@@ -101,25 +103,25 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     }
     if (cfg.timeout_s <= 0)
         cfg.timeout_s = 60.0;
+    /* every HIRNODE_* variable checked: a bad one is refused, not guessed */
+    hn_sb_init(&why);
+    st = hn_settings_read_runtime(cfg.ndev, &set, &why);
+    if (st != HN_OK) {
+        HN_ERROR("%.*s", why.len > 0 ? (int)why.len - 1 : 0, why.data != NULL ? why.data : "");
+        hn_sb_free(&why);
+        return st;
+    }
+    hn_sb_free(&why);
     if ((rt = hn_calloc(1, sizeof(*rt))) == NULL)
         return HN_ERR_NOMEM;
     rt->cfg = cfg;
     rt->n = cfg.ndev;
-    rt->spin_us = atof(hn_setting_get("spin_us"));
-    rt->watchdog_grace_s = atof(hn_setting_get("watchdog_grace_s"));
-    if (!(rt->watchdog_grace_s >= 0))
-        rt->watchdog_grace_s = 5;
-    {
-        char err[256];
-        if (hn_fault_parse(hn_setting_get("fault"), &rt->faults, err, sizeof(err)) != HN_OK) {
-            HN_ERROR("HIRNODE_FAULT: %s", err);
-            hn_free(rt);
-            return HN_ERR_INVALID;
-        }
-    }
-    rt->join_spin = atoi(hn_setting_get("join_spin"));
+    rt->spin_us = set.spin_us;
+    rt->watchdog_grace_s = set.watchdog_grace_s;
+    rt->faults = set.faults;
+    rt->join_spin = set.join_spin;
     rt->auto_graphs = cfg.graphs;
-    rt->replay_threads = atoi(hn_setting_get("replay_threads"));
+    rt->replay_threads = set.replay_threads;
     rt->on_deadline = on_deadline;
     hn_pool_init(rt);
     hn_run_error_init(rt);
@@ -139,10 +141,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     memset(&dcfg, 0, sizeof(dcfg));
     dcfg.ndev = rt->n;
     dcfg.host_delay_us = cfg.host_delay_us;
-    {
-        unsigned long long mib = strtoull(hn_setting_get("host_mem_mib"), NULL, 10);
-        dcfg.host_mem_bytes = mib > (SIZE_MAX >> 20) ? SIZE_MAX : (size_t)mib << 20;
-    }
+    dcfg.host_mem_bytes = set.host_mem_bytes;
     dcfg.seed = cfg.seed;
     dcfg.sink = &rt->sink;
     if ((st = rt->dev->init(&dcfg, &rt->dev_ctx)) != HN_OK)

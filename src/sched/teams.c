@@ -10,6 +10,26 @@
 #include "pool.h"
 #include "teams.h"
 
+/* The communicators' settings (checked when the runtime was created). */
+static void comm_settings(hn_comm_config *ccfg)
+{
+    const char *sync;
+    int64_t v;
+    (void)hn_setting_flag("nccl_blocking", &ccfg->blocking, NULL);
+    (void)hn_setting_int("nccl_max_ctas", &v, NULL);
+    ccfg->nccl_max_ctas = (int)v;
+    (void)hn_setting_word("p2p_sync", &sync, NULL);
+    ccfg->p2p_events = strcmp(sync, "events") == 0;
+    (void)hn_setting_int("p2p_pieces", &v, NULL);
+    ccfg->p2p_pieces = (int)v;
+    (void)hn_setting_int("p2p_ag_pieces", &v, NULL);
+    ccfg->p2p_ag_pieces = (int)v;
+    (void)hn_setting_int("p2p_lanes", &v, NULL);
+    ccfg->p2p_lanes = (int)v;
+    (void)hn_setting_int("p2p_piece_kib", &v, NULL);
+    ccfg->p2p_piece_min = (size_t)v << 10;
+}
+
 /* The communicator of each `via`: default is the device backend's own
  * (host or nccl), nccl is NCCL where there is CUDA (else the CPU
  * emulation), p2p is the peer-copy rings on any backend. */
@@ -21,10 +41,6 @@ hn_status_t hn_teams_init(hn_runtime *rt)
     names[HN_VIA_P2P] = "p2p";
     names[HN_VIA_AUTO] = rt->dev->comm; /* never used: resolved per instruction */
     names[HN_VIA_LL] = "ll";
-    if (strcmp(hn_setting_get("p2p_sync"), "flags") != 0 && strcmp(hn_setting_get("p2p_sync"), "events") != 0) {
-        HN_ERROR("HIRNODE_P2P_SYNC=%s: expected flags or events", hn_setting_get("p2p_sync"));
-        return HN_ERR_INVALID;
-    }
     for (int v = 0; v < HN_VIA_COUNT; v++) {
         const hn_comm_ops *ops = hn_comm_find(names[v]);
         int found = -1;
@@ -40,13 +56,7 @@ hn_status_t hn_teams_init(hn_runtime *rt)
         if (found < 0) {
             memset(&ccfg, 0, sizeof(ccfg));
             ccfg.nranks = rt->n;
-            ccfg.blocking = atoi(hn_setting_get("nccl_blocking"));
-            ccfg.nccl_max_ctas = atoi(hn_setting_get("nccl_max_ctas"));
-            ccfg.p2p_events = strcmp(hn_setting_get("p2p_sync"), "events") == 0;
-            ccfg.p2p_pieces = atoi(hn_setting_get("p2p_pieces"));
-            ccfg.p2p_ag_pieces = atoi(hn_setting_get("p2p_ag_pieces"));
-            ccfg.p2p_lanes = atoi(hn_setting_get("p2p_lanes"));
-            ccfg.p2p_piece_min = (size_t)strtoull(hn_setting_get("p2p_piece_kib"), NULL, 10) << 10;
+            comm_settings(&ccfg);
             ccfg.dev = rt->dev;
             ccfg.dev_ctx = rt->dev_ctx;
             ccfg.compute = rt->compute;

@@ -6,7 +6,8 @@
 
 #include "comm_log.h"
 
-/* Dry-runs p on every rank (shapes, ranges, teams, peers), then checks
+/* Dry-runs p on every rank (shapes, ranges, teams, peers) and, once
+ * every rank's body passes, the reference block on rank 0; then checks
  * that each team's members issue the same collectives in the same order
  * and every send meets its receive, and plays the posts of sends and
  * receives to find cycles that would hang. Diagnostics are appended to

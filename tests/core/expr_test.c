@@ -54,6 +54,54 @@ static void test_floor_division(void)
     expect("-7 % 2", 0, 1, 1);
     expect("7 % -2", 0, 1, -1);
     expect("7 / -2", 0, 1, -4);
+    /* floor(e) is e: it only says that the divisions in it floor on purpose */
+    expect("floor(7 / 2)", 0, 1, 3);
+    expect("floor(-7 / 2) + 1", 0, 1, -3);
+    expect("floor(P)", 0, 1, 7);
+    expect("2 * floor(world / 3 + floor(rank / 2))", 5, 8, 8);
+}
+
+/* The first division outside floor() that leaves a remainder, found while
+ * evaluating: its operands and quotient, in evaluation order. */
+static void test_exact(void)
+{
+    static const struct {
+        const char *text;
+        int64_t value, x, y, q; /* y = 0: none */
+    } cases[] = {
+        {"8 / 4 + P / 7", 3, 0, 0, 0},
+        {"floor(7 / 2) + 9 / 4", 5, 9, 4, 2},
+        {"(P + 1) / 3 + -7 / 2", -2, 8, 3, 2},
+        {"floor(P / 2 + floor(5 / 3)) * 2", 8, 0, 0, 0},
+        {"-7 / 2", -4, -7, 2, -4},
+        {"0 && 7 / 2", 0, 0, 0, 0},
+        {"1 || 7 / 2", 1, 0, 0, 0},
+        {"world > 1 && 7 / world", 1, 7, 2, 3},
+        {"min(P / 2, 10) + max(1, 6 / 4)", 4, 7, 2, 3},
+        {"7 / -1 + 6 / -4", -9, 6, -4, -2},
+    };
+    for (int i = 0; i < HN_ARRAY_LEN(cases); i++) {
+        char prog[256], err[64];
+        hn_program *p;
+        int64_t vals[16] = {0}, v = -99;
+        hn_scalar_env env = {vals, 0, 2, 3};
+        hn_inexact in = {(const hn_expr *)&env, 1, 1, 1}; /* overwritten */
+        snprintf(prog, sizeof(prog), "param P = 7\nx = %s\n", cases[i].text);
+        p = hn_test_parse(prog, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        vals[p->params[0].var] = 7;
+        CU_ASSERT_EQUAL(hn_expr_eval_exact(p->body.items[0]->e[0], &env, &v, &in, err, sizeof(err)), HN_OK);
+        CU_ASSERT_EQUAL(v, cases[i].value);
+        if (cases[i].y == 0) {
+            CU_ASSERT_PTR_NULL(in.div);
+        } else {
+            CU_ASSERT_TRUE(in.div != NULL && in.div->kind == HN_EX_BIN && in.div->op == HN_B_DIV);
+            CU_ASSERT_EQUAL(in.x, cases[i].x);
+            CU_ASSERT_EQUAL(in.y, cases[i].y);
+            CU_ASSERT_EQUAL(in.q, cases[i].q);
+        }
+        hn_prog_free(p);
+    }
 }
 
 static void test_logic(void)
@@ -125,6 +173,14 @@ static void test_clone_equal(void)
     CU_ASSERT_FALSE(hn_expr_equal(e, c));
     hn_expr_free(e);
     hn_expr_free(c);
+    e = hn_ex_unary(HN_EX_FLOOR, hn_ex_bin(HN_B_DIV, hn_ex_var(0), hn_ex_leaf(HN_EX_WORLD)));
+    c = hn_expr_clone(e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_TRUE(hn_expr_equal(e, c));
+    c->kind = HN_EX_NEG; /* -(P / world) is not floor(P / world) */
+    CU_ASSERT_FALSE(hn_expr_equal(e, c));
+    hn_expr_free(e);
+    hn_expr_free(c);
     /* builders propagate a NULL child and free the other */
     CU_ASSERT_PTR_NULL(hn_ex_bin(HN_B_ADD, hn_ex_int(1), NULL));
 }
@@ -133,6 +189,7 @@ void hn_suite_expr(void)
 {
     static CU_TestInfo tests[] = {
         {"arithmetic and precedence", test_arithmetic},
+        {"the first division outside floor() that leaves a remainder", test_exact},
         {"floor division and modulo", test_floor_division},
         {"comparisons and logic", test_logic},
         {"errors", test_errors},

@@ -65,11 +65,37 @@ static void test_bad_specs(void)
     }
 }
 
+static void test_text_and_ranks(void)
+{
+    static const char *const specs[] = {"9:99:stop", "0:3:2:slow:50", "1:17:async", "2:8:0:comm", "0:1:slow"};
+    hn_fault_plan plan;
+    char err[256], text[64];
+    /* a fault reads back as written (its defaults left out) */
+    for (int i = 0; i < HN_ARRAY_LEN(specs); i++) {
+        CU_ASSERT_EQUAL_FATAL(hn_fault_parse(specs[i], &plan, err, sizeof(err)), HN_OK);
+        hn_fault_text(&plan.f[0], text, sizeof(text));
+        CU_ASSERT_STRING_EQUAL(text, specs[i]);
+    }
+    CU_ASSERT_EQUAL(hn_fault_parse("0:1:1:issue", &plan, err, sizeof(err)), HN_OK);
+    hn_fault_text(&plan.f[0], text, sizeof(text));
+    CU_ASSERT_STRING_EQUAL(text, "0:1:issue");
+    /* the ranks a runtime has */
+    CU_ASSERT_EQUAL(hn_fault_parse("0:3:stop,3:4:issue", &plan, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(hn_fault_plan_check_ranks(&plan, 4, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(hn_fault_plan_check_ranks(&plan, 3, err, sizeof(err)), HN_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(err, "fault '3:4:issue': rank 3 does not exist (ranks 0 to 2)");
+    CU_ASSERT_EQUAL(hn_fault_plan_check_ranks(&plan, 1, err, sizeof(err)), HN_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(err, "fault '3:4:issue': rank 3 does not exist (the only rank is 0)");
+    CU_ASSERT_EQUAL(hn_fault_parse("", &plan, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(hn_fault_plan_check_ranks(&plan, 1, err, sizeof(err)), HN_OK);
+}
+
 void hn_suite_fault(void)
 {
     static CU_TestInfo tests[] = {
         {"fault plans parse", test_parse},
         {"bad fault plans are refused with a reason", test_bad_specs},
+        {"faults as text; ranks a runtime lacks", test_text_and_ranks},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("core/fault", tests);

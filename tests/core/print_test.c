@@ -111,17 +111,28 @@ static void test_builder(void)
 static void test_expression_parens(void)
 {
     /* the printer keeps exactly the parentheses the tree needs */
-    const char *text = "x = (1 - (2 - 3)) * -(4 + 5) % (6 / (7 * 8)) - (1 < 2 == (3 < 4))\n";
-    hn_program *p = hn_test_parse(text, NULL), *q;
-    char *printed;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    printed = hn_print_program(p);
-    CU_ASSERT_STRING_EQUAL(printed, "x = (1 - (2 - 3)) * -(4 + 5) % (6 / (7 * 8)) - (1 < 2 == 3 < 4)\n");
-    q = hn_test_parse(printed, NULL);
-    CU_ASSERT_TRUE(q != NULL && hn_prog_equal(p, q));
-    hn_free(printed);
-    hn_prog_free(p);
-    hn_prog_free(q);
+    static const struct {
+        const char *text, *printed;
+    } cases[] = {
+        {"x = (1 - (2 - 3)) * -(4 + 5) % (6 / (7 * 8)) - (1 < 2 == (3 < 4))\n",
+         "x = (1 - (2 - 3)) * -(4 + 5) % (6 / (7 * 8)) - (1 < 2 == 3 < 4)\n"},
+        /* floor() is a call: no parentheses inside, none needed around */
+        {"x = 2 * floor(((7 + 1) / 3)) - -floor(9 / (2 + 1))\n", "x = 2 * floor((7 + 1) / 3) - -floor(9 / (2 + 1))\n"},
+        {"param M = 8\ninput A : f32[floor(M / world), (floor(M / 3))] replicated\n",
+         "param M = 8\ninput A : f32[floor(M / world), floor(M / 3)] replicated\n"},
+    };
+    for (int i = 0; i < HN_ARRAY_LEN(cases); i++) {
+        hn_program *p = hn_test_parse(cases[i].text, NULL), *q;
+        char *printed;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        printed = hn_print_program(p);
+        CU_ASSERT_STRING_EQUAL(printed, cases[i].printed);
+        q = hn_test_parse(printed, NULL);
+        CU_ASSERT_TRUE(q != NULL && hn_prog_equal(p, q));
+        hn_free(printed);
+        hn_prog_free(p);
+        hn_prog_free(q);
+    }
 }
 
 void hn_suite_print(void)

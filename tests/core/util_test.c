@@ -183,6 +183,33 @@ static void test_nearest_word(void)
     CU_ASSERT_STRING_EQUAL(hn_nearest_word("copy=3", 4, words, HN_ARRAY_LEN(words)), "copy");
 }
 
+static void test_word(void)
+{
+    static const char *const words[] = {"auto", "cuda", "host"}, *const one[] = {"on"};
+    hn_strbuf err;
+    int i = -1;
+    hn_sb_init(&err);
+    CU_ASSERT_EQUAL(hn_parse_word("--backend", "cuda", words, 3, &i, &err), HN_OK);
+    CU_ASSERT_EQUAL(i, 1);
+    CU_ASSERT_EQUAL(hn_parse_word("--backend", "host", words, 3, &i, NULL), HN_OK);
+    CU_ASSERT_EQUAL(i, 2);
+    CU_ASSERT_PTR_NULL(err.data);
+    /* exactly the word: no prefix, no case, no blank; *index left alone */
+    for (int k = 0; k < 5; k++) {
+        static const char *const bad[] = {"gpu", "cud", "CUDA", "cuda ", ""};
+        CU_ASSERT_EQUAL(hn_parse_word("--backend", bad[k], words, 3, &i, NULL), HN_ERR_INVALID);
+        CU_ASSERT_EQUAL(i, 2);
+    }
+    CU_ASSERT_EQUAL(hn_parse_word("--backend", NULL, words, 3, &i, NULL), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(hn_parse_word("--backend", "gpu", words, 3, &i, &err), HN_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(err.data, "--backend: expected auto, cuda or host, not 'gpu'");
+    hn_sb_free(&err);
+    hn_sb_init(&err);
+    CU_ASSERT_EQUAL(hn_parse_word("HIRNODE_X", "o\tn", one, 1, &i, &err), HN_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(err.data, "HIRNODE_X: expected on, not 'o\\x09n'");
+    hn_sb_free(&err);
+}
+
 /* A fresh folder under /tmp for one test's files. */
 static char *scratch(void)
 {
@@ -321,6 +348,7 @@ void hn_suite_util(void)
         {"numbers: decimal and finite only", test_double},
         {"sizes: K, M, G, T suffixes, no fractions, no overflow", test_size},
         {"the nearest keyword for did-you-mean", test_nearest_word},
+        {"words: exactly one of a list, the list in the message", test_word},
         {"reading a regular file, its size limit, out of memory", test_read_regular},
         {"directories, devices, FIFOs, missing and oversize files refused", test_read_refuses},
         CU_TEST_INFO_NULL,

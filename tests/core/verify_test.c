@@ -167,6 +167,80 @@ static void test_dry_run(void)
                "matmul: shapes f32[2, 2] = f32[2, 3] x f32[2, 3] do not fit");
 }
 
+/* The whole diagnostic of a dry run at world ranks (NULL: it passes). */
+static void expect_dry_exactly(const char *text, int world, const char *want)
+{
+    hn_status_t st;
+    char *d = dry(text, world, &st);
+    CU_ASSERT_EQUAL(st, want != NULL ? HN_ERR_VERIFY : HN_OK);
+    if (want != NULL ? d == NULL || strcmp(d, want) != 0 : d != NULL && *d)
+        fprintf(stderr, "\n  at %d ranks want:\n%s  got:\n%s", world, want ? want : "nothing\n", d ? d : "nothing\n");
+    CU_ASSERT_STRING_EQUAL(d != NULL ? d : "", want != NULL ? want : "");
+    hn_free(d);
+}
+
+/* A declared shape whose division leaves a remainder is an error naming
+ * both numbers, unless the program says it floors. */
+static void test_shapes_divide(void)
+{
+    const char *ag = "param M = 64, K = 4\ninput A : f32[M / world, K] shard(axis 0)\n"
+                     "output C : f32[M, K] replicated\nallgather C <- A\n";
+    expect_dry_exactly(ag, 3, "t.hir:2:7: error: shape of 'A': M / world = 64 / 3 does not divide (the program "
+                              "floors it to 21): give M a multiple of 3 (63 or 66), or write floor(M / world) if "
+                              "flooring is meant\n");
+    for (int w = 1; w <= 8; w *= 2)
+        expect_dry_exactly(ag, w, NULL);
+    /* said so: it floors, and the allgather is what does not fit then */
+    expect_dry("param M = 64, K = 4\ninput A : f32[floor(M / world), K] shard(axis 0)\n"
+               "output C : f32[M, K] replicated\nallgather C <- A\n",
+               3, "t.hir:4:1: error: all ranks: allgather C <- A: allgather of 84 elements over a team of 3 needs an "
+                  "output of 252, not 256");
+    expect_dry_exactly("param M = 64\ninput A : f32[floor(M / world)] shard(axis 0)\n", 3, NULL);
+    /* outputs too; the world on the left; an expression on the left */
+    expect_dry_exactly("param R = 2\noutput G : f32[1, world / R] shard(axis 0)\n", 3,
+                       "t.hir:2:8: error: shape of 'G': world / R = 3 / 2 does not divide (the program floors it to "
+                       "1): run on a multiple of 2 ranks, or write floor(world / R) if flooring is meant\n");
+    expect_dry_exactly("param M = 8\ninput A : f32[(M + 1) / world] replicated\n", 2,
+                       "t.hir:2:7: error: shape of 'A': (M + 1) / world = 9 / 2 does not divide (the program floors "
+                       "it to 4): make M + 1 a multiple of 2, or write floor((M + 1) / world) if flooring is meant\n");
+    /* the inner division first; a negative one; one floored beside one not */
+    expect_dry("param M = 10\ninput A : f32[M / 2 / world] replicated\n", 2,
+               "shape of 'A': M / 2 / world = 5 / 2 does not divide (the program floors it to 2): make M / 2 a "
+               "multiple of 2");
+    expect_dry("param M = 10\ninput A : f32[floor(M / 3) + M / 3] replicated\n", 1,
+               "shape of 'A': M / 3 = 10 / 3 does not divide (the program floors it to 3): give M a multiple of 3 "
+               "(9 or 12)");
+    expect_dry_exactly("param M = 10\ninput A : f32[floor(M / 3 + M / 4)] replicated\n", 1, NULL);
+    expect_dry("param M = -7\ninput A : f32[2 - M / 2] replicated\n", 1,
+               "shape of 'A': M / 2 = -7 / 2 does not divide (the program floors it to -4): give M a multiple of 2, "
+               "or write floor(M / 2) if flooring is meant");
+    /* only what the shape's evaluation reaches: && and || stop early */
+    expect_dry_exactly("param M = 64\ninput A : f32[1 + (world == 1 || M / 3 > 0)] replicated\n", 1, NULL);
+    expect_dry("param M = 64\ninput A : f32[1 + (world == 1 || M / 3 > 0)] replicated\n", 2,
+               "shape of 'A': M / 3 = 64 / 3 does not divide");
+    expect_dry_exactly("param M = 64\ninput A : f32[1 + (world > 1 && M / 3 > 0)] replicated\n", 1, NULL);
+    /* a division by zero stays that error */
+    expect_dry("param M = 0\ninput A : f32[4 / M] replicated\n", 1, "rank 0: shape of 'A': division by zero");
+}
+
+/* The body's errors come first and alone: the reference block is dry-run
+ * once every rank's body passes. */
+static void test_body_before_reference(void)
+{
+    const char *text = "input A : f32[4] replicated\noutput B : f32[8] replicated\n"
+                       "t = alloc f32[4]\nu = select t, 0, rank + 3\n"
+                       "reference {\n  copy B <- A\n}\n";
+    expect_dry_exactly(text, 2, "t.hir:4:1: error: rank 1: u = select t, 0, rank + 3: index 4 out of range [0, 4) "
+                                "on axis 0\n");
+    /* a body that passes: the reference block's error */
+    expect_dry_exactly(text, 1, "t.hir:6:3: error: rank 0: copy B <- A: copy: f32[8] does not match f32[4]\n");
+    /* several ranks' body errors, in rank order, then nothing else */
+    expect_dry_exactly("input A : f32[4] replicated\noutput B : f32[8] replicated\n"
+                       "t = alloc f32[4]\nu = select t, 0, rank / 2 * 4\nreference {\n  copy B <- A\n}\n",
+                       4, "t.hir:4:1: error: ranks 2, 3: u = select t, 0, rank / 2 * 4: index 4 out of range [0, 4) "
+                          "on axis 0\n");
+}
+
 static void test_matching(void)
 {
     /* a collective that only some ranks reach would hang NCCL */
@@ -296,6 +370,8 @@ void hn_suite_verify(void)
         {"static errors, all at once", test_static},
         {"misused pipelined statements and stream-parallel loops", test_static_sched},
         {"dry-run errors name rank and instruction", test_dry_run},
+        {"shapes whose division leaves a remainder, unless floor() says so", test_shapes_divide},
+        {"the body's errors first and alone, then the reference block's", test_body_before_reference},
         {"collectives and messages match across ranks", test_matching},
         {"matching is linear in the communications", test_matching_scale},
         CU_TEST_INFO_NULL,

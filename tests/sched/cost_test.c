@@ -205,6 +205,90 @@ static void test_via_resolve(void)
     unsetenv("HIRNODE_DEFAULT_VIA");
 }
 
+/* The chunk counts a message says would fit ("...; chunks=2 or chunks=4
+ * would fit"), into fit; how many. */
+static int suggested(const char *err, int *fit)
+{
+    const char *p = strrchr(err, ';');
+    int n = 0;
+    if (p == NULL || strstr(p, "would fit") == NULL)
+        return 0;
+    while ((p = strstr(p, "chunks=")) != NULL && n < 3)
+        fit[n++] = atoi(p += 7);
+    return n;
+}
+
+/* hn_pipe_choose refuses plan for sh with exactly `want`, the plan left alone. */
+static void expect_unfit(hn_pipe_shape sh, int offered, hn_pipe_plan pl, const char *want)
+{
+    hn_pipe_plan before = pl;
+    char err[1024];
+    CU_ASSERT_EQUAL(hn_pipe_choose(&sh, offered, &pl, err, sizeof(err)), HN_ERR_VERIFY);
+    if (strcmp(err, want) != 0)
+        fprintf(stderr, "\n  want: %s\n  got:  %s", want, err);
+    CU_ASSERT_STRING_EQUAL(err, want);
+    CU_ASSERT_EQUAL(memcmp(&pl, &before, sizeof(pl)), 0);
+}
+
+/* What an `auto` that finds nothing says: every strategy it tried and
+ * why, the chunk counts that would fit (each checked); a fixed strategy
+ * with free chunks says which it tried; a reason of no strategy's alone. */
+static void test_choose_failures(void)
+{
+    int ag = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE | HN_OPF_BROADCAST;
+    int rs = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE;
+    hn_pipe_shape ag64 = {HN_PIPE_AG_MM, 64, 128, 64, HN_BF16, 2};
+    char err[1024];
+    int fit[3];
+    uint64_t rng = 0xc0575;
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+                 "strategy=auto finds no strategy for chunks=3: sequential runs in one step, chunks=3 must be 1; "
+                 "ring moves one shard per step, chunks=3 must be world (2); collective: chunks=3 does not divide "
+                 "the 32 rows of each rank's shard of A; broadcast takes chunks from each rank in turn, chunks=3 is "
+                 "not a multiple of world (2); chunks=2 or chunks=4 would fit");
+    /* only the strategies the statement offers */
+    expect_unfit((hn_pipe_shape){HN_PIPE_MM_RS, 40, 64, 16, HN_F32, 4}, rs,
+                 (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+                 "strategy=auto finds no strategy for chunks=3: sequential runs in one step, chunks=3 must be 1; "
+                 "ring moves one shard per step, chunks=3 must be world (4); collective: chunks=3 does not divide "
+                 "the 10 rows of each rank's block of the output; chunks=2 or chunks=4 would fit");
+    /* a fixed strategy, free chunks: what auto tried for it */
+    expect_unfit((hn_pipe_shape){HN_PIPE_AG_MM, 14, 128, 64, HN_BF16, 2}, ag,
+                 (hn_pipe_plan){HN_STRAT_COLLECTIVE, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+                 "strategy=collective with the chunks auto tries (2, 4 and 8): chunks=2 does not divide the 7 rows "
+                 "of each rank's shard of A; chunks=1 or chunks=7 would fit");
+    /* no strategy's business: said alone */
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 0, 0, HN_VIA_NCCL, HN_PROTO_GET, 0},
+                 "protocol=get pulls through p2p, not via=nccl");
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 4, 17, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+                 "streams=17 out of range [1, 16]");
+    /* random shapes and chunks: what is said to fit fits, and nothing
+     * between the nearest below and above does */
+    for (int t = 0; t < 2000; t++) {
+        int world = 1 + (int)(hn_splitmix64(&rng) % 8), kind = (int)(hn_splitmix64(&rng) % 6);
+        int64_t M = world * (1 + (int64_t)(hn_splitmix64(&rng) % 40));
+        hn_pipe_shape sh = {(hn_pipe_kind)kind, M, kind < 3 ? 64 : 1, kind < 3 ? 32 : 1, HN_BF16, world};
+        int offered = kind == HN_PIPE_AG_MM || kind == HN_PIPE_AG ? ag : rs;
+        hn_pipe_plan pl = {HN_STRAT_AUTO, 1 + (int)(hn_splitmix64(&rng) % 24), 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+        int n;
+        if (kind == HN_PIPE_AG) /* a plain allgather: no ring */
+            offered = HN_OPF_SEQUENTIAL | HN_OPF_COLLECTIVE | HN_OPF_BROADCAST;
+        if (hn_pipe_choose(&sh, offered, &pl, err, sizeof(err)) == HN_OK)
+            continue;
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "strategy=auto finds no strategy for chunks="));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "sequential runs in one step"));
+        n = suggested(err, fit);
+        for (int i = 0; i < n; i++) {
+            hn_pipe_plan q = {HN_STRAT_AUTO, fit[i], 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+            CU_ASSERT_EQUAL(hn_pipe_choose(&sh, offered, &q, err, sizeof(err)), HN_OK);
+        }
+        for (int c = n > 0 ? fit[0] + 1 : 1; n == 2 && c < fit[1]; c++) {
+            hn_pipe_plan q = {HN_STRAT_AUTO, c, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+            CU_ASSERT_EQUAL(hn_pipe_choose(&sh, offered, &q, err, sizeof(err)), HN_ERR_VERIFY);
+        }
+    }
+}
+
 /* `via auto` through the dry run (every rank records the same choice)
  * and a run on the test backend: an 8 MiB allgather on 2 ranks goes p2p,
  * a 4 MiB one NCCL (the host communicator here); both exact. */
@@ -352,6 +436,7 @@ void hn_suite_cost(void)
         {"the coefficients are the fit of the measurements", test_coefficients_are_the_fit},
         {"the model follows the measurements", test_model_follows_the_measurements},
         {"auto chooses, keeps fixed choices, rejects impossible ones", test_choose},
+        {"an auto that finds nothing says what it tried, why, and what fits", test_choose_failures},
         {"via auto: the measured crossovers", test_via_resolve},
         {"via auto: the same choice on every rank, runs exact", test_via_auto_runs},
         {"via ll: one-shot below the crossover, two-shot above, both exact", test_ll_crossover_runs},

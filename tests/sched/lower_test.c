@@ -380,6 +380,12 @@ static void test_misuse(void)
     CASE(0, "strategy=broadcast, chunks=3", 2, "chunks=3 is not a multiple of world (2)");
     CASE(0, "strategy=broadcast, chunks=48", 2, "chunks=48 makes 24 pieces per rank, which do not divide the 8 rows");
     CASE(0, "strategy=sequential, chunks=2", 2, "strategy=sequential runs in one step: chunks=2 must be 1");
+    /* what auto tried, not one strategy the statement never named */
+    CASE(0, "chunks=3", 2, "t.hir:5:1: error: matmul C <- allgather(A), B pipelined(chunks=3): strategy=auto finds "
+         "no strategy for chunks=3: sequential runs in one step, chunks=3 must be 1; ring moves one shard per step, "
+         "chunks=3 must be world (2); collective: chunks=3 does not divide the 8 rows of each rank's shard of A; "
+         "broadcast takes chunks from each rank in turn, chunks=3 is not a multiple of world (2); chunks=2 or "
+         "chunks=4 would fit\n");
     CASE(0, "streams=17", 2, "streams=17 out of range [1, 16]");
     CASE(0, "chunks=0", 2, "chunks=0 out of range [1, 1048576]");
     CASE(0, "chunks=world / (world - 2)", 2, "t.hir:5:1: error: matmul C <- allgather(A), B pipelined(chunks=world / "

@@ -208,10 +208,83 @@ static void test_fault_sweep(void)
             CU_ASSERT(t.by_kind[k] > 0);
 }
 
+/* Faults that could never fire: a rank the runtime lacks is refused when
+ * the plan is set, a line without an instruction the fault acts on when
+ * the program is run (naming the lines that have one); the runtime runs
+ * on, and a fault that can fire is accepted. */
+static void test_faults_that_cannot_fire(void)
+{
+    static const char *text = "param N = 8\n"                             /* 1 */
+                              "input X : f32[N] replicated\n"             /* 2 */
+                              "output Y : f32[N] replicated\n"            /* 3 */
+                              "\n"                                        /* 4 */
+                              "T = alloc f32[N]\n"                        /* 5 */
+                              "copy T <- X; scale T <- T, 2.0\n"          /* 6 */
+                              "for i in 0 .. 2 {\n"                       /* 7 */
+                              "  allreduce Y <- T\n"                      /* 8 */
+                              "}\n"                                       /* 9 */
+                              "reference {\n  scale Y <- X, 4.0\n}\n";  /* 10-12 */
+    static const struct {
+        const char *spec, *msg;
+    } refused[] = {
+        {"0:99:stop", "t.hir: error: fault '0:99:stop': line 99 holds no instruction of the body (the body's "
+                      "instructions are on lines 5-8)\n"},
+        {"1:4:issue", "t.hir: error: fault '1:4:issue': line 4 holds no instruction of the body (the body's "
+                      "instructions are on lines 5-8)\n"},
+        {"0:11:async", "t.hir: error: fault '0:11:async': line 11 holds no instruction of the body (the body's "
+                       "instructions are on lines 5-8)\n"},
+        {"0:6:comm", "t.hir: error: fault '0:6:comm': line 6 holds no communication (the body communicates on "
+                     "lines 8)\n"},
+        {"1:8:2:oom", "t.hir: error: fault '1:8:2:oom': line 8 holds no alloc (the body allocates on lines 5)\n"},
+    };
+    static const char *const accepted[] = {"0:6:2:slow:1", "1:5:slow:1", "1:8:slow:1", "0:7:slow:1"};
+    hn_program *p = hn_test_parse(text, NULL);
+    hn_runtime *rt = hn_test_runtime("host", 2, 0, TIMEOUT_S, 0);
+    hn_check_result res;
+    hn_strbuf err, diag;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    hn_sb_init(&err);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, "2:6:issue", &err), HN_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(err.data ? err.data : "",
+                           "hirnode: error: fault '2:6:issue': rank 2 does not exist (ranks 0 to 1)\n");
+    CU_ASSERT_EQUAL(rt->faults.n, 0); /* the plan before stays */
+    for (int k = 0; k < HN_ARRAY_LEN(refused); k++) {
+        hn_sb_free(&err);
+        hn_sb_init(&err);
+        hn_sb_init(&diag);
+        CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, refused[k].spec, &err), HN_OK);
+        CU_ASSERT_EQUAL(check_once(rt, p, &res, &diag), HN_ERR_INVALID);
+        if (diag.data == NULL || strcmp(diag.data, refused[k].msg) != 0)
+            fprintf(stderr, "\n  %s: got %s", refused[k].spec, diag.data ? diag.data : "nothing\n");
+        CU_ASSERT_STRING_EQUAL(diag.data ? diag.data : "", refused[k].msg);
+        CU_ASSERT_EQUAL(rt->faults_fired, 0);
+        hn_sb_free(&diag);
+    }
+    for (int k = 0; k < HN_ARRAY_LEN(accepted); k++) {
+        int before = rt->faults_fired;
+        hn_sb_init(&diag);
+        CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, accepted[k], &err), HN_OK);
+        CU_ASSERT_EQUAL(check_once(rt, p, &res, &diag), HN_OK);
+        CU_ASSERT_TRUE(res.passed);
+        CU_ASSERT(rt->faults_fired > before); /* it fired */
+        hn_sb_free(&diag);
+    }
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    hn_sb_init(&diag);
+    CU_ASSERT_EQUAL(check_once(rt, p, &res, &diag), HN_OK);
+    CU_ASSERT_TRUE(res.passed);
+    hn_sb_free(&diag);
+    hn_sb_free(&err);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
 void hn_suite_faults(void)
 {
     static CU_TestInfo tests[] = {
         {"injected faults end runs by name; the next run passes", test_fault_sweep},
+        {"faults on a rank or line that does not exist are refused", test_faults_that_cannot_fire},
         CU_TEST_INFO_NULL,
     };
     if (strcmp(hn_test_backend, "host") != 0)
