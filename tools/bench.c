@@ -110,12 +110,17 @@ static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
                                dt, in, dt, out, hn_coll_name(kind), kind == HN_COLL_ALLGATHER ? "" : " op sum", via);
     double *t = calloc((size_t)o->reps, sizeof(double));
     char *host = NULL;
-    hn_binding b[2] = {{"X", x}, {"Y", y}};
+    size_t *xb = calloc((size_t)n, sizeof(size_t)), *yb = calloc((size_t)n, sizeof(size_t));
+    hn_binding b[2] = {{"X", x, xb}, {"Y", y, yb}};
     const char *names[] = {"ITERS"};
     int64_t iters[1];
     hn_run_args args = {1, names, iters, 2, b};
     hn_run_args init_args = {0, NULL, NULL, 2, b};
-    hn_status_t st = init && main && t ? HN_OK : HN_ERR_INVALID;
+    hn_status_t st = init && main && t && xb && yb ? HN_OK : HN_ERR_INVALID;
+    for (int r = 0; r < n && st == HN_OK; r++) {
+        xb[r] = in * es;
+        yb[r] = out * es;
+    }
     res->wrong = -1;
     res->t = NAN;
     if (st == HN_OK)
@@ -155,6 +160,8 @@ static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
                 init && main ? hn_runtime_error(rt) : "bad program");
     free(host);
     free(t);
+    free(xb);
+    free(yb);
     hn_program_destroy(init);
     hn_program_destroy(main);
     return st;

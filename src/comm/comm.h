@@ -68,6 +68,9 @@ typedef struct hn_comm_config {
 
 typedef struct hn_comm_ops {
     const char *name;
+    /* 1: no two members of a team may be on one device (NCCL refuses them);
+     * the runtime refuses such a team before it creates it */
+    int one_rank_per_device;
     hn_status_t (*init)(const hn_comm_config *cfg, hn_comm_world **w);
     void (*fini)(hn_comm_world *w);
     /* Once per team, from the runtime's thread, before any run uses it;

@@ -81,6 +81,20 @@ hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ra
     return e != NULL ? e->team : NULL;
 }
 
+int hn_teams_shared_device(const hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, int *a, int *b)
+{
+    if (!rt->comms[rt->via_comm[via]].ops->one_rank_per_device)
+        return 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (rt->devices[ranks[i]] == rt->devices[ranks[j]]) {
+                *a = ranks[i];
+                *b = ranks[j];
+                return 1;
+            }
+    return 0;
+}
+
 hn_status_t hn_teams_need(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, size_t reserve)
 {
     int comm = rt->via_comm[via];

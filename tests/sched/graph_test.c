@@ -56,6 +56,7 @@ static const char *step_text =
 typedef struct bufs {
     int n;
     void *x[8], *w[8], *y[8], *g[8];
+    size_t xs[8], ws[8], ys[8], gs[8]; /* their bytes */
 } bufs;
 
 static void bufs_make(hn_runtime *rt, bufs *b, int n, uint64_t seed)
@@ -68,10 +69,13 @@ static void bufs_make(hn_runtime *rt, bufs *b, int n, uint64_t seed)
             x[i] = (float)(hn_splitmix64(&s) % 2001) / 1000.0f - 1.0f;
             w[i] = (float)(hn_splitmix64(&sw) % 2001) / 1000.0f - 1.0f; /* replicated: one W */
         }
-        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x), &b->x[r]), HN_OK);
-        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(w), &b->w[r]), HN_OK);
-        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x), &b->y[r]), HN_OK);
-        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x) * (size_t)n, &b->g[r]), HN_OK);
+        b->xs[r] = b->ys[r] = sizeof(x);
+        b->ws[r] = sizeof(w);
+        b->gs[r] = sizeof(x) * (size_t)n;
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->xs[r], &b->x[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->ws[r], &b->w[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->ys[r], &b->y[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->gs[r], &b->g[r]), HN_OK);
         CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->x[r], x, sizeof(x)), HN_OK);
         CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->w[r], w, sizeof(w)), HN_OK);
     }
@@ -100,10 +104,10 @@ static void bufs_free(hn_runtime *rt, bufs *b)
 static hn_run_args args_of(bufs *b, hn_binding *bind)
 {
     hn_run_args a = {0, NULL, NULL, 4, bind};
-    bind[0] = (hn_binding){"X", b->x};
-    bind[1] = (hn_binding){"W", b->w};
-    bind[2] = (hn_binding){"Y", b->y};
-    bind[3] = (hn_binding){"G", b->g};
+    bind[0] = (hn_binding){"X", b->x, b->xs};
+    bind[1] = (hn_binding){"W", b->w, b->ws};
+    bind[2] = (hn_binding){"Y", b->y, b->ys};
+    bind[3] = (hn_binding){"G", b->g, b->gs};
     return a;
 }
 
@@ -328,7 +332,8 @@ static void test_cannot_capture(void)
     hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 1);
     void *y[2];
     int64_t host[8];
-    hn_binding b = {"Y", y};
+    size_t sz[2] = {sizeof(host), sizeof(host)};
+    hn_binding b = {"Y", y, sz};
     hn_run_args a = {0, NULL, NULL, 1, &b};
     hn_graph *g = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
