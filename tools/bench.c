@@ -292,10 +292,12 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
 {
     static const hn_coll_kind kinds[] = {HN_COLL_ALLREDUCE, HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER};
     hn_runtime *rt = NULL;
-    hn_status_t st = hn_runtime_create(&o->cfg, &rt);
+    char *why = NULL;
+    hn_status_t st = hn_runtime_create_ex(&o->cfg, &rt, &why);
     int n, raw, rc = 0;
     if (st != HN_OK) {
-        fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, hn_status_string(st));
+        fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, why != NULL ? why : hn_status_string(st));
+        hn_string_free(why);
         return st == HN_ERR_INVALID ? 2 : 1;
     }
     collectives_defaults(o, strcmp(hn_runtime_backend(rt), "host") == 0);

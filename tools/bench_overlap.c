@@ -500,6 +500,7 @@ int hn_cli_bench_overlap(int argc, char **argv)
     const char *op = NULL;
     int rc = 0, shapes_given;
     hn_status_t st;
+    char *why = NULL;
     const hn_option table[] = {
         HN_CHOICE("--op", "ag_matmul|matmul_rs|matmul_ar", &op, "the pipelined statement (needed)"),
         HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 2)"),
@@ -534,8 +535,9 @@ int hn_cli_bench_overlap(int argc, char **argv)
         if (strcmp(op, op_names[k]) == 0)
             o.op = (bench_op)k;
     shapes_given = o.nshapes > 0;
-    if ((st = hn_runtime_create(&o.cfg, &rt)) != HN_OK) {
-        fprintf(stderr, "bench overlap: cannot start %d ranks: %s\n", o.cfg.ndev, hn_status_string(st));
+    if ((st = hn_runtime_create_ex(&o.cfg, &rt, &why)) != HN_OK) {
+        fprintf(stderr, "bench overlap: cannot start %d ranks: %s\n", o.cfg.ndev, why != NULL ? why : hn_status_string(st));
+        hn_string_free(why);
         return st == HN_ERR_INVALID ? 2 : 1;
     }
     if (!shapes_given)
