@@ -743,28 +743,9 @@ static hn_status_t host_capture_begin(hn_dstream *s)
     return HN_OK;
 }
 
-static void host_graph_destroy(hn_dgraph *g)
-{
-    if (g == NULL)
-        return;
-    for (int k = 1; k < g->nstreams; k++)
-        host_stream_destroy(g->streams[k]); /* drains it first */
-    for (int i = 0; i < g->nevents; i++)
-        host_event_destroy(g->events[i]);
-    for (int i = 0; i < g->nops; i++)
-        if (g->ops[i].cl != NULL) {
-            if (g->ops[i].cl->release != NULL)
-                g->ops[i].cl->release(g->ops[i].cl->arg);
-            hn_free(g->ops[i].cl);
-        }
-    hn_free(g->streams);
-    hn_free(g->events);
-    hn_free(g->ops);
-    hn_free(g);
-}
-
-/* The work a capture recorded, freed: not an instantiated graph (its
- * streams and events are the captured ones, not its own). */
+/* The work a capture recorded, freed; an instantiated graph's own streams
+ * and events go first (host_graph_destroy), a capture's are the captured
+ * ones, not its own. */
 static void captured_free(hn_dgraph *g)
 {
     for (int i = 0; i < g->nops; i++)
@@ -777,6 +758,17 @@ static void captured_free(hn_dgraph *g)
     hn_free(g->events);
     hn_free(g->ops);
     hn_free(g);
+}
+
+static void host_graph_destroy(hn_dgraph *g)
+{
+    if (g == NULL)
+        return;
+    for (int k = 1; k < g->nstreams; k++)
+        host_stream_destroy(g->streams[k]); /* drains it first */
+    for (int i = 0; i < g->nevents; i++)
+        host_event_destroy(g->events[i]);
+    captured_free(g);
 }
 
 /* The capture ends on the stream it began on; every other stream of it
