@@ -427,7 +427,8 @@ static void print_devices(opts *o, int gpus)
     if (cuda == NULL)
         printf("  this build has no cuda backend\n");
     else
-        printf("  cuda sees %d device%s%s\n", count, count == 1 ? "" : "s", count > 0 ? "" : " (runs use the host backend)");
+        printf("  cuda sees %d device%s%s\n", count, count == 1 ? "" : "s",
+               count > 0 ? "" : " (runs use the host backend)");
     printf("  %d rank%s (--gpus%s):", o->cfg.ndev, o->cfg.ndev == 1 ? "" : "s", gpus ? "" : ": every GPU, or 1");
     for (int r = 0; r < o->cfg.ndev; r++) {
         int d = o->cfg.devices != NULL ? o->cfg.devices[r] : r;
@@ -453,7 +454,8 @@ static int cmd_info(int argc, char **argv)
     init_opts(&o);
     if ((rc = hn_cli_parse(&c, argc, argv, 2)) >= 0)
         return rc;
-    o.cfg.ndev = gpus > 0 ? gpus : o.ndevices > 0 ? o.ndevices : cuda != NULL && cuda->device_count() > 0 ? cuda->device_count() : 1;
+    if ((o.cfg.ndev = gpus) == 0) /* every GPU (or what --devices lists), else one */
+        o.cfg.ndev = o.ndevices > 0 ? o.ndevices : cuda != NULL && cuda->device_count() > 0 ? cuda->device_count() : 1;
     if (!use_devices(&o, "hirnode info"))
         return HN_EXIT_USAGE;
     printf("hirnode %s\n", hn_version());

@@ -10,7 +10,8 @@
  * The step's result is checked against a reference computed here at the
  * end. At most --window operations are in flight: a sync after each window
  * (a server's requests do not pile up without bound; on the host backend
- * nothing else bounds the queue of stream work), 0: only at the samples. */
+ * nothing else bounds the queue of stream work, whose depth would move RSS
+ * by a MiB either way), 0: only at the samples. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,7 +338,7 @@ int hn_cli_soak(int argc, char **argv)
                                                                    "(default: as many as launches)"),
         HN_INT64("--warmup", "N", &o.warmup, 0, INT64_MAX / 2, "operations of each kind before the first sample "
                                                                  "(default 5000)"),
-        HN_INT64("--window", "N", &o.window, 0, INT64_MAX / 2, "a sync after every N operations (default 256; 0: "
+        HN_INT64("--window", "N", &o.window, 0, INT64_MAX / 2, "a sync after every N operations (default 64; 0: "
                                                                  "only at the samples)"),
         HN_INT("--samples", "K", &o.samples, 2, 100000, "samples of each phase (default 20)"),
         HN_DOUBLE("--max-growth", "PCT", &o.max_growth, 0, 100, "growth allowed from the first sample to the last, "
@@ -357,7 +358,7 @@ int hn_cli_soak(int argc, char **argv)
     o.launches = 100000;
     o.replays = -1;
     o.warmup = 5000;
-    o.window = 256;
+    o.window = 64;
     o.samples = 20;
     o.max_growth = 1;
     o.per_op = 64;

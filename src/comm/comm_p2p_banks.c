@@ -120,7 +120,8 @@ static hn_status_t pairs_new(hn_comm_world *w, int rank, uint64_t id, gpairs **o
     gp->recv_at = hn_calloc((size_t)w->n, sizeof(uint64_t));
     if (gp->send_at == NULL || gp->recv_at == NULL)
         st = HN_ERR_NOMEM;
-    if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, (size_t)w->n * sizeof(uint32_t), (void **)&gp->bar)) == HN_OK)
+    if (st == HN_OK &&
+        (st = w->dev->mem_alloc(w->dev_ctx, rank, (size_t)w->n * sizeof(uint32_t), (void **)&gp->bar)) == HN_OK)
         st = w->dev->copy_to_device(w->dev_ctx, rank, gp->bar, zeros, (size_t)w->n * sizeof(uint32_t));
     hn_free(zeros);
     *out = gp;

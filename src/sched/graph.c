@@ -279,15 +279,16 @@ hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_ar
         return refuse(rt, g);
     if (rt->dev->capture_update == NULL || rt->trace != NULL || rt->faults.n > 0) {
         snprintf(rt->err_text, sizeof(rt->err_text), "hirnode: error: a graph cannot be rebound %s",
-                 rt->trace != NULL     ? "while tracing"
-                 : rt->faults.n > 0    ? "with injected faults (HIRNODE_FAULT)"
-                                       : "on this backend (it cannot update a graph in place): capture again");
+                 rt->trace != NULL    ? "while tracing"
+                 : rt->faults.n > 0   ? "with injected faults (HIRNODE_FAULT)"
+                                      : "on this backend (it cannot update a graph in place): capture again");
         return HN_ERR_UNSUPPORTED;
     }
     /* the bindings checked as for a launch, against the program captured */
     if ((st = hn_runtime_resolve(rt, g->lp, args, &rs)) != HN_OK)
         return st;
-    if ((st = same_params(rt, g, rs.params)) == HN_OK && (st = recapture(rt, g, (void *const *const *)rs.io)) == HN_OK) {
+    if ((st = same_params(rt, g, rs.params)) == HN_OK &&
+        (st = recapture(rt, g, (void *const *const *)rs.io)) == HN_OK) {
         n = rt->n;
         for (int k = 0; k < g->nio; k++)
             for (int r = 0; r < n; r++)
