@@ -4,7 +4,7 @@
  * streams and buffers with no host sync between steps, its result checked
  * against a reference computed here, and the steps per second printed.
  * Build against the installed library:
- *   cc serve.c $(pkg-config --cflags --libs hirnode) -o serve
+ *   cc serve.c $(pkg-config --cflags --libs hirnode) -lm -o serve
  *   ./serve [STEPS [RANKS]]     (HIRNODE_BACKEND=host|cuda; default: auto)
  * The step is captured once (hn_runtime_capture: a CUDA graph per rank on
  * the cuda backend) and replayed STEPS times (hn_runtime_replay: one graph

@@ -48,10 +48,12 @@ typedef struct hn_runtime_config {
                              with CUDA_VISIBLE_DEVICES=2,3, ordinal 0 is GPU
                              2). Two ranks may share a device on the host
                              backend (each still emulates its own memory),
-                             and on CUDA for the p2p and ll communicators
-                             only: NCCL refuses two ranks of a communicator
-                             on one device, so a program whose collectives
-                             would go through NCCL on such a team is refused
+                             and on CUDA for the p2p communicator, and the
+                             latency path (ll) for two ranks a device (its
+                             kernels must all be resident at once): NCCL
+                             refuses two ranks of a communicator on one
+                             device, so a program whose collectives would go
+                             through NCCL (or ll) on such a team is refused
                              when it is prepared, naming the ranks. The
                              runtime copies the array. */
 } hn_runtime_config;

@@ -67,7 +67,7 @@ int hn_prepare_release(hn_runtime *rt, const hn_program *keep)
 static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm_log *logs, hn_strbuf *diag)
 {
     hn_status_t st = HN_OK;
-    int a, b;
+    int a, b, most;
     for (int r = 0; r < rt->n && st == HN_OK; r++)
         for (int i = 0; i < logs[r].n && st == HN_OK; i++) {
             const hn_comm_rec *rec = &logs[r].recs[i];
@@ -84,11 +84,11 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
                 size_t chunk = rec->kind == HN_COLL_ALLREDUCE ? (rec->count + (size_t)n - 1) / (size_t)n : rec->count;
                 reserve = chunk * (size_t)hn_dtype_size(rec->dtype);
             }
-            if (hn_teams_shared_device(rt, via, ranks, n, &a, &b)) {
+            if ((most = hn_teams_shared_device(rt, via, ranks, n, &a, &b)) > 0) {
                 hn_sb_printf(diag, "%s: error: ranks %d and %d are both on device %d, and the %s communicator "
-                             "cannot have two ranks of a team on one device: map them to distinct devices "
-                             "(hn_runtime_config.devices), or use `via p2p` or `via ll`\n", p->filename, a, b,
-                             rt->devices[a], hn_runtime_comm(rt, via)->ops->name);
+                             "cannot have more than %d rank%s of a team on one device: map them to distinct "
+                             "devices (hn_runtime_config.devices), or use `via p2p`\n", p->filename, a, b,
+                             rt->devices[a], hn_runtime_comm(rt, via)->ops->name, most, most == 1 ? "" : "s");
                 return HN_ERR_UNSUPPORTED;
             }
             /* point-to-point goes through the team of all ranks */

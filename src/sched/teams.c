@@ -83,15 +83,18 @@ hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ra
 
 int hn_teams_shared_device(const hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, int *a, int *b)
 {
-    if (!rt->comms[rt->via_comm[via]].ops->one_rank_per_device)
+    int most = rt->comms[rt->via_comm[via]].ops->ranks_per_device;
+    if (most == 0 || strcmp(rt->dev->name, "host") == 0)
         return 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        int on = 1;
         for (int j = i + 1; j < n; j++)
-            if (rt->devices[ranks[i]] == rt->devices[ranks[j]]) {
+            if (rt->devices[ranks[i]] == rt->devices[ranks[j]] && ++on > most) {
                 *a = ranks[i];
                 *b = ranks[j];
-                return 1;
+                return most;
             }
+    }
     return 0;
 }
 
