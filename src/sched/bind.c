@@ -49,8 +49,7 @@ size_t *hn_bind_needs(const hn_program *p, const int64_t *params, int world, int
 
 void hn_bound_free(hn_bound *b)
 {
-    hn_free(b->ptr);
-    hn_free((void *)b->bytes);
+    hn_free(b->ptr); /* the sizes' array lives in the same block */
     b->ptr = NULL;
     b->bytes = NULL;
 }
@@ -59,12 +58,10 @@ hn_status_t hn_bind_match(const hn_program *p, const hn_run_args *args, hn_bound
 {
     int nio = p->ninputs + p->noutputs;
     hn_status_t st = HN_OK;
-    b->ptr = hn_calloc((size_t)nio + 1, sizeof(*b->ptr));
-    b->bytes = hn_calloc((size_t)nio + 1, sizeof(*b->bytes));
-    if (b->ptr == NULL || b->bytes == NULL) {
-        hn_bound_free(b);
+    /* one block, pointers then sizes: a launch pays one allocation */
+    if ((b->ptr = hn_calloc((size_t)(nio + 1) * 2, sizeof(void *))) == NULL)
         return HN_ERR_NOMEM;
-    }
+    b->bytes = (const size_t **)(void *)(b->ptr + nio + 1);
     if (args->nbindings > 0 && args->bindings == NULL) {
         hn_sb_printf(diag, "%s: error: %d bindings, but no array of them (hn_run_args.bindings is NULL)\n",
                      p->filename, args->nbindings);
