@@ -335,6 +335,28 @@ out=$("$cli" trace summary examples/allgather.hir 2>&1); rc=$?
 "$cli" run --gpus 2 --trace "$t/no/such/dir.json" examples/allgather.hir >/dev/null 2>&1; [ $? = 2 ] && ok || bad "run --trace to a bad path"
 "$cli" bench collectives --gpus 2 --op allreduce --min 64K --max 64K --iters 2 --reps 1 --warmup 0 --trace "$t/bench.json" >/dev/null \
   && "$cli" trace summary "$t/bench.json" | grep -q "allreduce Y <- X op sum" && ok || bad "bench --trace"
+# serving: the runtime's start refused once, with no source location;
+# ranks mapped to devices (--devices, hirnode info); memory flat through
+# launches and replays of a serving step (hirnode soak: a short run here;
+# a planted leak is caught)
+out=$(HIRNODE_BACKEND=gpu "$cli" run --gpus 2 $p 2>&1); rc=$?
+[ $rc = 2 ] && [ "$(echo "$out" | grep -c "unknown backend 'gpu'")" = 1 ] && ! echo "$out" | grep -qE '[a-z_]+\.c:[0-9]+' \
+  && ok || bad "HIRNODE_BACKEND=gpu: rc=$rc $out"
+usage_error "hirnode run: --devices: 1 ordinal for 2 ranks (--gpus): give one per rank" run --gpus 2 --devices 0 $p
+usage_error "--devices: expected an integer from 0 to 4095, not 'x'" run --gpus 2 --devices 0,x $p
+out=$("$cli" run --gpus 2 --devices 1,1 --check $p 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^check: passed" && ok || bad "two ranks on one (emulated) device: rc=$rc $out"
+out=$(CUDA_VISIBLE_DEVICES=3,1 "$cli" info --gpus 2 --devices 1,0 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "CUDA_VISIBLE_DEVICES=3,1" && echo "$out" | grep -q "rank 0 -> device 1, rank 1 -> device 0" \
+  && ok || bad "info --devices: rc=$rc $out"
+for h in --help -h; do
+  "$cli" soak $h | grep -q "^usage: hirnode soak" && ok || bad "soak $h"
+done
+usage_error "--launches: expected an integer" soak --launches 1e6
+out=$("$cli" soak --backend host --launches 6000 --replays 6000 --warmup 4000 --samples 12 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^soak: flat" && echo "$out" | grep -q "^check: ok" && ok || bad "soak: rc=$rc $out"
+out=$("$cli" soak --backend host --launches 3000 --replays 0 --warmup 1000 --samples 6 --leak 400 2>&1); rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "host RSS .* GREW" && echo "$out" | grep -q "^soak: memory GREW" && ok || bad "soak --leak: rc=$rc $out"
 rm -rf "$t"
 
 echo "examples: $pass passed, $fail failed"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make install into a temporary prefix: headers, libhirnode.so (soname) and
 # .a, hirnode.pc, the CLI; only the public API's hn_* symbols exported;
-# examples/embed/serve.c built with pkg-config and run (host backend), and
+# examples/embed/serve.c and server.c built with pkg-config and run (host
+# backend), and
 # README's embedding commands run as written; make uninstall leaves nothing
 # behind.
 set -u
@@ -25,6 +26,13 @@ else bad "the embedding example does not build against the installed library: $(
 out=$(LD_LIBRARY_PATH="$lib" HIRNODE_BACKEND=host "$prefix/serve" 300 2 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "^check: ok" && ok || bad "serve: rc=$rc $out"
 echo "$out" | sed -n 's/^/  /p' | head -2
+# the server-shaped example: io list, its own buffers, capture, rebinds
+if cc -std=c11 -Wall -Wextra -Werror -O2 examples/embed/server.c $(pkg-config --cflags --libs hirnode) -lm -o "$prefix/server" 2>"$prefix/cc.log"; then ok
+else bad "the server example does not build against the installed library: $(cat "$prefix/cc.log")"; fi
+out=$(LD_LIBRARY_PATH="$lib" HIRNODE_BACKEND=host "$prefix/server" 2 16 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^check: ok" && echo "$out" | grep -q "^a short buffer: invalid argument: .*binding 'X' on rank 1: 4096 bytes needed (f32\[32, 32\]), 4092 given" \
+  && ok || bad "server: rc=$rc $out"
+echo "$out" | grep "rebind took" | sed 's/^/  /'
 # README's embedding commands as they are written there, HOME in a
 # temporary folder (what they install and build goes there and is removed)
 home=$(mktemp -d)
@@ -36,7 +44,7 @@ HOME="$home" make -s uninstall PREFIX="$home/hirnode" >/dev/null
 rm -f serve
 rm -rf "$home"
 make -s uninstall PREFIX="$prefix" >/dev/null
-rm -f "$prefix/serve" "$prefix/cc.log"
+rm -f "$prefix/serve" "$prefix/server" "$prefix/cc.log"
 [ -z "$(find "$prefix" -mindepth 1)" ] && ok || bad "uninstall left $(find "$prefix" -mindepth 1 | head -5)"
 rm -rf "$prefix"
 echo "install: $pass passed, $fail failed"

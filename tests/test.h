@@ -28,6 +28,8 @@
     HN_SUITE(ll_cuda)                                                        \
     HN_SUITE(runtime)                                                        \
     HN_SUITE(graph)                                                          \
+    HN_SUITE(bind)                                                           \
+    HN_SUITE(bind_cuda)                                                      \
     HN_SUITE(collectives)                                                    \
     HN_SUITE(trace)                                                          \
     HN_SUITE(trace_read)                                                     \

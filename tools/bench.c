@@ -110,12 +110,17 @@ static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
                                dt, in, dt, out, hn_coll_name(kind), kind == HN_COLL_ALLGATHER ? "" : " op sum", via);
     double *t = calloc((size_t)o->reps, sizeof(double));
     char *host = NULL;
-    hn_binding b[2] = {{"X", x}, {"Y", y}};
+    size_t *xb = calloc((size_t)n, sizeof(size_t)), *yb = calloc((size_t)n, sizeof(size_t));
+    hn_binding b[2] = {{"X", x, xb}, {"Y", y, yb}};
     const char *names[] = {"ITERS"};
     int64_t iters[1];
     hn_run_args args = {1, names, iters, 2, b};
     hn_run_args init_args = {0, NULL, NULL, 2, b};
-    hn_status_t st = init && main && t ? HN_OK : HN_ERR_INVALID;
+    hn_status_t st = init && main && t && xb && yb ? HN_OK : HN_ERR_INVALID;
+    for (int r = 0; r < n && st == HN_OK; r++) {
+        xb[r] = in * es;
+        yb[r] = out * es;
+    }
     res->wrong = -1;
     res->t = NAN;
     if (st == HN_OK)
@@ -155,6 +160,8 @@ static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
                 init && main ? hn_runtime_error(rt) : "bad program");
     free(host);
     free(t);
+    free(xb);
+    free(yb);
     hn_program_destroy(init);
     hn_program_destroy(main);
     return st;
@@ -285,10 +292,12 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
 {
     static const hn_coll_kind kinds[] = {HN_COLL_ALLREDUCE, HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER};
     hn_runtime *rt = NULL;
-    hn_status_t st = hn_runtime_create(&o->cfg, &rt);
+    char *why = NULL;
+    hn_status_t st = hn_runtime_create_ex(&o->cfg, &rt, &why);
     int n, raw, rc = 0;
     if (st != HN_OK) {
-        fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, hn_status_string(st));
+        fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, why != NULL ? why : hn_status_string(st));
+        hn_string_free(why);
         return st == HN_ERR_INVALID ? 2 : 1;
     }
     collectives_defaults(o, strcmp(hn_runtime_backend(rt), "host") == 0);

@@ -109,6 +109,7 @@ static int bench_issue(const issue_opts *o)
     hn_graph *graph = NULL;
     raw_job rj;
     hn_status_t st;
+    char *why = NULL;
     int rc = 1;
     snprintf(text, sizeof(text), "param N = %d\nT = alloc f32[16]\nfor i in 0 .. N {\n  fill T <- 1.0\n}\n", o->n);
     memset(plain, 0, sizeof(plain));
@@ -117,8 +118,9 @@ static int bench_issue(const issue_opts *o)
         h_replay == NULL || h_plain == NULL ||
         hn_program_parse(text, strlen(text), "issue.hir", &p, NULL) != HN_OK)
         goto done;
-    if ((st = hn_runtime_create(&o->cfg, &rt)) != HN_OK) {
-        fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, hn_status_string(st));
+    if ((st = hn_runtime_create_ex(&o->cfg, &rt, &why)) != HN_OK) {
+        fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, why != NULL ? why : hn_status_string(st));
+        hn_string_free(why);
         goto done;
     }
     for (int r = 0; r < o->cfg.ndev; r++)

@@ -171,11 +171,11 @@ static double rel_err(const void *x, const void *y, hn_dtype dt, long long n)
 
 static double tolerance(hn_dtype t) { return t == HN_F32 ? 1e-4 : t == HN_F16 ? 4e-3 : 3e-2; }
 
-static hn_status_t poison(hn_runtime *rt, hn_dtype dt, const long long c[2], void **out)
+static hn_status_t poison(hn_runtime *rt, hn_dtype dt, const long long c[2], void **out, const size_t *out_bytes)
 {
     char text[256];
     hn_program *p;
-    hn_binding bind[1] = {{"C", out}};
+    hn_binding bind[1] = {{"C", out, out_bytes}};
     hn_run_args args = {0, NULL, NULL, 1, bind};
     hn_status_t st;
     snprintf(text, sizeof(text), "output C : %s[%lld, %lld] replicated\nfill C <- -12345.0\n", hn_dtype_name(dt),
@@ -190,14 +190,14 @@ static hn_status_t poison(hn_runtime *rt, hn_dtype dt, const long long c[2], voi
 
 /* Runs one variant: program, plan, warm-up, timed runs, output. */
 static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shape3 *s, hn_dtype dt, int vi,
-                               void **bufs[3], void **baseline_out, measured *res)
+                               void **bufs[3], size_t *const sizes[3], void **baseline_out, measured *res)
 {
     int n = hn_runtime_size(rt), gemm_alone = variants[vi].strategy == NULL;
     long long a[2], b[2], c[2];
     char stmt[512], text[2048];
     const char *dn = hn_dtype_name(dt);
     hn_program *p;
-    hn_binding bind[3] = {{"A", bufs[0]}, {"B", bufs[1]}, {"C", bufs[2]}};
+    hn_binding bind[3] = {{"A", bufs[0], sizes[0]}, {"B", bufs[1], sizes[1]}, {"C", bufs[2], sizes[2]}};
     const char *pname[] = {"ITERS"};
     int64_t pval[] = {o->iters};
     hn_run_args args = {1, pname, pval, 3, bind};
@@ -256,7 +256,7 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
         return HN_OK;
     }
     progress("%s %lldx%lldx%lld %s: %s (%s)", op_names[o->op], s->M, s->K, s->N, dn, variants[vi].name, res->plan);
-    st = poison(rt, dt, c, bufs[2]); /* so that an output not written shows */
+    st = poison(rt, dt, c, bufs[2], sizes[2]); /* so that an output not written shows */
     for (int w = 0; w < o->warmup && st == HN_OK; w++)
         st = hn_runtime_run(rt, p, &args);
     for (int k = 0; k < o->reps && st == HN_OK; k++) {
@@ -294,14 +294,14 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
 
 /* Inputs: random per rank (B too where it is sharded), the output poisoned. */
 static hn_status_t init_buffers(hn_runtime *rt, const overlap_opts *o, const shape3 *s, hn_dtype dt,
-                                void **bufs[3])
+                                void **bufs[3], size_t *const sizes[3])
 {
     int n = hn_runtime_size(rt);
     long long a[2], b[2], c[2];
     char text[1024];
     const char *dn = hn_dtype_name(dt);
     hn_program *p;
-    hn_binding bind[3] = {{"A", bufs[0]}, {"B", bufs[1]}, {"C", bufs[2]}};
+    hn_binding bind[3] = {{"A", bufs[0], sizes[0]}, {"B", bufs[1], sizes[1]}, {"C", bufs[2], sizes[2]}};
     hn_run_args args = {0, NULL, NULL, 3, bind};
     hn_status_t st;
     /* room for the GEMM alone's A (all M rows) and the largest C */
@@ -316,6 +316,7 @@ static hn_status_t init_buffers(hn_runtime *rt, const overlap_opts *o, const sha
         for (int r = 0; r < n; r++) {
             long long *sh = k == 0 ? a : k == 1 ? b : c;
             size_t bytes = (size_t)(sh[0] * sh[1]) * (size_t)hn_dtype_size(dt);
+            sizes[k][r] = bytes;
             if ((st = hn_runtime_alloc(rt, r, bytes, &bufs[k][r])) != HN_OK) {
                 hn_program_destroy(p);
                 return st;
@@ -331,13 +332,17 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
 {
     int n = hn_runtime_size(rt), rc = 0;
     void **bufs[3], **baseline = calloc((size_t)n, sizeof(void *));
+    size_t *sizes[3];
     measured res[HN_ARRAY_LEN(variants)];
     double flops = 2.0 * s->M * s->N * s->K;
     const char *dn = hn_dtype_name(dt);
     hn_status_t st = HN_OK;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 3; k++) {
         bufs[k] = calloc((size_t)n, sizeof(void *));
-    if (baseline == NULL || bufs[0] == NULL || bufs[1] == NULL || bufs[2] == NULL) {
+        sizes[k] = calloc((size_t)n, sizeof(size_t));
+    }
+    if (baseline == NULL || bufs[0] == NULL || bufs[1] == NULL || bufs[2] == NULL || sizes[0] == NULL ||
+        sizes[1] == NULL || sizes[2] == NULL) {
         st = HN_ERR_NOMEM;
         goto done;
     }
@@ -346,7 +351,7 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
         rc = 2;
         goto done;
     }
-    if ((st = init_buffers(rt, o, s, dt, bufs)) != HN_OK) {
+    if ((st = init_buffers(rt, o, s, dt, bufs, sizes)) != HN_OK) {
         fprintf(stderr, "bench overlap: cannot make the inputs: %s\n", hn_runtime_error(rt));
         goto done;
     }
@@ -361,7 +366,7 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
             res[v].plan[0] = '\0';
             continue;
         }
-        st = run_variant(rt, o, s, dt, v, bufs, baseline, &res[v]);
+        st = run_variant(rt, o, s, dt, v, bufs, sizes, baseline, &res[v]);
     }
     if (st != HN_OK) {
         rc = 1;
@@ -404,6 +409,7 @@ done:
         for (int r = 0; bufs[k] != NULL && r < n; r++)
             hn_runtime_free(rt, r, bufs[k][r]);
         free(bufs[k]);
+        free(sizes[k]);
     }
     for (int r = 0; baseline != NULL && r < n; r++)
         free(baseline[r]);
@@ -494,6 +500,7 @@ int hn_cli_bench_overlap(int argc, char **argv)
     const char *op = NULL;
     int rc = 0, shapes_given;
     hn_status_t st;
+    char *why = NULL;
     const hn_option table[] = {
         HN_CHOICE("--op", "ag_matmul|matmul_rs|matmul_ar", &op, "the pipelined statement (needed)"),
         HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 2)"),
@@ -528,8 +535,9 @@ int hn_cli_bench_overlap(int argc, char **argv)
         if (strcmp(op, op_names[k]) == 0)
             o.op = (bench_op)k;
     shapes_given = o.nshapes > 0;
-    if ((st = hn_runtime_create(&o.cfg, &rt)) != HN_OK) {
-        fprintf(stderr, "bench overlap: cannot start %d ranks: %s\n", o.cfg.ndev, hn_status_string(st));
+    if ((st = hn_runtime_create_ex(&o.cfg, &rt, &why)) != HN_OK) {
+        fprintf(stderr, "bench overlap: cannot start %d ranks: %s\n", o.cfg.ndev, why != NULL ? why : hn_status_string(st));
+        hn_string_free(why);
         return st == HN_ERR_INVALID ? 2 : 1;
     }
     if (!shapes_given)

@@ -11,6 +11,7 @@
 
 int hn_cli_bench(int argc, char **argv); /* bench.c */
 int hn_cli_trace(int argc, char **argv); /* trace.c */
+int hn_cli_soak(int argc, char **argv);  /* soak.c */
 
 /* The ranks of run, check and dump --lowered when --gpus does not say:
  * the host backend emulates any number, and 8 shows what one GPU cannot. */
@@ -32,6 +33,7 @@ static const char usage[] =
     "  bench issue              the cost of issuing one instruction beside a plain launch loop\n"
     "  trace summary FILE       busy time, overlap figure, critical path of a trace\n"
     "  trace svg FILE -o OUT    the timeline of a trace as a picture\n"
+    "  soak                     launches and replays of a serving step: memory must stay flat\n"
     "\n"
     "hirnode COMMAND --help lists a command's options.\n"
     "Exit codes: 0 ok, 1 check failed or runtime error, 2 bad usage or bad program.\n"
@@ -49,6 +51,8 @@ typedef struct opts {
     const char *names[64];
     int64_t values[64];
     int ndefs;
+    int devices[256]; /* --devices: the ordinal of each rank */
+    int ndevices;
 } opts;
 
 /* -D NAME=VAL: one parameter override more */
@@ -78,6 +82,48 @@ static int take_define(const char *value, void *dest, hn_strbuf *err)
         return 0;
     }
     o->values[o->ndefs++] = v;
+    return 1;
+}
+
+/* --devices 0,2,1: the device ordinal of each rank */
+static int take_devices(const char *value, void *dest, hn_strbuf *err)
+{
+    opts *o = dest;
+    const char *at = value;
+    o->ndevices = 0;
+    for (;;) {
+        size_t len = strcspn(at, ",");
+        char item[32];
+        int64_t v;
+        if (o->ndevices == HN_ARRAY_LEN(o->devices)) {
+            hn_sb_printf(err, "--devices: more than %d ordinals", HN_ARRAY_LEN(o->devices));
+            return 0;
+        }
+        snprintf(item, sizeof(item), "%.*s", (int)(len < sizeof(item) - 1 ? len : sizeof(item) - 1), at);
+        if (len >= sizeof(item) || hn_parse_int64("--devices", item, 0, 4095, &v, err) != HN_OK) {
+            if (len >= sizeof(item))
+                hn_sb_printf(err, "--devices: expected ordinals from 0 to 4095, not '%s'", value);
+            return 0;
+        }
+        o->devices[o->ndevices++] = (int)v;
+        if (at[len] == '\0')
+            return 1;
+        at += len + 1;
+    }
+}
+
+/* The ranks' devices of --devices, one per rank; 0 after saying why not. */
+static int use_devices(opts *o, const char *name)
+{
+    hn_command c = {name, "", NULL, 0, NULL, 0, NULL, NULL};
+    if (o->ndevices == 0)
+        return 1;
+    if (o->ndevices != o->cfg.ndev) {
+        hn_cli_usage_error(&c, "--devices: %d ordinal%s for %d ranks (--gpus): give one per rank", o->ndevices,
+                           o->ndevices == 1 ? "" : "s", o->cfg.ndev);
+        return 0;
+    }
+    o->cfg.devices = o->devices;
     return 1;
 }
 
@@ -282,19 +328,28 @@ static int cmd_run(int argc, char **argv)
         HN_TEXT("--fault", "SPEC", &o.fault,
                 "inject faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... (docs/RELIABILITY.md)"),
         HN_TEXT("--trace", "FILE", &o.trace, "record every run: Chrome trace-event JSON (Perfetto)"),
+        HN_CALL("--devices", "LIST", take_devices, &o,
+                "the device ordinal of each rank, e.g. 0,2,1,3 (default: rank r\non device r; "
+                "CUDA_VISIBLE_DEVICES applies)"),
     };
+    char *why = NULL;
     init_opts(&o);
     if ((rc = parse_opts("hirnode run", table, HN_ARRAY_LEN(table), argc, argv, &o, 1)) >= 0) {
         free_opts(&o);
         return rc;
     }
+    if (!use_devices(&o, "hirnode run")) {
+        free_opts(&o);
+        return HN_EXIT_USAGE;
+    }
     if ((p = load(o.file)) == NULL) {
         free_opts(&o);
         return HN_EXIT_USAGE;
     }
-    if ((st = hn_runtime_create(&o.cfg, &rt)) != HN_OK) {
-        fprintf(stderr, "hirnode: cannot start %d ranks on the '%s' backend: %s\n", o.cfg.ndev,
-                o.cfg.backend ? o.cfg.backend : "auto", hn_status_string(st));
+    if ((st = hn_runtime_create_ex(&o.cfg, &rt, &why)) != HN_OK) {
+        /* said here, once, without a source location */
+        fprintf(stderr, "hirnode: cannot start %d ranks: %s\n", o.cfg.ndev, why != NULL ? why : hn_status_string(st));
+        hn_string_free(why);
         hn_program_destroy(p);
         free_opts(&o);
         return st == HN_ERR_INVALID ? HN_EXIT_USAGE : HN_EXIT_FAIL;
@@ -362,13 +417,52 @@ static int cmd_run(int argc, char **argv)
     return rc;
 }
 
+/* Which device each rank would use: CUDA_VISIBLE_DEVICES, the ordinals
+ * the cuda backend sees, the mapping of --gpus N ranks (--devices). */
+static void print_devices(opts *o, int gpus)
+{
+    const hn_device_ops *cuda = hn_device_find("cuda");
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    int count = cuda != NULL ? cuda->device_count() : 0;
+    printf("devices:\n");
+    if (visible != NULL)
+        printf("  CUDA_VISIBLE_DEVICES=%s: ordinals count these GPUs, in this order\n", visible);
+    else
+        printf("  CUDA_VISIBLE_DEVICES not set: ordinals count every GPU the driver sees\n");
+    if (cuda == NULL)
+        printf("  this build has no cuda backend\n");
+    else
+        printf("  cuda sees %d device%s%s\n", count, count == 1 ? "" : "s",
+               count > 0 ? "" : " (runs use the host backend)");
+    printf("  %d rank%s (--gpus%s):", o->cfg.ndev, o->cfg.ndev == 1 ? "" : "s", gpus ? "" : ": every GPU, or 1");
+    for (int r = 0; r < o->cfg.ndev; r++) {
+        int d = o->cfg.devices != NULL ? o->cfg.devices[r] : r;
+        printf(" rank %d -> device %d%s", r, d, count > 0 && d >= count ? " (not present)" : "");
+        if (r + 1 < o->cfg.ndev)
+            printf(",");
+    }
+    printf("\n  (hn_runtime_config.devices, or --devices, maps ranks to other ordinals; on the host backend\n"
+           "   every rank emulates a device of its own)\n");
+}
+
 static int cmd_info(int argc, char **argv)
 {
     const hn_device_ops *const *all = hn_device_backends();
-    int nargs = 0, rc, bad = 0;
-    hn_command c = {"hirnode info", "", NULL, 0, NULL, 0, &nargs, NULL};
+    const hn_device_ops *cuda = hn_device_find("cuda");
+    int nargs = 0, rc, gpus = 0, bad = 0;
+    opts o;
+    const hn_option table[] = {
+        HN_INT("--gpus", "N", &gpus, 1, 256, "show the devices of N ranks (default: every GPU, or 1)"),
+        HN_CALL("--devices", "LIST", take_devices, &o, "... mapped to these ordinals, e.g. 1,0"),
+    };
+    hn_command c = {"hirnode info", "", table, HN_ARRAY_LEN(table), NULL, 0, &nargs, NULL};
+    init_opts(&o);
     if ((rc = hn_cli_parse(&c, argc, argv, 2)) >= 0)
         return rc;
+    if ((o.cfg.ndev = gpus) == 0) /* every GPU (or what --devices lists), else one */
+        o.cfg.ndev = o.ndevices > 0 ? o.ndevices : cuda != NULL && cuda->device_count() > 0 ? cuda->device_count() : 1;
+    if (!use_devices(&o, "hirnode info"))
+        return HN_EXIT_USAGE;
     printf("hirnode %s\n", hn_version());
     printf("backends:\n");
     for (int i = 0; all[i] != NULL; i++) {
@@ -378,6 +472,7 @@ static int cmd_info(int argc, char **argv)
         else
             printf("  %-6s %d device%s\n", all[i]->name, n, n == 1 ? "" : "s");
     }
+    print_devices(&o, gpus > 0);
     printf("settings:\n");
     for (int i = 0; i < hn_settings_count(); i++) {
         const hn_setting *s = hn_setting_at(i);
@@ -400,7 +495,7 @@ static int cmd_info(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    static const char *const commands[] = {"run", "check", "dump", "info", "bench", "trace", "help"};
+    static const char *const commands[] = {"run", "check", "dump", "info", "bench", "trace", "soak", "help"};
     const char *near;
     if (argc < 2) {
         fprintf(stderr, "hirnode: no command given\n%s", usage);
@@ -426,6 +521,8 @@ int main(int argc, char **argv)
         return hn_cli_bench(argc, argv);
     if (strcmp(argv[1], "trace") == 0)
         return hn_cli_trace(argc, argv);
+    if (strcmp(argv[1], "soak") == 0)
+        return hn_cli_soak(argc, argv);
     near = hn_nearest_word(argv[1], strlen(argv[1]), commands, HN_ARRAY_LEN(commands));
     if (near != NULL)
         fprintf(stderr, "hirnode: unknown command '%s' \u2014 did you mean '%s'?\n", argv[1], near);

@@ -4,7 +4,7 @@
  * streams and buffers with no host sync between steps, its result checked
  * against a reference computed here, and the steps per second printed.
  * Build against the installed library:
- *   cc serve.c $(pkg-config --cflags --libs hirnode) -o serve
+ *   cc serve.c $(pkg-config --cflags --libs hirnode) -lm -o serve
  *   ./serve [STEPS [RANKS]]     (HIRNODE_BACKEND=host|cuda; default: auto)
  * The step is captured once (hn_runtime_capture: a CUDA graph per rank on
  * the cuda backend) and replayed STEPS times (hn_runtime_replay: one graph
@@ -72,6 +72,8 @@ int main(int argc, char **argv)
     hn_runtime_config cfg;
     char *diag = NULL;
     void *bx[MAX_RANKS], *bw1[MAX_RANKS], *bb1[MAX_RANKS], *bw2[MAX_RANKS], *bb2[MAX_RANKS], *by[MAX_RANKS];
+    /* the bytes behind each pointer: the runtime checks them on every rank */
+    size_t sx[MAX_RANKS], sw1[MAX_RANKS], sb1[MAX_RANKS], sw2[MAX_RANKS], sb2[MAX_RANKS], sy[MAX_RANKS];
     void *streams[MAX_RANKS];
     hn_status_t st;
     hn_graph *graph = NULL;
@@ -89,8 +91,12 @@ int main(int argc, char **argv)
     }
     hn_runtime_config_default(&cfg);
     cfg.ndev = n;
-    if ((st = hn_runtime_create(&cfg, &rt)) != HN_OK)
-        return fail("runtime", st, NULL);
+    if ((st = hn_runtime_create_ex(&cfg, &rt, &diag)) != HN_OK) {
+        fprintf(stderr, "serve: cannot start the runtime: %s\n", diag ? diag : hn_status_string(st));
+        hn_string_free(diag);
+        hn_program_destroy(p);
+        return 1;
+    }
     /* the model, and its reference output, on the host */
     for (int i = 0; i < M; i++)
         for (int j = 0; j < D; j++)
@@ -123,13 +129,17 @@ int main(int argc, char **argv)
     for (int r = 0; r < n; r++) {
         int rows = M / n, hid = F / n;
         float w2s[D * F];
+        sx[r] = sy[r] = sizeof(float) * rows * D;
+        sw1[r] = sw2[r] = sizeof(float) * hid * D;
+        sb1[r] = sizeof(float) * hid;
+        sb2[r] = sizeof(float) * D;
         if ((st = hn_runtime_stream_create(rt, r, &streams[r])) != HN_OK ||
-            (st = hn_runtime_alloc(rt, r, sizeof(float) * rows * D, &bx[r])) != HN_OK ||
-            (st = hn_runtime_alloc(rt, r, sizeof(float) * hid * D, &bw1[r])) != HN_OK ||
-            (st = hn_runtime_alloc(rt, r, sizeof(float) * hid, &bb1[r])) != HN_OK ||
-            (st = hn_runtime_alloc(rt, r, sizeof(float) * D * hid, &bw2[r])) != HN_OK ||
-            (st = hn_runtime_alloc(rt, r, sizeof(float) * D, &bb2[r])) != HN_OK ||
-            (st = hn_runtime_alloc(rt, r, sizeof(float) * rows * D, &by[r])) != HN_OK)
+            (st = hn_runtime_alloc(rt, r, sx[r], &bx[r])) != HN_OK ||
+            (st = hn_runtime_alloc(rt, r, sw1[r], &bw1[r])) != HN_OK ||
+            (st = hn_runtime_alloc(rt, r, sb1[r], &bb1[r])) != HN_OK ||
+            (st = hn_runtime_alloc(rt, r, sw2[r], &bw2[r])) != HN_OK ||
+            (st = hn_runtime_alloc(rt, r, sb2[r], &bb2[r])) != HN_OK ||
+            (st = hn_runtime_alloc(rt, r, sy[r], &by[r])) != HN_OK)
             return fail("buffers", st, rt);
         for (int j = 0; j < D; j++)
             for (int f = 0; f < hid; f++)
@@ -142,7 +152,8 @@ int main(int argc, char **argv)
             return fail("upload", st, rt);
     }
     {
-        hn_binding b[6] = {{"X", bx}, {"W1", bw1}, {"b1", bb1}, {"W2", bw2}, {"b2", bb2}, {"Y", by}};
+        hn_binding b[6] = {{"X", bx, sx},    {"W1", bw1, sw1}, {"b1", bb1, sb1},
+                           {"W2", bw2, sw2}, {"b2", bb2, sb2}, {"Y", by, sy}};
         hn_run_args args = {0, NULL, NULL, 6, b};
         /* the first launch verifies, lowers and prepares the step */
         if ((st = hn_runtime_launch(rt, p, &args, streams)) != HN_OK || (st = hn_runtime_sync(rt)) != HN_OK)

@@ -33,6 +33,15 @@ typedef enum hn_status {
                                  can use that device any more */
 } hn_status_t;
 
+/* Element types of inputs and outputs (the IR's f32 bf16 f16 i32 i64). */
+typedef enum hn_dtype_code {
+    HN_DTYPE_F32 = 0,
+    HN_DTYPE_BF16 = 1,
+    HN_DTYPE_F16 = 2,
+    HN_DTYPE_I32 = 3,
+    HN_DTYPE_I64 = 4
+} hn_dtype_code;
+
 /* A short lowercase text for a status; never NULL, static storage. */
 const char *hn_status_string(hn_status_t status);
 

@@ -42,19 +42,48 @@ typedef struct hn_runtime_config {
                              (program, parameters, bindings, streams) are
                              captured once and replayed (hn_runtime_capture);
                              default: $HIRNODE_GRAPHS or 0 */
+    const int *devices;   /* [ndev]: the device ordinal of each rank (NULL:
+                             rank r on device r). Ordinals count the devices
+                             the process sees (CUDA_VISIBLE_DEVICES applies:
+                             with CUDA_VISIBLE_DEVICES=2,3, ordinal 0 is GPU
+                             2). Two ranks may share a device on the host
+                             backend (each still emulates its own memory),
+                             and on CUDA for the p2p communicator, and the
+                             latency path (ll) for two ranks a device (its
+                             kernels must all be resident at once): NCCL
+                             refuses two ranks of a communicator on one
+                             device, so a program whose collectives would go
+                             through NCCL (or ll) on such a team is refused
+                             when it is prepared, naming the ranks. The
+                             runtime copies the array. */
 } hn_runtime_config;
 
+/* Defaults: 1 rank, the settings' values ($HIRNODE_BACKEND, ...), devices
+ * NULL. */
 void hn_runtime_config_default(hn_runtime_config *cfg);
 
 /* Starts one thread per rank and the device and comm backends. A failed
- * create leaves nothing to destroy. HN_ERR_INVALID for a backend with fewer
- * devices than ndev, or an unknown backend name. */
+ * create leaves nothing to destroy (and logs why). HN_ERR_INVALID for an
+ * unknown backend name, a backend with fewer devices than ndev (or than an
+ * ordinal of cfg->devices needs), a bad count or ordinal. */
 hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out);
+/* Like hn_runtime_create, but on failure the reason goes to the caller,
+ * not to the log: *diag (when diag is not NULL) receives one line without
+ * a source location, e.g. "backend 'cuda' has 1 device, 2 ranks asked"
+ * (free with hn_string_free; NULL when there is nothing to say or no memory
+ * for it). On success *diag is NULL. */
+hn_status_t hn_runtime_create_ex(const hn_runtime_config *cfg, hn_runtime **out, char **diag);
 void hn_runtime_destroy(hn_runtime *rt);
 int hn_runtime_size(const hn_runtime *rt);
 const char *hn_runtime_backend(const hn_runtime *rt);
+/* The device ordinal rank `rank` runs on (hn_runtime_config.devices), or
+ * -1 for a rank out of range (or rt NULL). Any thread. */
+int hn_runtime_device(const hn_runtime *rt, int rank);
 
-/* Device memory of one rank, and synchronous copies to and from it. */
+/* Device memory of one rank (on its device, hn_runtime_device), and
+ * synchronous copies to and from it. The runtime remembers each block it
+ * allocated until hn_runtime_free: a binding that points into one is also
+ * checked against the block's end (see hn_binding). */
 hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr);
 void hn_runtime_free(hn_runtime *rt, int rank, void *ptr);
 hn_status_t hn_runtime_upload(hn_runtime *rt, int rank, void *dst, const void *src, size_t n);
@@ -62,11 +91,35 @@ hn_status_t hn_runtime_download(hn_runtime *rt, int rank, void *dst, const void 
 /* Free and total device memory of one rank. */
 hn_status_t hn_runtime_mem_info(hn_runtime *rt, int rank, size_t *free_bytes, size_t *total_bytes);
 
-/* A tensor for each input and output, by name: one device pointer per rank,
- * contiguous, of the declared per-rank shape. */
+/* The IR's limit on a tensor's dimensions. */
+#define HN_MAX_DIMS 8
+
+/* A tensor for each input and output, by name: one device pointer per
+ * rank, contiguous, of the declared per-rank shape (hn_program_io says
+ * which, and its bytes), and the bytes the caller vouches for behind it.
+ *
+ * Checked for every rank before anything is issued (runs, launches,
+ * captures, rebinds), each a HN_ERR_INVALID whose hn_runtime_error names
+ * the tensor, the rank, the bytes needed and given, e.g.
+ *   "binding 'X' on rank 1: 4096 bytes needed (f32[32, 32]), 32 given":
+ * - data or bytes NULL;
+ * - a NULL pointer (allowed only for a tensor of no elements);
+ * - bytes[r] smaller than the tensor needs at this configuration
+ *   (parameter overrides, world, nstreams);
+ * - a pointer not aligned to the element size (4 bytes for f32, 2 for
+ *   bf16 and f16, 8 for i64);
+ * - a pointer inside a block from hn_runtime_alloc whose end comes before
+ *   the tensor's, whatever bytes[r] says (the runtime knows its blocks).
+ * Any other device memory of the rank's device may be bound: cudaMalloc,
+ * cudaMallocAsync pools (the memory must stay allocated while the work
+ * runs: not freed to the pool before the launch's stream passed it),
+ * another library's (PyTorch's caching allocator): it is taken on the
+ * caller's word (bytes). The check costs a few compares per binding and
+ * rank: the needed sizes are worked out once per configuration. */
 typedef struct hn_binding {
     const char *name;
-    void *const *data; /* [ndev] */
+    void *const *data;   /* [ndev]: the tensor of each rank, on its device */
+    const size_t *bytes; /* [ndev]: bytes usable from data[r]; required */
 } hn_binding;
 
 typedef struct hn_run_args {
@@ -74,8 +127,34 @@ typedef struct hn_run_args {
     const char *const *param_names;
     const int64_t *param_values;
     int nbindings;
-    const hn_binding *bindings;     /* every input and output */
+    const hn_binding *bindings;     /* every input and output (others are ignored) */
 } hn_run_args;
+
+/* One input or output of a program at one configuration, as rank `rank`
+ * holds it (the shape a binding must have there). */
+typedef struct hn_io_info {
+    const char *name;    /* points into the program (lives as long as it) */
+    int is_output;       /* 0: an input */
+    hn_dtype_code dtype;
+    int ndim;
+    int64_t shape[HN_MAX_DIMS]; /* [ndim], the rank's shard */
+    size_t bytes;        /* what a binding needs on that rank */
+    int shard_axis;      /* the axis the ranks' shards split, -1: replicated */
+} hn_io_info;
+
+/* The inputs, then the outputs, of p at a configuration: `world` ranks,
+ * `nstreams` (the value of `nstreams` in the program, 1..16), the
+ * parameter overrides of args (args NULL: the defaults; its bindings are
+ * ignored), as rank `rank` (0 .. world-1) holds them. Writes the first
+ * min(cap, count) of them into out[] (out may be NULL when cap is 0) and
+ * their count into *n, also when cap is smaller: ask with cap 0 first.
+ * HN_ERR_INVALID for a bad argument (world < 1, rank out of range, an
+ * unknown parameter name), HN_ERR_VERIFY for a parameter or shape that
+ * does not evaluate (or overflows); then *diag (when diag is not NULL)
+ * says why (free with hn_string_free); NULL on success. Thread-safe: it
+ * only reads p; no runtime is needed. */
+hn_status_t hn_program_io(const hn_program *p, int world, int nstreams, const hn_run_args *args, int rank,
+                          hn_io_info *out, int cap, int *n, char **diag);
 
 /* Verifies the program for this configuration (cached), then runs it on
  * every rank and waits for the end. On failure hn_runtime_error() says which
@@ -143,8 +222,9 @@ void hn_runtime_forget(hn_runtime *rt, const hn_program *p);
  * the rank's device) by the same rules, and its errors come back through
  * hn_runtime_sync / hn_runtime_query. Replays compute what eager launches
  * compute, bit for bit; they read and write the buffers bound at capture
- * (change their contents between replays, not the pointers; the caller
- * keeps them alive while the graph lives). Replays of one graph run one
+ * (change their contents between replays; new pointers of the same sizes
+ * through hn_runtime_graph_rebind; the caller keeps them alive while the
+ * graph may replay). Replays of one graph run one
  * after another, back to back with no host sync between them.
  * A graph becomes unusable (replay: HN_ERR_INVALID, hn_runtime_error says
  * why) after any failed run or launch of the runtime, after
@@ -160,6 +240,27 @@ hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run
                                hn_graph **out);
 hn_status_t hn_runtime_replay(hn_runtime *rt, hn_graph *g, void *const *streams);
 void hn_runtime_graph_destroy(hn_runtime *rt, hn_graph *g);
+
+/* Rebinds a captured graph to new buffers of the same sizes without a new
+ * capture: from the next replay on, g reads and writes the buffers of
+ * args. args holds the same parameter overrides as at capture (resolving
+ * to the same values) and every binding again, checked as for a launch
+ * (hn_binding); the program captured must still live. The launches in
+ * flight (g's replays among them) are finished first; the buffers bound
+ * before are free for the caller once rebind returns. How: the program is
+ * captured again on every rank into a fresh backend graph, which then
+ * updates the one g launches in place (CUDA: cudaGraphExecUpdate of the
+ * instantiated graph; host backend: the recorded work's arguments), so
+ * replays keep their launch cost and g its identity.
+ * HN_ERR_INVALID (hn_runtime_error says why) for other parameters, a
+ * binding that does not fit (the tensor and rank named), or a graph that
+ * is unusable; HN_ERR_UNSUPPORTED when the backend cannot update a graph
+ * in place (a backend without the hook, or CUDA finding the new capture's
+ * structure different — kernels picked for other pointer alignments can
+ * do that): g is then unusable, capture again. Not while tracing or with
+ * injected faults (HN_ERR_UNSUPPORTED, g unchanged). Thread safety: like
+ * every call on the runtime. */
+hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_args *args);
 
 /* Tracing (docs/TRACING.md). From hn_runtime_trace_start to
  * hn_runtime_trace_stop, every run of rt is recorded (not the reference

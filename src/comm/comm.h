@@ -68,6 +68,12 @@ typedef struct hn_comm_config {
 
 typedef struct hn_comm_ops {
     const char *name;
+    /* The most members of a team one GPU may hold (0: any): NCCL refuses
+     * two; the latency path's kernels wait for each other, so every
+     * member's must be resident at once, half the SMs each. The runtime
+     * refuses a team past it before creating it (ordinals of a GPU
+     * backend; the host backend emulates a device per rank). */
+    int ranks_per_device;
     hn_status_t (*init)(const hn_comm_config *cfg, hn_comm_world **w);
     void (*fini)(hn_comm_world *w);
     /* Once per team, from the runtime's thread, before any run uses it;

@@ -365,6 +365,7 @@ static void nccl_reset(hn_comm_world *w)
 
 const hn_comm_ops hn_comm_nccl = {
     .name = "nccl",
+    .ranks_per_device = 1,
     .init = nccl_init,
     .fini = nccl_fini,
     .team_create = nccl_team_create,

@@ -51,7 +51,57 @@ static int in_any_team(const hn_comm_world *w, int rank)
     return 0;
 }
 
-hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g, const hn_origin *o)
+/* A graph captured again (a rebind, g->prev set) takes over what its
+ * capture under the previous id made: the pair sequences' barrier words
+ * and every team's flags, which each replay left as the capture found
+ * them (zero flags; barrier values relative to the graph's epoch, which
+ * it keeps). Nothing is allocated then. */
+static void take_over(hn_comm_world *w, int rank, const hn_graph_ctx *g)
+{
+    gpairs *gp = pairs_of(w, rank, g->prev);
+    if (gp != NULL) {
+        pthread_mutex_lock(&w->gmu);
+        gp->id = g->id;
+        pthread_mutex_unlock(&w->gmu);
+    }
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++) {
+            gbank *b = t->m[k].rank == rank ? bank_of(&t->m[k], g->prev) : NULL;
+            if (b != NULL)
+                b->id = g->id;
+        }
+    }
+}
+
+/* A graph's own flags on member m (a first capture of it on this team) */
+static hn_status_t bank_new(hn_comm_world *w, hn_comm_team *t, member *m, int rank, uint64_t id)
+{
+    size_t bytes = t->nflags * sizeof(uint32_t);
+    hn_status_t st = HN_OK;
+    uint32_t *zero_flags;
+    gbank *b;
+    if ((b = hn_calloc(1, sizeof(*b))) == NULL || (zero_flags = hn_calloc(t->nflags, sizeof(uint32_t))) == NULL) {
+        hn_free(b);
+        return HN_ERR_NOMEM;
+    }
+    b->id = id;
+    b->next = m->banks;
+    m->banks = b;
+    if ((st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->flags)) == HN_OK)
+        st = w->dev->copy_to_device(w->dev_ctx, rank, b->flags, zero_flags, bytes);
+    if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->pristine)) == HN_OK)
+        st = w->dev->copy_to_device(w->dev_ctx, rank, b->pristine, zero_flags, bytes);
+    hn_free(zero_flags);
+    if (st == HN_OK)
+        st = w->dev->event_create(w->dev_ctx, rank, &b->fork);
+    for (int k = 0; k < t->lanes && st == HN_OK; k++)
+        st = w->dev->event_create(w->dev_ctx, rank, &b->join[k]);
+    return st;
+}
+
+/* The pair sequences' record of graph `id` on `rank` (a first capture) */
+static hn_status_t pairs_new(hn_comm_world *w, int rank, uint64_t id, gpairs **out)
 {
     hn_status_t st = HN_OK;
     gpairs *gp;
@@ -60,7 +110,7 @@ hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g
         hn_free(zeros);
         return HN_ERR_NOMEM;
     }
-    gp->id = g->id;
+    gp->id = id;
     gp->rank = rank;
     pthread_mutex_lock(&w->gmu); /* the ranks' threads add theirs at once */
     gp->next = w->gpairs;
@@ -70,19 +120,31 @@ hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g
     gp->recv_at = hn_calloc((size_t)w->n, sizeof(uint64_t));
     if (gp->send_at == NULL || gp->recv_at == NULL)
         st = HN_ERR_NOMEM;
-    for (int q = 0; q < w->n && st == HN_OK; q++) {
+    if (st == HN_OK &&
+        (st = w->dev->mem_alloc(w->dev_ctx, rank, (size_t)w->n * sizeof(uint32_t), (void **)&gp->bar)) == HN_OK)
+        st = w->dev->copy_to_device(w->dev_ctx, rank, gp->bar, zeros, (size_t)w->n * sizeof(uint32_t));
+    hn_free(zeros);
+    *out = gp;
+    return st;
+}
+
+hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g, const hn_origin *o)
+{
+    hn_status_t st = HN_OK;
+    gpairs *gp;
+    if (g->prev != 0)
+        take_over(w, rank, g);
+    if ((gp = pairs_of(w, rank, g->id)) == NULL)
+        st = pairs_new(w, rank, g->id, &gp);
+    /* saved even when something failed: graph_end gives them back */
+    for (int q = 0; q < w->n && gp != NULL && gp->send_at != NULL && gp->recv_at != NULL; q++) {
         gp->send_at[q] = w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q];
         gp->recv_at[q] = w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank];
         w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q] = 0; /* afresh, as the teams */
         w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank] = 0;
     }
-    if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, (size_t)w->n * sizeof(uint32_t), (void **)&gp->bar)) == HN_OK)
-        st = w->dev->copy_to_device(w->dev_ctx, rank, gp->bar, zeros, (size_t)w->n * sizeof(uint32_t));
-    hn_free(zeros);
     for (int i = 0; i < w->teams.n && st == HN_OK; i++) {
         hn_comm_team *t = w->teams.teams[i];
-        size_t bytes = t->nflags * sizeof(uint32_t);
-        uint32_t *zero_flags;
         gbank *b;
         member *m = NULL;
         for (int k = 0; k < t->n; k++)
@@ -90,14 +152,10 @@ hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g
                 m = &t->m[k];
         if (m == NULL)
             continue;
-        if ((b = hn_calloc(1, sizeof(*b))) == NULL || (zero_flags = hn_calloc(t->nflags, sizeof(uint32_t))) == NULL) {
-            hn_free(b);
-            st = HN_ERR_NOMEM;
+        if (bank_of(m, g->id) == NULL)
+            st = bank_new(w, t, m, rank, g->id);
+        if ((b = bank_of(m, g->id)) == NULL)
             break;
-        }
-        b->id = g->id;
-        b->next = m->banks;
-        m->banks = b;
         b->at[0] = m->slot_ops;
         b->at[1] = m->staged;
         b->at[2] = m->joins;
@@ -110,15 +168,7 @@ hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g
         m->slot_ops = m->staged = m->joins = m->gstaged = 0;
         m->stage_pieces[0] = m->stage_pieces[1] = 0;
         m->last_get = 0;
-        if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->flags)) == HN_OK)
-            st = w->dev->copy_to_device(w->dev_ctx, rank, b->flags, zero_flags, bytes);
-        if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->pristine)) == HN_OK)
-            st = w->dev->copy_to_device(w->dev_ctx, rank, b->pristine, zero_flags, bytes);
-        hn_free(zero_flags);
-        if (st == HN_OK)
-            st = w->dev->event_create(w->dev_ctx, rank, &b->fork);
-        for (int k = 0; k < t->lanes && st == HN_OK; k++)
-            st = w->dev->event_create(w->dev_ctx, rank, &b->join[k]);
+        b->lanes_used = 0; /* a capture again forks them anew */
     }
     if (st != HN_OK)
         hn_origin_fail(o, st, "p2p: cannot prepare the team's flags for a capture");
@@ -174,7 +224,7 @@ hn_status_t hn_p2p_graph_finish(hn_comm_world *w, int rank, const hn_graph_ctx *
 void hn_p2p_graph_end(hn_comm_world *w, int rank, const hn_graph_ctx *g)
 {
     gpairs *gp = pairs_of(w, rank, g->id);
-    for (int q = 0; q < w->n && gp != NULL; q++) {
+    for (int q = 0; q < w->n && gp != NULL && gp->send_at != NULL && gp->recv_at != NULL; q++) {
         w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q] = gp->send_at[q];
         w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank] = gp->recv_at[q];
     }

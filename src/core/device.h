@@ -50,6 +50,11 @@ typedef struct hn_trace_hook {
 typedef struct hn_graph_ctx {
     uint64_t id;
     uint32_t *ep;
+    /* A graph captured again to rebind its buffers (hn_runtime_graph_rebind)
+     * gets a new id (sequences keyed by the id start afresh); `prev` is the
+     * id it had, whose state (the p2p flags of its own) the new capture
+     * takes over; 0 for a first capture. */
+    uint64_t prev;
 } hn_graph_ctx;
 
 /* What one replay raises a graph's epoch by: a capture must take fewer
@@ -115,6 +120,11 @@ typedef struct hn_device_config {
     uint64_t seed;
     const hn_fault_sink *sink;
     size_t host_mem_bytes; /* host backend: memory of each device (0: default) */
+    /* [ndev]: the backend's device ordinal of each device index (NULL: index
+     * i is ordinal i). The index (`dev` in the calls below) stays the rank:
+     * per-rank state is kept by index; CUDA calls go to the ordinal. The
+     * backend copies the array. */
+    const int *ordinals;
 } hn_device_config;
 
 typedef struct hn_compute_ops hn_compute_ops;
@@ -191,6 +201,16 @@ typedef struct hn_device_ops {
     hn_status_t (*capture_end)(hn_dstream *s, hn_dgraph **g);
     hn_status_t (*graph_launch)(hn_dgraph *g, hn_dstream *s);
     void (*graph_destroy)(hn_dgraph *g);
+    /* Ends the capture begun on s like capture_end, but instead of making
+     * a graph, puts what was captured into g (made by capture_end from a
+     * capture of the same work with other arguments: other buffers): g's
+     * later launches run the new capture. None of g's launches may be in
+     * flight. The capture is consumed in every case. HN_ERR_UNSUPPORTED
+     * when its structure differs from g's (other kinds of work, streams or
+     * events: capture anew), another error when the capture failed; g may
+     * then hold neither capture whole and must not be launched again.
+     * NULL where a backend cannot update a graph in place. */
+    hn_status_t (*capture_update)(hn_dstream *s, hn_dgraph *g);
     /* Runs fn(arg) in stream order; release(arg) afterwards (may be NULL).
      * The host backend runs compute and emulated communication this way. */
     hn_status_t (*launch_host)(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),

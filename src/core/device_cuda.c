@@ -1,4 +1,5 @@
-/* CUDA device backend: one device per rank thread (cudaSetDevice once),
+/* CUDA device backend: one device per rank thread (cudaSetDevice once, to
+ * the rank's ordinal: hn_device_config.ordinals),
  * non-blocking streams only, events without timing, peer access enabled for
  * every pair at start, waits that poll with a deadline and give up when
  * another rank failed. */
@@ -22,7 +23,8 @@ static int write_value_broken; /* peer writes fall back to a one-thread kernel *
 typedef struct cuda_ctx {
     int ndev;
     const hn_fault_sink *sink;
-    cudaStream_t *io; /* per device: synchronous copies to and from the host */
+    cudaStream_t *io; /* per device index: synchronous copies to and from the host */
+    int *ord;         /* per device index (rank): its CUDA device ordinal */
 } cuda_ctx;
 
 static int cuda_device_count(void)
@@ -41,10 +43,15 @@ static hn_status_t cuda_init(const hn_device_config *cfg, void **out)
     if (c == NULL)
         return HN_ERR_NOMEM;
     c->io = hn_calloc((size_t)cfg->ndev, sizeof(cudaStream_t));
-    if (c->io == NULL) {
+    c->ord = hn_calloc((size_t)cfg->ndev, sizeof(int));
+    if (c->io == NULL || c->ord == NULL) {
+        hn_free(c->io);
+        hn_free(c->ord);
         hn_free(c);
         return HN_ERR_NOMEM;
     }
+    for (int i = 0; i < cfg->ndev; i++)
+        c->ord[i] = cfg->ordinals != NULL ? cfg->ordinals[i] : i;
     c->ndev = cfg->ndev;
     c->sink = cfg->sink;
     *out = c;
@@ -57,25 +64,28 @@ static void cuda_fini(void *ctx)
     if (c == NULL)
         return;
     hn_free(c->io);
+    hn_free(c->ord);
     hn_free(c);
 }
 
 static hn_status_t cuda_thread_init(void *ctx, int dev)
 {
     cuda_ctx *c = ctx;
+    int me = c->ord[dev];
     hn_status_t st;
-    HN_CUDA_CHECK_GOTO(cudaSetDevice(dev), st, fail);
+    HN_CUDA_CHECK_GOTO(cudaSetDevice(me), st, fail);
     HN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&c->io[dev], cudaStreamNonBlocking), st, fail);
-    /* peer access once, for every pair; "already enabled" is success */
-    for (int p = 0; p < c->ndev; p++) {
-        int can = 0;
+    /* peer access once, for every pair of distinct devices; "already
+     * enabled" is success (two ranks may share a device) */
+    for (int i = 0; i < c->ndev; i++) {
+        int can = 0, p = c->ord[i];
         cudaError_t e;
-        if (p == dev)
+        if (p == me)
             continue;
-        HN_CUDA_CHECK_GOTO(cudaDeviceCanAccessPeer(&can, dev, p), st, fail);
+        HN_CUDA_CHECK_GOTO(cudaDeviceCanAccessPeer(&can, me, p), st, fail);
         if (!can) {
             HN_WARN("device %d cannot access device %d directly: peer copies between them are "
-                    "unavailable", dev, p);
+                    "unavailable", me, p);
             continue;
         }
         e = cudaDeviceEnablePeerAccess(p, 0);
@@ -145,6 +155,7 @@ static hn_status_t cuda_stream_create(void *ctx, int dev, hn_dstream **out)
     if (s == NULL)
         return HN_ERR_NOMEM;
     s->dev = dev;
+    s->ord = ((cuda_ctx *)ctx)->ord[dev];
     s->ctx = ctx;
     HN_CUDA_CHECK_GOTO(cudaMalloc(&s->workspace, HN_CUDA_WORKSPACE_BYTES), st, fail);
     HN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking), st, fail_workspace);
@@ -190,6 +201,7 @@ static hn_status_t cuda_stream_adopt(void *ctx, int dev, void *native, hn_dstrea
         return HN_ERR_NOMEM;
     s->s = (cudaStream_t)native;
     s->dev = dev;
+    s->ord = like->ord;
     s->ctx = ctx;
     s->workspace = like->workspace; /* borrowed: `like` never runs beside it */
     s->adopted = 1;
@@ -317,10 +329,13 @@ static hn_status_t cuda_add_u32(hn_dstream *s, uint32_t *addr, uint32_t value, c
 
 /* ---- graphs: CUDA stream capture, one graph per rank ---- */
 
+/* graph: the capture exec was made from, or the last one that updated it
+ * (kept while exec runs its nodes: NCCL ties the memory its captured
+ * kernels read to the captured graph's lifetime, through user objects) */
 struct hn_dgraph {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
-    int dev;
+    int dev, ord;
 };
 
 /* thread-local mode: a call of this thread that cannot be captured (a
@@ -345,6 +360,7 @@ static hn_status_t cuda_capture_end(hn_dstream *s, hn_dgraph **out)
     }
     g->graph = graph;
     g->dev = s->dev;
+    g->ord = s->ord;
     if ((st = HN_CUDA_STATUS(cudaGraphInstantiate(&g->exec, graph, 0))) != HN_OK) {
         (void)cudaGraphDestroy(graph);
         hn_free(g);
@@ -367,10 +383,10 @@ static hn_status_t cuda_graph_launch(hn_dgraph *g, hn_dstream *s)
     }
     if (cudaGetDevice(&cur) != cudaSuccess)
         cur = -1;
-    if (cur != g->dev)
-        (void)HN_CUDA_STATUS(cudaSetDevice(g->dev));
+    if (cur != g->ord)
+        (void)HN_CUDA_STATUS(cudaSetDevice(g->ord));
     st = HN_CUDA_STATUS(cudaGraphLaunch(g->exec, s->s));
-    if (cur >= 0 && cur != g->dev)
+    if (cur >= 0 && cur != g->ord)
         (void)cudaSetDevice(cur);
     return st;
 }
@@ -382,12 +398,46 @@ static void cuda_graph_destroy(hn_dgraph *g)
         return;
     if (cudaGetDevice(&cur) != cudaSuccess)
         cur = -1;
-    (void)cudaSetDevice(g->dev);
+    (void)cudaSetDevice(g->ord);
     (void)HN_CUDA_STATUS(cudaGraphExecDestroy(g->exec));
     (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
-    if (cur >= 0 && cur != g->dev)
+    if (cur >= 0 && cur != g->ord)
         (void)cudaSetDevice(cur);
     hn_free(g);
+}
+
+/* On the rank's thread (its device current), none of g's launches in
+ * flight: the new capture's node parameters (other buffers) into the
+ * instantiated graph, which keeps its launch cost. The new capture is kept
+ * as g's graph (what its kernels' memory lives with); the one before goes,
+ * nothing in flight reading what it holds. */
+static hn_status_t cuda_capture_update(hn_dstream *s, hn_dgraph *g)
+{
+    cudaGraph_t graph = NULL;
+    cudaGraphExecUpdateResultInfo info;
+    cudaError_t e;
+    hn_status_t st = HN_CUDA_STATUS(cudaStreamEndCapture(s->s, &graph));
+    if (st != HN_OK) {
+        if (graph != NULL)
+            (void)cudaGraphDestroy(graph);
+        return st;
+    }
+    memset(&info, 0, sizeof(info));
+    e = cudaGraphExecUpdate(g->exec, graph, &info);
+    if (e == cudaErrorGraphExecUpdateFailure) { /* refused, not failed: the caller captures again */
+        (void)cudaGetLastError();
+        HN_WARN("device %d: the graph could not be updated in place (cudaGraphExecUpdate result %d: the new "
+                "capture's structure differs)", g->ord, (int)info.result);
+        (void)cudaGraphDestroy(graph);
+        return HN_ERR_UNSUPPORTED;
+    }
+    if ((st = HN_CUDA_STATUS(e)) != HN_OK) {
+        (void)cudaGraphDestroy(graph);
+        return st;
+    }
+    (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
+    g->graph = graph;
+    return HN_OK;
 }
 
 typedef struct host_call {
@@ -447,20 +497,18 @@ static void cuda_recover(void *ctx)
 
 static hn_status_t cuda_health(void *ctx, int dev, char *why, size_t n)
 {
-    cudaError_t e = hn_cuda_lost_error(dev);
-    (void)ctx;
+    cudaError_t e = hn_cuda_lost_error(((cuda_ctx *)ctx)->ord[dev]);
     if (e == cudaSuccess)
         return HN_OK;
     snprintf(why, n, "device %d: %s: its CUDA context is lost, and with it every later use of the device in "
-             "this process (restart the process)", dev, cudaGetErrorString(e));
+             "this process (restart the process)", ((cuda_ctx *)ctx)->ord[dev], cudaGetErrorString(e));
     return HN_ERR_DEVICE_LOST;
 }
 
 static hn_status_t cuda_mem_info(void *ctx, int dev, size_t *free_bytes, size_t *total_bytes)
 {
     hn_status_t st;
-    (void)ctx;
-    HN_CUDA_CHECK_GOTO(cudaSetDevice(dev), st, fail);
+    HN_CUDA_CHECK_GOTO(cudaSetDevice(((cuda_ctx *)ctx)->ord[dev]), st, fail);
     HN_CUDA_CHECK_GOTO(cudaMemGetInfo(free_bytes, total_bytes), st, fail);
 fail:
     return st;
@@ -582,6 +630,7 @@ const hn_device_ops hn_device_cuda = {
     .capture_end = cuda_capture_end,
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
+    .capture_update = cuda_capture_update,
     .launch_host = cuda_launch_host,
     .recover = cuda_recover,
     .health = cuda_health,

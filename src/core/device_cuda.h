@@ -16,7 +16,8 @@
 
 struct hn_dstream {
     cudaStream_t s;
-    int dev;
+    int dev; /* the device index: the rank */
+    int ord; /* its CUDA device ordinal */
     struct cuda_ctx *ctx;
     void *workspace; /* HN_CUDA_WORKSPACE_BYTES, for this stream's matmuls */
     int adopted;     /* an embedder's stream: the handle is ours, not the stream */
@@ -24,7 +25,7 @@ struct hn_dstream {
 
 struct hn_devent {
     cudaEvent_t e;
-    int dev;
+    int dev; /* the device index: the rank */
 };
 
 #ifdef __cplusplus

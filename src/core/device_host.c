@@ -743,14 +743,11 @@ static hn_status_t host_capture_begin(hn_dstream *s)
     return HN_OK;
 }
 
-static void host_graph_destroy(hn_dgraph *g)
+/* The work a capture recorded, freed; an instantiated graph's own streams
+ * and events go first (host_graph_destroy), a capture's are the captured
+ * ones, not its own. */
+static void captured_free(hn_dgraph *g)
 {
-    if (g == NULL)
-        return;
-    for (int k = 1; k < g->nstreams; k++)
-        host_stream_destroy(g->streams[k]); /* drains it first */
-    for (int i = 0; i < g->nevents; i++)
-        host_event_destroy(g->events[i]);
     for (int i = 0; i < g->nops; i++)
         if (g->ops[i].cl != NULL) {
             if (g->ops[i].cl->release != NULL)
@@ -763,18 +760,29 @@ static void host_graph_destroy(hn_dgraph *g)
     hn_free(g);
 }
 
+static void host_graph_destroy(hn_dgraph *g)
+{
+    if (g == NULL)
+        return;
+    for (int k = 1; k < g->nstreams; k++)
+        host_stream_destroy(g->streams[k]); /* drains it first */
+    for (int i = 0; i < g->nevents; i++)
+        host_event_destroy(g->events[i]);
+    captured_free(g);
+}
+
 /* The capture ends on the stream it began on; every other stream of it
  * must have been joined back: its last operation an event record that a
- * later operation waits for (CUDA's rule, which keeps a launch whole). */
-static hn_status_t host_capture_end(hn_dstream *s, hn_dgraph **out)
+ * later operation waits for (CUDA's rule, which keeps a launch whole).
+ * The recorded work, not yet instantiated; NULL with the error. */
+static hn_dgraph *capture_finish(hn_dstream *s, hn_status_t *st)
 {
     int idx;
     hn_dgraph *g = capturing(s, &idx);
-    hn_status_t st;
-    *out = NULL;
     if (g == NULL || idx != 0) {
         HN_ERROR("host device %d: capture_end on a stream that did not begin a capture", s->dev);
-        return HN_ERR_INVALID;
+        *st = HN_ERR_INVALID;
+        return NULL;
     }
     for (int k = 0; k < g->nstreams; k++) {
         pthread_mutex_lock(&g->streams[k]->mu);
@@ -793,6 +801,20 @@ static hn_status_t host_capture_end(hn_dstream *s, hn_dgraph **out)
         if (!joined)
             graph_fail(g, HN_ERR_INVALID, "a stream of the capture was not joined back into its origin");
     }
+    if ((*st = g->bad) != HN_OK) {
+        captured_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static hn_status_t host_capture_end(hn_dstream *s, hn_dgraph **out)
+{
+    hn_status_t st;
+    hn_dgraph *g = capture_finish(s, &st);
+    *out = NULL;
+    if (g == NULL)
+        return st;
     /* instantiate: streams and events of its own */
     g->streams[0] = NULL;
     for (int k = 1; k < g->nstreams; k++)
@@ -810,6 +832,40 @@ static hn_status_t host_capture_end(hn_dstream *s, hn_dgraph **out)
         return st;
     }
     *out = g;
+    return HN_OK;
+}
+
+/* Like cudaGraphExecUpdate: the same operations on the same stream and
+ * event indices, each piece of work of the same kind and function; then
+ * g takes the new work's closures (their arguments: the new buffers) and
+ * the old ones are released with the capture. */
+static hn_status_t host_capture_update(hn_dstream *s, hn_dgraph *g)
+{
+    hn_status_t st;
+    hn_dgraph *ng = capture_finish(s, &st);
+    int same;
+    if (ng == NULL)
+        return st;
+    same = ng->dev == g->dev && ng->nops == g->nops && ng->nstreams == g->nstreams && ng->nevents == g->nevents;
+    for (int i = 0; i < g->nops && same; i++) {
+        const gop *a = &g->ops[i], *b = &ng->ops[i];
+        same = a->kind == b->kind && a->stream == b->stream && a->event == b->event &&
+               (a->cl == NULL) == (b->cl == NULL);
+        if (same && a->kind == G_WORK)
+            same = a->cl->kind == b->cl->kind && a->cl->fn == b->cl->fn && a->cl->release == b->cl->release;
+    }
+    if (!same) {
+        HN_INFO("host device %d: the new capture's structure differs from the graph's (%d operations, %d "
+                "before): not updated", g->dev, ng->nops, g->nops);
+        captured_free(ng);
+        return HN_ERR_UNSUPPORTED;
+    }
+    for (int i = 0; i < g->nops; i++) {
+        closure *cl = g->ops[i].cl;
+        g->ops[i].cl = ng->ops[i].cl;
+        ng->ops[i].cl = cl;
+    }
+    captured_free(ng);
     return HN_OK;
 }
 
@@ -984,6 +1040,7 @@ const hn_device_ops hn_device_host = {
     .capture_end = host_capture_end,
     .graph_launch = host_graph_launch,
     .graph_destroy = host_graph_destroy,
+    .capture_update = host_capture_update,
     .launch_host = host_launch,
     .recover = host_recover,
     .health = host_health,

@@ -497,7 +497,7 @@ extern "C" hn_status_t hn_ll_cuda(hn_dstream *s, const hn_ll_args *a, const hn_o
         kernel = ll_kernel<__nv_bfloat16>;
     else if (a->kind != HN_LL_ALLGATHER && a->dtype == HN_F16)
         kernel = ll_kernel<__half>;
-    cfg.gridDim = dim3((unsigned)hn_ll_grid(&P, a->blocks > 0 ? a->blocks : hn_ll_cap(sm_count(s->dev))));
+    cfg.gridDim = dim3((unsigned)hn_ll_grid(&P, a->blocks > 0 ? a->blocks : hn_ll_cap(sm_count(s->ord))));
     cfg.blockDim = dim3(HN_LL_THREADS);
     cfg.stream = s->s;
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -18,6 +18,7 @@ typedef struct io_buf {
     const hn_io *io;
     hn_tensor local, global; /* global.data: host buffer */
     void **dev;              /* per rank */
+    size_t *dev_bytes;       /* per rank: local_bytes, as a binding says it */
     size_t local_bytes;
 } io_buf;
 
@@ -162,6 +163,7 @@ static void free_bufs(hn_runtime *rt, io_buf *b, int n)
             for (int r = 0; r < rt->n; r++)
                 hn_runtime_free(rt, r, b[k].dev[r]);
         hn_free(b[k].dev);
+        hn_free(b[k].dev_bytes);
         hn_free(b[k].global.data);
     }
     hn_free(b);
@@ -236,7 +238,7 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
     int nio = p->ninputs + p->noutputs, world = rt->n;
     int64_t *params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t));
     io_buf *b = hn_calloc((size_t)nio + 1, sizeof(*b));
-    void ***io_ptrs = hn_calloc((size_t)nio + 1, sizeof(void **));
+    hn_binding *binds = hn_calloc((size_t)nio + 1, sizeof(hn_binding));
     double *times = hn_calloc((size_t)HN_MAX(o->iters, 1), sizeof(double));
     void **ref = hn_calloc((size_t)p->noutputs + 1, sizeof(void *));
     hn_dtype *ref_t = hn_calloc((size_t)p->noutputs + 1, sizeof(hn_dtype));
@@ -244,7 +246,8 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
     int iters = HN_MAX(o->iters, 1);
     memset(res, 0, sizeof(*res));
     res->passed = 1;
-    if (params == NULL || b == NULL || io_ptrs == NULL || times == NULL || ref == NULL || ref_t == NULL) {
+    hn_run_args args = {o->noverrides, o->names, o->values, nio, binds};
+    if (params == NULL || b == NULL || binds == NULL || times == NULL || ref == NULL || ref_t == NULL) {
         st = HN_ERR_NOMEM;
         goto done;
     }
@@ -277,7 +280,8 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
             break;
         x->local_bytes = hn_tensor_bytes(&x->local);
         x->dev = hn_calloc((size_t)world, sizeof(void *));
-        if (x->dev == NULL) {
+        x->dev_bytes = hn_calloc((size_t)world, sizeof(size_t));
+        if (x->dev == NULL || x->dev_bytes == NULL) {
             st = HN_ERR_NOMEM;
             break;
         }
@@ -286,7 +290,12 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
         for (int r = 0; r < world && st == HN_OK; r++)
             if ((st = hn_runtime_alloc(rt, r, x->local_bytes, &x->dev[r])) == HN_ERR_NOMEM)
                 no_device_memory(rt, diag, p, x->io, r, "", x->local_bytes);
-        io_ptrs[k] = x->dev;
+            else
+                x->dev_bytes[r] = x->local_bytes;
+        /* bound as an embedder binds them: checked on every rank */
+        binds[k].name = p->names[x->io->var];
+        binds[k].data = x->dev;
+        binds[k].bytes = x->dev_bytes;
         if (st != HN_OK)
             break;
         x->global.data = hn_malloc(hn_tensor_bytes(&x->global) + 1);
@@ -329,8 +338,11 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
 
     for (int it = 0; it < iters; it++) {
         double t0 = hn_now();
-        if ((st = hn_runtime_run_bound(rt, p, params, (void *const *const *)io_ptrs, 0)) != HN_OK)
+        if ((st = hn_runtime_run(rt, p, &args)) != HN_OK) {
+            if (st == HN_ERR_INVALID || st == HN_ERR_VERIFY) /* said by the error text alone */
+                hn_sb_printf(diag, "%s\n", hn_runtime_error(rt));
             goto done;
+        }
         times[it] = hn_now() - t0;
     }
     res->median_s = hn_median(times, iters);
@@ -393,7 +405,7 @@ done:
     hn_free(ref_t);
     if (b != NULL)
         free_bufs(rt, b, nio);
-    hn_free(io_ptrs);
+    hn_free(binds);
     hn_free(times);
     hn_free(params);
     return st;

@@ -36,21 +36,37 @@ int hn_cache_verified(hn_runtime *rt, const hn_program *p, const int64_t *params
     return v != NULL;
 }
 
-void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *params)
+const hn_verified *hn_cache_config(hn_runtime *rt, const hn_program *p, const int64_t *params)
+{
+    return find_verified(rt, p, params);
+}
+
+static void verified_clear(hn_verified *v)
+{
+    hn_free(v->params);
+    hn_free(v->need);
+    memset(v, 0, sizeof(*v));
+}
+
+void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *params, size_t *need, int nio)
 {
     hn_verified *v = &rt->verified[0];
     int64_t *copy = hn_malloc((size_t)(p->nparams + 1) * sizeof(int64_t));
-    if (copy == NULL)
+    if (copy == NULL) {
+        hn_free(need);
         return; /* prepared anew next time */
+    }
     for (int i = 1; i < HN_VERIFIED_CONFIGS; i++) /* a free entry, else the least recently used */
         if (v->prog != 0 && (rt->verified[i].prog == 0 || rt->verified[i].used < v->used))
             v = &rt->verified[i];
-    hn_free(v->params);
+    verified_clear(v);
     memcpy(copy, params, (size_t)p->nparams * sizeof(int64_t));
     v->prog = p->uid;
     v->params = copy;
     v->nparams = p->nparams;
     v->used = ++rt->cache_clock;
+    v->need = need;
+    v->nio = nio;
 }
 
 /* ---- lowered copies ---- */
@@ -259,16 +275,14 @@ void hn_cache_forget(hn_runtime *rt, const hn_program *p, unsigned how, const ch
         (void)hn_pool_exec(rt, forget_on_rank, keep, 0);
     }
     for (int i = 0; i < HN_VERIFIED_CONFIGS; i++)
-        if (rt->verified[i].prog != 0 && (all || (rt->verified[i].prog == prog) != all_but)) {
-            hn_free(rt->verified[i].params);
-            memset(&rt->verified[i], 0, sizeof(rt->verified[i]));
-        }
+        if (rt->verified[i].prog != 0 && (all || (rt->verified[i].prog == prog) != all_but))
+            verified_clear(&rt->verified[i]);
 }
 
 void hn_cache_fini(hn_runtime *rt)
 {
     for (int i = 0; i < HN_VERIFIED_CONFIGS; i++)
-        hn_free(rt->verified[i].params);
+        verified_clear(&rt->verified[i]);
     for (int i = 0; i < rt->nlowered; i++) {
         hn_prog_free(rt->lowered[i].prog);
         hn_free(rt->lowered[i].params);

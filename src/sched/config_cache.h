@@ -10,8 +10,12 @@
  * entry then marked used when `touch`. */
 int hn_cache_verified(hn_runtime *rt, const hn_program *p, const int64_t *params, int touch);
 /* Marks p prepared for these parameters (the least recently used of the
- * last HN_VERIFIED_CONFIGS goes). */
-void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *params);
+ * last HN_VERIFIED_CONFIGS goes), with what its bindings need (need: see
+ * hn_verified, owned by the cache from here; NULL: not known). */
+void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *params, size_t *need, int nio);
+/* The entry of p (as it runs: lowered) prepared for these parameters, or
+ * NULL. */
+const hn_verified *hn_cache_config(hn_runtime *rt, const hn_program *p, const int64_t *params);
 
 /* The runtime's lowered copy of p for these parameter values, made (by
  * hn_sched_lower, and kept until forgotten) when needed; p itself when it

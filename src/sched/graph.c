@@ -26,10 +26,12 @@ static hn_status_t begin_on_rank(hn_rank *r, void *arg)
     hn_graph_ctx *c = &g->ctx[r->rank];
     hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
     static const uint32_t zero[4];
-    hn_status_t st;
+    hn_status_t st = HN_OK;
     c->id = g->id;
-    if ((st = rt->dev->mem_alloc(rt->dev_ctx, r->rank, sizeof(zero), (void **)&c->ep)) != HN_OK ||
-        (st = rt->dev->copy_to_device(rt->dev_ctx, r->rank, c->ep, zero, sizeof(zero))) != HN_OK) {
+    /* a rebind keeps the epoch words: the values captured are relative */
+    if (c->ep == NULL &&
+        ((st = rt->dev->mem_alloc(rt->dev_ctx, r->rank, sizeof(zero), (void **)&c->ep)) != HN_OK ||
+         (st = rt->dev->copy_to_device(rt->dev_ctx, r->rank, c->ep, zero, sizeof(zero))) != HN_OK)) {
         hn_runtime_fail(rt, r->rank, -1, st, "cannot allocate a graph's epoch");
         return st;
     }
@@ -55,7 +57,18 @@ static hn_status_t finish_on_rank(hn_rank *r, void *arg)
             st = rt->comms[k].ops->graph_finish(rt->comms[k].world, r->rank, c, r->active, &o);
     if (st == HN_OK && (st = rt->dev->stream_add_u32(r->active, c->ep, HN_GRAPH_EPOCH_SPAN, &o)) != HN_OK)
         hn_runtime_fail(rt, r->rank, -1, st, "cannot capture the graph's epoch");
-    end_st = rt->dev->capture_end(r->active, &g->g[r->rank]);
+    if (g->updated == NULL) {
+        end_st = rt->dev->capture_end(r->active, &g->g[r->rank]);
+    } else if (st == HN_OK) { /* a rebind: the new capture into the graph replays launch */
+        end_st = g->updated[r->rank] = rt->dev->capture_update(r->active, g->g[r->rank]);
+        if (end_st == HN_ERR_UNSUPPORTED) /* not a failure of the run: the rebind says so */
+            end_st = HN_OK;
+    } else { /* a rebind whose capture failed: ended, and what it made dropped */
+        hn_dgraph *dropped = NULL;
+        g->updated[r->rank] = st;
+        if ((end_st = rt->dev->capture_end(r->active, &dropped)) == HN_OK)
+            rt->dev->graph_destroy(dropped);
+    }
     r->capturing = 0;
     r->active = r->caller;
     if (st == HN_OK && end_st != HN_OK) {
@@ -168,7 +181,7 @@ static hn_status_t capture(hn_runtime *rt, const hn_program *p, const int64_t *p
 hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run_args *args, void *const *streams,
                                hn_graph **out)
 {
-    hn_resolved rs = {NULL, NULL};
+    hn_resolved rs = {0};
     hn_status_t st;
     if (rt == NULL || p == NULL || args == NULL || out == NULL)
         return HN_ERR_INVALID;
@@ -183,6 +196,104 @@ hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run
     if ((st = hn_runtime_resolve(rt, p, args, &rs)) != HN_OK)
         return st;
     st = capture(rt, p, rs.params, (void *const *const *)rs.io, streams, 0, out);
+    hn_resolved_free(&rs);
+    return st;
+}
+
+/* ---- rebinding: the program captured again, into g's backend graphs ---- */
+
+static hn_status_t refuse(hn_runtime *rt, const hn_graph *g);
+
+/* The parameters of args are those of g's capture; else why not. */
+static hn_status_t same_params(hn_runtime *rt, const hn_graph *g, const int64_t *params)
+{
+    for (int i = 0; i < g->nparams; i++)
+        if (params[i] != g->params[i]) {
+            char text[300];
+            snprintf(text, sizeof(text),
+                     "hirnode: error: a rebind keeps the configuration of the capture: parameter %s is %lld, the "
+                     "graph was captured with %lld (capture again for other parameters)",
+                     g->lp->names[g->lp->params[i].var], (long long)params[i], (long long)g->params[i]);
+            hn_runtime_set_error_text(rt, text);
+            return HN_ERR_INVALID;
+        }
+    return HN_OK;
+}
+
+/* Captures g's program again with io on every rank and puts the capture
+ * into each rank's backend graph in place: under a new id (sequences keyed
+ * by it start afresh, the communicators' state of the old one taken
+ * over), with g's epoch words (what was captured reads them relative). */
+static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io)
+{
+    hn_status_t st, st2;
+    uint64_t prev = g->id;
+    int bad = -1;
+    if ((g->updated = hn_calloc((size_t)rt->n, sizeof(hn_status_t))) == NULL)
+        return HN_ERR_NOMEM;
+    g->id = ++rt->graph_ids;
+    for (int r = 0; r < rt->n; r++)
+        g->ctx[r].prev = prev;
+    hn_runtime_clear_error(rt);
+    hn_runtime_set_err_prog(rt, g->lp);
+    if ((st = hn_runtime_exec_all(rt, begin_on_rank, g)) == HN_OK) {
+        hn_runtime_begin_run(rt, g->lp);
+        st = hn_issue_capture(rt, g, io, NULL); /* a graph launches on any stream */
+        st2 = hn_runtime_exec_all(rt, finish_on_rank, g);
+        if (st == HN_OK)
+            st = st2;
+    }
+    (void)hn_runtime_exec_all(rt, end_on_rank, g);
+    for (int r = 0; r < rt->n; r++) {
+        g->ctx[r].prev = 0;
+        if (bad < 0 && g->updated[r] != HN_OK)
+            bad = r;
+    }
+    st = hn_runtime_finish_run(rt, st); /* a failure made every graph unusable */
+    if (st == HN_OK && bad >= 0) {
+        g->valid = 0;
+        snprintf(g->why, sizeof(g->why), "a rebind could not update rank %d's graph in place", bad);
+        snprintf(rt->err_text, sizeof(rt->err_text),
+                 "hirnode: error: the %s backend could not update rank %d's graph in place (the new capture's "
+                 "structure differs; the backend's reason is logged): the graph is unusable, capture again",
+                 rt->dev->name, bad);
+        st = HN_ERR_UNSUPPORTED;
+    }
+    hn_free(g->updated);
+    g->updated = NULL;
+    return st;
+}
+
+hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_args *args)
+{
+    hn_resolved rs = {0};
+    hn_status_t st;
+    int n;
+    if (rt == NULL || g == NULL || g->rt != rt || args == NULL)
+        return HN_ERR_INVALID;
+    if (!g->valid)
+        return refuse(rt, g);
+    if ((st = hn_runtime_enter(rt, 0, 1)) != HN_OK) /* its replays finish first */
+        return st;
+    if (!g->valid) /* the launches in flight failed */
+        return refuse(rt, g);
+    if (rt->dev->capture_update == NULL || rt->trace != NULL || rt->faults.n > 0) {
+        snprintf(rt->err_text, sizeof(rt->err_text), "hirnode: error: a graph cannot be rebound %s",
+                 rt->trace != NULL    ? "while tracing"
+                 : rt->faults.n > 0   ? "with injected faults (HIRNODE_FAULT)"
+                                      : "on this backend (it cannot update a graph in place): capture again");
+        return HN_ERR_UNSUPPORTED;
+    }
+    /* the bindings checked as for a launch, against the program captured */
+    if ((st = hn_runtime_resolve(rt, g->lp, args, &rs)) != HN_OK)
+        return st;
+    if ((st = same_params(rt, g, rs.params)) == HN_OK &&
+        (st = recapture(rt, g, (void *const *const *)rs.io)) == HN_OK) {
+        n = rt->n;
+        for (int k = 0; k < g->nio; k++)
+            for (int r = 0; r < n; r++)
+                g->io[(size_t)k * (size_t)n + (size_t)r] = rs.io[k][r];
+    }
     hn_resolved_free(&rs);
     return st;
 }

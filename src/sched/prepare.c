@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bind.h"
 #include "comm_log.h"
 #include "config_cache.h"
 #include "cost.h"
@@ -64,9 +65,10 @@ int hn_prepare_release(hn_runtime *rt, const hn_program *keep)
 
 /* The teams the dry run saw, each on the communicator the run will
  * resolve its collectives to, with the staging its reductions need. */
-static hn_status_t need_teams(hn_runtime *rt, const hn_comm_log *logs)
+static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm_log *logs, hn_strbuf *diag)
 {
     hn_status_t st = HN_OK;
+    int a, b, most;
     for (int r = 0; r < rt->n && st == HN_OK; r++)
         for (int i = 0; i < logs[r].n && st == HN_OK; i++) {
             const hn_comm_rec *rec = &logs[r].recs[i];
@@ -83,6 +85,13 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_comm_log *logs)
                 size_t chunk = rec->kind == HN_COLL_ALLREDUCE ? (rec->count + (size_t)n - 1) / (size_t)n : rec->count;
                 reserve = chunk * (size_t)hn_dtype_size(rec->dtype);
             }
+            if ((most = hn_teams_shared_device(rt, via, ranks, n, &a, &b)) > 0) {
+                hn_sb_printf(diag, "%s: error: ranks %d and %d are both on device %d, and the %s communicator "
+                             "cannot have more than %d rank%s of a team on one device: map them to distinct "
+                             "devices (hn_runtime_config.devices), or use `via p2p`\n", p->filename, a, b,
+                             rt->devices[a], hn_runtime_comm(rt, via)->ops->name, most, most == 1 ? "" : "s");
+                return HN_ERR_UNSUPPORTED;
+            }
             /* point-to-point goes through the team of all ranks */
             st = hn_teams_need(rt, via, ranks, n, reserve);
         }
@@ -92,6 +101,7 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_comm_log *logs)
 hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                hn_strbuf *diag)
 {
+    const hn_program *src = p; /* what the caller binds */
     hn_comm_log *logs;
     hn_status_t st;
     prealloc_job pj;
@@ -115,7 +125,7 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     hn_runtime_set_err_prog(rt, p); /* errors of the preparation name its instructions */
     st = hn_verify_run(p, rt->n, rt->cfg.nstreams, params, diag, logs);
     if (st == HN_OK)
-        st = need_teams(rt, logs);
+        st = need_teams(rt, p, logs, diag);
     if (st == HN_OK && (st = hn_teams_join_new(rt)) != HN_OK)
         hn_sb_printf(diag, "%s: error: cannot set up the communicators: %s\n", p->filename,
                      rt->err_text[0] ? rt->err_text : hn_status_string(st));
@@ -135,15 +145,18 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
         }
     }
     hn_comm_logs_free(logs, rt->n);
-    if (st == HN_OK)
-        hn_cache_remember(rt, p, params);
+    if (st == HN_OK) /* with what the bindings need, worked out once */
+        hn_cache_remember(rt, p, params, hn_bind_needs(src, params, rt->n, rt->cfg.nstreams),
+                          src->ninputs + src->noutputs);
     return st;
 }
 
 void hn_resolved_free(hn_resolved *rs)
 {
     hn_free(rs->params);
-    hn_free(rs->io);
+    rs->params = NULL;
+    hn_bound_free(&rs->b);
+    rs->io = NULL;
 }
 
 /* 1 when runs of p with these parameters need no preparation. */
@@ -157,27 +170,28 @@ hn_status_t hn_runtime_resolve(hn_runtime *rt, const hn_program *p, const hn_run
 {
     hn_strbuf diag;
     hn_status_t st;
-    int nio = p->ninputs + p->noutputs;
     hn_sb_init(&diag);
-    rs->params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t));
-    rs->io = hn_calloc((size_t)nio + 1, sizeof(*rs->io));
-    if (rs->params == NULL || rs->io == NULL) {
+    memset(rs, 0, sizeof(*rs));
+    if ((rs->params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t))) == NULL) {
         st = HN_ERR_NOMEM;
         goto done;
     }
+    if (args->nparams > 0 && (args->param_names == NULL || args->param_values == NULL)) {
+        hn_sb_printf(&diag, "%s: error: %d parameter overrides, but no names or values\n", p->filename,
+                     args->nparams);
+        st = HN_ERR_INVALID;
+        goto done;
+    }
+    for (int i = 0; i < args->nparams; i++)
+        if (args->param_names[i] == NULL) {
+            hn_sb_printf(&diag, "%s: error: parameter override %d has no name\n", p->filename, i);
+            st = HN_ERR_INVALID;
+            goto done;
+        }
     st = hn_params_resolve(p, rt->n, rt->cfg.nstreams, args->nparams, args->param_names,
                            args->param_values, rs->params, &diag);
-    for (int k = 0; k < nio && st == HN_OK; k++) {
-        const hn_io *x = k < p->ninputs ? &p->inputs[k] : &p->outputs[k - p->ninputs];
-        for (int b = 0; b < args->nbindings; b++)
-            if (strcmp(args->bindings[b].name, p->names[x->var]) == 0)
-                rs->io[k] = (void **)args->bindings[b].data;
-        if (rs->io[k] == NULL) {
-            hn_sb_printf(&diag, "%s: error: no binding for %s '%s'\n", p->filename,
-                         k < p->ninputs ? "input" : "output", p->names[x->var]);
-            st = HN_ERR_INVALID;
-        }
-    }
+    if (st == HN_OK && (st = hn_bind_match(p, args, &rs->b, &diag)) == HN_OK)
+        rs->io = rs->b.ptr;
     /* a configuration not yet prepared allocates: launches in flight first */
     if (st == HN_OK && !prepared(rt, p, rs->params) && (st = hn_runtime_finish_launches(rt)) != HN_OK) {
         hn_resolved_free(rs);
@@ -186,6 +200,10 @@ hn_status_t hn_runtime_resolve(hn_runtime *rt, const hn_program *p, const hn_run
     }
     if (st == HN_OK)
         st = hn_runtime_prepare(rt, p, rs->params, &diag);
+    /* every binding fits on every rank before anything is issued */
+    if (st == HN_OK)
+        st = hn_bind_check(rt, p, rs->params,
+                           hn_cache_config(rt, hn_runtime_lowered_of(rt, p, rs->params), rs->params), &rs->b, &diag);
 done:
     if (st != HN_OK) {
         hn_runtime_set_error_text(rt, diag.data ? diag.data : hn_status_string(st));

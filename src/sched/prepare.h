@@ -3,6 +3,7 @@
 #ifndef HN_SCHED_PREPARE_H
 #define HN_SCHED_PREPARE_H
 
+#include "bind.h"
 #include "runtime_int.h"
 
 /* Prepares p for these parameters unless prepared lately: lowers it,
@@ -17,9 +18,12 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
  * prepared (verified, lowered, teams and buffers made) for them. */
 typedef struct hn_resolved {
     int64_t *params;
-    void ***io; /* [k][rank] */
+    void ***io;  /* [k][rank]: b.ptr */
+    hn_bound b;  /* the bindings' pointers and sizes */
 } hn_resolved;
-/* On failure the error text says why and rs holds nothing. */
+/* Parameters resolved, bindings matched by name, the configuration
+ * prepared, then every binding checked on every rank (bind.c). On failure
+ * the error text says why and rs holds nothing. */
 hn_status_t hn_runtime_resolve(hn_runtime *rt, const hn_program *p, const hn_run_args *args, hn_resolved *rs);
 void hn_resolved_free(hn_resolved *rs);
 

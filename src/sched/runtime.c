@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bind.h"
 #include "config.h"
 #include "config_cache.h"
 #include "cost.h"
@@ -23,27 +24,38 @@
 
 /* ---- create / destroy ---- */
 
-static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, hn_status_t *st)
+/* The backend cfg names, with devices for every rank's ordinal (need: the
+ * highest ordinal + 1); NULL with why. */
+static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, int need, hn_strbuf *why)
 {
     const char *name = cfg->backend != NULL ? cfg->backend : "auto";
+    const hn_device_ops *const *all = hn_device_backends();
     const hn_device_ops *d;
     if (strcmp(name, "auto") == 0) {
-        const hn_device_ops *const *all = hn_device_backends();
         for (int i = 0; all[i] != NULL; i++)
-            if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() >= cfg->ndev)
+            if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() >= need)
                 return all[i];
-        HN_INFO("no GPU backend has %d devices; using the host (CPU emulation) backend", cfg->ndev);
+        HN_INFO("no GPU backend has %d devices; using the host (CPU emulation) backend", need);
         return &hn_device_host;
     }
-    d = hn_device_find(name);
-    if (d == NULL) {
-        HN_ERROR("unknown backend '%s'", name);
-        *st = HN_ERR_INVALID;
+    if ((d = hn_device_find(name)) == NULL) {
+        hn_sb_printf(why, "unknown backend '%s' (this build has auto", name);
+        for (int i = 0; all[i] != NULL; i++)
+            hn_sb_printf(why, ", %s", all[i]->name);
+        hn_sb_printf(why, ")");
         return NULL;
     }
-    if (d->device_count() < cfg->ndev) {
-        HN_ERROR("backend '%s' has %d devices, %d requested", name, d->device_count(), cfg->ndev);
-        *st = HN_ERR_INVALID;
+    if (d->device_count() < need) {
+        const char *visible = strcmp(d->name, "host") != 0 ? getenv("CUDA_VISIBLE_DEVICES") : NULL;
+        int count = d->device_count();
+        if (cfg->devices == NULL)
+            hn_sb_printf(why, "backend '%s' has %d device%s, %d ranks asked", name, count, count == 1 ? "" : "s",
+                         cfg->ndev);
+        else
+            hn_sb_printf(why, "backend '%s' has %d device%s, device %d asked", name, count, count == 1 ? "" : "s",
+                         need - 1);
+        if (visible != NULL)
+            hn_sb_printf(why, " (CUDA_VISIBLE_DEVICES=%s)", visible);
         return NULL;
     }
     return d;
@@ -75,43 +87,63 @@ static void teardown(hn_runtime *rt, int nthreads)
     hn_pool_fini(rt);
     hn_run_error_fini(rt);
     hn_cache_fini(rt);
+    hn_bind_fini(rt);
     hn_free(rt->job_status);
     hn_free(rt->all_ranks);
+    hn_free(rt->devices);
     hn_free(rt->ranks);
     hn_free(rt);
 }
 
-hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
+/* The runtime of cfg_in, or an error with why (one line, no location). */
+static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_strbuf *why)
 {
     hn_runtime_config cfg;
     hn_runtime_settings set;
-    hn_strbuf why;
+    hn_strbuf bad;
     hn_runtime *rt;
     hn_device_config dcfg;
     hn_status_t st = HN_OK;
-    int nthreads = 0;
-    if (cfg_in == NULL || out == NULL)
+    int nthreads = 0, need = 0;
+    if (cfg_in == NULL || out == NULL) {
+        hn_sb_printf(why, "no configuration or no place for the runtime (NULL)");
         return HN_ERR_INVALID;
+    }
     cfg = *cfg_in;
     if (cfg.ndev < 1 || cfg.ndev > 256) {
-        HN_ERROR("device count %d out of range [1, 256]", cfg.ndev);
+        hn_sb_printf(why, "rank count %d out of range [1, 256]", cfg.ndev);
         return HN_ERR_INVALID;
     }
     if (cfg.nstreams < 1 || cfg.nstreams > HN_MAX_STREAMS) {
-        HN_ERROR("stream count %d out of range [1, %d]", cfg.nstreams, HN_MAX_STREAMS);
+        hn_sb_printf(why, "stream count %d out of range [1, %d]", cfg.nstreams, HN_MAX_STREAMS);
         return HN_ERR_INVALID;
+    }
+    for (int r = 0; r < cfg.ndev; r++) {
+        int d = cfg.devices != NULL ? cfg.devices[r] : r;
+        if (d < 0 || d > 4095) {
+            hn_sb_printf(why, "rank %d: device ordinal %d out of range [0, 4095]", r, d);
+            return HN_ERR_INVALID;
+        }
+        need = HN_MAX(need, d + 1);
     }
     if (cfg.timeout_s <= 0)
         cfg.timeout_s = 60.0;
-    /* every HIRNODE_* variable checked: a bad one is refused, not guessed */
-    hn_sb_init(&why);
-    st = hn_settings_read_runtime(cfg.ndev, &set, &why);
+    /* every HIRNODE_* variable checked: a bad one is refused, not guessed;
+       the checker's lines (one per bad variable) become one line */
+    hn_sb_init(&bad);
+    st = hn_settings_read_runtime(cfg.ndev, &set, &bad);
     if (st != HN_OK) {
-        HN_ERROR("%.*s", why.len > 0 ? (int)why.len - 1 : 0, why.data != NULL ? why.data : "");
-        hn_sb_free(&why);
+        for (const char *line = bad.data, *nl; line != NULL && *line != '\0'; line = nl + 1) {
+            if ((nl = strchr(line, '\n')) == NULL)
+                nl = line + strlen(line) - 1;
+            hn_sb_appendn(why, line, (size_t)(nl - line) + (*nl != '\n'));
+            if (nl[1] != '\0')
+                hn_sb_append(why, "; ");
+        }
+        hn_sb_free(&bad);
         return st;
     }
-    hn_sb_free(&why);
+    hn_sb_free(&bad);
     if ((rt = hn_calloc(1, sizeof(*rt))) == NULL)
         return HN_ERR_NOMEM;
     rt->cfg = cfg;
@@ -128,14 +160,20 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     rt->ranks = hn_calloc((size_t)rt->n, sizeof(*rt->ranks));
     rt->job_status = hn_calloc((size_t)rt->n, sizeof(*rt->job_status));
     rt->all_ranks = hn_calloc((size_t)rt->n, sizeof(int));
-    if (rt->ranks == NULL || rt->job_status == NULL || rt->all_ranks == NULL) {
+    rt->devices = hn_calloc((size_t)rt->n, sizeof(int));
+    if (rt->ranks == NULL || rt->job_status == NULL || rt->all_ranks == NULL || rt->devices == NULL) {
         st = HN_ERR_NOMEM;
         goto undo;
     }
-    for (int i = 0; i < rt->n; i++)
+    for (int i = 0; i < rt->n; i++) {
         rt->all_ranks[i] = i;
-    if ((rt->dev = pick_backend(&cfg, &st)) == NULL)
+        rt->devices[i] = cfg.devices != NULL ? cfg.devices[i] : i;
+    }
+    rt->cfg.devices = rt->devices; /* the copy: the caller's array may go */
+    if ((rt->dev = pick_backend(&cfg, need, why)) == NULL) {
+        st = HN_ERR_INVALID;
         goto undo;
+    }
     rt->compute = hn_device_compute(rt->dev);
     rt->default_auto = hn_default_via_auto(rt->dev->name);
     memset(&dcfg, 0, sizeof(dcfg));
@@ -144,19 +182,54 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     dcfg.host_mem_bytes = set.host_mem_bytes;
     dcfg.seed = cfg.seed;
     dcfg.sink = &rt->sink;
-    if ((st = rt->dev->init(&dcfg, &rt->dev_ctx)) != HN_OK)
+    dcfg.ordinals = rt->devices;
+    if ((st = rt->dev->init(&dcfg, &rt->dev_ctx)) != HN_OK) {
+        hn_sb_printf(why, "cannot start the %s backend: %s", rt->dev->name, hn_status_string(st));
         goto undo;
-    if ((st = hn_pool_start(rt, &nthreads)) != HN_OK)
+    }
+    if ((st = hn_pool_start(rt, &nthreads)) != HN_OK) {
+        hn_sb_printf(why, "cannot start the rank threads: %s", hn_status_string(st));
         goto undo;
-    if ((st = hn_pool_exec(rt, hn_rank_init, NULL, 0)) != HN_OK)
+    }
+    if ((st = hn_pool_exec(rt, hn_rank_init, NULL, 0)) != HN_OK) {
+        hn_sb_printf(why, "cannot set up the %s devices: %s (the backend's error is logged)", rt->dev->name,
+                     hn_status_string(st));
         goto undo;
-    if ((st = hn_teams_init(rt)) != HN_OK)
+    }
+    if ((st = hn_teams_init(rt)) != HN_OK) {
+        hn_sb_printf(why, "cannot set up the communicators: %s (the error is logged)", hn_status_string(st));
         goto undo;
+    }
     HN_INFO("runtime: %d ranks on the %s backend", rt->n, rt->dev->name);
     *out = rt;
     return HN_OK;
 undo:
     teardown(rt, nthreads);
+    return st;
+}
+
+hn_status_t hn_runtime_create_ex(const hn_runtime_config *cfg, hn_runtime **out, char **diag)
+{
+    hn_strbuf why;
+    hn_status_t st;
+    if (diag != NULL)
+        *diag = NULL;
+    hn_sb_init(&why);
+    st = create(cfg, out, &why);
+    if (st != HN_OK && diag != NULL)
+        *diag = why.data != NULL ? hn_sb_take(&why) : hn_strdup(hn_status_string(st));
+    hn_sb_free(&why);
+    return st;
+}
+
+hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out)
+{
+    hn_strbuf why;
+    hn_status_t st;
+    hn_sb_init(&why);
+    if ((st = create(cfg, out, &why)) != HN_OK && why.data != NULL)
+        HN_ERROR("%s", why.data); /* no caller to hand it to: logged, once */
+    hn_sb_free(&why);
     return st;
 }
 
@@ -168,6 +241,11 @@ void hn_runtime_destroy(hn_runtime *rt)
 
 int hn_runtime_size(const hn_runtime *rt) { return rt->n; }
 const char *hn_runtime_backend(const hn_runtime *rt) { return rt->dev->name; }
+
+int hn_runtime_device(const hn_runtime *rt, int rank)
+{
+    return rt != NULL && rank >= 0 && rank < rt->n ? rt->devices[rank] : -1;
+}
 
 /* ---- device memory on a rank's thread ---- */
 
@@ -209,8 +287,10 @@ static hn_status_t mem_call(hn_runtime *rt, mem_job *j)
 hn_status_t hn_runtime_mem_info(hn_runtime *rt, int rank, size_t *free_bytes, size_t *total_bytes)
 {
     mem_job j = {rank, 4, 0, NULL, NULL, NULL, 0, 0};
-    hn_status_t st = mem_call(rt, &j);
-    if (st == HN_OK) {
+    hn_status_t st;
+    if (free_bytes == NULL || total_bytes == NULL)
+        return HN_ERR_INVALID;
+    if ((st = mem_call(rt, &j)) == HN_OK) {
         *free_bytes = j.free_bytes;
         *total_bytes = j.total_bytes;
     }
@@ -220,10 +300,18 @@ hn_status_t hn_runtime_mem_info(hn_runtime *rt, int rank, size_t *free_bytes, si
 hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
 {
     mem_job j = {rank, 0, bytes, NULL, NULL, NULL, 0, 0};
-    hn_status_t st = mem_call(rt, &j);
+    hn_status_t st;
+    if (ptr == NULL)
+        return HN_ERR_INVALID;
+    st = mem_call(rt, &j);
     /* the programs' cached buffers first give way */
     if (st == HN_ERR_NOMEM && hn_prepare_release(rt, NULL) > 0)
         st = mem_call(rt, &j);
+    /* the block is known from here on: bindings into it are checked against its end */
+    if (st == HN_OK && (st = hn_bind_note_block(&rt->ranks[rank], j.ptr, bytes)) != HN_OK) {
+        mem_job undo = {rank, 1, 0, j.ptr, NULL, NULL, 0, 0};
+        (void)mem_call(rt, &undo);
+    }
     if (st == HN_OK) {
         *ptr = j.ptr;
     } else if (st == HN_ERR_NOMEM) {
@@ -238,27 +326,49 @@ hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
 void hn_runtime_free(hn_runtime *rt, int rank, void *ptr)
 {
     mem_job j = {rank, 1, 0, ptr, NULL, NULL, 0, 0};
-    if (ptr != NULL)
-        mem_call(rt, &j);
+    if (rt == NULL || ptr == NULL || rank < 0 || rank >= rt->n)
+        return;
+    /* only what hn_runtime_alloc gave out on that rank, once */
+    if (!hn_bind_drop_block(&rt->ranks[rank], ptr)) {
+        HN_WARN("hn_runtime_free: %p is no block of hn_runtime_alloc on rank %d (freed already?): ignored", ptr,
+                rank);
+        return;
+    }
+    mem_call(rt, &j);
+}
+
+/* a copy of n bytes at device address p of rank: within p's block when p
+ * points into one of hn_runtime_alloc */
+static hn_status_t copy_call(hn_runtime *rt, mem_job *j, const void *p, size_t n)
+{
+    if (rt == NULL || j->rank < 0 || j->rank >= rt->n || (n > 0 && (j->dst == NULL || j->src == NULL)))
+        return HN_ERR_INVALID;
+    if (hn_bind_fits(&rt->ranks[j->rank], p, n) == 0) {
+        snprintf(rt->err_text, sizeof(rt->err_text),
+                 "hirnode: error: a copy of %zu bytes at %p on rank %d runs past the end of its block from "
+                 "hn_runtime_alloc", n, p, j->rank);
+        return HN_ERR_INVALID;
+    }
+    return mem_call(rt, j);
 }
 
 hn_status_t hn_runtime_upload(hn_runtime *rt, int rank, void *dst, const void *src, size_t n)
 {
     mem_job j = {rank, 2, n, NULL, dst, src, 0, 0};
-    return mem_call(rt, &j);
+    return copy_call(rt, &j, dst, n);
 }
 
 hn_status_t hn_runtime_download(hn_runtime *rt, int rank, void *dst, const void *src, size_t n)
 {
     mem_job j = {rank, 3, n, NULL, dst, src, 0, 0};
-    return mem_call(rt, &j);
+    return copy_call(rt, &j, src, n);
 }
 
 /* ---- runs and launches ---- */
 
 hn_status_t hn_runtime_run(hn_runtime *rt, const hn_program *p, const hn_run_args *args)
 {
-    hn_resolved rs = {NULL, NULL};
+    hn_resolved rs = {0};
     hn_status_t st;
     if (rt == NULL || p == NULL || args == NULL)
         return HN_ERR_INVALID;
@@ -271,7 +381,7 @@ hn_status_t hn_runtime_run(hn_runtime *rt, const hn_program *p, const hn_run_arg
 
 hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_args *args, void *const *streams)
 {
-    hn_resolved rs = {NULL, NULL};
+    hn_resolved rs = {0};
     hn_status_t st;
     if (rt == NULL || p == NULL || args == NULL)
         return HN_ERR_INVALID;

@@ -28,6 +28,13 @@ typedef struct hn_block_cache {
     size_t bytes;
 } hn_block_cache;
 
+/* A block of device memory an embedder got from hn_runtime_alloc: bindings
+ * that point into it are checked against its end (bind.c). */
+typedef struct hn_user_block {
+    uintptr_t base;
+    size_t bytes;
+} hn_user_block;
+
 /* One rank: touched by its own thread during jobs (rank.c), by the
  * caller's thread between them. */
 typedef struct hn_rank {
@@ -56,6 +63,10 @@ typedef struct hn_rank {
     hn_dtimer *run_mark[2]; /* timed runs (run_timing.c): the body's start and end */
     double run_seconds;     /* ... and the time between them in the last run, or -1 */
     int capturing;          /* a capture began on `active` and has not ended (graph.c) */
+    /* hn_runtime_alloc's blocks of this rank, sorted by base (bind.c);
+     * the caller's thread only */
+    hn_user_block *user_blocks;
+    int nuser_blocks, user_blocks_cap;
 } hn_rank;
 
 /* A program captured for one configuration (graph.c; kept in the
@@ -77,6 +88,7 @@ struct hn_graph {
     char why[200];     /* ... and why */
     int automatic;     /* made by the setting graphs = 1: the runtime owns it */
     uint64_t used;     /* automatic: for least-recently-used replacement */
+    hn_status_t *updated; /* during a rebind: [n], each rank's update in place; NULL otherwise */
     struct hn_graph *next;
 };
 
@@ -108,6 +120,12 @@ typedef struct hn_verified {
     int64_t *params;
     int nparams;
     uint64_t used; /* for least-recently-used replacement */
+    /* what bindings need at this configuration (bind.c): bytes of input /
+     * output k on rank r at need[k * n + r], the element size of k at
+     * need[nio * n + k]; NULL when it could not be worked out (then each
+     * call works it out) */
+    size_t *need;
+    int nio;
 } hn_verified;
 
 /* ... the lowered copy of a program for its parameter values ... */
@@ -134,6 +152,7 @@ struct hn_runtime {
     void *dev_ctx;
     hn_rank *ranks;
     int *all_ranks; /* 0 .. n-1: the team of point-to-point transfers */
+    int *devices;   /* [n]: the device ordinal of each rank */
 
     /* the error slot and device health (run_error.c): the first error of
      * a run; work of launches in flight may report while the caller's

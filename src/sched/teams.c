@@ -91,6 +91,23 @@ hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ra
     return e != NULL ? e->team : NULL;
 }
 
+int hn_teams_shared_device(const hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, int *a, int *b)
+{
+    int most = rt->comms[rt->via_comm[via]].ops->ranks_per_device;
+    if (most == 0 || strcmp(rt->dev->name, "host") == 0)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        int on = 1;
+        for (int j = i + 1; j < n; j++)
+            if (rt->devices[ranks[i]] == rt->devices[ranks[j]] && ++on > most) {
+                *a = ranks[i];
+                *b = ranks[j];
+                return most;
+            }
+    }
+    return 0;
+}
+
 hn_status_t hn_teams_need(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, size_t reserve)
 {
     int comm = rt->via_comm[via];

@@ -31,7 +31,7 @@ typedef struct world {
 /* pieces: most pieces per ring step (allgather too), of >= 512 B */
 static void start(world *h, int n, double timeout, int events, int pieces, int lanes)
 {
-    hn_device_config dc = {n, 30, 5, NULL, 0};
+    hn_device_config dc = {n, 30, 5, NULL, 0, NULL};
     hn_comm_config cc;
     int ranks[MAXR];
     memset(h, 0, sizeof(*h));

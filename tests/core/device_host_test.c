@@ -41,7 +41,7 @@ static hn_status_t append(void *arg, const hn_origin *o)
 static void *ctx_new(double delay)
 {
     void *ctx = NULL;
-    hn_device_config cfg = {4, delay, 7, NULL, 0};
+    hn_device_config cfg = {4, delay, 7, NULL, 0, NULL};
     CU_ASSERT_EQUAL(D->init(&cfg, &ctx), HN_OK);
     return ctx;
 }
@@ -329,6 +329,67 @@ static void test_capture_launch(void)
     D->fini(ctx);
 }
 
+/* A graph updated in place with a capture of the same work on other
+ * arguments (capture_update): its launches run the new arguments; a
+ * capture of other work, or a failed one, leaves it as it was. */
+static void test_capture_update(void)
+{
+    void *ctx = ctx_new(30);
+    hn_dstream *s, *side, *other;
+    hn_devent *fork, *join;
+    hn_dgraph *g = NULL;
+    uint32_t *mem; /* [0] epoch, [1] abort, [2] a flag */
+    int v = 0, w = 0;
+    counter a = {&v, 1}, b = {&v, 100}, c = {&w, 1000}, d = {&w, 10000};
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &s), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &side), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &other), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->event_create(ctx, 0, &fork), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->event_create(ctx, 0, &join), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(D->mem_alloc(ctx, 0, 16, (void **)&mem), HN_OK);
+    CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
+    fork_join_work(s, side, fork, join, mem, &a, &b);
+    CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_EQUAL(D->graph_launch(g, other), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_sync(other), HN_OK);
+    CU_ASSERT_EQUAL(v, 101);
+    /* the same work on other arguments: the graph takes them */
+    CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
+    fork_join_work(s, side, fork, join, mem, &c, &d);
+    CU_ASSERT_EQUAL(D->capture_update(s, g), HN_OK);
+    usleep(20000);
+    CU_ASSERT_EQUAL(__atomic_load_n(&w, __ATOMIC_ACQUIRE), 0); /* nothing ran */
+    for (int k = 0; k < 2; k++)
+        CU_ASSERT_EQUAL(D->graph_launch(g, other), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_sync(other), HN_OK);
+    CU_ASSERT_EQUAL(v, 101);
+    CU_ASSERT_EQUAL(w, 22000);
+    CU_ASSERT_EQUAL(mem[0], 30); /* the epoch went on: the update kept its relative work */
+    /* other work: refused, the graph unchanged */
+    CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
+    CU_ASSERT_EQUAL(D->launch_host(s, bump, &a, NULL, NULL), HN_OK);
+    CU_ASSERT_EQUAL(D->capture_update(s, g), HN_ERR_UNSUPPORTED);
+    /* a failed capture: its error, the graph unchanged */
+    CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
+    fork_join_work(s, side, fork, join, mem, &a, &b);
+    CU_ASSERT_EQUAL(D->stream_sync(s), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(D->capture_update(s, g), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(D->capture_update(s, g), HN_ERR_INVALID); /* not capturing */
+    CU_ASSERT_EQUAL(D->graph_launch(g, s), HN_OK);
+    CU_ASSERT_EQUAL(D->stream_sync(s), HN_OK);
+    CU_ASSERT_EQUAL(v, 101);
+    CU_ASSERT_EQUAL(w, 33000);
+    D->graph_destroy(g);
+    D->mem_free(ctx, 0, mem);
+    D->event_destroy(fork);
+    D->event_destroy(join);
+    D->stream_destroy(s);
+    D->stream_destroy(side);
+    D->stream_destroy(other);
+    D->fini(ctx);
+}
+
 void hn_suite_device_host(void)
 {
     static CU_TestInfo tests[] = {
@@ -339,6 +400,7 @@ void hn_suite_device_host(void)
         {"copies in stream order", test_memcpy_order},
         {"timing markers", test_timers},
         {"capture and launches of a graph", test_capture_launch},
+        {"a graph updated in place by a capture of the same work", test_capture_update},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("core/device_host", tests);

@@ -180,7 +180,8 @@ static void run_case(const coll_case *c, int n)
     void *x[8], *y[8];
     size_t count = (size_t)C * (size_t)n, bytes = count * (size_t)hn_dtype_size(c->dtype);
     char *host = malloc(bytes);
-    hn_binding b[2] = {{"X", x}, {"Y", y}};
+    size_t sz[8] = {bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes};
+    hn_binding b[2] = {{"X", x, sz}, {"Y", y, sz}};
     hn_run_args args = {0, NULL, NULL, 2, b};
     snprintf(text, sizeof(text), "input X : %s[%d * world] replicated\noutput Y : %s[%d * world] replicated\n%s",
              hn_dtype_name(c->dtype), C, hn_dtype_name(c->dtype), C, c->body);

@@ -56,6 +56,7 @@ static const char *step_text =
 typedef struct bufs {
     int n;
     void *x[8], *w[8], *y[8], *g[8];
+    size_t xs[8], ws[8], ys[8], gs[8]; /* their bytes */
 } bufs;
 
 static void bufs_make(hn_runtime *rt, bufs *b, int n, uint64_t seed)
@@ -68,10 +69,13 @@ static void bufs_make(hn_runtime *rt, bufs *b, int n, uint64_t seed)
             x[i] = (float)(hn_splitmix64(&s) % 2001) / 1000.0f - 1.0f;
             w[i] = (float)(hn_splitmix64(&sw) % 2001) / 1000.0f - 1.0f; /* replicated: one W */
         }
-        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x), &b->x[r]), HN_OK);
-        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(w), &b->w[r]), HN_OK);
-        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x), &b->y[r]), HN_OK);
-        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x) * (size_t)n, &b->g[r]), HN_OK);
+        b->xs[r] = b->ys[r] = sizeof(x);
+        b->ws[r] = sizeof(w);
+        b->gs[r] = sizeof(x) * (size_t)n;
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->xs[r], &b->x[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->ws[r], &b->w[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->ys[r], &b->y[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->gs[r], &b->g[r]), HN_OK);
         CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->x[r], x, sizeof(x)), HN_OK);
         CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->w[r], w, sizeof(w)), HN_OK);
     }
@@ -100,10 +104,10 @@ static void bufs_free(hn_runtime *rt, bufs *b)
 static hn_run_args args_of(bufs *b, hn_binding *bind)
 {
     hn_run_args a = {0, NULL, NULL, 4, bind};
-    bind[0] = (hn_binding){"X", b->x};
-    bind[1] = (hn_binding){"W", b->w};
-    bind[2] = (hn_binding){"Y", b->y};
-    bind[3] = (hn_binding){"G", b->g};
+    bind[0] = (hn_binding){"X", b->x, b->xs};
+    bind[1] = (hn_binding){"W", b->w, b->ws};
+    bind[2] = (hn_binding){"Y", b->y, b->ys};
+    bind[3] = (hn_binding){"G", b->g, b->gs};
     return a;
 }
 
@@ -328,7 +332,8 @@ static void test_cannot_capture(void)
     hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 1);
     void *y[2];
     int64_t host[8];
-    hn_binding b = {"Y", y};
+    size_t sz[2] = {sizeof(host), sizeof(host)};
+    hn_binding b = {"Y", y, sz};
     hn_run_args a = {0, NULL, NULL, 1, &b};
     hn_graph *g = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -392,6 +397,173 @@ static void test_automatic(void)
     hn_program_destroy(p);
 }
 
+/* Rebinding: a graph captured on buffers A and rebound to buffers B (the
+ * p2p rings, send/recv, the default communicator, two streams, a matmul)
+ * replays bit for bit what a fresh capture on B replays, on B only; rebound
+ * back to A, what eager launches on A compute. On the caller's streams. */
+static void test_rebind_matches_fresh_capture(void)
+{
+    enum { K = 3 };
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = hn_test_runtime(NULL, n, 30, 30, 0);
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    hn_graph *gr = NULL, *fresh = NULL;
+    void *streams[8];
+    float *y = hn_calloc(256, sizeof(float)), *yf = hn_calloc(256, sizeof(float));
+    float *g = hn_calloc(256 * (size_t)n, sizeof(float)), *gf = hn_calloc(256 * (size_t)n, sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int r = 0; r < n; r++)
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_stream_create(rt, r, &streams[r]), HN_OK);
+    for (int c = 0; c < 2; c++) {
+        bufs_make(rt, &b[c], n, 21 + (uint64_t)c);
+        a[c] = args_of(&b[c], bind[c]);
+        bufs_reset(rt, &b[c]);
+    }
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[0], streams, &gr), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, streams), HN_OK);
+    /* rebound while a replay may still run: it finishes first */
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_OK);
+    CU_ASSERT_EQUAL(rt->inflight, 0);
+    bufs_reset(rt, &b[0]);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, k % 2 ? NULL : streams), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[1], y, g);
+    {
+        float y0[256], g0[256 * 8];
+        outputs(rt, &b[0], y0, g0); /* A: not touched since the rebind */
+        CU_ASSERT_EQUAL(y0[1], 0.25f);
+        CU_ASSERT_EQUAL(y0[9], 0.25f * 4);
+    }
+    /* a fresh capture on B, from the same start */
+    bufs_reset(rt, &b[1]);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[1], NULL, &fresh), HN_OK);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, fresh, NULL), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[1], yf, gf);
+    CU_ASSERT_EQUAL(memcmp(y, yf, 256 * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(g, gf, 256 * sizeof(float) * (size_t)n), 0);
+    CU_ASSERT(y[3] != 0.25f * 3 && isfinite(y[3]));
+    /* back to A: what eager launches on A give */
+    bufs_reset(rt, &b[0]);
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[0]), HN_OK);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, streams), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[0], y, g);
+    bufs_reset(rt, &b[0]);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a[0], streams), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[0], yf, gf);
+    CU_ASSERT_EQUAL(memcmp(y, yf, 256 * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(g, gf, 256 * sizeof(float) * (size_t)n), 0);
+    hn_runtime_graph_destroy(rt, gr);
+    hn_runtime_graph_destroy(rt, fresh);
+    for (int c = 0; c < 2; c++)
+        bufs_free(rt, &b[c]);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+    hn_free(y);
+    hn_free(yf);
+    hn_free(g);
+    hn_free(gf);
+}
+
+/* A backend that cannot update graphs in place (hn_device_host without the
+ * hook) */
+static hn_device_ops no_update;
+
+/* What a rebind refuses: a binding that does not fit (the graph unchanged),
+ * other parameters, an unusable graph, tracing and injected faults, a
+ * backend without the update; what it checks in every case first. */
+static void test_rebind_refusals(void)
+{
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 0);
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    hn_graph *gr = NULL;
+    hn_strbuf err;
+    const char *names[] = {"N"};
+    int64_t other[1] = {128};
+    float y[256], want[256], g[256 * 8];
+    char text[160];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    hn_sb_init(&err);
+    for (int c = 0; c < 2; c++) {
+        bufs_make(rt, &b[c], n, 31 + (uint64_t)c);
+        a[c] = args_of(&b[c], bind[c]);
+        bufs_reset(rt, &b[c]);
+    }
+    CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a[0], NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[0], want, g);
+    bufs_reset(rt, &b[0]);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[0], NULL, &gr), HN_OK);
+    /* G one element short on the last rank: refused, named; g replays on A */
+    b[1].gs[n - 1] -= 4;
+    snprintf(text, sizeof(text), "binding 'G' on rank %d: %d bytes needed (f32[%d]), %d given", n - 1, 1024 * n,
+             256 * n, 1024 * n - 4);
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), text));
+    b[1].gs[n - 1] += 4;
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[0], y, g);
+    CU_ASSERT_EQUAL(memcmp(y, want, sizeof(y)), 0);
+    /* other parameters */
+    a[1].nparams = 1;
+    a[1].param_names = names;
+    a[1].param_values = other;
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "a rebind keeps the configuration of the capture: parameter N "
+                                                        "is 128, the graph was captured with 256"));
+    a[1].nparams = 0;
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, NULL), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(NULL, gr, &a[1]), HN_ERR_INVALID);
+    /* tracing, faults: refused, the graph unchanged */
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, "0:24:async", &err), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "injected faults"));
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    CU_ASSERT_TRUE(gr->valid);
+    /* a backend that cannot update a graph in place: unsupported, the graph unchanged */
+    no_update = *rt->dev;
+    no_update.capture_update = NULL;
+    {
+        const hn_device_ops *keep = rt->dev;
+        rt->dev = &no_update;
+        CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_ERR_UNSUPPORTED);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "cannot update a graph in place"));
+        rt->dev = keep;
+    }
+    bufs_reset(rt, &b[0]);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[0], y, g);
+    CU_ASSERT_EQUAL(memcmp(y, want, sizeof(y)), 0);
+    /* an unusable graph is not rebound */
+    hn_runtime_forget(rt, p);
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "capture again"));
+    hn_runtime_graph_destroy(rt, gr);
+    for (int c = 0; c < 2; c++)
+        bufs_free(rt, &b[c]);
+    hn_sb_free(&err);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
 void hn_suite_graph(void)
 {
     static CU_TestInfo tests[] = {
@@ -401,6 +573,10 @@ void hn_suite_graph(void)
          test_unusable},
         {"graphs = 1 captures a repeated configuration and replays it", test_automatic},
         {"a program that cannot be captured: a named error, then eager runs", test_cannot_capture},
+        {"a rebound graph replays what a fresh capture on the new buffers replays, bit for bit",
+         test_rebind_matches_fresh_capture},
+        {"a rebind refuses bindings that do not fit, other parameters, unusable graphs, backends without it",
+         test_rebind_refusals},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/graph", tests);

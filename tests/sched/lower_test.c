@@ -484,7 +484,8 @@ static void test_messages_name_the_statement(void)
                                       "matmul C <- allgather(A), B pipelined(strategy=collective, chunks=3)\n",
                                       NULL);
         void *bufs[3][2];
-        hn_binding b[3] = {{"A", bufs[0]}, {"B", bufs[1]}, {"C", bufs[2]}};
+        size_t sz[2] = {256, 256};
+        hn_binding b[3] = {{"A", bufs[0], sz}, {"B", bufs[1], sz}, {"C", bufs[2], sz}};
         hn_run_args args = {0, NULL, NULL, 3, b};
         CU_ASSERT_PTR_NOT_NULL_FATAL(q);
         hn_runtime_config_default(&cfg);

@@ -29,7 +29,8 @@ static void test_cache(void)
     hn_runtime_config cfg;
     hn_runtime *rt = NULL;
     void *a[2], *b[2], *c[2];
-    hn_binding bind[3] = {{"A", a}, {"B", b}, {"C", c}};
+    size_t sz[2] = {4096, 4096};
+    hn_binding bind[3] = {{"A", a, sz}, {"B", b, sz}, {"C", c, sz}};
     const char *names[] = {"M"};
     int64_t m[1] = {8 * 2}, params[3];
     hn_run_args args = {1, names, m, 3, bind};

@@ -45,7 +45,8 @@ static void test_run_with_bindings(void)
     hn_runtime *rt = hn_test_runtime(NULL, nr, 5, 10, 0);
     void *x[4], *y[4];
     float host[64];
-    hn_binding b[2] = {{"X", x}, {"Y", y}};
+    size_t sz[4] = {sizeof(host), sizeof(host), sizeof(host), sizeof(host)};
+    hn_binding b[2] = {{"X", x, sz}, {"Y", y, sz}};
     const char *names[] = {"N"};
     int64_t values[] = {64};
     hn_run_args args = {1, names, values, 2, b};
@@ -96,7 +97,8 @@ static void test_stable_addresses(void)
     int nr = hn_test_max_ranks() < 2 ? 1 : 2;
     hn_runtime *rt = hn_test_runtime(NULL, nr, 0, 10, 0);
     void *y[2], *first[2][3];
-    hn_binding b = {"Y", y};
+    size_t sz[2] = {64, 64};
+    hn_binding b = {"Y", y, sz};
     hn_run_args args = {0, NULL, NULL, 1, &b};
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     for (int r = 0; r < nr; r++)
@@ -137,7 +139,8 @@ static void test_wait_stream_orders(void)
     hn_runtime *rt = hn_test_runtime(NULL, nr, 200, 10, 0);
     void *y[2];
     float host[4096];
-    hn_binding b = {"Y", y};
+    size_t sz[2] = {sizeof(host), sizeof(host)};
+    hn_binding b = {"Y", y, sz};
     hn_run_args args = {0, NULL, NULL, 1, &b};
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     for (int r = 0; r < nr; r++) {
@@ -222,7 +225,8 @@ static void test_streams_made_before_run(void)
     hn_program *p = hn_test_parse(text, NULL);
     hn_runtime *rt = hn_test_runtime(NULL, 1, 0, 10, 0);
     void *y[1];
-    hn_binding b = {"Y", y};
+    size_t sz[1] = {64};
+    hn_binding b = {"Y", y, sz};
     hn_run_args args = {0, NULL, NULL, 1, &b};
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_EQUAL(hn_runtime_alloc(rt, 0, 64, &y[0]), HN_OK);
@@ -308,7 +312,9 @@ static void test_launches(void)
             CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, x[l][r], host, sizeof(host)), HN_OK);
         }
     for (int l = 0; l < LAUNCHES; l++) {
-        hn_binding b[2] = {{"X", x[l]}, {"Y", y[l]}};
+        size_t sz[8] = {sizeof(host), sizeof(host), sizeof(host), sizeof(host),
+                        sizeof(host), sizeof(host), sizeof(host), sizeof(host)};
+        hn_binding b[2] = {{"X", x[l], sz}, {"Y", y[l], sz}};
         hn_run_args args = {0, NULL, NULL, 2, b};
         /* the first prepares the configuration; the others only issue */
         CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &args, l == 3 ? NULL : streams[l % 2]), HN_OK);
@@ -350,7 +356,8 @@ static void test_launch_failure(void)
     int nr = hn_test_max_ranks() < 2 ? hn_test_max_ranks() : 2;
     hn_runtime *rt = hn_test_runtime(NULL, nr, 0, 10, 0);
     void *x[8], *y[8];
-    hn_binding b[2] = {{"X", x}, {"Y", y}};
+    size_t sz[8] = {LN * 4, LN * 4, LN * 4, LN * 4, LN * 4, LN * 4, LN * 4, LN * 4};
+    hn_binding b[2] = {{"X", x, sz}, {"Y", y, sz}};
     hn_run_args args = {0, NULL, NULL, 2, b};
     hn_strbuf err;
     hn_status_t st;
@@ -396,7 +403,8 @@ static void test_prepared_configurations(void)
     hn_program *p = hn_test_parse(text, NULL);
     hn_runtime *rt = hn_test_runtime(NULL, 1, 0, 10, 0);
     void *y[1];
-    hn_binding b = {"Y", y};
+    size_t sz[1] = {32 * 4};
+    hn_binding b = {"Y", y, sz};
     const char *names[] = {"N"};
     int64_t sizes[] = {8, 16, 8, 32, 16, 8};
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -432,7 +440,8 @@ static void test_memory_given_back(void)
     size_t free_b = 0, total_b = 0;
     float out[4];
     void *y[1];
-    hn_binding bind = {"Y", y};
+    size_t sz[1] = {sizeof(out)};
+    hn_binding bind = {"Y", y, sz};
     const char *names[] = {"R"};
     int64_t n;
     setenv("HIRNODE_HOST_MEM_MIB", "64", 1); /* the host backend's devices: 64 MiB */
@@ -492,7 +501,8 @@ static void test_host_sync(void)
     hn_runtime *rt = hn_test_runtime(NULL, nr, 100, 10, 0);
     void *y[2];
     int64_t host[8];
-    hn_binding b = {"Y", y};
+    size_t sz[2] = {sizeof(host), sizeof(host)};
+    hn_binding b = {"Y", y, sz};
     hn_run_args args = {0, NULL, NULL, 1, &b};
     for (int r = 0; r < nr; r++)
         hn_runtime_alloc(rt, r, sizeof(host), &y[r]);

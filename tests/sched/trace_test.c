@@ -89,7 +89,8 @@ static void test_exact_spans(void)
     hn_runtime *rt = hn_test_runtime(NULL, nr, 20, 30, 0);
     const char *path = temp_path("exact");
     void *y[2];
-    hn_binding b = {"Y", y};
+    size_t sz[2] = {256, 256};
+    hn_binding b = {"Y", y, sz};
     hn_run_args args = {0, NULL, NULL, 1, &b};
     hn_trace_data t;
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -169,7 +170,8 @@ static void test_lanes(void)
     const char *path = temp_path("lanes");
     hn_runtime *rt;
     void *x[4], *y[4];
-    hn_binding b[2] = {{"X", x}, {"Y", y}};
+    size_t xs[4], ys[4];
+    hn_binding b[2] = {{"X", x, xs}, {"Y", y, ys}};
     hn_run_args args = {0, NULL, NULL, 2, b};
     hn_trace_data t;
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -185,8 +187,10 @@ static void test_lanes(void)
     unsetenv("HIRNODE_P2P_LANES");
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
     for (int r = 0; r < nr; r++) {
-        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, (size_t)nr * 4096 * 4, &x[r]), HN_OK);
-        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, 4096 * 4, &y[r]), HN_OK);
+        xs[r] = (size_t)nr * 4096 * 4;
+        ys[r] = 4096 * 4;
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, xs[r], &x[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, ys[r], &y[r]), HN_OK);
     }
     CU_ASSERT_EQUAL_FATAL(hn_runtime_trace_start(rt, path), HN_OK);
     CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &args), HN_OK);
@@ -234,7 +238,8 @@ static void test_failed_run_and_destroy(void)
     hn_runtime *rt;
     const char *path = temp_path("fail");
     void *y[3];
-    hn_binding b = {"Y", y};
+    size_t sz[3] = {64, 64, 64};
+    hn_binding b = {"Y", y, sz};
     hn_run_args args = {0, NULL, NULL, 1, &b};
     hn_trace_data t;
     int fills[2] = {0, 0}, sends[2] = {0, 0}, comms[2] = {0, 0};
