@@ -245,7 +245,6 @@ class _Config:
         self.args = _lib.RunArgs(pa.n, pa.names, pa.values, len(self.slots), self.bindings)
         self.args_ref = ctypes.byref(self.args)
         self.n = n
-        self.buffer_type = Buffer
 
     def fill(self, bindings, keep):
         """Each binding's pointer and size into the C arrays, every tensor checked first."""
