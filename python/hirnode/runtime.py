@@ -63,9 +63,19 @@ def _params_key(params):
     return None if not params else tuple(params.items())
 
 
+class _Closing:
+    """`with` closes it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 # ---- programs ----
 
-class Program:
+class Program(_Closing):
     """A parsed and statically verified program (hn_program): immutable, shareable by runtimes
     and threads. Program.parse(text, filename) or Program.load(path); close() or collection
     destroys it (after the runtimes that ran it forgot it)."""
@@ -151,12 +161,6 @@ class Program:
             self._h = None
 
     destroy = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def _program_finalize(handle, runtimes):
@@ -342,7 +346,7 @@ def _queue(state, kind, rank, handle):
 
 # ---- the runtime ----
 
-class Runtime:
+class Runtime(_Closing):
     """One thread per rank and the device and comm backends (hn_runtime).
 
     Runtime(ranks=1, backend=None, devices=None, nstreams=None, timeout=None, graphs=None,
@@ -452,12 +456,6 @@ class Runtime:
 
     destroy = close
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     # -- programs --
 
     def io(self, program, params=None, rank=0):
@@ -496,15 +494,21 @@ class Runtime:
             arr[r] = _stream_handle(state, streams[r], r)
         return arr
 
-    def run(self, program, bindings, params=None):
-        """Runs the program on every rank and waits for the end (hn_runtime_run). bindings: a dict
-        of name -> a list of one tensor per rank (a tensor alone when there is one rank)."""
+    def _bound(self, program, bindings, params, keep):
+        """For the calls that wait for the devices anyway: the queued frees first, then the
+        handles and the configuration with these bindings filled in."""
         h = self._h()
         self._s.drain()
         ph = program._handle()
         cfg = self._config(program, params)
-        keep = []
         cfg.fill(bindings, keep)
+        return h, ph, cfg
+
+    def run(self, program, bindings, params=None):
+        """Runs the program on every rank and waits for the end (hn_runtime_run). bindings: a dict
+        of name -> a list of one tensor per rank (a tensor alone when there is one rank)."""
+        keep = []
+        h, ph, cfg = self._bound(program, bindings, params, keep)
         st = _lib.hn_runtime_run(h, ph, cfg.args_ref)
         if st:
             raise self._fail(st)
@@ -561,12 +565,8 @@ class Runtime:
     def capture(self, program, bindings, params=None, streams=None):
         """Records the program for one configuration and these bindings (hn_runtime_capture): a
         Graph to replay. The Graph keeps the bound tensors alive."""
-        h = self._h()
-        self._s.drain()
-        ph = program._handle()
-        cfg = self._config(program, params)
         keep = []
-        cfg.fill(bindings, keep)
+        h, ph, cfg = self._bound(program, bindings, params, keep)
         out = ctypes.c_void_p()
         st = _lib.hn_runtime_capture(h, ph, cfg.args_ref, self._streams(streams), ctypes.byref(out))
         if st:
@@ -733,7 +733,7 @@ def _stream_handle(state, s, r):
     return h
 
 
-class Graph:
+class Graph(_Closing):
     """A captured program (hn_graph): replay(), rebind(bindings), destroy(). Keeps its program and
     the tensors bound at capture (or at the last rebind) alive."""
 
@@ -790,12 +790,6 @@ class Graph:
             self._kept = None
 
     close = destroy
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.destroy()
 
 
 class Stream:

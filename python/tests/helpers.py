@@ -81,28 +81,11 @@ def backend_runtime(ranks=2, **kw):
 
 # ---- producers ----
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-class DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
-
-
-class DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
-                ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
-
+# the structs of dlpack.h as the package declares them (real producers, NumPy's and torch's,
+# check the layout in the suites)
+from hirnode._tensors import (_DLDataType as DLDataType, _DLDevice as DLDevice,  # noqa: E402
+                              _DLManagedTensor as DLManagedTensor,
+                              _DLManagedTensorVersioned as DLManagedTensorVersioned, _DLTensor as DLTensor)
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.restype = ctypes.py_object
@@ -147,6 +130,20 @@ class FakeDLPack:
             m = DLManagedTensor(t, None, None)
         self._keep = (shape, strides, m)  # read while the capsule is: until the next call
         return _capsule_new(ctypes.addressof(m), ctypes.addressof(_NAMES[self.versioned]), None)
+
+
+class OnlyDLPack:
+    """Another producer's tensor seen only through __dlpack__ and __dlpack_device__ (its own
+    capsule read by the DLPack reader, not by the fast path of its type)."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, stream=None):
+        return self.t.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
 
 
 class FakeCAI:

@@ -5,8 +5,8 @@ and comes before the C call."""
 
 import unittest
 
-from helpers import (COPY, DTYPES, MLP, ArrayInterface, FakeCAI, FakeCAIWithDevice, FakeDLPack, backend_runtime,
-                     bf16_bits, bf16_value, gathered, hirnode, mlp_inputs, np, rng)
+from helpers import (COPY, DTYPES, MLP, ArrayInterface, FakeCAI, FakeCAIWithDevice, FakeDLPack, OnlyDLPack,
+                     backend_runtime, bf16_bits, bf16_value, gathered, hirnode, mlp_inputs, np, rng)
 
 
 def copy_bindings(world, n=64, seed=0):
@@ -179,16 +179,6 @@ class InteropTest(unittest.TestCase):
         cls.rt.close()
 
     def test_dlpack_of_numpy(self):
-        class OnlyDLPack:  # numpy's own capsule, through the DLPack reader
-            def __init__(self, a):
-                self.a = a
-
-            def __dlpack__(self, stream=None):
-                return self.a.__dlpack__()
-
-            def __dlpack_device__(self):
-                return self.a.__dlpack_device__()
-
         x, y = copy_bindings(2, seed=3)
         self.rt.run(self.copy, {"X": [OnlyDLPack(a) for a in x], "Y": [OnlyDLPack(a) for a in y]})
         for r in range(2):

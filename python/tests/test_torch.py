@@ -4,7 +4,7 @@ CUDA tensors on the cuda backend, torch's streams, and a launch inside torch.cud
 
 import unittest
 
-from helpers import COPY, DTYPES, MLP, backend_runtime, gathered, hirnode, mlp_inputs, np
+from helpers import COPY, DTYPES, MLP, OnlyDLPack, backend_runtime, gathered, hirnode, mlp_inputs, np
 
 try:
     import torch
@@ -79,25 +79,15 @@ class TorchHostTest(unittest.TestCase):
             self.assertTrue(torch.equal(outs["L2"][r], l64 + l64))
 
     def test_through_dlpack(self):
-        class Wrapped:  # torch's own capsule, read by the DLPack reader
-            def __init__(self, t):
-                self.t = t
-
-            def __dlpack__(self, stream=None):
-                return self.t.__dlpack__()
-
-            def __dlpack_device__(self):
-                return self.t.__dlpack_device__()
-
         p = hirnode.Program.parse(COPY.replace("f32", "bf16"), "c.hir")
         x = [torch.randn(64).to(torch.bfloat16) for _ in range(2)]
         y = [torch.zeros(64, dtype=torch.bfloat16) for _ in range(2)]
-        self.rt.run(p, {"X": [Wrapped(t) for t in x], "Y": [Wrapped(t) for t in y]})
+        self.rt.run(p, {"X": [OnlyDLPack(t) for t in x], "Y": [OnlyDLPack(t) for t in y]})
         for r in range(2):
             self.assertTrue(torch.equal(x[r], y[r]))
         with self.assertRaises(hirnode.BindingError) as cm:
-            self.rt.run(p, {"X": [Wrapped(torch.zeros(64, 2, dtype=torch.bfloat16)[:, 0])] * 2, "Y": y})
-        self.assertIn("a DLPack tensor (Wrapped) of bf16[64] is not contiguous", str(cm.exception))
+            self.rt.run(p, {"X": [OnlyDLPack(torch.zeros(64, 2, dtype=torch.bfloat16)[:, 0])] * 2, "Y": y})
+        self.assertIn("a DLPack tensor (OnlyDLPack) of bf16[64] is not contiguous", str(cm.exception))
 
     def test_graph_keeps_torch_tensors(self):
         b, ref = mlp_inputs(2, 6)
