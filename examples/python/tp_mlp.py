@@ -207,7 +207,10 @@ class _Both:
 
 def main():
     args = parse_args()
-    import numpy as np
+    try:
+        import numpy as np
+    except ImportError:
+        sys.exit("tp_mlp: needs NumPy (Debian: apt-get install python3-numpy, for /usr/bin/python3)")
     torch = None
     if not args.numpy:
         try:
