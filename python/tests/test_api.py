@@ -287,6 +287,29 @@ class RuntimeTest(unittest.TestCase):
                                                           "Y": [np.zeros(64, np.float32) for _ in range(2)]})
             self.assertEqual(rt.error, "")
 
+    def test_failures_name_rank_and_line(self):
+        """Injected faults (HIRNODE_FAULT, read when a runtime is made): a failure while running
+        comes back as the library says it, from run, or from the sync after a launch."""
+        p = hirnode.Program.parse(COPY, "c.hir")
+        b = {"X": [np.zeros(64, np.float32)] * 2, "Y": [np.zeros(64, np.float32) for _ in range(2)]}
+        for kind in ("issue", "async"):
+            os.environ["HIRNODE_FAULT"] = "1:4:" + kind
+            try:
+                rt = backend_runtime(2)
+            finally:
+                del os.environ["HIRNODE_FAULT"]
+            with rt:
+                with self.subTest(kind=kind), self.assertRaises(hirnode.DeviceError) as cm:
+                    rt.run(p, b)
+                self.assertRegex(str(cm.exception), r"^c\.hir:4:1: error: rank 1: copy Y <- X: ")
+                self.assertEqual(str(cm.exception), rt.error)
+                with self.assertRaises(hirnode.DeviceError):
+                    rt.launch(p, b)
+                    rt.sync()
+                with self.assertRaises(hirnode.UnsupportedError) as cm:
+                    rt.capture(p, b)
+                self.assertIn("injected faults", str(cm.exception))
+
     def test_closed_runtime(self):
         p = hirnode.Program.parse(COPY, "c.hir")
         rt = backend_runtime(2)

@@ -130,6 +130,7 @@ class TorchCudaTest(unittest.TestCase):
         np.testing.assert_allclose(gathered([y.cpu().numpy() for y in tb["Y"]]), ref, rtol=1e-3, atol=1e-3)
         side = [torch.cuda.Stream(device=d) for d in self.rt.devices]
         tb, ref = self.cuda_bindings(2)
+        torch.cuda.synchronize()  # the copies to the devices ran on torch's streams, not these
         self.rt.launch(self.p, tb, streams=side)
         self.rt.sync()
         np.testing.assert_allclose(gathered([y.cpu().numpy() for y in tb["Y"]]), ref, rtol=1e-3, atol=1e-3)
