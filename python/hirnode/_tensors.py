@@ -119,6 +119,8 @@ def _torch_dtype_name(torch, dt):
 def _torch(t, slot, r, keep):
     if (t.dtype is not slot.torch_dtype or t.shape != slot.shapes[r] or not t.is_contiguous()
             or not (t.is_cuda and t.get_device() == slot.devices[r] if slot.cuda else t.is_cpu)):
+        if slot.torch_dtype is None and slot.resolve():  # torch came after the configuration
+            return _torch(t, slot, r, keep)
         torch = sys.modules["torch"]
         dev = t.device
         refuse(slot, r, "a torch.Tensor", _torch_dtype_name(torch, t.dtype), tuple(t.shape), t.is_contiguous(),
@@ -144,6 +146,8 @@ def _numpy(a, slot, r, keep):
     # never compared with ==, which would read None as float64)
     if ((dt is not slot.np_dtype and (slot.np_dtype is None or dt != slot.np_dtype)) or a.shape != slot.shapes[r]
             or not fl.c_contiguous or slot.cuda):
+        if slot.np_dtype is None and slot.resolve():  # NumPy came after the configuration
+            return _numpy(a, slot, r, keep)
         refuse(slot, r, "a NumPy array", _numpy_dtype_name(dt), a.shape, fl.c_contiguous, ("cpu", -1), fl.writeable)
     if fl.writeable and a.size:
         return ctypes.addressof(ctypes.c_char.from_buffer(a))  # a third of __array_interface__'s cost

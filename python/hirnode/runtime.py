@@ -196,7 +196,9 @@ class _Slot:
         self.resolve()
 
     def resolve(self):
-        """The dtype objects of torch and NumPy, when loaded (again when a tensor of either comes)."""
+        """The dtype objects of torch and NumPy, when loaded (again when a tensor of either comes
+        and finds none); True when one was found that was not there."""
+        before = (self.torch_dtype, self.np_dtype)
         torch = sys.modules.get("torch")
         if torch is not None:
             self.torch_dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
@@ -208,6 +210,7 @@ class _Slot:
                 self.np_dtype = np.dtype(ml.bfloat16) if ml is not None else None
             else:
                 self.np_dtype = np.dtype({"f32": "<f4", "f16": "<f2", "i32": "<i4", "i64": "<i8"}[self.dtype])
+        return (self.torch_dtype, self.np_dtype) != before
 
     def reset_bytes(self):
         for r, b in enumerate(self.nbytes):

@@ -116,6 +116,22 @@ class RefusalTest(unittest.TestCase):
         with self.assertRaises(hirnode.BindingError):
             self.rt.run(self.p, None)
 
+    def test_numpy_loaded_after_the_configuration(self):
+        b, ref = mlp_inputs(2, 11)
+        self.rt.run(self.p, b)
+        for cfg in self.rt._s.configs.values():
+            for slot in cfg.slots:
+                slot.np_dtype = None  # as if NumPy had come later
+        self.rt.run(self.p, b)
+        np.testing.assert_allclose(gathered(b["Y"]), ref, rtol=1e-4, atol=1e-4)
+        b["X"][0] = b["X"][0].astype(np.float64)
+        for cfg in self.rt._s.configs.values():
+            for slot in cfg.slots:
+                slot.np_dtype = None
+        with self.assertRaises(hirnode.BindingError) as cm:
+            self.rt.run(self.p, b)
+        self.assertIn("got a NumPy array of float64[8, 8]: wrong dtype", str(cm.exception))
+
     def test_refusal_then_success(self):
         b, ref = mlp_inputs(2, 4)
         good = b["W1"][1]

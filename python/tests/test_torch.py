@@ -39,6 +39,16 @@ class TorchHostTest(unittest.TestCase):
         self.rt.run(self.p, b)
         np.testing.assert_allclose(gathered(b["Y"]), ref, rtol=1e-4, atol=1e-4)
 
+    def test_torch_loaded_after_the_configuration(self):
+        b, ref = mlp_inputs(2, 12)
+        self.rt.run(self.p, b)  # NumPy arrays made the configuration
+        for cfg in self.rt._s.configs.values():
+            for slot in cfg.slots:
+                slot.torch_dtype = None  # as if torch had come later
+        tb = to_torch(b)
+        self.rt.run(self.p, tb)
+        np.testing.assert_allclose(gathered([y.numpy() for y in tb["Y"]]), ref, rtol=1e-4, atol=1e-4)
+
     def test_refusals(self):
         b, _ = mlp_inputs(2)
         cases = [("X", 1, lambda t: t.double(), r"expected f32\[8, 8\], got a torch.Tensor of float64\[8, 8\]: "
