@@ -849,8 +849,24 @@ class Buffer:
 
 
 def current_streams(runtime):
-    """torch.cuda.current_stream(device) of each rank's device, to launch on what PyTorch runs
-    (inside torch.cuda.graph, the capturing stream); None on the host backend."""
+    """torch.cuda.current_stream(device) of each rank's device, to launch on what PyTorch runs;
+    None on the host backend.
+
+    Inside torch.cuda.graph the current stream is the capturing one, so a launch on these streams
+    is captured between the PyTorch ops around it:
+
+        rt.launch(prog, b, streams=hirnode.current_streams(rt))   # once outside: prepares it
+        rt.sync()                                                  # nothing in flight to follow
+        with torch.cuda.graph(g, capture_error_mode="thread_local"):   # the rank threads issue too
+            h = f(x)
+            rt.launch(prog, {"X": h, ...}, streams=hirnode.current_streams(rt))
+            y = g2(out)
+        rt.sync()
+
+    Launches of one program follow each other without a host sync (a launch of another program
+    first waits for those in flight, which a capture cannot do). A capture holds one device:
+    ranks on several devices need one capture each. Keep the runtime and program alive, and do
+    not forget() the program, while the graph may replay (it uses their buffers)."""
     if runtime.backend != "cuda":
         return None
     try:
