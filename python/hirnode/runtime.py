@@ -864,9 +864,10 @@ def current_streams(runtime):
         rt.sync()
 
     Launches of one program follow each other without a host sync (a launch of another program
-    first waits for those in flight, which a capture cannot do). A capture holds one device:
-    ranks on several devices need one capture each. Keep the runtime and program alive, and do
-    not forget() the program, while the graph may replay (it uses their buffers)."""
+    first waits for those in flight, which a capture cannot do). torch.cuda.graph captures the
+    streams of one device: every rank on it (one rank, or devices=[0, 0]: examples/python/
+    tp_mlp.py --graph). Keep the runtime and program alive, and do not forget() the program,
+    while the graph may replay (it uses their buffers)."""
     if runtime.backend != "cuda":
         return None
     try:
