@@ -156,7 +156,7 @@ def main():
     sync()
     (c_us, py_us), (c_q, py_q) = rounds([c_launch, py_launch], sync, args.rounds, args.round)
 
-    graph = rt.capture(prog, b, streams=streams)
+    graph = rt.capture(prog, b)  # on the runtime's streams (CUDA cannot capture its default stream); replayed on any
     replay_c = _lib.hn_runtime_replay
     gh = graph._g
 

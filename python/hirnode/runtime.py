@@ -570,8 +570,12 @@ class Runtime(_Closing):
         Graph to replay. The Graph keeps the bound tensors alive."""
         keep = []
         h, ph, cfg = self._bound(program, bindings, params, keep)
+        sarr = self._streams(streams)
+        if sarr is not None and self._s.cuda and any(sarr[r] == 1 for r in range(self._s.n)):
+            raise InvalidArgumentError("hirnode: error: capture: CUDA cannot capture its default stream (stream 0): "
+                                       "capture on another (streams=None: the runtime's own) and replay on any")
         out = ctypes.c_void_p()
-        st = _lib.hn_runtime_capture(h, ph, cfg.args_ref, self._streams(streams), ctypes.byref(out))
+        st = _lib.hn_runtime_capture(h, ph, cfg.args_ref, sarr, ctypes.byref(out))
         if st:
             raise self._fail(st)
         return Graph(self, program, cfg, out.value, _keep(bindings, keep))
