@@ -421,8 +421,7 @@ class Runtime(_Closing):
     def device(self, rank):
         """The device ordinal rank `rank` runs on."""
         self._h()
-        self._rank(rank)
-        return self._s.devices[rank]
+        return self._s.devices[self._rank(rank)]
 
     @property
     def devices(self):
@@ -440,9 +439,13 @@ class Runtime(_Closing):
         return "<hirnode.Runtime %d ranks on %s, devices %s>" % (self._s.n, self._s.backend, self._s.devices)
 
     def _rank(self, rank):
-        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self._s.n:
+        try:
+            r = operator.index(rank) if not isinstance(rank, bool) else -1
+        except TypeError:
+            r = -1
+        if not 0 <= r < self._s.n:
             raise InvalidArgumentError("hirnode: error: rank %r out of range [0, %d)" % (rank, self._s.n))
-        return rank
+        return r
 
     def _fail(self, st, call=None):
         """The exception for a failed call: hn_runtime_error's text, or for the calls that do not
@@ -586,7 +589,7 @@ class Runtime(_Closing):
         """Device memory of one rank (hn_runtime_alloc): nbytes, or a dtype and shape (then the
         Buffer binds only where that dtype and shape are expected)."""
         h = self._h()
-        self._rank(rank)
+        rank = self._rank(rank)
         if dtype is not None or shape is not None:
             if dtype not in _lib.DTYPE_SIZE or shape is None:
                 raise InvalidArgumentError("hirnode: error: alloc: a dtype of %s and a shape, got %r, %r" %
@@ -658,7 +661,7 @@ class Runtime(_Closing):
     def mem_info(self, rank):
         """(free, total) bytes of the rank's device."""
         h = self._h()
-        self._rank(rank)
+        rank = self._rank(rank)
         free_b, total_b = ctypes.c_size_t(), ctypes.c_size_t()
         st = _lib.hn_runtime_mem_info(h, rank, ctypes.byref(free_b), ctypes.byref(total_b))
         if st:
@@ -670,7 +673,7 @@ class Runtime(_Closing):
     def stream_create(self, rank):
         """A stream of the rank's device made by the backend (hn_runtime_stream_create)."""
         h = self._h()
-        self._rank(rank)
+        rank = self._rank(rank)
         self._s.drain()
         out = ctypes.c_void_p()
         st = _lib.hn_runtime_stream_create(h, rank, ctypes.byref(out))
