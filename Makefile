@@ -6,6 +6,8 @@
 #   make install    PREFIX=/usr/local DESTDIR=: headers, libhirnode.so (soname) and .a,
 #                   hirnode.pc, the CLI;  make uninstall  removes them
 #   make fuzz       build the libFuzzer targets (clang); make fuzz-run FUZZ_TIME=S [FUZZ_TARGET=npy] runs one
+#   make python     the Python package with the library beside it in build/python (PYTHONPATH=build/python)
+#   make python-test   its suite (python/tests) on the CPU backend with NumPy
 #   make format     clang-format the sources
 
 CC      ?= gcc
@@ -85,7 +87,8 @@ SOLIB    := $(BUILD)/libhirnode.so
 CLI      := $(BUILD)/hirnode
 TESTS    := $(BUILD)/hn_tests
 
-.PHONY: all run test test-build check-deps check-layers format clean sanitize install uninstall fuzz fuzz-run fuzz-test fuzz-seeds
+.PHONY: all run test test-build check-deps check-layers format clean sanitize install uninstall fuzz fuzz-run fuzz-test fuzz-seeds \
+        python python-test
 all: $(LIB) $(SOLIB) $(CLI) $(TESTS)
 
 # objects are rebuilt when the flags change (CUDA=0/1, sanitizers, ...)
@@ -123,9 +126,9 @@ $(TESTS): $(TEST_OBJ) $(LIB)
 
 $(TEST_OBJ): CFLAGS += -Wno-missing-prototypes -Isrc -Itests
 
-# CUnit and clang with libFuzzer come from the distribution; install them
-# when missing (CI runs as root). CUnit is needed; without clang make test
-# only skips the fuzz run.
+# CUnit, NumPy for the system's Python and clang with libFuzzer come from
+# the distribution; install them when missing (CI runs as root). CUnit and
+# NumPy are needed; without clang make test only skips the fuzz run.
 FUZZ_PROBE = echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' | \
              $(FUZZ_CC) $(FUZZ_SAN) -x c - -o /dev/null >/dev/null 2>&1
 check-deps:
@@ -138,6 +141,12 @@ check-deps:
 	  echo "installing pkg-config (the install check builds an example with it)"; \
 	  { [ -n "$$updated" ] || $$SUDO apt-get update -qq; } && updated=1 && \
 	    $$SUDO apt-get install -y -qq pkg-config >/dev/null || exit 1; \
+	fi; \
+	if ! $(PYTHON) -c 'import numpy' >/dev/null 2>&1; then \
+	  echo "installing python3 python3-numpy (the Python suite)"; \
+	  { [ -n "$$updated" ] || $$SUDO apt-get update -qq; } && updated=1 && \
+	    $$SUDO apt-get install -y -qq python3 python3-numpy >/dev/null || exit 1; \
+	  $(PYTHON) -c 'import numpy' || { echo "$(PYTHON) cannot import numpy: PYTHON=/usr/bin/python3?"; exit 1; }; \
 	fi; \
 	if ! $(FUZZ_PROBE); then \
 	  echo "installing clang libclang-rt-dev (the fuzzer's compiler)"; \
@@ -171,7 +180,26 @@ uninstall:
 run: $(CLI)
 	$(CLI) run --gpus 8 --check examples/ag_matmul_p2p.hir
 
-# the suites on the plain build, under ASan+UBSan and under TSan, then the
+# Python (python/hirnode: ctypes over libhirnode.so). `make python` puts the
+# package with a copy of the library beside it in build/python: a folder to
+# put on PYTHONPATH or copy anywhere. PYTHON: the system's (Debian's
+# python3, whose NumPy is python3-numpy) unless given.
+PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
+PYDIR  := $(BUILD)/python
+python: $(SOLIB)
+	@rm -rf $(PYDIR)/hirnode
+	@mkdir -p $(PYDIR)/hirnode
+	cp python/hirnode/*.py $(PYDIR)/hirnode/
+	cp $(SOLIB) $(PYDIR)/hirnode/libhirnode.so
+	@echo "python: PYTHONPATH=$(abspath $(PYDIR)) $(PYTHON) -c 'import hirnode'"
+
+# the suite on the CPU backend; the leak test prints its figures
+python-test: python
+	@$(PYTHON) -c 'import numpy' 2>/dev/null || { echo "python-test: $(PYTHON) has no numpy (make check-deps)"; exit 1; }
+	cd python/tests && $(PYTHON) -m unittest discover -p 'test_*.py'
+
+# the suites on the plain build, under ASan+UBSan and under TSan, the
+# Python suite (CPU backend, NumPy), then the
 # command-line checks of every example
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 test: check-deps
@@ -181,6 +209,7 @@ test: check-deps
 	ASAN_OPTIONS=detect_leaks=1 build-asan-ubsan/hn_tests
 	$(MAKE) -j$(NPROC) TSAN=1 build-tsan/hn_tests
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/hn_tests
+	$(MAKE) python-test
 	tests/examples.sh $(CLI)
 	tests/install.sh
 	$(MAKE) fuzz-test
@@ -269,5 +298,6 @@ format:
 
 clean:
 	rm -rf build build-asan build-ubsan build-tsan build-asan-ubsan build-fuzz
+	find python examples -name __pycache__ -type d -prune -exec rm -rf {} +
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)

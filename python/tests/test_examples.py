@@ -1,0 +1,78 @@
+"""The Python example and the launch benchmark on the CPU backend: the example's check passes in
+each mode, eager and replayed (run in this process: one start of torch, not one per case); the
+benchmark runs as a person runs it and prints its table."""
+
+import contextlib
+import importlib.util
+import io
+import os
+import subprocess
+import sys
+import unittest
+
+from helpers import REPO
+
+EXAMPLE = os.path.join(REPO, "examples", "python", "tp_mlp.py")
+BENCH = os.path.join(REPO, "python", "bench_launch.py")
+
+
+def example(*argv):
+    """tp_mlp.py's main() with these arguments: (exit code, stdout, stderr)."""
+    spec = importlib.util.spec_from_file_location("tp_mlp", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.argv
+    sys.argv = [EXAMPLE] + list(argv)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = mod.main()
+            except SystemExit as e:
+                rc = e.code if isinstance(e.code, int) else 1
+                err.write(str(e.code))
+    finally:
+        sys.argv = saved
+    return rc, out.getvalue(), err.getvalue()
+
+
+def run(*argv):
+    env = dict(os.environ, HIRNODE_BACKEND="host")
+    env.pop("PYTHONPATH", None)  # the scripts find the package themselves
+    return subprocess.run([sys.executable] + list(argv), capture_output=True, text=True, env=env, timeout=120)
+
+
+class ExampleTest(unittest.TestCase):
+    def test_tp_mlp(self):
+        for args in (["--numpy"], ["--numpy", "--graph", "--ranks", "4"], ["--numpy", "--mode", "block"],
+                     ["--numpy", "--mode", "block", "--graph", "--ranks", "1"]):
+            with self.subTest(args=args):
+                rc, out, err = example("--steps", "2", *args)
+                self.assertEqual(rc, 0, out + err)
+                self.assertEqual(out.count("): ok\n"), 2, out)
+                self.assertTrue(out.endswith("tp_mlp: ok\n"), out)
+
+    @unittest.skipIf(importlib.util.find_spec("torch") is None, "torch is not installed")
+    def test_tp_mlp_torch(self):
+        for args in (["--cpu", "--dtype", "bf16", "--graph"], ["--cpu", "--mode", "block", "--dtype", "bf16"]):
+            with self.subTest(args=args):
+                rc, out, err = example("--steps", "2", *args)
+                self.assertEqual(rc, 0, out + err)
+                self.assertIn(", torch, ", out)
+                self.assertEqual(out.count("): ok\n"), 2, out)
+
+    def test_tp_mlp_refuses(self):
+        rc, out, err = example("--numpy", "--ranks", "3")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("must divide by the ranks", err)
+
+    def test_bench_launch(self):
+        out = run(BENCH, "--backend", "host", "--rounds", "20", "--ranks", "2", "--tensors", "2", "--streams", "own")
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        lines = out.stdout.split("\n")
+        self.assertTrue(any(line.startswith("launch ") for line in lines), out.stdout)
+        self.assertTrue(any(line.startswith("replay ") for line in lines), out.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
