@@ -20,7 +20,8 @@ typedef struct hn_comm_rec {
     int peer;       /* p2p */
     int group;      /* p2p: the ops of one post (a `group`, or one send/recv) share it */
     size_t count;
-    size_t hidden;  /* allreduce_rmsnorm (kind allreduce): elements of a row; 0: a plain collective */
+    int norm;       /* allreduce_rmsnorm (kind allreduce), not a plain collective ... */
+    size_t hidden;  /* ... with rows of this many elements */
     hn_dtype dtype;
     int redop, root;
 } hn_comm_rec;

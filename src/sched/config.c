@@ -25,8 +25,9 @@ static const hn_setting settings[] = {
     {"replay_threads", "HIRNODE_REPLAY_THREADS", "0",
      "1: a replay launches every rank's graph at once from the rank threads; 0: one after another from the "
      "caller's thread"},
-    {"auto_ll", "HIRNODE_AUTO_LL", "0",
-     "1: via auto may pick the latency path (via ll) below its crossovers, estimates until measured on 2 GPUs"},
+    {"auto_ll", "HIRNODE_AUTO_LL", "auto",
+     "via auto picks the latency path (via ll) below its crossovers: auto (once they are measured on GPUs, "
+     "src/sched/cost.c), 1 (always), 0 (never)"},
     {"nccl_max_ctas", "HIRNODE_NCCL_MAX_CTAS", "0",
      "nccl: most thread blocks (SMs) one collective takes, e.g. 8 inside pipelines (0: NCCL's default)"},
     {"p2p_sync", "HIRNODE_P2P_SYNC", "events",

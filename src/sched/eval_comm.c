@@ -326,6 +326,7 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
         if (intern_team(x, in, members, n, &rec.team_off) != HN_OK)
             return x->status;
         rec.count = count;
+        rec.norm = 1;
         rec.hidden = hidden;
         rec.dtype = t[0].dtype;
         rec.redop = (int)in->redop;
@@ -343,6 +344,8 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
             hn_trace_team(x->trace, in, members, n);
         if (cur_stream(x, in, &s) != HN_OK)
             return x->status;
+        if (count == 0) /* rows of no element, or no rows: nothing to move */
+            return record_comm(x, in, s);
         if (via == HN_VIA_LL) {
             hn_norm_args na = {t[2].data, t[0].data, t[3].data, t[1].data, t[4].data, count / hidden, hidden,
                                t[0].dtype, (float)eps, (int)in->redop, get};
@@ -350,7 +353,7 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
         } else {
             hn_coll_args args = {HN_COLL_ALLREDUCE, t[2].data, t[0].data, count, t[0].dtype, (int)in->redop, 0, get};
             st = hn_runtime_comm(x->rt, via)->ops->collective(team, me, &args, s, &o);
-            if (st == HN_OK && count > 0)
+            if (st == HN_OK)
                 st = x->rt->compute->rmsnorm(s, &t[0], &t[1], &t[0], &t[3], &t[4], (float)eps, &o);
         }
         if (issued(x, in, st, what) != HN_OK)

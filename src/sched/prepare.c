@@ -78,7 +78,7 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_comm_log *logs)
                                                                (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
             /* reductions stage chunks; the latency path stages allgathers too,
              * and the fused norm by rows */
-            if (!rec->is_p2p && rec->hidden > 0 && via == HN_VIA_LL)
+            if (!rec->is_p2p && rec->norm && rec->hidden > 0 && via == HN_VIA_LL)
                 reserve = hn_comm_ll_norm_reserve(rec->count / rec->hidden, rec->hidden, rec->dtype, n);
             else if (!rec->is_p2p && (rec->kind == HN_COLL_REDUCE_SCATTER || rec->kind == HN_COLL_ALLREDUCE ||
                                       (rec->kind == HN_COLL_ALLGATHER && via == HN_VIA_LL))) {
