@@ -54,7 +54,8 @@ typedef struct hn_graph_ctx {
 
 /* What one replay raises a graph's epoch by: a capture must take fewer
  * values than this from any sequence read relative to the epoch (the CPU
- * communicator's rendezvous numbers; the p2p barriers take two). */
+ * communicator's rendezvous numbers; the p2p communicator's flag values,
+ * which it checks when the capture ends). */
 #define HN_GRAPH_EPOCH_SPAN 65536u
 
 /* Which rank and instruction issued a piece of asynchronous work. */

@@ -3,8 +3,7 @@
  * launch whose issue goes into the backend's capture instead of its
  * streams (issue.c, job A), ended here (job B) with what every replay
  * must end with: the communicators' end of a replay (p2p: a barrier of the
- * ranks, its flags reset to where the capture found them, a barrier) and
- * the graph's epoch raised. A replay needs no rank thread: the caller's
+ * ranks) and the graph's epoch raised. A replay needs no rank thread: the caller's
  * thread launches every rank's graph. The setting graphs = 1 captures a
  * configuration the second time it runs and replays it afterwards. */
 #include <stdio.h>

@@ -392,6 +392,76 @@ static void test_automatic(void)
     hn_program_destroy(p);
 }
 
+/* p2p in graphs: the flags are never reset (their values are relative to
+ * the graph's epoch), so a capture that begins with a reduction with get —
+ * whose first wait is for nothing before the capture — replays back to
+ * back as often as eager launches run; a capture that takes more values
+ * than an epoch spans is refused by name. */
+static void test_p2p_epochs(void)
+{
+    const char *text = "param N = 64\ninput X : f32[N] replicated\noutput Y : f32[N] replicated\n"
+                       "T = alloc f32[N]\nR = alloc f32[N / world]\n"
+                       "reduce_scatter R <- X op sum via p2p get\nallgather T <- R via p2p\n"
+                       "allreduce T <- T op max via p2p get\nadd Y <- Y, T\n";
+    hn_program *p = hn_test_parse(text, NULL), *big = NULL;
+    int n = nranks() < 2 ? 1 : 2;
+    hn_runtime *rt = hn_test_runtime(NULL, n, 20, 30, 0);
+    void *x[8], *y[8];
+    float host[64], want[64], got[64];
+    hn_binding bind[2] = {{"X", x}, {"Y", y}};
+    hn_run_args a = {0, NULL, NULL, 2, bind};
+    hn_graph *gr = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int r = 0; r < n; r++) {
+        for (int i = 0; i < 64; i++)
+            host[i] = (float)((r * 7 + i * 3) % 13) - 6.0f;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, sizeof(host), &x[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, sizeof(host), &y[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, x[r], host, sizeof(host)), HN_OK);
+        memset(host, 0, sizeof(host));
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, y[r], host, sizeof(host)), HN_OK);
+    }
+    for (int k = 0; k < 12; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_download(rt, 0, want, y[0], sizeof(want)), HN_OK);
+    CU_ASSERT(want[5] != 0);
+    memset(host, 0, sizeof(host));
+    for (int r = 0; r < n; r++)
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, y[r], host, sizeof(host)), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+    for (int k = 0; k < 12; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    if (hn_runtime_sync(rt) != HN_OK)
+        fprintf(stderr, "\n  replays: %s\n", hn_runtime_error(rt));
+    for (int r = 0; r < n; r++) {
+        CU_ASSERT_EQUAL(hn_runtime_download(rt, r, got, y[r], sizeof(got)), HN_OK);
+        CU_ASSERT_EQUAL(memcmp(got, want, sizeof(got)), 0);
+    }
+    hn_runtime_graph_destroy(rt, gr);
+    gr = NULL;
+    if (n > 1) {
+        /* 65536 allgathers take generations 1 .. 65536: one too many */
+        big = hn_test_parse("input X : f32[64] replicated\noutput Y : f32[64] replicated\n"
+                            "T = alloc f32[2]\nfor i in 0 .. 65536 {\n  allgather T <- X[i % 64] via p2p\n}\n", NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+        CU_ASSERT_EQUAL(hn_runtime_capture(rt, big, &a, NULL, &gr), HN_ERR_UNSUPPORTED);
+        CU_ASSERT_PTR_NULL(gr);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "a captured graph takes at most 65535 ring steps"));
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK); /* the runtime works on */
+        hn_runtime_forget(rt, big);
+        hn_program_destroy(big);
+    }
+    for (int r = 0; r < n; r++) {
+        hn_runtime_free(rt, r, x[r]);
+        hn_runtime_free(rt, r, y[r]);
+    }
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
 void hn_suite_graph(void)
 {
     static CU_TestInfo tests[] = {
@@ -401,6 +471,7 @@ void hn_suite_graph(void)
          test_unusable},
         {"graphs = 1 captures a repeated configuration and replays it", test_automatic},
         {"a program that cannot be captured: a named error, then eager runs", test_cannot_capture},
+        {"p2p in graphs: epoch-relative flags, no reset; too long a capture refused", test_p2p_epochs},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/graph", tests);
