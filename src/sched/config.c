@@ -22,9 +22,10 @@ static const hn_setting settings[] = {
      "cuda: collectives without `via`: auto (NCCL or p2p by measured crossovers) or nccl"},
     {"graphs", "HIRNODE_GRAPHS", "0",
      "1: repeated runs and launches of one configuration are captured once and replayed as graphs"},
-    {"replay_threads", "HIRNODE_REPLAY_THREADS", "0",
-     "1: a replay launches every rank's graph at once from the rank threads; 0: one after another from the "
-     "caller's thread"},
+    {"replay", "HIRNODE_REPLAY", "bells",
+     "how a replay launches every rank's graph: bells (rank threads rung by doorbells they spin on, rank 0 "
+     "from the caller's thread), jobs (a job of every rank thread), caller (one after another from the "
+     "caller's thread)"},
     {"auto_ll", "HIRNODE_AUTO_LL", "auto",
      "via auto picks the latency path (via ll) below its crossovers: auto (once they are measured on GPUs, "
      "src/sched/cost.c), 1 (always), 0 (never)"},

@@ -109,6 +109,10 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     rt->watchdog_grace_s = atof(hn_setting_get("watchdog_grace_s"));
     if (!(rt->watchdog_grace_s >= 0))
         rt->watchdog_grace_s = 5;
+    if (hn_replay_path_parse(hn_setting_get("replay"), &rt->replay) != HN_OK) {
+        hn_free(rt);
+        return HN_ERR_INVALID;
+    }
     {
         char err[256];
         if (hn_fault_parse(hn_setting_get("fault"), &rt->faults, err, sizeof(err)) != HN_OK) {
@@ -119,7 +123,6 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     }
     rt->join_spin = atoi(hn_setting_get("join_spin"));
     rt->auto_graphs = cfg.graphs;
-    rt->replay_threads = atoi(hn_setting_get("replay_threads"));
     rt->on_deadline = on_deadline;
     hn_pool_init(rt);
     hn_run_error_init(rt);

@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hirnode/runtime.h"
 #include "sched/fault_inject.h"
+#include "sched/graph.h"
 #include "sched/runtime_int.h"
 #include "test.h"
 
@@ -198,8 +200,9 @@ static void test_replay_matches_eager(void)
 /* Replays of two graphs (two batch sizes: other parameters, other
  * buffers) and eager launches, in turn on two caller streams, back to back
  * with no host sync and random delays before every piece of stream work:
- * each configuration's Y is what as many eager launches give. */
-static void test_back_to_back(void)
+ * each configuration's Y is what as many eager launches give. On each path
+ * a replay can take to its ranks (the setting replay). */
+static void back_to_back(int path)
 {
     enum { ROUNDS = 6 };
     hn_program *p = hn_test_parse(step_text, NULL);
@@ -215,6 +218,8 @@ static void test_back_to_back(void)
     float y[2][256], g[256 * 8], want[2][256];
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_EQUAL(rt->replay, HN_REPLAY_BELLS); /* the default */
+    rt->replay = path;
     for (int r = 0; r < n; r++)
         for (int s = 0; s < 2; s++)
             CU_ASSERT_EQUAL_FATAL(hn_runtime_stream_create(rt, r, &streams[s][r]), HN_OK);
@@ -253,6 +258,66 @@ static void test_back_to_back(void)
     hn_runtime_forget(rt, p);
     hn_runtime_destroy(rt);
     hn_program_destroy(p);
+}
+
+static void test_back_to_back(void) { back_to_back(HN_REPLAY_BELLS); }
+static void test_back_to_back_jobs(void) { back_to_back(HN_REPLAY_JOBS); }
+static void test_back_to_back_caller(void) { back_to_back(HN_REPLAY_CALLER); }
+
+/* Doorbells when the rank threads sleep (no spin: every ring wakes its
+ * thread through the slow path) and between eager runs, which take the
+ * job handoff: replays and runs in turn, each checked; then a setting
+ * that names no path is refused. */
+static void test_bells_wake_sleepers(void)
+{
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt, *eager;
+    hn_runtime_config cfg;
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    hn_graph *gr = NULL;
+    float y[2][256], g[256 * 8];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    setenv("HIRNODE_SPIN_US", "0", 1);
+    rt = hn_test_runtime(NULL, n, 20, 30, 0);
+    unsetenv("HIRNODE_SPIN_US");
+    eager = hn_test_runtime(NULL, n, 0, 30, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(eager);
+    CU_ASSERT_EQUAL(rt->spin_us, 0);
+    bufs_make(rt, &b[0], n, 9);
+    bufs_make(eager, &b[1], n, 9);
+    a[0] = args_of(&b[0], bind[0]);
+    a[1] = args_of(&b[1], bind[1]);
+    bufs_reset(rt, &b[0]);
+    bufs_reset(eager, &b[1]);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[0], NULL, &gr), HN_OK);
+    for (int k = 0; k < 8; k++) {
+        struct timespec nap = {0, 2000000}; /* the rank threads fall asleep */
+        nanosleep(&nap, NULL);
+        CU_ASSERT_EQUAL(k % 3 == 2 ? hn_runtime_run(rt, p, &a[0]) : hn_runtime_replay(rt, gr, NULL), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_launch(eager, p, &a[1], NULL), HN_OK);
+    }
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(eager), HN_OK);
+    outputs(rt, &b[0], y[0], g);
+    outputs(eager, &b[1], y[1], g);
+    CU_ASSERT_EQUAL(memcmp(y[0], y[1], sizeof(y[0])), 0);
+    hn_runtime_graph_destroy(rt, gr);
+    bufs_free(rt, &b[0]);
+    bufs_free(eager, &b[1]);
+    hn_runtime_destroy(rt);
+    hn_runtime_destroy(eager);
+    hn_program_destroy(p);
+    setenv("HIRNODE_REPLAY", "threads", 1);
+    hn_runtime_config_default(&cfg);
+    cfg.backend = hn_test_backend;
+    rt = NULL;
+    CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(rt);
+    unsetenv("HIRNODE_REPLAY");
 }
 
 /* What ends a graph: hn_runtime_forget of its program, a failed run, its
@@ -466,7 +531,11 @@ void hn_suite_graph(void)
 {
     static CU_TestInfo tests[] = {
         {"a replay computes what eager launches compute, bit for bit", test_replay_matches_eager},
-        {"replays of two graphs and eager launches, back to back, random delays", test_back_to_back},
+        {"replays of two graphs and eager launches, back to back, random delays (rank threads rung)",
+         test_back_to_back},
+        {"... with replays through jobs of the rank threads", test_back_to_back_jobs},
+        {"... with replays from the caller's thread", test_back_to_back_caller},
+        {"doorbells wake sleeping rank threads; eager runs between replays; a bad setting", test_bells_wake_sleepers},
         {"forget, failures and memory pressure make graphs unusable; no capture while faults are planned",
          test_unusable},
         {"graphs = 1 captures a repeated configuration and replays it", test_automatic},
