@@ -13,7 +13,7 @@
 /* job_status of a rank that has not finished its job yet */
 #define JOB_BUSY ((hn_status_t)1)
 /* spins between two yields (and clock reads) of a waiting thread */
-#define SPINS_PER_YIELD 64
+#define SPINS_PER_YIELD 16
 
 /* One round of a busy wait: the CPU told so (no syscall). */
 static inline void cpu_relax(void)
