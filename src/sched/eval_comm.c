@@ -96,6 +96,38 @@ static hn_status_t intern_team(hn_exec *x, const hn_instr *in, const int *member
     return HN_OK;
 }
 
+/* The team of a collective and this rank's index in it (*me), or *me =
+ * -1 when this rank is not a member: it skips the instruction, and a wait
+ * on it waits for nothing. */
+static hn_status_t member_of(hn_exec *x, const hn_instr *in, int *members, int *n, int *me)
+{
+    *me = -1;
+    if (no_comm_in_reference(x, in) != HN_OK || team_of(x, in, members, 256, n) != HN_OK)
+        return x->status;
+    for (int i = 0; i < *n; i++)
+        if (members[i] == x->rank)
+            *me = i;
+    if (*me < 0 && in->dst >= 0) {
+        x->vals[in->dst].kind = HN_V_COMM;
+        x->vals[in->dst].comm = -1;
+    }
+    return HN_OK;
+}
+
+/* A dry run's record of a collective (rec: its kind, sizes, reduction and
+ * root filled in) on this team through `via`, then its name defined. */
+static hn_status_t log_coll(hn_exec *x, const hn_instr *in, hn_comm_rec *rec, hn_backend_kind via, int get,
+                            const int *members, int n)
+{
+    rec->instr = in->id;
+    rec->via = (int)via;
+    rec->get = get;
+    rec->nteam = n;
+    if (intern_team(x, in, members, n, &rec->team_off) != HN_OK || log_comm(x, in, rec) != HN_OK)
+        return x->status;
+    return record_comm(x, in, NULL);
+}
+
 static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
 {
     int members[256], n = 0, me = -1;
@@ -108,18 +140,8 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     const char *what = hn_op_table[in->op].keyword;
     const hn_comm_ops *comm;
     char why[256];
-    if (no_comm_in_reference(x, in) != HN_OK || team_of(x, in, members, 256, &n) != HN_OK)
+    if (member_of(x, in, members, &n, &me) != HN_OK || me < 0)
         return x->status;
-    for (int i = 0; i < n; i++)
-        if (members[i] == x->rank)
-            me = i;
-    if (me < 0) { /* not a member: skip, and a wait on it waits for nothing */
-        if (in->dst >= 0) {
-            x->vals[in->dst].kind = HN_V_COMM;
-            x->vals[in->dst].comm = -1;
-        }
-        return HN_OK;
-    }
     if (in->e[0] != NULL && eval(x, in, in->e[0], &root) != HN_OK)
         return x->status;
     if (root < 0 || root >= n)
@@ -180,20 +202,12 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));
-        rec.instr = in->id;
-        rec.via = (int)via;
-        rec.get = get;
         rec.kind = kind;
-        rec.nteam = n;
-        if (intern_team(x, in, members, n, &rec.team_off) != HN_OK)
-            return x->status;
         rec.count = count;
         rec.dtype = out.dtype;
         rec.redop = (int)in->redop;
         rec.root = (int)root;
-        if (log_comm(x, in, &rec) != HN_OK)
-            return x->status;
-        return record_comm(x, in, NULL);
+        return log_coll(x, in, &rec, via, get, members, n);
     } else {
         hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (int)in->redop, (int)root, get};
         hn_comm_team *team = hn_runtime_team(x->rt, via, members, n);
@@ -235,10 +249,13 @@ static int overlaps(const hn_tensor *a, const hn_tensor *b)
  * input or apart from it and the residual, res_out in place of the
  * residual or apart from it and the input. Addresses exist in real runs
  * only: a dry run's buffers share one. */
+/* The fused step's five buffers, in the order norm_buffers takes them. */
+static const char *const norm_names[] = {"the output", "the residual's output", "the input", "the residual",
+                                         "the weight"};
+
 static hn_status_t norm_buffers(hn_exec *x, const hn_instr *in, const hn_tensor *t)
 {
-    static const char *const name[] = {"the output", "the residual's output", "the input", "the residual",
-                                       "the weight"};
+    const char *const *name = norm_names;
     /* t: out, res_out, input, residual, weight; pairs that may not overlap
      * unless they are one buffer (in place: out = input, res_out = residual) */
     static const int pairs[][3] = {{0, 1, 0}, {0, 4, 0}, {1, 4, 0}, {0, 2, 1}, {0, 3, 0}, {1, 3, 1}, {1, 2, 0}};
@@ -269,30 +286,18 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
     size_t count, hidden;
     hn_backend_kind via;
     char why[256];
-    if (no_comm_in_reference(x, in) != HN_OK || team_of(x, in, members, 256, &n) != HN_OK)
+    if (member_of(x, in, members, &n, &me) != HN_OK || me < 0)
         return x->status;
-    for (int i = 0; i < n; i++)
-        if (members[i] == x->rank)
-            me = i;
-    if (me < 0) { /* not a member: skip, and a wait on it waits for nothing */
-        if (in->dst >= 0) {
-            x->vals[in->dst].kind = HN_V_COMM;
-            x->vals[in->dst].comm = -1;
-        }
-        return HN_OK;
-    }
     if (in->nargs != 3)
         return fail(x, in, HN_ERR_RUNTIME, "%s takes Y, R <- X, R, W", what);
     for (int i = 0; i < 5; i++) {
-        static const char *const name[] = {"the output", "the residual's output", "the input", "the residual",
-                                           "the weight"};
-        if (tensor_of(x, in, tr[i], &t[i]) != HN_OK || need_contiguous(x, in, &t[i], name[i]) != HN_OK)
+        if (tensor_of(x, in, tr[i], &t[i]) != HN_OK || need_contiguous(x, in, &t[i], norm_names[i]) != HN_OK)
             return x->status;
-        if (i < 4 && i > 0 && (need_same_shape(x, in, &t[0], &t[i], what) != HN_OK))
+        if (i > 0 && i < 4 && need_same_shape(x, in, &t[0], &t[i], what) != HN_OK)
             return x->status;
         if (t[i].dtype != t[0].dtype)
-            return fail(x, in, HN_ERR_RUNTIME, "%s is %s but the output %s", name[i], hn_dtype_name(t[i].dtype),
-                        hn_dtype_name(t[0].dtype));
+            return fail(x, in, HN_ERR_RUNTIME, "%s is %s but the output %s", norm_names[i],
+                        hn_dtype_name(t[i].dtype), hn_dtype_name(t[0].dtype));
     }
     if (in->e[1] != NULL && eval_num(x, in, in->e[1], &eps) != HN_OK)
         return x->status;
@@ -318,21 +323,13 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));
-        rec.instr = in->id;
-        rec.via = (int)via;
-        rec.get = get;
         rec.kind = HN_COLL_ALLREDUCE;
-        rec.nteam = n;
-        if (intern_team(x, in, members, n, &rec.team_off) != HN_OK)
-            return x->status;
         rec.count = count;
         rec.norm = 1;
         rec.hidden = hidden;
         rec.dtype = t[0].dtype;
         rec.redop = (int)in->redop;
-        if (log_comm(x, in, &rec) != HN_OK)
-            return x->status;
-        return record_comm(x, in, NULL);
+        return log_coll(x, in, &rec, via, get, members, n);
     } else {
         hn_comm_team *team = hn_runtime_team(x->rt, via, members, n);
         hn_dstream *s;
