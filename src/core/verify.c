@@ -284,6 +284,11 @@ static void instr(vstate *v, const hn_instr *in)
         break;
     case HN_FORM_COLL:
         no_comm_in_reference(v, in);
+        if (in->nargs != (int)strlen(info->sig) - (strchr(info->sig, '<') != NULL)) { /* the builder's */
+            err(v, in->line, in->col, "%s takes %d operands beyond out <- in, not %d", info->keyword,
+                (int)strlen(info->sig) - (strchr(info->sig, '<') != NULL), in->nargs);
+            break;
+        }
         da = check_tref(v, &in->a);
         db = check_tref(v, &in->b);
         same_dtype(v, in, da, db, info->keyword);

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/verify.h"
 #include "hirnode/runtime.h"
 #include "sched/params.h"
 #include "sched/verify_run.h"
@@ -60,6 +61,33 @@ static void test_static(void)
                   "reference { B = alloc f32[2, 4]\nallreduce_rmsnorm B, A <- A, A, W }\n", 1,
                   "the reference block runs on one device: no allreduce_rmsnorm");
     expect_static("a = alloc f32[4]\nbroadcast a <- a via ll\n", 1, "(and allreduce_rmsnorm)");
+}
+
+/* A program built through the builder with a collective short of the
+ * operands its signature asks for: the static verifier says so (the
+ * parser never makes one). */
+static void test_builder_operands(void)
+{
+    hn_program *p = hn_prog_new("b.hir");
+    int t = hn_prog_var(p, "t", 1);
+    hn_instr *al = hn_instr_new(HN_OP_ALLOC, 1, 1), *nr = hn_instr_new(HN_OP_ALLREDUCE_RMSNORM, 2, 1);
+    hn_strbuf diag;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    al->dst = t;
+    al->type.dtype = HN_F32;
+    al->type.ndim = 1;
+    al->type.shape[0] = hn_ex_int(8);
+    nr->a.var = t;
+    nr->b.var = t;
+    CU_ASSERT_EQUAL(hn_block_push(&p->body, al), 0);
+    CU_ASSERT_EQUAL(hn_block_push(&p->body, nr), 0);
+    CU_ASSERT_EQUAL(hn_prog_finish(p), HN_OK);
+    hn_sb_init(&diag);
+    CU_ASSERT_EQUAL(hn_verify_static(p, &diag), HN_ERR_VERIFY);
+    CU_ASSERT_PTR_NOT_NULL(diag.data ? strstr(diag.data, "b.hir:2:1: error: allreduce_rmsnorm takes 3 operands "
+                                                         "beyond out <- in, not 0") : NULL);
+    hn_sb_free(&diag);
+    hn_prog_free(p);
 }
 
 /* Misuses of the scheduler's statements the static verifier catches, each
@@ -337,6 +365,7 @@ void hn_suite_verify(void)
 {
     static CU_TestInfo tests[] = {
         {"static errors, all at once", test_static},
+        {"a collective built short of its operands", test_builder_operands},
         {"misused pipelined statements and stream-parallel loops", test_static_sched},
         {"dry-run errors name rank and instruction", test_dry_run},
         {"collectives and messages match across ranks", test_matching},
