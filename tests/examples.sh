@@ -65,6 +65,18 @@ out=$(HIRNODE_AUTO_LL=1 "$cli" bench collectives --gpus 2 --min 8K --max 32K --i
 out=$(HIRNODE_AUTO_LL=1 "$cli" bench collectives --gpus 4 --op allreduce --via "ll oneshot,ll twoshot" --min 8K --max 16K \
       --iters 2 --reps 1 --markdown 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q '^| 16384 | .* | 0 | .* | 0 | ll/1shot |$' && ok || bad "bench collectives --via list: rc=$rc $out"
+# --graph: the calls captured in one graph and replayed, every output checked
+out=$("$cli" bench collectives --gpus 2 --graph --min 8K --max 16K --iters 3 --reps 2 2>&1); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c '^# .* via ll, nccl, p2p, auto; 3 calls captured in one graph')" = 3 ] &&
+  [ "$(echo "$out" | grep -cE '^ +[0-9]+ .* nccl$')" = 6 ] && ok || bad "bench collectives --graph: rc=$rc $out"
+# the fused norm through every communicator, eager and in a graph, checked against its reference
+for mode in "" --graph; do
+  out=$("$cli" bench collectives --gpus 4 --op allreduce_rmsnorm --hidden 1024 $mode --min 8K --max 32K --iters 3 \
+        --reps 2 --markdown 2>&1); rc=$?
+  [ $rc = 0 ] && [ "$(echo "$out" | grep -cE '^\| [0-9]+ \| .* \| 0 \| .* \| 0 \| .* \| 0 \| .* \| 0 \| nccl \|$')" = 3 ] &&
+    ok || bad "bench collectives --op allreduce_rmsnorm $mode: rc=$rc $out"
+done
+"$cli" bench collectives --graph --trace /dev/null >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bench collectives --graph --trace"
 "$cli" bench collectives --timing wall >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bench collectives --timing takes device or host"
 # on the host backend the benches take host-sized defaults and say what they do
 out=$("$cli" bench overlap --op matmul_ar --backend host 2>&1 >/dev/null); rc=$?
@@ -132,7 +144,7 @@ usage_error "--min 65536 is more than --max 8192" bench collectives --gpus 2 --m
 usage_error "--iters: expected an integer from 1 to 1000000, not '0'" bench collectives --iters 0
 usage_error "--warmup: expected an integer from 0 to 1000000, not '-1'" bench collectives --warmup -1
 usage_error "--dtype: expected bf16, f16 or f32, not 'i8'" bench collectives --dtype i8
-usage_error "--op: expected all, allreduce, allgather or reduce_scatter, not 'bcast'" bench collectives --op bcast
+usage_error "--op: expected all, allreduce, allgather, reduce_scatter or allreduce_rmsnorm, not 'bcast'" bench collectives --op bcast
 usage_error "--timing: expected device or host, not 'wall'" bench collectives --timing wall
 usage_error "--via: expected LIST, not ''" bench collectives --via ""
 usage_error "which --op?" bench overlap
@@ -187,8 +199,8 @@ HIRNODE_LOG=verbose|HIRNODE_LOG: expected off, error, warn, info, debug or trace
 HIRNODE_NCCL_BLOCKING=yes|HIRNODE_NCCL_BLOCKING: expected 0 or 1, not 'yes'
 HIRNODE_DEFAULT_VIA=p2p|HIRNODE_DEFAULT_VIA: expected auto or nccl, not 'p2p'
 HIRNODE_GRAPHS=on|HIRNODE_GRAPHS: expected 0 or 1, not 'on'
-HIRNODE_REPLAY_THREADS=2|HIRNODE_REPLAY_THREADS: expected 0 or 1, not '2'
-HIRNODE_AUTO_LL=true|HIRNODE_AUTO_LL: expected 0 or 1, not 'true'
+HIRNODE_REPLAY=2|HIRNODE_REPLAY: expected bells, jobs or caller, not '2'
+HIRNODE_AUTO_LL=true|HIRNODE_AUTO_LL: expected auto, 1 or 0, not 'true'
 HIRNODE_NCCL_MAX_CTAS=999|HIRNODE_NCCL_MAX_CTAS: expected an integer from 0 to 128, not '999'
 HIRNODE_P2P_SYNC=flag|HIRNODE_P2P_SYNC: expected events or flags, not 'flag'
 HIRNODE_P2P_PIECES=0|HIRNODE_P2P_PIECES: expected an integer from 1 to 64, not '0'

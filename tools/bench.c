@@ -1,13 +1,17 @@
 /* `hirnode bench collectives`: time per call and busbw of hirnode's
  * collectives through each communicator asked for (the latency path, NCCL,
  * the p2p rings, `auto`) beside raw NCCL measured in the same run, in the
- * table format of nccl-tests. Every side is timed the same way, the
- * slowest rank, the median of `reps` repetitions, each side's repetitions
- * back to back after its own warm-up: by default on the device (a timing
- * marker — on CUDA an event — before and after `iters` back-to-back calls
- * of one run), or with --timing host the host clock around the whole run.
- * Inputs are rank + 1 everywhere, so results are exact and checked
- * (#wrong). */
+ * table format of nccl-tests; also the fused allreduce + residual +
+ * RMSNorm (`--op allreduce_rmsnorm`, beside raw NCCL's plain allreduce).
+ * Every side is timed the same way, the slowest rank, the median of `reps`
+ * repetitions, each side's repetitions back to back after its own warm-up:
+ * by default on the device (a timing marker — on CUDA an event — before and
+ * after `iters` back-to-back calls of one run), or with --timing host the
+ * host clock around the whole run. With --graph the `iters` calls are
+ * captured in one graph (hn_runtime_capture; raw NCCL: a CUDA graph of its
+ * own calls) and each repetition is one replay: per call = the replay's
+ * time / iters. Inputs are rank + 1 everywhere, so results are exact and
+ * checked (#wrong; the norm against its reference). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,8 +35,19 @@ typedef struct bench_opts {
     int iters, warmup, reps;
     int markdown;
     int device_timing;
+    int graph;         /* the iters calls captured in one graph, each repetition one replay */
+    int hidden;        /* the norm: elements of a row */
     const char *trace; /* record every run into this file (times then include tracing) */
 } bench_opts;
+
+/* One size of one operation: a collective, or the fused norm (an
+ * allreduce of rows x hidden with its residual and weight). */
+typedef struct bench_op {
+    hn_coll_kind kind;
+    int norm;
+    size_t chunk;        /* as hn_coll_args.count */
+    size_t rows, hidden; /* the norm */
+} bench_op;
 
 /* --via "ll,nccl,p2p get" into vias; 0 when empty or too many. */
 static int parse_vias(const char *s, void *dest, hn_strbuf *err)
@@ -93,36 +108,133 @@ static long count_wrong(hn_coll_kind kind, hn_dtype dt, const char *host, size_t
     return wrong;
 }
 
-/* One size of one collective through `via`: warm-up, a verifying run,
- * the timed repetitions, then one call on poisoned outputs, checked. */
-static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, hn_coll_kind kind, size_t chunk, const char *via,
-                           void **x, void **y, result *res)
+/* The norm's outputs on rank 0 after `calls` fused steps from R = 0 (X =
+ * rank + 1, W = 1): R, added to the sum n(n + 1)/2 each step and rounded
+ * to the dtype as stored, exactly; Y, every row's norm of that R, within
+ * the dtype's rounding (the sums of squares go in another order). */
+static long count_wrong_norm(hn_dtype dt, const char *y, const char *r, size_t count, size_t hidden, int n,
+                             int calls)
+{
+    size_t step = count * (size_t)hn_dtype_size(dt) > (64u << 20) ? 97 : 1;
+    double rel = dt == HN_F32 ? 1e-5 : dt == HN_F16 ? 2e-3 : 8e-3, want_r = 0, want_y;
+    char cell[8];
+    long wrong = 0;
+    for (int k = 0; k < calls; k++) {
+        hn_store(dt, cell, 0, (float)(want_r + n * (n + 1) / 2.0));
+        want_r = hn_load(dt, cell, 0);
+    }
+    want_y = want_r / sqrt(want_r * want_r + 1e-6);
+    for (size_t e = 0; e < count; e += step)
+        wrong += hn_load(dt, r, (int64_t)e) != want_r || !(fabs(hn_load(dt, y, (int64_t)e) - want_y) <= rel * want_y);
+    (void)hidden;
+    return wrong;
+}
+
+/* The programs of one operation through `via`: init writes the inputs
+ * (rank + 1) and poisons the outputs, main runs ITERS calls. */
+static hn_status_t programs(const bench_opts *o, const bench_op *op, const char *via, int n, hn_program **init,
+                            hn_program **main)
+{
+    const char *dt = hn_dtype_name(o->dtype);
+    if (op->norm) {
+        size_t R = op->rows, H = op->hidden;
+        *init = program("output X : %s[%zu, %zu] replicated\noutput Y : %s[%zu, %zu] replicated\n"
+                        "output R : %s[%zu, %zu] replicated\noutput W : %s[%zu] replicated\n"
+                        "fill X <- rank + 1\nfill Y <- -7\nfill R <- 0\nfill W <- 1\n",
+                        dt, R, H, dt, R, H, dt, R, H, dt, H);
+        *main = program("param ITERS = 1\ninput X : %s[%zu, %zu] replicated\ninput W : %s[%zu] replicated\n"
+                        "output Y : %s[%zu, %zu] replicated\noutput R : %s[%zu, %zu] replicated\n"
+                        "for it in 0 .. ITERS {\n  allreduce_rmsnorm Y, R <- X, R, W eps 1e-6 via %s\n}\n",
+                        dt, R, H, dt, H, dt, R, H, dt, R, H, via);
+    } else {
+        size_t in = op->kind == HN_COLL_REDUCE_SCATTER ? op->chunk * (size_t)n : op->chunk;
+        size_t out = op->kind == HN_COLL_ALLGATHER ? op->chunk * (size_t)n : op->chunk;
+        *init = program("param N = %zu\noutput X : %s[N] replicated\noutput Y : %s[%zu] replicated\n"
+                        "fill X <- rank + 1\nfill Y <- -7\n", in, dt, dt, out);
+        *main = program("param ITERS = 1\ninput X : %s[%zu] replicated\noutput Y : %s[%zu] replicated\n"
+                        "for it in 0 .. ITERS {\n  %s Y <- X%s via %s\n}\n", dt, in, dt, out,
+                        hn_coll_name(op->kind), op->kind == HN_COLL_ALLGATHER ? "" : " op sum", via);
+    }
+    return *init != NULL && *main != NULL ? HN_OK : HN_ERR_INVALID;
+}
+
+/* The timing markers of a replay, on every rank's caller stream (run_timing.c) */
+static hn_status_t mark_start(hn_rank *r, void *arg)
+{
+    (void)arg;
+    return hn_rank_run_mark(r, 0);
+}
+
+static hn_status_t mark_end(hn_rank *r, void *arg)
+{
+    (void)arg;
+    return hn_rank_run_mark(r, 1);
+}
+
+static hn_status_t mark_measure(hn_rank *r, void *arg)
+{
+    (void)arg;
+    hn_rank_run_measure(r);
+    return HN_OK;
+}
+
+/* One replay of g, timed: on the device, markers before and after it on
+ * every rank (the slowest rank), else the host clock around the replay and
+ * the end of the launches. */
+static hn_status_t timed_replay(hn_runtime *rt, hn_graph *g, int device, double *seconds)
+{
+    double t0;
+    hn_status_t st = HN_OK;
+    if (device && (st = hn_runtime_exec_all(rt, mark_start, NULL)) != HN_OK)
+        return st;
+    t0 = hn_now();
+    if ((st = hn_runtime_replay(rt, g, NULL)) != HN_OK)
+        return st;
+    if (device && (st = hn_runtime_exec_all(rt, mark_end, NULL)) != HN_OK)
+        return st;
+    if ((st = hn_runtime_sync(rt)) != HN_OK)
+        return st;
+    *seconds = hn_now() - t0;
+    if (device) {
+        if ((st = hn_runtime_exec_all(rt, mark_measure, NULL)) != HN_OK)
+            return st;
+        *seconds = hn_runtime_run_seconds(rt);
+    }
+    return *seconds < 0 ? HN_ERR_RUNTIME : HN_OK;
+}
+
+/* One size of one operation through `via`: warm-up, a verifying run, the
+ * timed repetitions (runs of ITERS calls, or replays of them captured in
+ * one graph), then a run (or a replay) on poisoned outputs, checked. */
+static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, const bench_op *op, const char *via, void **x,
+                           void **y, void **r, void **w, result *res)
 {
     int n = hn_runtime_size(rt);
-    const char *dt = hn_dtype_name(o->dtype);
-    size_t in = kind == HN_COLL_REDUCE_SCATTER ? chunk * (size_t)n : chunk;
-    size_t out = kind == HN_COLL_ALLGATHER ? chunk * (size_t)n : chunk;
     size_t es = (size_t)hn_dtype_size(o->dtype);
-    hn_program *init = program("param N = %zu\noutput X : %s[N] replicated\noutput Y : %s[%zu] replicated\n"
-                               "fill X <- rank + 1\nfill Y <- -7\n", in, dt, dt, out);
-    hn_program *main = program("param ITERS = 1\ninput X : %s[%zu] replicated\noutput Y : %s[%zu] replicated\n"
-                               "for it in 0 .. ITERS {\n  %s Y <- X%s via %s\n}\n",
-                               dt, in, dt, out, hn_coll_name(kind), kind == HN_COLL_ALLGATHER ? "" : " op sum", via);
+    size_t out = op->norm ? op->rows * op->hidden : op->kind == HN_COLL_ALLGATHER ? op->chunk * (size_t)n : op->chunk;
+    hn_program *init = NULL, *main = NULL;
     double *t = calloc((size_t)o->reps, sizeof(double));
-    char *host = NULL;
-    size_t *xb = calloc((size_t)n, sizeof(size_t)), *yb = calloc((size_t)n, sizeof(size_t));
-    hn_binding b[2] = {{"X", x, xb}, {"Y", y, yb}};
+    size_t in = op->kind == HN_COLL_REDUCE_SCATTER ? op->chunk * (size_t)n : op->chunk;
+    char *host = NULL, *host_r = NULL;
+    size_t *nb_of = calloc((size_t)n * 4, sizeof(size_t)); /* bytes of X, Y, R, W on each rank */
+    hn_binding b[4] = {{"X", x, nb_of}, {"Y", y, nb_of + n}, {"R", r, nb_of + 2 * n}, {"W", w, nb_of + 3 * n}};
     const char *names[] = {"ITERS"};
     int64_t iters[1];
-    hn_run_args args = {1, names, iters, 2, b};
-    hn_run_args init_args = {0, NULL, NULL, 2, b};
-    hn_status_t st = init && main && t && xb && yb ? HN_OK : HN_ERR_INVALID;
-    for (int r = 0; r < n && st == HN_OK; r++) {
-        xb[r] = in * es;
-        yb[r] = out * es;
+    int nb = op->norm ? 4 : 2, calls = 1;
+    hn_run_args args = {1, names, iters, nb, b};
+    hn_run_args init_args = {0, NULL, NULL, nb, b};
+    hn_graph *g = NULL;
+    hn_status_t st = programs(o, op, via, n, &init, &main);
+    for (int q = 0; q < n && nb_of != NULL; q++) {
+        nb_of[q] = in * es;
+        nb_of[n + q] = out * es;
+        nb_of[2 * n + q] = op->norm ? out * es : 0;
+        nb_of[3 * n + q] = op->norm ? op->hidden * es : 0;
     }
     res->wrong = -1;
     res->t = NAN;
+    if (t == NULL || nb_of == NULL)
+        st = HN_ERR_NOMEM;
     if (st == HN_OK)
         st = hn_runtime_run(rt, init, &init_args);
     /* warm-up (ITERS = warmup, and one run verifying the timed ITERS), then
@@ -133,35 +245,54 @@ static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, hn_coll_kind kin
     iters[0] = o->iters;
     if (st == HN_OK)
         st = hn_runtime_run(rt, main, &args);
-    if (st == HN_OK && o->device_timing)
-        hn_runtime_time_runs(rt, 1);
-    for (int k = 0; k < o->reps && st == HN_OK; k++) {
-        double t0 = hn_now();
-        st = hn_runtime_run(rt, main, &args);
-        t[k] = (o->device_timing ? hn_runtime_run_seconds(rt) : hn_now() - t0) / o->iters;
-        if (st == HN_OK && t[k] < 0) {
-            fprintf(stderr, "bench: the run's timing markers were not reached\n");
-            st = HN_ERR_RUNTIME;
+    if (st == HN_OK && o->graph) {
+        /* ITERS calls in one graph; a replay to warm it up, then one per repetition */
+        st = hn_runtime_capture(rt, main, &args, NULL, &g);
+        if (st == HN_OK && (st = hn_runtime_replay(rt, g, NULL)) == HN_OK)
+            st = hn_runtime_sync(rt);
+        for (int k = 0; k < o->reps && st == HN_OK; k++)
+            if ((st = timed_replay(rt, g, o->device_timing, &t[k])) == HN_OK)
+                t[k] /= o->iters;
+        calls = o->iters;
+    } else {
+        if (st == HN_OK && o->device_timing)
+            hn_runtime_time_runs(rt, 1);
+        for (int k = 0; k < o->reps && st == HN_OK; k++) {
+            double t0 = hn_now();
+            st = hn_runtime_run(rt, main, &args);
+            t[k] = (o->device_timing ? hn_runtime_run_seconds(rt) : hn_now() - t0) / o->iters;
+            if (st == HN_OK && t[k] < 0) {
+                fprintf(stderr, "bench: the run's timing markers were not reached\n");
+                st = HN_ERR_RUNTIME;
+            }
         }
+        hn_runtime_time_runs(rt, 0);
+        iters[0] = 1;
     }
-    hn_runtime_time_runs(rt, 0);
     if (st == HN_OK) {
         res->t = hn_median(t, o->reps);
-        iters[0] = 1;
         st = hn_runtime_run(rt, init, &init_args);
         if (st == HN_OK)
-            st = hn_runtime_run(rt, main, &args);
+            st = g != NULL ? hn_runtime_replay(rt, g, NULL) : hn_runtime_run(rt, main, &args);
+        if (st == HN_OK)
+            st = hn_runtime_sync(rt);
         host = malloc(out * es + 1);
-        if (st == HN_OK && host != NULL && (st = hn_runtime_download(rt, 0, host, y[0], out * es)) == HN_OK)
-            res->wrong = count_wrong(kind, o->dtype, host, out, chunk, n);
+        host_r = malloc(out * es + 1);
+        if (st == HN_OK && host != NULL && host_r != NULL &&
+            (st = hn_runtime_download(rt, 0, host, y[0], out * es)) == HN_OK &&
+            (!op->norm || (st = hn_runtime_download(rt, 0, host_r, r[0], out * es)) == HN_OK))
+            res->wrong = op->norm ? count_wrong_norm(o->dtype, host, host_r, out, op->hidden, n, calls)
+                                  : count_wrong(op->kind, o->dtype, host, out, op->chunk, n);
     }
     if (st != HN_OK)
-        fprintf(stderr, "bench: %s via %s: %s\n", hn_coll_name(kind), via,
+        fprintf(stderr, "bench: %s via %s: %s\n", op->norm ? "allreduce_rmsnorm" : hn_coll_name(op->kind), via,
                 init && main ? hn_runtime_error(rt) : "bad program");
+    hn_runtime_graph_destroy(rt, g);
     free(host);
+    free(host_r);
     free(t);
-    free(xb);
-    free(yb);
+    free(nb_of);
+    hn_runtime_forget(rt, main);
     hn_program_destroy(init);
     hn_program_destroy(main);
     return st;
@@ -174,12 +305,14 @@ static void run_raw(const bench_opts *o, int n, hn_coll_kind kind, size_t chunk,
     res->wrong = -1;
 #ifdef HN_HAVE_CUDA
     {
-        hn_bench_case c = {kind, chunk, o->dtype, o->warmup, o->iters, o->reps, o->device_timing};
+        hn_bench_case c = {kind, chunk, o->dtype, o->warmup, o->iters, o->reps, o->device_timing, o->graph};
         double *t = calloc((size_t)o->reps, sizeof(double));
         hn_nccl_raw *h = NULL;
         int ok = t != NULL && hn_nccl_raw_open(n, &c, &h) == HN_OK;
         if (ok && o->warmup > 0)
             ok = hn_nccl_raw_rep(h, o->warmup, &t[0]) == HN_OK;
+        if (ok && o->graph) /* the iters calls captured in one CUDA graph, then replays of it */
+            ok = hn_nccl_raw_capture(h, o->iters) == HN_OK && hn_nccl_raw_rep(h, o->iters, &t[0]) == HN_OK;
         for (int k = 0; k < o->reps && ok; k++)
             ok = hn_nccl_raw_rep(h, o->iters, &t[k]) == HN_OK;
         if (ok)
@@ -288,9 +421,31 @@ static void collectives_defaults(bench_opts *o, int host)
         o->reps = host ? 3 : 5;
 }
 
+/* The operations of --op, in the order they are measured. */
+static const char *const op_names[] = {"allreduce", "allgather", "reduce_scatter", "allreduce_rmsnorm"};
+
+/* One size of operation `which` (op_names), in bytes (allreduce and the
+ * norm: the buffer; allgather: the output; reduce_scatter: the input);
+ * 0 when the size holds no element per rank. */
+static int op_at(const bench_opts *o, int which, size_t bytes, int n, bench_op *op)
+{
+    static const hn_coll_kind kinds[] = {HN_COLL_ALLREDUCE, HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER,
+                                         HN_COLL_ALLREDUCE};
+    size_t es = (size_t)hn_dtype_size(o->dtype);
+    memset(op, 0, sizeof(*op));
+    op->kind = kinds[which];
+    op->norm = which == 3;
+    op->chunk = op->kind == HN_COLL_ALLREDUCE ? bytes / es : bytes / es / (size_t)n;
+    if (op->norm) { /* rows of `hidden` elements, or one row of all of them */
+        op->hidden = HN_MIN((size_t)o->hidden, bytes / es);
+        op->rows = op->hidden > 0 ? bytes / es / op->hidden : 0;
+        op->chunk = op->rows * op->hidden;
+    }
+    return op->chunk > 0;
+}
+
 static int bench_collectives(bench_opts *o, const hn_command *c)
 {
-    static const hn_coll_kind kinds[] = {HN_COLL_ALLREDUCE, HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER};
     hn_runtime *rt = NULL;
     char *why = NULL;
     hn_status_t st = hn_runtime_create_ex(&o->cfg, &rt, &why);
@@ -306,6 +461,10 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
         return hn_cli_usage_error(c, "--min %zu is more than --max %zu", o->min, o->max);
     }
     n = hn_runtime_size(rt);
+    if (o->trace != NULL && o->graph) {
+        hn_runtime_destroy(rt);
+        return hn_cli_usage_error(c, "--trace records runs, not graphs: without --graph");
+    }
     if (o->trace != NULL && hn_runtime_trace_start(rt, o->trace) != HN_OK) {
         fprintf(stderr, "bench: cannot write a trace to %s\n", o->trace);
         hn_runtime_destroy(rt);
@@ -316,18 +475,28 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
 #else
     raw = 0;
 #endif
-    for (int ki = 0; ki < 3 && rc == 0; ki++) {
-        hn_coll_kind kind = kinds[ki];
-        if (strcmp(o->ops, "all") != 0 && strcmp(o->ops, hn_coll_name(kind)) != 0)
+    for (int which = 0; which < HN_ARRAY_LEN(op_names) && rc == 0; which++) {
+        const char *name = op_names[which];
+        if (strcmp(o->ops, "all") == 0 ? which == 3 : strcmp(o->ops, name) != 0) /* all: the collectives */
             continue;
-        printf("# %s, %d ranks, %s, %s backend via", hn_coll_name(kind), n, hn_dtype_name(o->dtype),
-               hn_runtime_backend(rt));
+        printf("# %s, %d ranks, %s, %s backend via", name, n, hn_dtype_name(o->dtype), hn_runtime_backend(rt));
         for (int v = 0; v < o->nvias; v++)
             printf("%s %s", v ? "," : "", o->vias[v]);
-        printf("%s; %d iterations x %d repetitions after %d warm-up; %s\n", raw ? " and raw NCCL" : "", o->iters,
-               o->reps, o->warmup,
-               o->device_timing ? "device time (timing markers around the iterations of one run)"
-                                : "host time (around whole runs)");
+        if (o->graph)
+            printf("%s; %d calls captured in one graph (raw NCCL: a CUDA graph of its calls), %d replays after "
+                   "one warm-up replay; %s; per call = replay / %d\n",
+                   raw ? (which == 3 ? " and raw NCCL's plain allreduce" : " and raw NCCL") : "", o->iters, o->reps,
+                   o->device_timing ? "device time (timing markers around each replay)"
+                                    : "host time (around each replay and its end)",
+                   o->iters);
+        else
+            printf("%s; %d iterations x %d repetitions after %d warm-up; %s\n",
+                   raw ? (which == 3 ? " and raw NCCL's plain allreduce" : " and raw NCCL") : "", o->iters, o->reps,
+                   o->warmup,
+                   o->device_timing ? "device time (timing markers around the iterations of one run)"
+                                    : "host time (around whole runs)");
+        if (which == 3)
+            printf("# allreduce + residual + RMSNorm: rows of %d elements (fewer: one row), eps 1e-6\n", o->hidden);
         if (o->trace != NULL)
             printf("# traced into %s: the hirnode times include tracing\n", o->trace);
         for (int v = 0; v < o->nvias; v++)
@@ -339,41 +508,50 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
             }
         print_header(o, raw);
         for (size_t bytes = o->min; bytes <= o->max && rc == 0; bytes *= 2) {
-            size_t es = (size_t)hn_dtype_size(o->dtype);
-            size_t chunk = kind == HN_COLL_ALLREDUCE ? bytes / es : bytes / es / (size_t)n;
-            size_t total = (kind == HN_COLL_ALLREDUCE ? chunk : chunk * (size_t)n) * es;
-            size_t in = kind == HN_COLL_REDUCE_SCATTER ? chunk * (size_t)n : chunk;
-            size_t out = kind == HN_COLL_ALLGATHER ? chunk * (size_t)n : chunk;
+            size_t es = (size_t)hn_dtype_size(o->dtype), in, out, total;
             result res[MAX_VIAS], rawres;
+            bench_op op;
             void **x = calloc((size_t)n, sizeof(void *)), **y = calloc((size_t)n, sizeof(void *));
+            void **r = calloc((size_t)n, sizeof(void *)), **w = calloc((size_t)n, sizeof(void *));
             char pick[32];
-            if (chunk == 0 || x == NULL || y == NULL) {
+            if (!op_at(o, which, bytes, n, &op) || x == NULL || y == NULL || r == NULL || w == NULL) {
                 free(x);
                 free(y);
+                free(r);
+                free(w);
                 continue;
             }
+            in = op.kind == HN_COLL_REDUCE_SCATTER ? op.chunk * (size_t)n : op.chunk;
+            out = op.kind == HN_COLL_ALLGATHER ? op.chunk * (size_t)n : op.chunk;
+            total = (op.kind == HN_COLL_ALLREDUCE ? op.chunk : op.chunk * (size_t)n) * es;
             st = HN_OK;
-            for (int r = 0; r < n && st == HN_OK; r++)
-                if ((st = hn_runtime_alloc(rt, r, in * es, &x[r])) == HN_OK)
-                    st = hn_runtime_alloc(rt, r, out * es, &y[r]);
+            for (int q = 0; q < n && st == HN_OK; q++)
+                if ((st = hn_runtime_alloc(rt, q, in * es, &x[q])) == HN_OK &&
+                    (st = hn_runtime_alloc(rt, q, out * es, &y[q])) == HN_OK && op.norm &&
+                    (st = hn_runtime_alloc(rt, q, out * es, &r[q])) == HN_OK)
+                    st = hn_runtime_alloc(rt, q, op.hidden * es, &w[q]);
             for (int v = 0; v < o->nvias && st == HN_OK; v++)
-                st = run_via(rt, o, kind, chunk, o->vias[v], x, y, &res[v]);
-            for (int r = 0; r < n; r++) {
-                hn_runtime_free(rt, r, x[r]);
-                hn_runtime_free(rt, r, y[r]);
+                st = run_via(rt, o, &op, o->vias[v], x, y, r, w, &res[v]);
+            for (int q = 0; q < n; q++) {
+                hn_runtime_free(rt, q, x[q]);
+                hn_runtime_free(rt, q, y[q]);
+                hn_runtime_free(rt, q, r[q]);
+                hn_runtime_free(rt, q, w[q]);
             }
             free(x);
             free(y);
+            free(r);
+            free(w);
             if (st != HN_OK) {
                 rc = 1;
                 break;
             }
             rawres.t = NAN;
             rawres.wrong = -1;
-            if (raw)
-                run_raw(o, n, kind, chunk, &rawres);
-            auto_pick(kind, chunk, o->dtype, n, pick, sizeof(pick));
-            print_row(o, kind, n, total, res, &rawres, raw, pick);
+            if (raw) /* the norm beside NCCL's plain allreduce of its buffer */
+                run_raw(o, n, op.kind, op.chunk, &rawres);
+            auto_pick(op.kind, op.chunk, o->dtype, n, pick, sizeof(pick));
+            print_row(o, op.kind, n, total, res, &rawres, raw, pick);
             fflush(stdout);
             for (int v = 0; v < o->nvias; v++)
                 if (res[v].wrong != 0)
@@ -412,7 +590,9 @@ static int bench_collectives_cli(int argc, char **argv)
                 "communicators, comma-separated, each as written after `via`\n"
                 "(default ll,nccl,p2p,auto; e.g. \"ll oneshot,ll twoshot,p2p get\");\n"
                 "raw NCCL is measured beside them on CUDA"),
-        HN_CHOICE("--op", "all|allreduce|allgather|reduce_scatter", &ops, "the collectives (default all)"),
+        HN_CHOICE("--op", "all|allreduce|allgather|reduce_scatter|allreduce_rmsnorm", &ops,
+                  "the collectives (default all: the first three), or allreduce + residual + RMSNorm"),
+        HN_INT("--hidden", "H", &o.hidden, 1, 1 << 30, "allreduce_rmsnorm: elements of a row (default 4096)"),
         HN_SIZE("--min", "BYTES", &o.min, 1, (int64_t)1 << 40,
                 "the smallest size (default 8K); sizes double up to --max"),
         HN_SIZE("--max", "BYTES", &o.max, 1, (int64_t)1 << 40,
@@ -426,6 +606,9 @@ static int bench_collectives_cli(int argc, char **argv)
         HN_CHOICE("--timing", "device|host", &timing,
                   "device (default): markers around the ITERS calls of a run\n"
                   "(CUDA events); host: the host clock around whole runs"),
+        HN_FLAG("--graph", &o.graph,
+                "the K calls captured in one graph and replayed, per call = replay / K\n"
+                "(raw NCCL captured the same way); without it, runs of K calls"),
         HN_TEXT("--trace", "FILE", &o.trace, "every run recorded: hirnode trace summary FILE"),
     };
     int nargs = 0, rc;
@@ -434,6 +617,7 @@ static int bench_collectives_cli(int argc, char **argv)
     hn_runtime_config_default(&o.cfg);
     parse_vias("ll,nccl,p2p,auto", &o, NULL);
     o.min = 8 << 10;
+    o.hidden = 4096;
     o.warmup = -1; /* 0 .. 0 of max, iters, reps and -1 of warmup: not given */
     if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0)
         return rc;

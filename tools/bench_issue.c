@@ -9,7 +9,10 @@
  * times back to back, beside a plain graph of the same kernels (the backend
  * capture of the plain loop) replayed the same way: time per instruction
  * (the devices' pace: R replays and one sync, by the host clock), and the
- * host time of one replay call of every rank. */
+ * host time of one replay call of every rank — on each path a replay can
+ * take to the ranks (--replay: the setting replay, or all three), with the
+ * host time of that path's handoff alone (every rank reached and answered,
+ * nothing launched). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +25,10 @@
 typedef struct issue_opts {
     hn_runtime_config cfg;
     int n, reps, warmup, markdown;
+    const char *replay; /* bells, jobs, caller, all; NULL: the setting's */
 } issue_opts;
+
+static const char *const paths[] = {"bells", "jobs", "caller"}; /* hn_replay_path's order */
 
 typedef struct raw_job {
     int n;
@@ -82,6 +88,34 @@ static hn_status_t sync_caller_on_rank(hn_rank *r, void *arg)
     return r->rt->dev->stream_sync(r->caller);
 }
 
+static hn_status_t noop_on_rank(hn_rank *r, void *arg)
+{
+    (void)r;
+    (void)arg;
+    return HN_OK;
+}
+
+/* The host time of a replay's handoff alone on `path`: every rank reached
+ * and answered, nothing launched (the caller's path reaches them by a call). */
+static double handoff_seconds(hn_runtime *rt, int path)
+{
+    double t0 = hn_now();
+    for (int k = 0; k < REPLAYS; k++) {
+        if (rt->n > 1 && path == HN_REPLAY_JOBS) {
+            (void)hn_runtime_exec_all(rt, noop_on_rank, NULL);
+        } else if (rt->n > 1 && path == HN_REPLAY_BELLS) {
+            for (int i = 1; i < rt->n; i++)
+                hn_pool_ring(rt, i, noop_on_rank, NULL);
+            (void)noop_on_rank(&rt->ranks[0], NULL);
+            (void)hn_pool_answers(rt, 1, rt->n);
+        } else {
+            for (int i = 0; i < rt->n; i++)
+                (void)noop_on_rank(&rt->ranks[i], NULL);
+        }
+    }
+    return (hn_now() - t0) / REPLAYS;
+}
+
 /* REPLAYS launches of every rank's plain graph from this thread, like a replay */
 static hn_status_t plain_replays(hn_runtime *rt, raw_job *j, double *host_s)
 {
@@ -102,8 +136,10 @@ static int bench_issue(const issue_opts *o)
     hn_run_args args = {0, NULL, NULL, 0, NULL};
     double *t_run = calloc((size_t)o->reps, sizeof(double)), *t_raw = calloc((size_t)o->reps, sizeof(double));
     double *t_launch = calloc((size_t)o->reps, sizeof(double));
-    double *t_replay = calloc((size_t)o->reps, sizeof(double)), *t_plain = calloc((size_t)o->reps, sizeof(double));
-    double *h_replay = calloc((size_t)o->reps, sizeof(double)), *h_plain = calloc((size_t)o->reps, sizeof(double));
+    double *t_replay = calloc((size_t)o->reps * 3, sizeof(double)), *t_plain = calloc((size_t)o->reps, sizeof(double));
+    double *h_replay = calloc((size_t)o->reps * 3, sizeof(double)), *h_plain = calloc((size_t)o->reps, sizeof(double));
+    double *h_hand = calloc((size_t)o->reps * 3, sizeof(double));
+    int first, last;
     void *buf[256];
     hn_dgraph *plain[256];
     hn_graph *graph = NULL;
@@ -115,7 +151,7 @@ static int bench_issue(const issue_opts *o)
     memset(plain, 0, sizeof(plain));
     memset(&rj, 0, sizeof(rj));
     if (t_run == NULL || t_raw == NULL || t_launch == NULL || t_replay == NULL || t_plain == NULL ||
-        h_replay == NULL || h_plain == NULL ||
+        h_replay == NULL || h_plain == NULL || h_hand == NULL ||
         hn_program_parse(text, strlen(text), "issue.hir", &p, NULL) != HN_OK)
         goto done;
     if ((st = hn_runtime_create_ex(&o->cfg, &rt, &why)) != HN_OK) {
@@ -126,6 +162,15 @@ static int bench_issue(const issue_opts *o)
     for (int r = 0; r < o->cfg.ndev; r++)
         if (hn_runtime_alloc(rt, r, 16 * sizeof(float), &buf[r]) != HN_OK)
             goto done;
+    first = last = rt->replay;
+    if (o->replay != NULL && strcmp(o->replay, "all") == 0) {
+        first = 0;
+        last = 2;
+    } else if (o->replay != NULL) {
+        for (int i = 0; i < 3; i++)
+            if (strcmp(o->replay, paths[i]) == 0)
+                first = last = i;
+    }
     rj.n = o->n;
     rj.buf = buf;
     rj.plain = plain;
@@ -151,17 +196,22 @@ static int bench_issue(const issue_opts *o)
             t_raw[k] = t2 - t1;
             t_launch[k] = (t3 - t2) / 2;
         }
-        t0 = hn_now();
-        for (int i = 0; i < REPLAYS && st == HN_OK; i++)
-            st = hn_runtime_replay(rt, graph, NULL);
-        t1 = hn_now();
-        if (st != HN_OK || (st = hn_runtime_sync(rt)) != HN_OK)
-            goto failed;
-        t2 = hn_now();
-        if (k >= 0) {
-            t_replay[k] = (t2 - t0) / REPLAYS;
-            h_replay[k] = (t1 - t0) / REPLAYS;
+        for (int path = first; path <= last; path++) {
+            rt->replay = path;
+            t0 = hn_now();
+            for (int i = 0; i < REPLAYS && st == HN_OK; i++)
+                st = hn_runtime_replay(rt, graph, NULL);
+            t1 = hn_now();
+            if (st != HN_OK || (st = hn_runtime_sync(rt)) != HN_OK)
+                goto failed;
+            t2 = hn_now();
+            if (k >= 0) {
+                t_replay[path * o->reps + k] = (t2 - t0) / REPLAYS;
+                h_replay[path * o->reps + k] = (t1 - t0) / REPLAYS;
+                h_hand[path * o->reps + k] = handoff_seconds(rt, path);
+            }
         }
+        t2 = hn_now();
         if ((st = plain_replays(rt, &rj, &h_plain[k >= 0 ? k : 0])) != HN_OK)
             goto failed;
         if (k >= 0)
@@ -180,16 +230,22 @@ static int bench_issue(const issue_opts *o)
         printf(fmt, o->cfg.ndev, hn_runtime_backend(rt), o->n, run, launch, raw, run / raw);
     }
     {
-        double replay = hn_median(t_replay, o->reps) / o->n * 1e6, pl = hn_median(t_plain, o->reps) / o->n * 1e6;
-        double hr = hn_median(h_replay, o->reps) * 1e6, hp = hn_median(h_plain, o->reps) * 1e6;
-        const char *fmt = o->markdown ? "| %d | %s | %d | %.3f | %.3f | %.3f | %.2f | %.2f |\n"
-                                      : "%5d  %-5s  %6d  %12.3f  %12.3f  %9.3f  %12.2f  %12.2f\n";
+        double pl = hn_median(t_plain, o->reps) / o->n * 1e6, hp = hn_median(h_plain, o->reps) * 1e6;
+        const char *fmt = o->markdown ? "| %d | %s | %d | %s | %.3f | %.3f | %.3f | %.2f | %.2f | %.2f |\n"
+                                      : "%5d  %-5s  %6d  %-6s  %12.3f  %12.3f  %9.3f  %14.2f  %10.2f  %13.2f\n";
         if (o->markdown)
-            printf("\n| ranks | backend | instructions | replay µs/instr | plain graph µs/kernel | replay / plain "
-                   "| replay call host µs | plain graph launches host µs |\n|---:|---|---:|---:|---:|---:|---:|---:|\n");
+            printf("\n| ranks | backend | instructions | replay path | replay µs/instr | plain graph µs/kernel | "
+                   "replay / plain | replay call host µs | handoff host µs | plain graph launches host µs |\n"
+                   "|---:|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
         else
-            printf("ranks  back   instrs  replay us/in  plain g us/k  rep/plain  replay host us  plain host us\n");
-        printf(fmt, o->cfg.ndev, hn_runtime_backend(rt), o->n, replay, pl, replay / pl, hr, hp);
+            printf("ranks  back   instrs  path    replay us/in  plain g us/k  rep/plain  replay host us  "
+                   "handoff us  plain host us\n");
+        for (int path = first; path <= last; path++) {
+            double replay = hn_median(t_replay + path * o->reps, o->reps) / o->n * 1e6;
+            double hr = hn_median(h_replay + path * o->reps, o->reps) * 1e6;
+            double hh = hn_median(h_hand + path * o->reps, o->reps) * 1e6;
+            printf(fmt, o->cfg.ndev, hn_runtime_backend(rt), o->n, paths[path], replay, pl, replay / pl, hr, hh, hp);
+        }
     }
     rc = 0;
     goto done;
@@ -211,6 +267,7 @@ done:
     free(t_plain);
     free(h_replay);
     free(h_plain);
+    free(h_hand);
     return rc;
 }
 
@@ -226,6 +283,8 @@ int hn_cli_bench_issue(int argc, char **argv)
         HN_INT("--reps", "R", &o.reps, 1, 100000, "timed repetitions, the median is printed (default 20)"),
         HN_INT("--warmup", "W", &o.warmup, 0, 100000, "repetitions before timing (default 3)"),
         HN_FLAG("--markdown", &o.markdown, "the tables in Markdown"),
+        HN_CHOICE("--replay", "bells|jobs|caller|all", &o.replay,
+                  "how replays reach the ranks (default: $HIRNODE_REPLAY, else bells); all: each in turn"),
     };
     int nargs = 0, rc;
     hn_command c = {"hirnode bench issue", "", table, HN_ARRAY_LEN(table), NULL, 0, &nargs, NULL};

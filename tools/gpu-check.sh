@@ -11,13 +11,16 @@
 # graphs: CUDA graphs (hn_runtime_capture/replay) — the sched/graph suite
 # and the strategy stress replayed, every example replayed with --check
 # (HIRNODE_GRAPHS=1) at 1 and 2 GPUs, replay against eager bit for bit at
-# production sizes, `hirnode bench issue` (replay columns) and the
-# embedding example, into OUTDIR/graphs-*.
+# production sizes, `hirnode bench issue` (replay columns, every replay
+# path) and the embedding example on every replay path, into OUTDIR/graphs-*.
 # ll: the latency path (via ll) — `hirnode bench collectives` from 8 KiB to
 # 16 MiB at 2 GPUs (and 4, 8 where there are), every output checked, into
-# OUTDIR/bench-collectives-gN.md; one-shot against two-shot; memcheck of
-# examples/decode_allreduce_ll.hir at 2 GPUs. The runtime suites (part
-# suites) run its collectives on CUDA too (sched/collectives, "via ll").
+# OUTDIR/bench-collectives-gN.md, and the same in graphs (--graph, into
+# bench-graph-gN.md); one-shot against two-shot; the fused
+# allreduce + residual + RMSNorm eager and in graphs (bench-norm-*); memcheck
+# of examples/decode_allreduce_ll.hir and decode_layer_ll.hir at 2 GPUs. The
+# runtime suites (part suites) run its collectives on CUDA too
+# (sched/collectives, "via ll" and allreduce_rmsnorm).
 set -u
 out=${1:-gpu-check-out}
 mkdir -p "$out"
@@ -130,6 +133,15 @@ if part memcheck && command -v compute-sanitizer >/dev/null; then
   done
 fi
 if part ll; then
+  bench_ll() { # NAME OPTIONS...: bench collectives at $g GPUs into bench-NAME-gG.md; #wrong fails it
+    local name=$1; shift
+    if timeout 900 build/hirnode bench collectives --backend cuda --gpus "$g" --min 8K "$@" --markdown \
+         > "$out/bench-$name-g$g.md" 2>&1; then
+      echo "bench collectives $name at $g GPUs: ok ($out/bench-$name-g$g.md)"
+    else
+      fail=1; echo "FAIL: bench collectives $name at $g GPUs (see $out/bench-$name-g$g.md)"
+    fi
+  }
   for g in 2 4 8; do
     [ "$g" -le "$ngpu" ] || continue
     # every communicator and auto beside raw NCCL, device time; #wrong fails it
@@ -145,12 +157,21 @@ if part ll; then
     else
       fail=1; echo "FAIL: one-shot against two-shot at $g GPUs"
     fi
+    # in graphs: 50 calls captured, replayed; raw NCCL captured the same way
+    bench_ll graph --graph --max 16M
+    bench_ll ll-algos-graph --graph --op allreduce --via "ll oneshot,ll twoshot,nccl" --max 16M
+    bench_ll norm --op allreduce_rmsnorm --max 2M
+    bench_ll norm-graph --graph --op allreduce_rmsnorm --via "ll,nccl" --max 2M
   done
   if [ "$ngpu" -ge 2 ] && command -v compute-sanitizer >/dev/null; then
     timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 \
       build/hirnode run --backend cuda --gpus 2 --check examples/decode_allreduce_ll.hir > "$out/memcheck-ll.log" 2>&1
     rc=$?; [ $rc = 0 ] || fail=1
     echo "compute-sanitizer memcheck of the latency path at 2 GPUs: exit $rc"
+    timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 \
+      build/hirnode run --backend cuda --gpus 2 --check examples/decode_layer_ll.hir > "$out/memcheck-norm.log" 2>&1
+    rc=$?; [ $rc = 0 ] || fail=1
+    echo "compute-sanitizer memcheck of the fused norm at 2 GPUs: exit $rc"
   fi
 fi
 if part graphs; then
@@ -188,19 +209,23 @@ if part graphs; then
   gcmp tp_mlp "$(bf16 tp_mlp)" -D L=2 -D M=16384 -D D=8192 -D F=16384
   gcmp matmul_rs "$(bf16 matmul_reduce_scatter)" -D M=16384 -D K=16384 -D N=8192
   gcmp decode_ll examples/decode_allreduce_ll.hir
-  for g in 1 2; do
+  gcmp decode_layer examples/decode_layer_ll.hir
+  for g in 1 2 8; do
     [ "$g" -le "$ngpu" ] || continue
-    timeout 120 build/hirnode bench issue --backend cuda --gpus "$g" --n 1000 --reps 20 --markdown \
+    timeout 300 build/hirnode bench issue --backend cuda --gpus "$g" --n 1000 --reps 20 --replay all --markdown \
       > "$out/graphs-bench-issue-g$g.md" 2>&1 || fail=1
-    tail -1 "$out/graphs-bench-issue-g$g.md"
+    tail -3 "$out/graphs-bench-issue-g$g.md"
   done
   if make -s install PREFIX="$prod_dir/prefix" > /dev/null 2>&1 &&
      cc -O2 examples/embed/serve.c $(PKG_CONFIG_PATH="$prod_dir/prefix/lib/pkgconfig" pkg-config --cflags --libs hirnode) \
        -lm -o "$prod_dir/serve"; then
-    for g in 1 2; do
+    for g in 1 2 8; do
       [ "$g" -le "$ngpu" ] || continue
-      HIRNODE_BACKEND=cuda LD_LIBRARY_PATH="$prod_dir/prefix/lib" timeout 120 "$prod_dir/serve" 10000 "$g" \
-        > "$out/graphs-serve-g$g.txt" 2>&1 || fail=1
+      for path in bells jobs caller; do
+        echo "== HIRNODE_REPLAY=$path" >> "$out/graphs-serve-g$g.txt"
+        HIRNODE_REPLAY=$path HIRNODE_BACKEND=cuda LD_LIBRARY_PATH="$prod_dir/prefix/lib" timeout 120 \
+          "$prod_dir/serve" 10000 "$g" >> "$out/graphs-serve-g$g.txt" 2>&1 || fail=1
+      done
       cat "$out/graphs-serve-g$g.txt"
     done
   else

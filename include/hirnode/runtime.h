@@ -216,8 +216,10 @@ void hn_runtime_forget(hn_runtime *rt, const hn_program *p);
  * running it: one graph per rank (CUDA: stream capture through streams[r]
  * into a CUDA graph, NCCL, cuBLASLt and the p2p rings inside; host backend:
  * the issued work recorded). hn_runtime_replay then issues all of it on
- * every rank with one call (CUDA: one cudaGraphLaunch per rank, from the
- * caller's thread), like a launch: it returns once issued, is ordered with
+ * every rank with one call (CUDA: one cudaGraphLaunch per rank, all at
+ * once: rank 0's from the caller's thread, the others' from their rank
+ * threads; HIRNODE_REPLAY picks another path), like a launch: it returns
+ * once issued, is ordered with
  * streams[r] (NULL: the streams of the capture may differ; any stream of
  * the rank's device) by the same rules, and its errors come back through
  * hn_runtime_sync / hn_runtime_query. Replays compute what eager launches

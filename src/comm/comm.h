@@ -175,16 +175,22 @@ typedef struct hn_bench_case {
     hn_dtype dtype;
     int warmup, iters, reps;
     int device_timing; /* CUDA events around the calls (1) or the host clock (0) */
+    int graph;         /* hirnode's side replays a graph; raw NCCL captures one (hn_nccl_raw_capture) */
 } hn_bench_case;
 
 #ifdef HN_HAVE_CUDA
 /* Raw NCCL on devices 0..n-1 with communicators of its own (inputs: rank
- * + 1), for the benchmark's baseline. A repetition runs `iters` calls on
- * one thread per device after a barrier and returns the slowest rank's
- * time per call (device or host clock, as the case says); close counts
- * mismatches in rank 0's output (if wrong). */
+ * + 1), for the benchmark's baseline. A repetition runs `iters` calls (or
+ * a launch of their captured graph) on one thread per device after a
+ * barrier and returns the slowest rank's time per call (device or host
+ * clock, as the case says); close counts mismatches in rank 0's output (if
+ * wrong). */
 typedef struct hn_nccl_raw hn_nccl_raw;
 hn_status_t hn_nccl_raw_open(int n, const hn_bench_case *c, hn_nccl_raw **out);
+/* Captures `iters` calls in one CUDA graph per rank (each on its own
+ * thread, at once); from then on a repetition of that many calls is one
+ * launch of it (the events around the launch). */
+hn_status_t hn_nccl_raw_capture(hn_nccl_raw *h, int iters);
 hn_status_t hn_nccl_raw_rep(hn_nccl_raw *h, int iters, double *seconds);
 void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong);
 #endif

@@ -1,7 +1,7 @@
 /* The p2p communicator's graph banks (hn_graph_ctx; see gbank): flags of a
  * captured graph's own per team member and pair sequences per rank, made
- * before a capture, reset at the end of every replay, freed with the
- * graph. */
+ * before a capture, freed with the graph; every replay ends with a barrier
+ * of the ranks. */
 #include <pthread.h>
 
 #include "comm_p2p_int.h"
@@ -10,8 +10,6 @@ void hn_p2p_bank_free(hn_comm_world *w, int rank, gbank *b)
 {
     if (b->flags != NULL)
         w->dev->mem_free(w->dev_ctx, rank, b->flags);
-    if (b->pristine != NULL)
-        w->dev->mem_free(w->dev_ctx, rank, b->pristine);
     w->dev->event_destroy(b->fork);
     for (int k = 0; k < LANES_MAX; k++)
         w->dev->event_destroy(b->join[k]);
@@ -53,9 +51,9 @@ static int in_any_team(const hn_comm_world *w, int rank)
 
 /* A graph captured again (a rebind, g->prev set) takes over what its
  * capture under the previous id made: the pair sequences' barrier words
- * and every team's flags, which each replay left as the capture found
- * them (zero flags; barrier values relative to the graph's epoch, which
- * it keeps). Nothing is allocated then. */
+ * and every team's flags. Their values are relative to the graph's epoch,
+ * which it keeps: whatever an earlier replay wrote lies below the epoch
+ * the next replay starts from. Nothing is allocated then. */
 static void take_over(hn_comm_world *w, int rank, const hn_graph_ctx *g)
 {
     gpairs *gp = pairs_of(w, rank, g->prev);
@@ -90,8 +88,6 @@ static hn_status_t bank_new(hn_comm_world *w, hn_comm_team *t, member *m, int ra
     m->banks = b;
     if ((st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->flags)) == HN_OK)
         st = w->dev->copy_to_device(w->dev_ctx, rank, b->flags, zero_flags, bytes);
-    if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->pristine)) == HN_OK)
-        st = w->dev->copy_to_device(w->dev_ctx, rank, b->pristine, zero_flags, bytes);
     hn_free(zero_flags);
     if (st == HN_OK)
         st = w->dev->event_create(w->dev_ctx, rank, &b->fork);
@@ -175,8 +171,8 @@ hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g
     return st;
 }
 
-/* A barrier of every rank in a team, on stream s: phase p of the replay
- * (values relative to the graph's epoch, which every replay raises). */
+/* A barrier of every rank in a team, on stream s: value p of the replay
+ * (relative to the graph's epoch, which every replay raises). */
 static hn_status_t graph_barrier(hn_comm_world *w, int rank, const hn_graph_ctx *g, hn_dstream *s, uint32_t p,
                                  const hn_origin *o)
 {
@@ -196,25 +192,48 @@ static hn_status_t graph_barrier(hn_comm_world *w, int rank, const hn_graph_ctx 
     return st;
 }
 
+/* The largest flag value rank's captured work took: a generation, a ring
+ * step (+1), a hand-off or a pair sequence (comm_p2p_int.h's layout). */
+static uint64_t values_taken(const hn_comm_world *w, int rank)
+{
+    uint64_t most = 0;
+    for (int i = 0; i < w->teams.n; i++) {
+        const hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++) {
+            const member *m = &t->m[k];
+            uint64_t steps = (m->staged > m->gstaged ? m->staged : m->gstaged) * (uint64_t)(t->n - 1) + 1;
+            if (m->rank != rank)
+                continue;
+            most = HN_MAX(most, HN_MAX(HN_MAX(m->slot_ops, m->joins), steps));
+        }
+    }
+    for (int q = 0; q < w->n; q++)
+        most = HN_MAX(most, HN_MAX(w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q],
+                                   w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank]));
+    return most;
+}
+
 /* The end of every replay, captured on the rank's stream after all its
- * work: barrier, this rank's flags back to the capture's start, barrier. */
+ * work: a barrier of the ranks, so that no rank's next work (the next
+ * replay, or eager work after it) writes into staging, buffers or flags
+ * a peer still uses in this replay. The flags need no reset: their values
+ * are relative to the epoch, which the replay raises next, so the next
+ * replay's values are all above this one's — as long as a replay takes
+ * fewer values than the epoch's span (checked here). */
 hn_status_t hn_p2p_graph_finish(hn_comm_world *w, int rank, const hn_graph_ctx *g, hn_dstream *s,
                                 const hn_origin *o)
 {
     hn_status_t st;
+    uint64_t taken;
     if (!in_any_team(w, rank))
         return HN_OK;
-    st = graph_barrier(w, rank, g, s, 1, o);
-    for (int i = 0; i < w->teams.n && st == HN_OK; i++) {
-        hn_comm_team *t = w->teams.teams[i];
-        for (int k = 0; k < t->n && st == HN_OK; k++) {
-            gbank *b = t->m[k].rank == rank ? bank_of(&t->m[k], g->id) : NULL;
-            if (b != NULL)
-                st = w->dev->memcpy_async(b->flags, b->pristine, t->nflags * sizeof(uint32_t), s, o);
-        }
+    if ((taken = values_taken(w, rank)) >= HN_GRAPH_EPOCH_SPAN) {
+        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "p2p: a captured graph takes at most %u ring steps, hand-offs or "
+                       "messages per team member, this one %llu: capture fewer operations", HN_GRAPH_EPOCH_SPAN - 1,
+                       (unsigned long long)taken);
+        return HN_ERR_UNSUPPORTED;
     }
-    if (st == HN_OK)
-        st = graph_barrier(w, rank, g, s, 2, o);
+    st = graph_barrier(w, rank, g, s, 1, o);
     if (st != HN_OK)
         hn_origin_fail(o, st, "p2p: cannot end the captured replay: %s", hn_status_string(st));
     return st;

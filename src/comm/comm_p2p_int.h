@@ -32,18 +32,18 @@ typedef struct evslot {
 /* A captured graph's own flags on one member (hn_graph_ctx). Captured
  * work runs the eager protocol unchanged, as on a team just made (every
  * sequence from 0, no operation before it: the devices are idle when a
- * capture begins), on flags of the graph's own, zeroed (`pristine`: the
- * zeros they go back to); every replay ends with a barrier of the ranks, a
- * reset of the flags, and a second barrier (hn_p2p_graph_finish), so each
- * replay starts from the state the capture saw, and the values fixed at
- * capture are right at every replay. The capture leaves the eager
- * sequences as it found them (hn_p2p_graph_end).
+ * capture begins), on flags of the graph's own, zeroed, whose values are
+ * relative to the graph's epoch (comm_p2p_sync.c): every replay raises the
+ * epoch, so its values are above every earlier replay's and the flags are
+ * never reset; every replay ends with a barrier of the ranks
+ * (hn_p2p_graph_finish), so no rank's next work meets a peer still in
+ * this replay. The capture leaves the eager sequences as it found them
+ * (hn_p2p_graph_end).
  * Events fork and join the lanes inside the capture (a stream enters a
  * capture only through an event). */
 typedef struct gbank {
     uint64_t id;
-    uint32_t *flags;    /* [nflags], on this member's device */
-    uint32_t *pristine; /* [nflags] zeros: what the flags go back to after each replay */
+    uint32_t *flags; /* [nflags], on this member's device */
     hn_devent *fork, *join[LANES_MAX];
     int lanes_used;      /* the capture has forked the lanes */
     uint64_t at[4];      /* slot_ops, staged, joins, gstaged when the capture began */
@@ -115,7 +115,7 @@ typedef struct ctx {
 /* ---- flag layout ----
  * A member's flags (or event slots) are indices of one array. Their values
  * only grow (wrap-safe comparisons), so they are never reset (a graph's own
- * flags are, after each replay: comm_p2p_banks.c):
+ * flags neither: relative to its epoch, comm_p2p_sync.c):
  *  - slot operations (allgather, broadcast) take the team's next generation
  *    g and the flag slot g % SLOTS; their flags carry g;
  *  - staged operations (reduce_scatter, allreduce) number their ring steps

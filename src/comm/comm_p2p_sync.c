@@ -14,7 +14,10 @@
  *  - flags: the 32-bit flag is device memory of the waiter, written by
  *    cuStreamWriteValue32 and waited on by cuStreamWaitValue32;
  *  - captured (a graph's banks, comm_p2p_banks.c): flags of the graph's own,
- *    relative to its epoch.
+ *    their values relative to its epoch, which every replay raises: a
+ *    replay's values are all above the last one's, so the flags are never
+ *    reset. A wait for a value <= 0 (nothing before the capture's first
+ *    operation) is no wait: the capture starts the team afresh.
  * docs/BENCHMARKS.md has the first two measured against each other. Also
  * here: the host spins (mailboxes, events) with their deadline, copies,
  * and the hand-offs between a member's stream and its copy lanes. */
@@ -168,7 +171,7 @@ void hn_p2p_signal_on(ctx *c, hn_dstream *s, int m, size_t i, uint32_t v)
     if (captured(c)) {
         uint32_t *f = graph_flags(c, m);
         if (f != NULL)
-            c->st = c->w->dev->stream_write_flag_rel(s, f + i, v, c->o->graph->ep + 2, c->o);
+            c->st = c->w->dev->stream_write_flag_rel(s, f + i, v, c->o->graph->ep, c->o);
     } else if (c->t->events)
         c->st = event_signal(c, s, m, i, v);
     else
@@ -183,8 +186,8 @@ void hn_p2p_wait_on(ctx *c, hn_dstream *s, int from, size_t i, uint32_t v)
         return;
     if (captured(c)) {
         uint32_t *f = graph_flags(c, c->me);
-        if (f != NULL)
-            c->st = c->w->dev->stream_wait_flag_rel(s, f + i, v, c->o->graph->ep + 2, c->o);
+        if (f != NULL && (int32_t)v > 0)
+            c->st = c->w->dev->stream_wait_flag_rel(s, f + i, v, c->o->graph->ep, c->o);
     } else if (c->t->events)
         c->st = event_wait(c, s, from, i, v);
     else

@@ -2,7 +2,9 @@
  * communicators of their own, one thread per device, timed exactly as the
  * runtime's runs are (the slowest rank counts, median of repetitions):
  * CUDA events around a loop of calls (device time), or the host clock
- * around the loop and the stream's completion. */
+ * around the loop and the stream's completion; with --graph, the loop
+ * captured once in a CUDA graph per rank and each repetition one launch of
+ * it, as the runtime's side replays its own. */
 #include <nccl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,6 +40,8 @@ typedef struct raw_rank {
     int rank, n;
     ncclComm_t comm;
     cudaStream_t s;
+    cudaGraphExec_t graph; /* `graph_calls` calls captured, or NULL */
+    int graph_calls;
     cudaEvent_t mark[2]; /* device timing: around the loop */
     void *send, *recv;
     size_t send_count, recv_count;
@@ -62,14 +66,8 @@ static ncclResult_t one_call(raw_rank *r)
     }
 }
 
-/* `iters` calls back to back, then the stream's completion; with device
- * timing, the events' time around the calls into *device_s. */
-static hn_status_t loop(raw_rank *r, int iters, double *device_s)
+static hn_status_t calls(raw_rank *r, int iters)
 {
-    hn_status_t st = HN_OK;
-    float ms = 0;
-    if (r->c->device_timing && (st = HN_CUDA_STATUS(cudaEventRecord(r->mark[0], r->s))) != HN_OK)
-        return st;
     for (int i = 0; i < iters; i++) {
         ncclResult_t e = one_call(r);
         if (e != ncclSuccess) {
@@ -77,6 +75,24 @@ static hn_status_t loop(raw_rank *r, int iters, double *device_s)
             return HN_ERR_DEVICE;
         }
     }
+    return HN_OK;
+}
+
+/* `iters` calls back to back (one launch of their graph, when captured),
+ * then the stream's completion; with device timing, the events' time
+ * around the calls into *device_s. */
+static hn_status_t loop(raw_rank *r, int iters, double *device_s)
+{
+    hn_status_t st = HN_OK;
+    float ms = 0;
+    if (r->c->device_timing && (st = HN_CUDA_STATUS(cudaEventRecord(r->mark[0], r->s))) != HN_OK)
+        return st;
+    if (r->graph != NULL && iters == r->graph_calls)
+        st = HN_CUDA_STATUS(cudaGraphLaunch(r->graph, r->s));
+    else
+        st = calls(r, iters);
+    if (st != HN_OK)
+        return st;
     if (r->c->device_timing && (st = HN_CUDA_STATUS(cudaEventRecord(r->mark[1], r->s))) != HN_OK)
         return st;
     if ((st = HN_CUDA_STATUS(cudaStreamSynchronize(r->s))) != HN_OK)
@@ -125,6 +141,46 @@ hn_status_t hn_nccl_raw_rep(hn_nccl_raw *h, int iters, double *seconds)
         worst = HN_MAX(worst, h->rs[i].times[0]);
     }
     *seconds = worst; /* the slowest rank, per call */
+    return st;
+}
+
+/* On one rank's thread: its `iters` calls captured into a graph (the
+ * threads capture at once: NCCL's calls are issued together). */
+static void *raw_capture(void *arg)
+{
+    raw_rank *r = arg;
+    cudaGraph_t g = NULL;
+    hn_status_t end;
+    if ((r->st = HN_CUDA_STATUS(cudaSetDevice(r->rank))) != HN_OK)
+        return NULL;
+    spin_wait(r->barrier);
+    if ((r->st = HN_CUDA_STATUS(cudaStreamBeginCapture(r->s, cudaStreamCaptureModeThreadLocal))) != HN_OK)
+        return NULL;
+    r->st = calls(r, r->c->iters);
+    end = HN_CUDA_STATUS(cudaStreamEndCapture(r->s, &g));
+    if (r->st == HN_OK)
+        r->st = end;
+    if (r->st == HN_OK)
+        r->st = HN_CUDA_STATUS(cudaGraphInstantiate(&r->graph, g, 0));
+    if (g != NULL)
+        cudaGraphDestroy(g);
+    if (r->st == HN_OK)
+        r->graph_calls = r->c->iters;
+    return NULL;
+}
+
+hn_status_t hn_nccl_raw_capture(hn_nccl_raw *h, int iters)
+{
+    pthread_t th[256];
+    hn_status_t st = HN_OK;
+    h->c.iters = iters;
+    for (int i = 0; i < h->n; i++)
+        pthread_create(&th[i], NULL, raw_capture, &h->rs[i]);
+    for (int i = 0; i < h->n; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < h->n; i++)
+        if (h->rs[i].st != HN_OK)
+            st = h->rs[i].st;
     return st;
 }
 
@@ -225,6 +281,8 @@ void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong)
         if (h->comms != NULL && h->comms[i] != NULL)
             ncclCommDestroy(h->comms[i]);
         if (h->rs != NULL) {
+            if (h->rs[i].graph != NULL)
+                cudaGraphExecDestroy(h->rs[i].graph);
             cudaFree(h->rs[i].send);
             cudaFree(h->rs[i].recv);
             if (h->rs[i].s != NULL)

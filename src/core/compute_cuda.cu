@@ -674,6 +674,80 @@ static hn_status_t c_matmul(hn_dstream *s, const hn_tensor *d, const hn_tensor *
     return launched("matmul kernel");
 }
 
+/* A value as its dtype stores it, back in fp32. */
+__device__ __forceinline__ float as_stored(int dtype, float v)
+{
+    return dtype == HN_BF16 ? __bfloat162float(__float2bfloat16_rn(v))
+           : dtype == HN_F16 ? __half2float(__float2half_rn(v)) : v;
+}
+
+#define NORM_THREADS 256
+
+/* RMSNorm (hn_compute_ops.rmsnorm): a block per row; y = a (+ r) as
+ * stored, into ro; the row's sum of squares in fp32 — each thread's
+ * elements, then warp shuffles, then the warps in order; then d = y *
+ * scale * w, y read back from ro or recomputed (the same bits). */
+__global__ void rmsnorm_rows(tdesc d, tdesc ro, tdesc a, tdesc r, tdesc w, int has_r, int has_ro, int64_t rows,
+                             int64_t hidden, float eps)
+{
+    __shared__ float warp_sum[NORM_THREADS / 32];
+    __shared__ float row_scale;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        float part = 0;
+        for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+            int64_t e = row * hidden + i;
+            float y = (float)load(a, offset_of(a, e));
+            if (has_r)
+                y = as_stored(a.dtype, y + (float)load(r, offset_of(r, e)));
+            if (has_ro)
+                store(ro, offset_of(ro, e), y);
+            part += y * y;
+        }
+        for (int off = 16; off > 0; off >>= 1)
+            part += __shfl_down_sync(0xffffffffu, part, off);
+        if ((threadIdx.x & 31) == 0)
+            warp_sum[threadIdx.x >> 5] = part;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float sum = 0;
+            for (int k = 0; k < NORM_THREADS / 32; k++)
+                sum += warp_sum[k];
+            row_scale = hn_ll_norm_scale(sum, (size_t)hidden, eps);
+        }
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+            int64_t e = row * hidden + i;
+            float y = has_ro ? (float)load(ro, offset_of(ro, e)) : (float)load(a, offset_of(a, e));
+            if (has_r && !has_ro)
+                y = as_stored(a.dtype, y + (float)load(r, offset_of(r, e)));
+            store(d, offset_of(d, e), y * row_scale * (float)load(w, i * w.stride[0]));
+        }
+        __syncthreads(); /* the shared words are the next row's */
+    }
+}
+
+static hn_status_t c_rmsnorm(hn_dstream *s, const hn_tensor *d, const hn_tensor *res_out, const hn_tensor *a,
+                             const hn_tensor *residual, const hn_tensor *weight, float eps, const hn_origin *o)
+{
+    int64_t hidden = d->ndim > 0 ? d->shape[d->ndim - 1] : 0, rows;
+    tdesc tr, tro;
+    (void)o;
+    if (d->ndim < 1)
+        return HN_ERR_INVALID;
+    rows = hidden > 0 ? hn_tensor_numel(d) / hidden : 0;
+    if (rows == 0)
+        return HN_OK;
+    memset(&tr, 0, sizeof(tr));
+    memset(&tro, 0, sizeof(tro));
+    if (residual != NULL)
+        tr = to_desc(residual);
+    if (res_out != NULL)
+        tro = to_desc(res_out);
+    rmsnorm_rows<<<(int)(rows < 65536 ? rows : 65536), NORM_THREADS, 0, s->s>>>(
+        to_desc(d), tro, to_desc(a), tr, to_desc(weight), residual != NULL, res_out != NULL, rows, hidden, eps);
+    return launched("rmsnorm kernel");
+}
+
 extern "C" const hn_compute_ops hn_compute_cuda = {
-    c_copy, c_fill, c_iota, c_random, c_binary, c_scale, c_sum, c_matmul, hn_ll_cuda,
+    c_copy, c_fill, c_iota, c_random, c_binary, c_scale, c_sum, c_matmul, c_rmsnorm, hn_ll_cuda,
 };

@@ -1,5 +1,5 @@
 /* Compute ops of the CPU emulation backend: strided elementwise ops,
- * reductions and matmul with fp32 accumulation, each run as a closure on
+ * reductions, matmul and rmsnorm with fp32 accumulation, each run as a closure on
  * the stream's worker. */
 #include <math.h>
 #include <string.h>
@@ -9,14 +9,15 @@
 
 typedef struct job {
     int kind;
-    hn_tensor dst, a, b, bias;
-    int has_bias;
+    hn_tensor dst, a, b, bias; /* rmsnorm: b the residual, bias the weight */
+    hn_tensor res_out;
+    int has_bias, has_b, has_res_out;
     int op, axis, transb;
     double x, y;
     uint64_t seed;
 } job;
 
-enum { J_COPY, J_FILL, J_IOTA, J_RANDOM, J_BINARY, J_SCALE, J_SUM, J_MATMUL };
+enum { J_COPY, J_FILL, J_IOTA, J_RANDOM, J_BINARY, J_SCALE, J_SUM, J_MATMUL, J_RMSNORM };
 
 /* Element offset of logical (row-major) index i in t. */
 static int64_t offset_of(const hn_tensor *t, int64_t i)
@@ -168,11 +169,51 @@ free_panels:
     return st;
 }
 
+/* A value rounded to dtype dt, as a float. */
+static float as_stored(hn_dtype dt, float v)
+{
+    char cell[8];
+    hn_store(dt, cell, 0, v);
+    return (float)hn_load(dt, cell, 0);
+}
+
+/* Row by row: y = a (+ b) as stored, into res_out; the squares of y in
+ * element order; then dst = y * scale * weight (y read back from where it
+ * was stored, or recomputed: the same bits). */
+static void rmsnorm_rows(const job *j)
+{
+    hn_dtype dt = j->dst.dtype;
+    int64_t hidden = j->dst.shape[j->dst.ndim - 1], rows = hidden > 0 ? hn_tensor_numel(&j->dst) / hidden : 0;
+    for (int64_t r = 0; r < rows; r++) {
+        float sumsq = 0, scale;
+        for (int64_t i = 0; i < hidden; i++) {
+            int64_t e = r * hidden + i;
+            float y = (float)hn_load(dt, j->a.data, offset_of(&j->a, e));
+            if (j->has_b)
+                y = as_stored(dt, y + (float)hn_load(dt, j->b.data, offset_of(&j->b, e)));
+            if (j->has_res_out)
+                hn_store(dt, j->res_out.data, offset_of(&j->res_out, e), y);
+            sumsq += y * y;
+        }
+        scale = hn_ll_norm_scale(sumsq, (size_t)hidden, (float)j->x);
+        for (int64_t i = 0; i < hidden; i++) {
+            int64_t e = r * hidden + i;
+            float y = j->has_res_out ? (float)hn_load(dt, j->res_out.data, offset_of(&j->res_out, e))
+                                     : (float)hn_load(dt, j->a.data, offset_of(&j->a, e));
+            float w = (float)hn_load(dt, j->bias.data, i * j->bias.stride[0]);
+            if (j->has_b && !j->has_res_out)
+                y = as_stored(dt, y + (float)hn_load(dt, j->b.data, offset_of(&j->b, e)));
+            hn_store(dt, j->dst.data, offset_of(&j->dst, e), y * scale * w);
+        }
+    }
+}
+
 static hn_status_t run_job(void *arg, const hn_origin *o)
 {
     job *j = arg;
     switch (j->kind) {
     case J_SUM: reduce_axis(j); return HN_OK;
+    case J_RMSNORM: rmsnorm_rows(j); return HN_OK;
     case J_MATMUL: return matmul(j, o);
     default: elementwise(j); return HN_OK;
     }
@@ -245,6 +286,23 @@ static hn_status_t h_matmul(hn_dstream *s, const hn_tensor *dst, const hn_tensor
     return submit(s, &j, o);
 }
 
+static hn_status_t h_rmsnorm(hn_dstream *s, const hn_tensor *dst, const hn_tensor *res_out, const hn_tensor *a,
+                             const hn_tensor *residual, const hn_tensor *weight, float eps, const hn_origin *o)
+{
+    job j = {.kind = J_RMSNORM, .dst = *dst, .a = *a, .bias = *weight, .x = eps};
+    if (dst->ndim < 1)
+        return HN_ERR_INVALID;
+    if (residual != NULL) {
+        j.b = *residual;
+        j.has_b = 1;
+    }
+    if (res_out != NULL) {
+        j.res_out = *res_out;
+        j.has_res_out = 1;
+    }
+    return submit(s, &j, o);
+}
+
 const hn_compute_ops hn_compute_host = {
     .copy = h_copy,
     .fill = h_fill,
@@ -254,5 +312,6 @@ const hn_compute_ops hn_compute_host = {
     .scale = h_scale,
     .sum = h_sum,
     .matmul = h_matmul,
+    .rmsnorm = h_rmsnorm,
     .ll = hn_ll_host,
 };

@@ -59,7 +59,8 @@ typedef struct hn_graph_ctx {
 
 /* What one replay raises a graph's epoch by: a capture must take fewer
  * values than this from any sequence read relative to the epoch (the CPU
- * communicator's rendezvous numbers; the p2p barriers take two). */
+ * communicator's rendezvous numbers; the p2p communicator's flag values,
+ * which it checks when the capture ends). */
 #define HN_GRAPH_EPOCH_SPAN 65536u
 
 /* Which rank and instruction issued a piece of asynchronous work. */
@@ -266,6 +267,16 @@ struct hn_compute_ops {
      * and shared by every batch. transb: b is [N, K] (linear's weight). */
     hn_status_t (*matmul)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a,
                           const hn_tensor *b, int transb, const hn_tensor *bias, const hn_origin *o);
+    /* RMSNorm over rows of `hidden` elements (the last axis; weight is
+     * [hidden]): y = a (+ residual, when not NULL), res_out = y (when not
+     * NULL), dst = y * rsqrt(mean(y^2) + eps) * weight — fp32 math on y as
+     * stored in the dtype (f32, bf16, f16: one for all), the factor as
+     * hn_ll_norm_scale (ll.h). dst, a, residual and res_out have one shape,
+     * any strides; dst may be a, res_out may be residual; dst and res_out
+     * are two buffers. Also the second half of allreduce_rmsnorm through
+     * a communicator that does not fuse it. */
+    hn_status_t (*rmsnorm)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *res_out, const hn_tensor *a,
+                           const hn_tensor *residual, const hn_tensor *weight, float eps, const hn_origin *o);
     /* The latency path (ll.h): one call of a collective through peers'
      * memory, run by SM kernels (CUDA) or a closure that runs the same
      * protocol (host), barriers by flags in the members' signal regions. */

@@ -38,6 +38,7 @@ enum {
     HN_OPF_REDOP = 4, /* takes `op sum|prod|max|min|avg` */
     HN_OPF_ROOT = 8,  /* takes `root expr` */
     HN_OPF_PIPE = 16, /* a pipelined statement: src/sched/lower.c lowers it */
+    HN_OPF_EPS = 32,  /* takes `eps NUMBER` (kept in e[1]) */
     /* the strategies a pipelined statement offers (bit 8 + hn_strategy) */
     HN_OPF_SEQUENTIAL = 1 << 9,
     HN_OPF_RING = 1 << 10,

@@ -471,8 +471,9 @@ static int pipe_lookup(const char *kw, const hn_token *nested)
     return -1;
 }
 
-/* A tensor operand of a pipelined statement, appended to in->args. */
-static int pipe_operand(parser *ps, hn_instr *in)
+/* A tensor operand appended to in->args: of a pipelined statement, or a
+ * collective's beyond `out <- in`. */
+static int arg_operand(parser *ps, hn_instr *in)
 {
     hn_arg *arg;
     if (in->nargs == HN_ARRAY_LEN(in->args)) {
@@ -512,7 +513,7 @@ static int pipe_operands(parser *ps, hn_instr *in, const char *sig)
                     s++; /* the rest of this group is omitted */
                 break;
             }
-            if ((!first && !expect_punct(ps, HN_P_COMMA)) || !pipe_operand(ps, in))
+            if ((!first && !expect_punct(ps, HN_P_COMMA)) || !arg_operand(ps, in))
                 return 0;
             first = 0;
             break;
@@ -653,17 +654,31 @@ static int at_nested(parser *ps)
            peek2(ps).kind == HN_T_PUNCT && peek2(ps).punct == HN_P_LPAREN;
 }
 
-/* coll := OP tref '<-' tref { 'op' REDOP | 'root' expr | 'team' team | 'via' BACKEND } */
+/* coll := OP tref { ',' tref } '<-' tref { ',' tref }
+ *         { 'op' REDOP | 'root' expr | 'eps' number | 'team' team | 'via' BACKEND }
+ * with as many operands beyond `out <- in` as the signature in ops.def says
+ * (allreduce_rmsnorm's "t<tt" reads `Y, R <- X, R, W`); `eps` where it takes
+ * one */
 static int coll(parser *ps, hn_instr *in)
 {
-    int flags = hn_op_table[in->op].flags;
-    int seen_op = 0, seen_root = 0, seen_team = 0, seen_via = 0;
-    if (!tref(ps, &in->a) || !expect_punct(ps, HN_P_ARROW))
+    const char *sig = hn_op_table[in->op].sig, *lt = strchr(sig, '<');
+    int flags = hn_op_table[in->op].flags, nout = lt != NULL ? (int)(lt - sig) : 0;
+    int nin = lt != NULL ? (int)strlen(lt + 1) : 0;
+    int seen_op = 0, seen_root = 0, seen_team = 0, seen_via = 0, seen_eps = 0;
+    if (!tref(ps, &in->a))
+        return 0;
+    for (int i = 0; i < nout; i++)
+        if (!expect_punct(ps, HN_P_COMMA) || !arg_operand(ps, in))
+            return 0;
+    if (!expect_punct(ps, HN_P_ARROW))
         return 0;
     if (at_nested(ps))
         return pipelined_nested(ps, in);
     if (!tref(ps, &in->b))
         return 0;
+    for (int i = 0; i < nin; i++)
+        if (!expect_punct(ps, HN_P_COMMA) || !arg_operand(ps, in))
+            return 0;
     while (!ps->failed && ps->tok.kind == HN_T_IDENT) {
         hn_token t = ps->tok;
         if (is_word(ps, "pipelined")) {
@@ -703,6 +718,11 @@ static int coll(parser *ps, hn_instr *in)
             if ((in->e[0] = expr(ps)) == NULL)
                 return 0;
             seen_root = 1;
+        } else if (is_word(ps, "eps") && (flags & HN_OPF_EPS) && !seen_eps) {
+            next(ps);
+            if ((in->e[1] = number(ps)) == NULL)
+                return 0;
+            seen_eps = 1;
         } else if (is_word(ps, "team") && !seen_team) {
             next(ps);
             if (!team(ps, in))

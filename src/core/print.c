@@ -1,5 +1,6 @@
 /* Printer: hn_program -> canonical text that the parser reads back. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
@@ -16,7 +17,13 @@ static void expr_prec(hn_strbuf *sb, const hn_program *p, const hn_expr *e, int 
         return;
     case HN_EX_FLOAT: {
         char buf[40];
-        snprintf(buf, sizeof(buf), "%.17g", e->fval);
+        /* the shortest text that reads back as the same value (1e-06, not
+         * 9.9999999999999995e-07) */
+        for (int digits = 1; digits <= 17; digits++) {
+            snprintf(buf, sizeof(buf), "%.*g", digits, e->fval);
+            if (strtod(buf, NULL) == e->fval)
+                break;
+        }
         if (strpbrk(buf, ".eEn") == NULL) /* keep it a float literal */
             strcat(buf, ".0");
         hn_sb_append(sb, buf);
@@ -207,16 +214,31 @@ static void instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in, int in
             block(sb, p, &in->orelse, indent, oneline);
         }
         break;
-    case HN_FORM_COLL:
+    case HN_FORM_COLL: {
+        /* the operands beyond `out <- in`: further outputs, then inputs */
+        const char *lt = strchr(info->sig, '<');
+        int nout = lt != NULL ? (int)(lt - info->sig) : 0;
         hn_sb_append(sb, " ");
         tref(sb, p, &in->a);
+        for (int i = 0; i < nout && i < in->nargs; i++) {
+            hn_sb_append(sb, ", ");
+            tref(sb, p, &in->args[i].t);
+        }
         hn_sb_append(sb, " <- ");
         tref(sb, p, &in->b);
+        for (int i = nout; i < in->nargs; i++) {
+            hn_sb_append(sb, ", ");
+            tref(sb, p, &in->args[i].t);
+        }
         if (info->flags & HN_OPF_REDOP)
             hn_sb_printf(sb, " op %s", hn_redop_name(in->redop));
         if ((info->flags & HN_OPF_ROOT) && in->e[0] != NULL) {
             hn_sb_append(sb, " root ");
             hn_print_expr(sb, p, in->e[0]);
+        }
+        if ((info->flags & HN_OPF_EPS) && in->e[1] != NULL) {
+            hn_sb_append(sb, " eps ");
+            hn_print_expr(sb, p, in->e[1]);
         }
         if (in->team_kind != HN_TEAM_ALL) {
             hn_sb_append(sb, in->team_kind == HN_TEAM_RANGE ? " team range(" : " team [");
@@ -230,6 +252,7 @@ static void instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in, int in
         if (in->via != HN_VIA_DEFAULT)
             hn_sb_printf(sb, " via %s%s", hn_backend_name(in->via), hn_via_variant(in->via, in->get));
         break;
+    }
     case HN_FORM_P2P:
         hn_sb_append(sb, " ");
         tref(sb, p, &in->a);

@@ -183,6 +183,29 @@ static void check_pipelined(vstate *v, const hn_instr *in)
             in->protocol == HN_PROTO_GET ? "get" : "put", hn_backend_name(in->via));
 }
 
+static int same_tref(const hn_tref *a, const hn_tref *b)
+{
+    if (a->var != b->var || a->nidx != b->nidx)
+        return 0;
+    for (int i = 0; i < a->nidx; i++)
+        if (!hn_expr_equal(a->idx[i], b->idx[i]))
+            return 0;
+    return 1;
+}
+
+/* rmsnorm and allreduce_rmsnorm: floats; the fused step's two outputs
+ * (out, and the residual's `res_out`) are two buffers. Overlaps through
+ * views are found when the instruction runs. */
+static void check_norm(vstate *v, const hn_instr *in, int dtype, const hn_tref *res_out)
+{
+    if (dtype >= 0 && dtype != HN_F32 && dtype != HN_BF16 && dtype != HN_F16)
+        err(v, in->line, in->col, "%s normalizes f32, bf16 and f16, not %s", hn_op_table[in->op].keyword,
+            hn_dtype_name((hn_dtype)dtype));
+    if (res_out != NULL && same_tref(&in->a, res_out))
+        err(v, in->line, in->col, "%s: the output and the residual's output are one tensor ('%s')",
+            hn_op_table[in->op].keyword, nm(v, in->a.var));
+}
+
 static void instr(vstate *v, const hn_instr *in)
 {
     const hn_op_info *info = &hn_op_table[in->op];
@@ -261,14 +284,24 @@ static void instr(vstate *v, const hn_instr *in)
         break;
     case HN_FORM_COLL:
         no_comm_in_reference(v, in);
+        if (in->nargs != (int)strlen(info->sig) - (strchr(info->sig, '<') != NULL)) { /* the builder's */
+            err(v, in->line, in->col, "%s takes %d operands beyond out <- in, not %d", info->keyword,
+                (int)strlen(info->sig) - (strchr(info->sig, '<') != NULL), in->nargs);
+            break;
+        }
         da = check_tref(v, &in->a);
         db = check_tref(v, &in->b);
         same_dtype(v, in, da, db, info->keyword);
+        for (int i = 0; i < in->nargs; i++)
+            same_dtype(v, in, da, check_tref(v, &in->args[i].t), info->keyword);
         if (in->via == HN_VIA_LL && in->op != HN_OP_ALLREDUCE && in->op != HN_OP_ALLGATHER &&
-            in->op != HN_OP_REDUCE_SCATTER)
-            err(v, in->line, in->col, "%s via ll: the latency path does allreduce, allgather and reduce_scatter",
-                info->keyword);
+            in->op != HN_OP_REDUCE_SCATTER && in->op != HN_OP_ALLREDUCE_RMSNORM)
+            err(v, in->line, in->col, "%s via ll: the latency path does allreduce, allgather and reduce_scatter "
+                "(and allreduce_rmsnorm)", info->keyword);
+        if (in->op == HN_OP_ALLREDUCE_RMSNORM)
+            check_norm(v, in, da, &in->args[0].t);
         check_expr(v, in->e[0], in->line, in->col, 1);
+        check_expr(v, in->e[1], in->line, in->col, 1);
         for (int i = 0; i < in->nteam; i++)
             check_expr(v, in->team[i], in->line, in->col, 1);
         if (in->dst >= 0)
@@ -311,6 +344,8 @@ static void instr(vstate *v, const hn_instr *in)
         if (in->op != HN_OP_CAST)
             for (int i = 0; i < in->nargs; i++)
                 same_dtype(v, in, da, dt[i], info->keyword);
+        if (in->op == HN_OP_RMSNORM)
+            check_norm(v, in, da, NULL);
         break;
     }
     case HN_FORM_PIPELINED: check_pipelined(v, in); break;

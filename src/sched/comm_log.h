@@ -20,6 +20,8 @@ typedef struct hn_comm_rec {
     int peer;       /* p2p */
     int group;      /* p2p: the ops of one post (a `group`, or one send/recv) share it */
     size_t count;
+    int norm;       /* allreduce_rmsnorm (kind allreduce), not a plain collective ... */
+    size_t hidden;  /* ... with rows of this many elements */
     hn_dtype dtype;
     int redop, root;
 } hn_comm_rec;

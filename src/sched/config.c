@@ -33,11 +33,13 @@ static const hn_setting settings[] = {
          "cuda: collectives without `via`: auto (NCCL or p2p by measured crossovers) or nccl"),
     FLAG("graphs", "HIRNODE_GRAPHS", "0",
          "1: repeated runs and launches of one configuration are captured once and replayed as graphs"),
-    FLAG("replay_threads", "HIRNODE_REPLAY_THREADS", "0",
-         "1: a replay launches every rank's graph at once from the rank threads; 0: one after another from the "
-         "caller's thread"),
-    FLAG("auto_ll", "HIRNODE_AUTO_LL", "0",
-         "1: via auto may pick the latency path (via ll) below its crossovers, estimates until measured on 2 GPUs"),
+    WORD("replay", "HIRNODE_REPLAY", "bells", ("bells", "jobs", "caller"),
+         "how a replay launches every rank's graph: bells (rank threads rung by doorbells they spin on, rank 0 "
+         "from the caller's thread), jobs (a job of every rank thread), caller (one after another from the "
+         "caller's thread)"),
+    WORD("auto_ll", "HIRNODE_AUTO_LL", "auto", ("auto", "1", "0"),
+         "via auto picks the latency path (via ll) below its crossovers: auto (once they are measured on GPUs, "
+         "src/sched/cost.c), 1 (always), 0 (never)"),
     INT("nccl_max_ctas", "HIRNODE_NCCL_MAX_CTAS", "0", 0, 128,
         "nccl: most thread blocks (SMs) one collective takes, e.g. 8 inside pipelines (0: NCCL's default)"),
     WORD("p2p_sync", "HIRNODE_P2P_SYNC", "events", ("events", "flags"),
@@ -229,7 +231,7 @@ hn_status_t hn_settings_read_runtime(int ndev, hn_runtime_settings *out, hn_strb
     (void)hn_setting_number("spin_us", &out->spin_us, NULL);
     (void)hn_setting_number("watchdog_grace_s", &out->watchdog_grace_s, NULL);
     (void)hn_setting_flag("join_spin", &out->join_spin, NULL);
-    (void)hn_setting_flag("replay_threads", &out->replay_threads, NULL);
+    (void)hn_setting_word("replay", &out->replay, NULL);
     (void)hn_setting_int("host_mem_mib", &mib, NULL);
     out->host_mem_bytes = (uint64_t)mib > (SIZE_MAX >> 20) ? SIZE_MAX : (size_t)mib << 20;
     (void)hn_setting_faults("fault", &out->faults, NULL);

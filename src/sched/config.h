@@ -56,7 +56,8 @@ hn_status_t hn_settings_check(hn_strbuf *err);
  * hn_runtime_config, for a runtime of `ndev` ranks. */
 typedef struct hn_runtime_settings {
     double spin_us, watchdog_grace_s;
-    int join_spin, replay_threads;
+    int join_spin;
+    const char *replay; /* bells, jobs or caller (graph.c's hn_replay_path) */
     size_t host_mem_bytes; /* 0: the backend's default */
     hn_fault_plan faults;  /* HIRNODE_FAULT, its ranks below ndev */
 } hn_runtime_settings;

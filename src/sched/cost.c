@@ -60,7 +60,8 @@ static const crossover crossovers[] = {
     {4, HN_COLL_REDUCE_SCATTER, 128 * MIB}, {4, HN_COLL_ALLREDUCE, 256 * MIB},
 };
 
-/* The latency path (via ll): ESTIMATES, NOT MEASURED YET. Where it beats
+/* The latency path (via ll): ESTIMATES, NOT MEASURED YET (the switch
+ * hn_cost_ll_measured below says so). Where it beats
  * NCCL and where two-shot beats one-shot, until `hirnode bench
  * collectives` has run on 2 and 4 H200s (docs/BENCHMARKS.md "The latency
  * path" lists the commands); then put the measured crossovers here. The
@@ -232,12 +233,23 @@ int hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n)
     return coll_bytes(kind, count, dtype, n) >= hn_cost_ll_crossover(kind, n, 1) ? HN_LL_TWOSHOT : HN_LL_ONESHOT;
 }
 
-int hn_auto_picks_ll(void)
+/* The one switch behind `via auto`'s latency path: 0 while ll_crossovers[]
+ * are the estimates above; 1 once they are measured in graphs on GPUs
+ * (docs/BENCHMARKS.md "The latency path" has the commands) — then
+ * HIRNODE_AUTO_LL's default, auto, lets `via auto` take the latency path
+ * below them, and the setting is needed only to turn it off (0). */
+const int hn_cost_ll_measured = 0;
+
+int hn_auto_ll_on(const char *setting, int measured)
 {
-    int on;
-    (void)hn_setting_flag("auto_ll", &on, NULL); /* checked when the runtime was made */
-    return on;
+    if (setting != NULL && strcmp(setting, "1") == 0)
+        return 1;
+    if (setting != NULL && strcmp(setting, "0") == 0)
+        return 0;
+    return measured; /* auto */
 }
+
+int hn_auto_picks_ll(void) { return hn_auto_ll_on(hn_setting_get("auto_ll"), hn_cost_ll_measured); }
 
 int hn_default_via_auto(const char *device_backend)
 {
@@ -252,9 +264,10 @@ hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_ki
     size_t es = (size_t)hn_dtype_size(dtype), bytes;
     if (via != HN_VIA_AUTO && !(via == HN_VIA_DEFAULT && default_auto))
         return via;
-    /* small ones: the latency path, where it serves them — once its
-     * crossovers are measured; until then only where asked for
-     * (HIRNODE_AUTO_LL=1): its kernels have not run on several GPUs */
+    /* small ones: the latency path, where it serves them — by default
+     * once its crossovers are measured (hn_cost_ll_measured), until then
+     * only where asked for (HIRNODE_AUTO_LL=1); the rings only from their
+     * crossover up, never below it */
     if (hn_auto_picks_ll() &&
         (kind == HN_COLL_ALLREDUCE || kind == HN_COLL_ALLGATHER || kind == HN_COLL_REDUCE_SCATTER) &&
         hn_comm_ll_refuses(kind, dtype, n) == NULL && coll_bytes(kind, count, dtype, n) < hn_cost_ll_crossover(kind, n, 0))

@@ -104,8 +104,13 @@ hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_ki
 /* The latency path's algorithm for a collective `via ll` names none of:
  * HN_LL_ONESHOT (1) below the crossover, HN_LL_TWOSHOT (2) from it. */
 int hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
-/* 1 when `via auto` may pick the latency path (HIRNODE_AUTO_LL=1): off
- * until its crossovers are measured on several GPUs. */
+/* 1 once the latency path's crossovers are measured (cost.c): the default
+ * of HIRNODE_AUTO_LL follows it. */
+extern const int hn_cost_ll_measured;
+/* Whether `via auto` may pick the latency path, for a value of
+ * HIRNODE_AUTO_LL ("1" yes, "0" no, "auto" or anything else: `measured`). */
+int hn_auto_ll_on(const char *setting, int measured);
+/* The same for this process's setting and hn_cost_ll_measured. */
 int hn_auto_picks_ll(void);
 /* Whether collectives without `via` pick like `via auto` on this backend. */
 int hn_default_via_auto(const char *device_backend);

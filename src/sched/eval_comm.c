@@ -1,5 +1,6 @@
 /* The evaluator's communications: collectives (each through the
- * communicator its `via` resolves to, on this rank's team), sends and
+ * communicator its `via` resolves to, on this rank's team) and the fused
+ * allreduce + residual + RMSNorm, sends and
  * receives (alone or posted together in a group), and waits. A dry run
  * checks them and records them for the verifier's matching (comm_log.h). */
 #include <string.h>
@@ -95,6 +96,38 @@ static hn_status_t intern_team(hn_exec *x, const hn_instr *in, const int *member
     return HN_OK;
 }
 
+/* The team of a collective and this rank's index in it (*me), or *me =
+ * -1 when this rank is not a member: it skips the instruction, and a wait
+ * on it waits for nothing. */
+static hn_status_t member_of(hn_exec *x, const hn_instr *in, int *members, int *n, int *me)
+{
+    *me = -1;
+    if (no_comm_in_reference(x, in) != HN_OK || team_of(x, in, members, 256, n) != HN_OK)
+        return x->status;
+    for (int i = 0; i < *n; i++)
+        if (members[i] == x->rank)
+            *me = i;
+    if (*me < 0 && in->dst >= 0) {
+        x->vals[in->dst].kind = HN_V_COMM;
+        x->vals[in->dst].comm = -1;
+    }
+    return HN_OK;
+}
+
+/* A dry run's record of a collective (rec: its kind, sizes, reduction and
+ * root filled in) on this team through `via`, then its name defined. */
+static hn_status_t log_coll(hn_exec *x, const hn_instr *in, hn_comm_rec *rec, hn_backend_kind via, int get,
+                            const int *members, int n)
+{
+    rec->instr = in->id;
+    rec->via = (int)via;
+    rec->get = get;
+    rec->nteam = n;
+    if (intern_team(x, in, members, n, &rec->team_off) != HN_OK || log_comm(x, in, rec) != HN_OK)
+        return x->status;
+    return record_comm(x, in, NULL);
+}
+
 static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
 {
     int members[256], n = 0, me = -1;
@@ -107,18 +140,8 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     const char *what = hn_op_table[in->op].keyword;
     const hn_comm_ops *comm;
     char why[256];
-    if (no_comm_in_reference(x, in) != HN_OK || team_of(x, in, members, 256, &n) != HN_OK)
+    if (member_of(x, in, members, &n, &me) != HN_OK || me < 0)
         return x->status;
-    for (int i = 0; i < n; i++)
-        if (members[i] == x->rank)
-            me = i;
-    if (me < 0) { /* not a member: skip, and a wait on it waits for nothing */
-        if (in->dst >= 0) {
-            x->vals[in->dst].kind = HN_V_COMM;
-            x->vals[in->dst].comm = -1;
-        }
-        return HN_OK;
-    }
     if (in->e[0] != NULL && eval(x, in, in->e[0], &root) != HN_OK)
         return x->status;
     if (root < 0 || root >= n)
@@ -179,20 +202,12 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));
-        rec.instr = in->id;
-        rec.via = (int)via;
-        rec.get = get;
         rec.kind = kind;
-        rec.nteam = n;
-        if (intern_team(x, in, members, n, &rec.team_off) != HN_OK)
-            return x->status;
         rec.count = count;
         rec.dtype = out.dtype;
         rec.redop = (int)in->redop;
         rec.root = (int)root;
-        if (log_comm(x, in, &rec) != HN_OK)
-            return x->status;
-        return record_comm(x, in, NULL);
+        return log_coll(x, in, &rec, via, get, members, n);
     } else {
         hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (int)in->redop, (int)root, get};
         hn_comm_team *team = hn_runtime_team(x->rt, via, members, n);
@@ -220,6 +235,129 @@ COLL(GATHER, HN_COLL_GATHER)
 COLL(SCATTER, HN_COLL_SCATTER)
 COLL(ALL_TO_ALL, HN_COLL_ALL_TO_ALL)
 #undef COLL
+
+/* Whether two tensors' bytes overlap (contiguous ones). */
+static int overlaps(const hn_tensor *a, const hn_tensor *b)
+{
+    uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+    return a0 < b0 + hn_tensor_bytes(b) && b0 < a0 + hn_tensor_bytes(a) && hn_tensor_bytes(a) > 0 &&
+           hn_tensor_bytes(b) > 0;
+}
+
+/* The buffers of the fused step as the communicators take them: the two
+ * outputs apart from each other and from the weight; out in place of the
+ * input or apart from it and the residual, res_out in place of the
+ * residual or apart from it and the input. Addresses exist in real runs
+ * only: a dry run's buffers share one. */
+/* The fused step's five buffers, in the order norm_buffers takes them. */
+static const char *const norm_names[] = {"the output", "the residual's output", "the input", "the residual",
+                                         "the weight"};
+
+static hn_status_t norm_buffers(hn_exec *x, const hn_instr *in, const hn_tensor *t)
+{
+    const char *const *name = norm_names;
+    /* t: out, res_out, input, residual, weight; pairs that may not overlap
+     * unless they are one buffer (in place: out = input, res_out = residual) */
+    static const int pairs[][3] = {{0, 1, 0}, {0, 4, 0}, {1, 4, 0}, {0, 2, 1}, {0, 3, 0}, {1, 3, 1}, {1, 2, 0}};
+    if (x->dry)
+        return HN_OK;
+    for (int i = 0; i < HN_ARRAY_LEN(pairs); i++) {
+        const hn_tensor *a = &t[pairs[i][0]], *b = &t[pairs[i][1]];
+        if (overlaps(a, b) && !(pairs[i][2] && a->data == b->data))
+            return fail(x, in, HN_ERR_RUNTIME, "%s overlaps %s%s", name[pairs[i][0]], name[pairs[i][1]],
+                        pairs[i][2] ? " (in place it is the same buffer)" : "");
+    }
+    return HN_OK;
+}
+
+/* allreduce_rmsnorm Y, R' <- X, R, W: through the latency path one fused
+ * kernel per member (hn_comm_ll_allreduce_norm); through any other
+ * communicator the allreduce into Y, then the residual add and the norm
+ * from Y into Y and R' on the same stream (the compute table's rmsnorm):
+ * the same step, but for the reduced value's rounding to the dtype before
+ * the add. */
+hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
+{
+    const char *what = hn_op_table[in->op].keyword;
+    int members[256], n = 0, me = -1, get;
+    hn_tensor t[5]; /* out, res_out, input, residual, weight */
+    const hn_tref *tr[5] = {&in->a, &in->args[0].t, &in->b, &in->args[1].t, &in->args[2].t};
+    double eps = HN_NORM_EPS;
+    size_t count, hidden;
+    hn_backend_kind via;
+    char why[256];
+    if (member_of(x, in, members, &n, &me) != HN_OK || me < 0)
+        return x->status;
+    if (in->nargs != 3)
+        return fail(x, in, HN_ERR_RUNTIME, "%s takes Y, R <- X, R, W", what);
+    for (int i = 0; i < 5; i++) {
+        if (tensor_of(x, in, tr[i], &t[i]) != HN_OK || need_contiguous(x, in, &t[i], norm_names[i]) != HN_OK)
+            return x->status;
+        if (i > 0 && i < 4 && need_same_shape(x, in, &t[0], &t[i], what) != HN_OK)
+            return x->status;
+        if (t[i].dtype != t[0].dtype)
+            return fail(x, in, HN_ERR_RUNTIME, "%s is %s but the output %s", norm_names[i],
+                        hn_dtype_name(t[i].dtype), hn_dtype_name(t[0].dtype));
+    }
+    if (in->e[1] != NULL && eval_num(x, in, in->e[1], &eps) != HN_OK)
+        return x->status;
+    if (norm_check(x, in, &t[0], &t[4], eps) != HN_OK || norm_buffers(x, in, t) != HN_OK)
+        return x->status;
+    count = (size_t)hn_tensor_numel(&t[0]);
+    hidden = (size_t)t[0].shape[t[0].ndim - 1];
+    /* `via auto` picks by the allreduce's size, the same way on every member */
+    via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, HN_COLL_ALLREDUCE, count, t[0].dtype, n);
+    get = via == in->via ? in->get : 0;
+    if (via == HN_VIA_LL) {
+        const char *r = hn_comm_ll_norm_refuses(t[0].dtype, n);
+        if (r != NULL)
+            return fail(x, in, HN_ERR_UNSUPPORTED, "%s via ll: %s", what, r);
+        if (get == 0) /* one-shot or two-shot by size (cost.c) */
+            get = hn_via_ll_algo(HN_COLL_ALLREDUCE, count, t[0].dtype, n);
+    } else {
+        const hn_comm_ops *comm = x->dry ? hn_comm_find(hn_backend_name(via)) : hn_runtime_comm(x->rt, via)->ops;
+        if (comm != NULL && comm->refuses != NULL &&
+            comm->refuses(HN_COLL_ALLREDUCE, t[0].dtype, count, n, why, sizeof(why)) != NULL)
+            return fail(x, in, HN_ERR_UNSUPPORTED, "%s: %s", what, why);
+    }
+    if (x->dry) {
+        hn_comm_rec rec;
+        memset(&rec, 0, sizeof(rec));
+        rec.kind = HN_COLL_ALLREDUCE;
+        rec.count = count;
+        rec.norm = 1;
+        rec.hidden = hidden;
+        rec.dtype = t[0].dtype;
+        rec.redop = (int)in->redop;
+        return log_coll(x, in, &rec, via, get, members, n);
+    } else {
+        hn_comm_team *team = hn_runtime_team(x->rt, via, members, n);
+        hn_dstream *s;
+        hn_origin o = origin_of(x, in);
+        hn_status_t st;
+        if (team == NULL)
+            return fail(x, in, HN_ERR_RUNTIME, "no communicator for this team (not verified?)");
+        if (x->trace != NULL) /* its match keys count the team's collectives */
+            hn_trace_team(x->trace, in, members, n);
+        if (cur_stream(x, in, &s) != HN_OK)
+            return x->status;
+        if (count == 0) /* rows of no element, or no rows: nothing to move */
+            return record_comm(x, in, s);
+        if (via == HN_VIA_LL) {
+            hn_norm_args na = {t[2].data, t[0].data, t[3].data, t[1].data, t[4].data, count / hidden, hidden,
+                               t[0].dtype, (float)eps, (int)in->redop, get};
+            st = hn_comm_ll_allreduce_norm(team, me, &na, s, &o);
+        } else {
+            hn_coll_args args = {HN_COLL_ALLREDUCE, t[2].data, t[0].data, count, t[0].dtype, (int)in->redop, 0, get};
+            st = hn_runtime_comm(x->rt, via)->ops->collective(team, me, &args, s, &o);
+            if (st == HN_OK)
+                st = x->rt->compute->rmsnorm(s, &t[0], &t[1], &t[0], &t[3], &t[4], (float)eps, &o);
+        }
+        if (issued(x, in, st, what) != HN_OK)
+            return x->status;
+        return record_comm(x, in, s);
+    }
+}
 
 /* Evaluates one send/recv into a posted operation. */
 static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)

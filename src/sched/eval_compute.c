@@ -1,5 +1,5 @@
 /* The evaluator's compute ops: copy, cast, fill, iota, random, the
- * elementwise binaries, scale, sum, matmul and linear, each checked, then
+ * elementwise binaries, scale, sum, matmul, linear and rmsnorm, each checked, then
  * issued on the current stream through the compute table. */
 #include <string.h>
 
@@ -217,4 +217,21 @@ hn_status_t hn_exec_LINEAR(hn_exec *x, const hn_instr *in)
     if (!begin_issue(x, in, &o.dst, &s, &or))
         return x->status;
     return issued(x, in, x->rt->compute->matmul(s, &o.dst, &o.t[0], &o.t[1], 1, o.present[2] ? &o.t[2] : NULL, &or), hn_op_table[in->op].keyword);
+}
+
+hn_status_t hn_exec_RMSNORM(hn_exec *x, const hn_instr *in)
+{
+    operands o;
+    hn_dstream *s;
+    hn_origin or;
+    double eps;
+    if (operands_of(x, in, &o) != HN_OK || need_same_shape(x, in, &o.dst, &o.t[0], "rmsnorm") != HN_OK)
+        return x->status;
+    eps = o.present[2] ? o.num[2] : HN_NORM_EPS;
+    if (norm_check(x, in, &o.dst, &o.t[1], eps) != HN_OK)
+        return x->status;
+    if (!begin_issue(x, in, &o.dst, &s, &or))
+        return x->status;
+    return issued(x, in, x->rt->compute->rmsnorm(s, &o.dst, NULL, &o.t[0], NULL, &o.t[1], (float)eps, &or),
+                  hn_op_table[in->op].keyword);
 }

@@ -179,6 +179,34 @@ HN_EVAL_HELPER hn_status_t no_comm_in_reference(hn_exec *x, const hn_instr *in)
     return HN_OK;
 }
 
+/* The eps of rmsnorm and allreduce_rmsnorm when none is written. */
+#define HN_NORM_EPS 1e-6
+
+/* What rmsnorm and allreduce_rmsnorm ask of their output (its rows: the
+ * last axis), weight and eps. */
+HN_EVAL_HELPER hn_status_t norm_check(hn_exec *x, const hn_instr *in, const hn_tensor *out, const hn_tensor *w,
+                                      double eps)
+{
+    const char *what = hn_op_table[in->op].keyword;
+    int64_t hidden = out->ndim > 0 ? out->shape[out->ndim - 1] : 0;
+    if (out->dtype != HN_F32 && out->dtype != HN_BF16 && out->dtype != HN_F16)
+        return fail(x, in, HN_ERR_RUNTIME, "%s normalizes f32, bf16 and f16, not %s", what,
+                    hn_dtype_name(out->dtype));
+    if (w->dtype != out->dtype)
+        return fail(x, in, HN_ERR_RUNTIME, "%s: the weight is %s but the output %s", what, hn_dtype_name(w->dtype),
+                    hn_dtype_name(out->dtype));
+    if (out->ndim < 1 || w->ndim != 1 || w->shape[0] != hidden) {
+        char so[96], sw[96];
+        hn_tensor_shape_text(out, so, sizeof(so));
+        hn_tensor_shape_text(w, sw, sizeof(sw));
+        return fail(x, in, HN_ERR_RUNTIME, "%s normalizes rows (the last axis): a weight %s does not fit %s", what,
+                    sw, so);
+    }
+    if (!(eps >= 0 && eps <= 3e38)) /* eps goes to the kernels as an f32 */
+        return fail(x, in, HN_ERR_RUNTIME, "%s: eps %g is not a number from 0 to 3e38", what, eps);
+    return HN_OK;
+}
+
 /* Injected faults (HIRNODE_FAULT, fault_inject.c), before `in` is issued. */
 HN_EVAL_HELPER hn_status_t inject_faults(hn_exec *x, const hn_instr *in)
 {

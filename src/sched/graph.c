@@ -3,8 +3,7 @@
  * launch whose issue goes into the backend's capture instead of its
  * streams (issue.c, job A), ended here (job B) with what every replay
  * must end with: the communicators' end of a replay (p2p: a barrier of the
- * ranks, its flags reset to where the capture found them, a barrier) and
- * the graph's epoch raised. A replay needs no rank thread: the caller's
+ * ranks) and the graph's epoch raised. A replay needs no rank thread: the caller's
  * thread launches every rank's graph. The setting graphs = 1 captures a
  * configuration the second time it runs and replays it afterwards. */
 #include <stdio.h>
@@ -328,6 +327,45 @@ static hn_status_t replay_on_rank(hn_rank *r, void *arg)
     return st;
 }
 
+hn_status_t hn_replay_path_parse(const char *text, int *path)
+{
+    static const char *const names[] = {"bells", "jobs", "caller"};
+    for (int i = 0; i < HN_ARRAY_LEN(names); i++)
+        if (text != NULL && strcmp(text, names[i]) == 0) {
+            *path = i;
+            return HN_OK;
+        }
+    HN_ERROR("HIRNODE_REPLAY=%s: expected bells, jobs or caller", text != NULL ? text : "");
+    return HN_ERR_INVALID;
+}
+
+/* Every rank's part of a replay, by the path the setting replay names:
+ * - bells (the default): the caller rings the doorbells of ranks 1 .. n-1,
+ *   whose threads spin for them between jobs (no lock, no syscall when
+ *   they are awake), launches rank 0's graph itself meanwhile, then waits
+ *   for their answers: the caller pays one launch and a round trip of two
+ *   cache lines per rank, the launches of all ranks go at once;
+ * - jobs: a job of every rank thread through the handoff (lock, condition
+ *   variables, the join);
+ * - caller: one rank after another from the caller's thread.
+ * The ranks' launch ordering (rank.c) is the same on every path. */
+static hn_status_t launch_every_rank(hn_runtime *rt, replay_job *j)
+{
+    hn_status_t st = HN_OK, mine;
+    if (rt->n > 1 && rt->replay == HN_REPLAY_JOBS)
+        return hn_runtime_exec_all(rt, replay_on_rank, j);
+    if (rt->n > 1 && rt->replay == HN_REPLAY_BELLS) {
+        for (int i = 1; i < rt->n; i++)
+            hn_pool_ring(rt, i, replay_on_rank, j);
+        mine = replay_on_rank(&rt->ranks[0], j);
+        st = hn_pool_answers(rt, 1, rt->n);
+        return mine != HN_OK ? mine : st;
+    }
+    for (int i = 0; i < rt->n && st == HN_OK; i++)
+        st = replay_on_rank(&rt->ranks[i], j);
+    return st;
+}
+
 static hn_status_t refuse(hn_runtime *rt, const hn_graph *g)
 {
     char text[sizeof(g->why) + 96];
@@ -349,11 +387,7 @@ hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *
     hn_runtime_set_err_prog(rt, g->lp);
     {
         replay_job j = {g, streams};
-        if (rt->n > 1 && rt->replay_threads) /* every rank's launch at once, on the rank threads */
-            st = hn_runtime_exec_all(rt, replay_on_rank, &j);
-        else
-            for (int i = 0; i < rt->n && st == HN_OK; i++)
-                st = replay_on_rank(&rt->ranks[i], &j);
+        st = launch_every_rank(rt, &j);
     }
     rt->inflight++;
     rt->inflight_prog = g->prog;

@@ -6,6 +6,12 @@
 
 #include "runtime_int.h"
 
+/* How a replay launches every rank's graph (the setting replay,
+ * HIRNODE_REPLAY; graph.c says what each costs). */
+typedef enum hn_replay_path { HN_REPLAY_BELLS, HN_REPLAY_JOBS, HN_REPLAY_CALLER } hn_replay_path;
+/* "bells", "jobs" or "caller" into *path; HN_ERR_INVALID (logged) else. */
+hn_status_t hn_replay_path_parse(const char *text, int *path);
+
 /* Replays g on every rank's stream (streams NULL: the runtime's), like a
  * launch: joined by hn_runtime_finish_launches. */
 hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *streams);

@@ -1,7 +1,8 @@
 /* The rank threads: one per rank for the runtime's life, each driving its
- * device. A job is handed to all of them at once and joined; idle threads
- * spin a while for the next one, and past a run's deadline a watchdog
- * names the ranks still busy. */
+ * device. A job is handed to all of them at once and joined; a doorbell
+ * hands one rank a job of its own without the handoff's lock (what a
+ * replay's launches take). Idle threads spin a while for the next one, and
+ * past a run's deadline a watchdog names the ranks still busy. */
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
@@ -11,36 +12,88 @@
 
 /* job_status of a rank that has not finished its job yet */
 #define JOB_BUSY ((hn_status_t)1)
+/* spins between two yields (and clock reads) of a waiting thread */
+#define SPINS_PER_YIELD 16
 
-/* Spins (yielding) up to `us` microseconds for *v != old; 1 if it changed.
- * Back-to-back runs then cost no futex wake-ups. */
-static int spin_until_changed(const uint64_t *v, uint64_t old, double us)
+/* One round of a busy wait: the CPU told so (no syscall). */
+static inline void cpu_relax(void)
 {
-    double end = hn_now() + us * 1e-6;
-    do {
-        if (__atomic_load_n(v, __ATOMIC_ACQUIRE) != old)
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Spins up to `us` microseconds until the rank has work: a new job
+ * (job_gen past `job`) or a ring (its bell past `bell`); 1 if so. A yield
+ * every SPINS_PER_YIELD rounds leaves the core to others on a loaded
+ * machine; the rounds between cost no syscall, so a ring is seen within a
+ * fraction of a microsecond. Back-to-back runs then cost no futex
+ * wake-ups. */
+static int spin_for_work(hn_rank *r, uint64_t job, uint64_t bell, double us)
+{
+    hn_runtime *rt = r->rt;
+    double end = 0;
+    for (unsigned k = 1;; k++) {
+        if (__atomic_load_n(&rt->job_gen, __ATOMIC_ACQUIRE) != job ||
+            __atomic_load_n(&r->bell, __ATOMIC_ACQUIRE) != bell)
             return 1;
+        if (k % SPINS_PER_YIELD != 0) {
+            cpu_relax();
+            continue;
+        }
+        if (end == 0)
+            end = hn_now() + us * 1e-6;
+        else if (hn_now() >= end)
+            return 0;
         sched_yield();
-    } while (hn_now() < end);
-    return 0;
+    }
+}
+
+/* Waits for the rank's next work: spins (spin_for_work), then sleeps on
+ * cv_job. A ring wakes a sleeper only when it sees `sleeping` (the ringer
+ * stores the bell, then reads `sleeping`; the sleeper stores `sleeping`,
+ * then reads the bell; sequentially consistent, so at least one of them
+ * sees the other's store). 0 when the runtime quits. */
+static int wait_for_work(hn_rank *r, uint64_t job, uint64_t bell)
+{
+    hn_runtime *rt = r->rt;
+    int quit;
+    if (spin_for_work(r, job, bell, rt->spin_us))
+        return 1;
+    pthread_mutex_lock(&rt->mu);
+    __atomic_store_n(&r->sleeping, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&rt->job_gen, __ATOMIC_ACQUIRE) == job &&
+           __atomic_load_n(&r->bell, __ATOMIC_SEQ_CST) == bell && !rt->quit)
+        pthread_cond_wait(&rt->cv_job, &rt->mu);
+    __atomic_store_n(&r->sleeping, 0, __ATOMIC_RELAXED);
+    quit = rt->quit;
+    pthread_mutex_unlock(&rt->mu);
+    return !quit;
 }
 
 static void *rank_main(void *arg)
 {
     hn_rank *r = arg;
     hn_runtime *rt = r->rt;
-    uint64_t seen = 0;
-    for (;;) {
+    uint64_t seen = 0, rung = 0;
+    while (wait_for_work(r, seen, rung)) {
         hn_job_fn fn;
         void *job_arg;
         hn_status_t st;
-        spin_until_changed(&rt->job_gen, seen, rt->spin_us);
+        uint64_t bell = __atomic_load_n(&r->bell, __ATOMIC_ACQUIRE);
+        if (bell != rung) { /* a ring: this rank's job alone, answered by its word */
+            rung = bell;
+            r->bell_status = r->bell_fn(r, r->bell_arg);
+            __atomic_store_n(&r->current_instr, -1, __ATOMIC_RELAXED);
+            __atomic_store_n(&r->bell_done, rung, __ATOMIC_RELEASE);
+            continue;
+        }
         pthread_mutex_lock(&rt->mu);
-        while (__atomic_load_n(&rt->job_gen, __ATOMIC_ACQUIRE) == seen && !rt->quit)
-            pthread_cond_wait(&rt->cv_job, &rt->mu);
-        if (rt->quit) {
+        if (__atomic_load_n(&rt->job_gen, __ATOMIC_ACQUIRE) == seen) { /* woken by a ring after all */
             pthread_mutex_unlock(&rt->mu);
-            break;
+            continue;
         }
         seen = __atomic_load_n(&rt->job_gen, __ATOMIC_ACQUIRE);
         fn = rt->job_fn;
@@ -59,26 +112,83 @@ static void *rank_main(void *arg)
     return NULL;
 }
 
-/* Past the deadline, a watchdog names the ranks still busy and where; its
- * hook (the layer above) aborts every communicator, which releases a rank
- * stuck in one. */
-static void watchdog(hn_runtime *rt)
+/* Past the deadline, a watchdog names the ranks still busy (busy[i]) and
+ * where; its hook (the layer above) aborts every communicator, which
+ * releases a rank stuck in one. */
+static void bark(hn_runtime *rt, const int *busy)
 {
-    for (int i = 0; i < rt->n; i++) {
-        int busy;
-        pthread_mutex_lock(&rt->mu);
-        busy = rt->job_status[i] == JOB_BUSY;
-        pthread_mutex_unlock(&rt->mu);
-        if (busy) {
+    for (int i = 0; i < rt->n; i++)
+        if (busy[i]) {
             char msg[128];
             snprintf(msg, sizeof(msg), "rank %d is still busy after %.0f s: the watchdog aborts the run", i,
                      rt->cfg.timeout_s);
             hn_runtime_fail(rt, i, __atomic_load_n(&rt->ranks[i].current_instr, __ATOMIC_RELAXED),
                             HN_ERR_TIMEOUT, msg);
         }
-    }
     if (rt->on_deadline != NULL)
         rt->on_deadline(rt);
+}
+
+static void watchdog(hn_runtime *rt)
+{
+    int busy[256], *b = rt->n <= 256 ? busy : hn_calloc((size_t)rt->n, sizeof(int));
+    if (b == NULL)
+        return;
+    pthread_mutex_lock(&rt->mu);
+    for (int i = 0; i < rt->n; i++)
+        b[i] = rt->job_status[i] == JOB_BUSY;
+    pthread_mutex_unlock(&rt->mu);
+    bark(rt, b);
+    if (b != busy)
+        hn_free(b);
+}
+
+void hn_pool_ring(hn_runtime *rt, int rank, hn_job_fn fn, void *arg)
+{
+    hn_rank *r = &rt->ranks[rank];
+    r->bell_fn = fn;
+    r->bell_arg = arg;
+    __atomic_store_n(&r->bell, r->bell + 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&r->sleeping, __ATOMIC_SEQ_CST)) { /* the slow path: it went to sleep */
+        pthread_mutex_lock(&rt->mu);
+        pthread_cond_broadcast(&rt->cv_job);
+        pthread_mutex_unlock(&rt->mu);
+    }
+}
+
+hn_status_t hn_pool_answers(hn_runtime *rt, int from, int to)
+{
+    double deadline = 0;
+    hn_status_t st = HN_OK;
+    for (int i = from; i < to; i++) {
+        hn_rank *r = &rt->ranks[i];
+        for (unsigned k = 1; __atomic_load_n(&r->bell_done, __ATOMIC_ACQUIRE) != r->bell; k++) {
+            double now;
+            if (k % SPINS_PER_YIELD != 0) {
+                cpu_relax();
+                continue;
+            }
+            now = hn_now();
+            if (deadline == 0) {
+                deadline = now + rt->cfg.timeout_s + rt->watchdog_grace_s;
+            } else if (now > deadline) { /* a launch blocked on a device that never got on */
+                int busy[256], *b = rt->n <= 256 ? busy : hn_calloc((size_t)rt->n, sizeof(int));
+                for (int q = 0; b != NULL && q < rt->n; q++)
+                    b[q] = q >= from && q < to && __atomic_load_n(&rt->ranks[q].bell_done, __ATOMIC_ACQUIRE) !=
+                                                      rt->ranks[q].bell;
+                if (b != NULL)
+                    bark(rt, b);
+                if (b != busy)
+                    hn_free(b);
+                deadline = now + 3600;
+            }
+            sched_yield();
+        }
+    }
+    for (int i = from; i < to; i++)
+        if (rt->ranks[i].bell_status != HN_OK && (st == HN_OK || st == HN_ERR_ABORTED))
+            st = rt->ranks[i].bell_status;
+    return st;
 }
 
 hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched)

@@ -1,6 +1,7 @@
 /* The rank threads of a runtime and the jobs handed to them (pool.c). A
  * job runs on every rank thread at once; the caller's thread waits for
- * all. Calls from the caller's thread only, one at a time. */
+ * all; a doorbell hands one rank's thread a job of its own. Calls from the
+ * caller's thread only, one at a time. */
 #ifndef HN_SCHED_POOL_H
 #define HN_SCHED_POOL_H
 
@@ -17,6 +18,16 @@
 hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched);
 /* The same, watched. */
 hn_status_t hn_runtime_exec_all(hn_runtime *rt, hn_job_fn fn, void *arg);
+
+/* Doorbells: ring hands fn(r, arg) to rank r's thread alone, without the
+ * job handoff's lock or a futex (the thread spins on its bell between jobs,
+ * up to the setting spin_us, then sleeps and a ring wakes it); answers
+ * waits until every rank of [from, to) has answered its last ring (past
+ * the run's deadline the watchdog names those that have not) and returns
+ * the first error of theirs. From the caller's thread, between jobs; fn
+ * must not wait for another rank. */
+void hn_pool_ring(hn_runtime *rt, int rank, hn_job_fn fn, void *arg);
+hn_status_t hn_pool_answers(hn_runtime *rt, int from, int to);
 
 /* The job handoff's lock and conditions (init before start, fini after
  * stop); the threads of ranks 0 .. n-1, *nthreads of them started also on

@@ -79,9 +79,12 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
             hn_backend_kind via = rec->is_p2p ? (hn_backend_kind)rec->via
                                               : hn_via_resolve((hn_backend_kind)rec->via, rt->default_auto,
                                                                (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
-            /* reductions stage chunks; the latency path stages allgathers too */
-            if (!rec->is_p2p && (rec->kind == HN_COLL_REDUCE_SCATTER || rec->kind == HN_COLL_ALLREDUCE ||
-                                 (rec->kind == HN_COLL_ALLGATHER && via == HN_VIA_LL))) {
+            /* reductions stage chunks; the latency path stages allgathers too,
+             * and the fused norm by rows */
+            if (!rec->is_p2p && rec->norm && rec->hidden > 0 && via == HN_VIA_LL)
+                reserve = hn_comm_ll_norm_reserve(rec->count / rec->hidden, rec->hidden, rec->dtype, n);
+            else if (!rec->is_p2p && (rec->kind == HN_COLL_REDUCE_SCATTER || rec->kind == HN_COLL_ALLREDUCE ||
+                                      (rec->kind == HN_COLL_ALLGATHER && via == HN_VIA_LL))) {
                 size_t chunk = rec->kind == HN_COLL_ALLREDUCE ? (rec->count + (size_t)n - 1) / (size_t)n : rec->count;
                 reserve = chunk * (size_t)hn_dtype_size(rec->dtype);
             }

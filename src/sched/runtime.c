@@ -153,7 +153,7 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     rt->faults = set.faults;
     rt->join_spin = set.join_spin;
     rt->auto_graphs = cfg.graphs;
-    rt->replay_threads = set.replay_threads;
+    (void)hn_replay_path_parse(set.replay, &rt->replay); /* checked with the settings */
     rt->on_deadline = on_deadline;
     hn_pool_init(rt);
     hn_run_error_init(rt);

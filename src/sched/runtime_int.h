@@ -34,6 +34,9 @@ typedef struct hn_user_block {
     uintptr_t base;
     size_t bytes;
 } hn_user_block;
+/* A job of every rank thread (pool.c), or of one rung by its doorbell. */
+struct hn_rank;
+typedef hn_status_t (*hn_job_fn)(struct hn_rank *r, void *arg);
 
 /* One rank: touched by its own thread during jobs (rank.c), by the
  * caller's thread between them. */
@@ -67,6 +70,17 @@ typedef struct hn_rank {
      * the caller's thread only */
     hn_user_block *user_blocks;
     int nuser_blocks, user_blocks_cap;
+    /* its doorbell (pool.c): a job of this rank alone, handed over without
+     * the job handoff's lock; kept off the cache lines of the fields above
+     * and of the next rank, which other threads write */
+    char bell_pad0[64];
+    uint64_t bell;            /* rung by the caller (atomic) ... */
+    uint64_t bell_done;       /* ... answered by the rank's thread (atomic) */
+    hn_job_fn bell_fn;        /* what the ring asks, set before it */
+    void *bell_arg;
+    hn_status_t bell_status;  /* the answer's, read after it */
+    int sleeping;             /* atomic: the thread sleeps on cv_job, a ring must wake it */
+    char bell_pad1[64];
 } hn_rank;
 
 /* A program captured for one configuration (graph.c; kept in the
@@ -108,9 +122,6 @@ typedef struct hn_comm_slot {
     const hn_comm_ops *ops;
     hn_comm_world *world;
 } hn_comm_slot;
-
-/* A job of every rank thread (pool.c). */
-typedef hn_status_t (*hn_job_fn)(hn_rank *r, void *arg);
 
 /* What the configuration cache keeps (config_cache.c): configurations
  * (program uid, parameter values) prepared lately — a server switching
@@ -218,7 +229,7 @@ struct hn_runtime {
 
     /* graphs (graph.c) */
     int auto_graphs; /* repeated runs and launches are captured and replayed */
-    int replay_threads; /* a replay launches each rank's graph on its thread (else the caller's) */
+    int replay;      /* how a replay launches every rank's graph: hn_replay_path (graph.h) */
 };
 
 #endif

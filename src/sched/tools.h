@@ -4,7 +4,8 @@
  * lowering and cost model, the dry-run verifier, parameters, fault plans,
  * timed runs, trace files, the latency path's algorithms, raw NCCL for
  * the collectives benchmark's baseline, and, for the issue benchmark's
- * raw baseline, the rank threads and their device tables. */
+ * raw baseline, the rank threads, their doorbells and device tables and
+ * the replay paths. */
 #ifndef HN_SCHED_TOOLS_H
 #define HN_SCHED_TOOLS_H
 
@@ -14,6 +15,7 @@
 #include "config.h"
 #include "cost.h"
 #include "fault_inject.h"
+#include "graph.h"
 #include "hirnode/runtime.h"
 #include "lower.h"
 #include "params.h"

@@ -38,6 +38,9 @@ static void rec_text(hn_strbuf *sb, const hn_program *p, const hn_comm_rec *r)
 {
     if (r->is_p2p)
         hn_sb_printf(sb, "%s of %zu x %s", r->kind ? "send" : "recv", r->count, hn_dtype_name(r->dtype));
+    else if (r->norm)
+        hn_sb_printf(sb, "allreduce_rmsnorm of %zu x %s (rows of %zu)", r->count, hn_dtype_name(r->dtype),
+                     r->hidden);
     else
         hn_sb_printf(sb, "%s of %zu x %s", hn_coll_name((hn_coll_kind)r->kind), r->count,
                      hn_dtype_name(r->dtype));
@@ -58,7 +61,7 @@ static void rec_text(hn_strbuf *sb, const hn_program *p, const hn_comm_rec *r)
 static int same_sig(const hn_comm_rec *a, const hn_comm_rec *b)
 {
     return a->via == b->via && a->get == b->get && a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->redop == b->redop &&
-           a->root == b->root;
+           a->root == b->root && a->norm == b->norm && a->hidden == b->hidden;
 }
 
 /* A distinct team of one rank's log, to look it up by its members. */

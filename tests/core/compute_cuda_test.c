@@ -136,6 +136,78 @@ static void check_matmul(hn_dtype t, int64_t M, int64_t N, int64_t K, int batch,
     drop(&d);
 }
 
+/* Bytes of a pair's GPU tensor equal to another's (both synchronized). */
+static int same_gpu_bits(const pair *a, const pair *b)
+{
+    size_t bytes = hn_tensor_bytes(&a->g);
+    char *x = malloc(bytes + 1), *y = malloc(bytes + 1);
+    int same;
+    G->stream_sync(GS);
+    G->copy_to_host(GCTX, 0, x, a->g.data, bytes);
+    G->copy_to_host(GCTX, 0, y, b->g.data, bytes);
+    same = memcmp(x, y, bytes) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* rmsnorm on the GPU against the host's: y = a + r bit for bit (one fp32
+ * add, rounded once), the normalized rows within the dtype's rounding (the
+ * sums of squares add in another order); in place (out over a, res_out
+ * over r) the same bits as apart; a strided input; rows of fewer and more
+ * elements than a block has threads; more rows than blocks. */
+static void check_rmsnorm(hn_dtype t, int64_t rows, int64_t hidden, int strided)
+{
+    int64_t shape[2] = {rows, hidden}, tshape[2] = {hidden, rows};
+    pair a = make_rand(t, 2, strided ? tshape : shape, 21), r = make_rand(t, 2, shape, 22);
+    pair w = make_rand(t, 1, &hidden, 23), y = make_rand(t, 2, shape, 24), out = make_rand(t, 2, shape, 25);
+    pair a2 = make_rand(t, 2, shape, 26), r2 = make_rand(t, 2, shape, 27);
+    hn_tensor ah = a.h, ag = a.g;
+    double tol = t == HN_F32 ? 1e-6 : t == HN_F16 ? 1e-3 : 8e-3, dist;
+    if (strided) {
+        ah.shape[0] = ag.shape[0] = rows;
+        ah.shape[1] = ag.shape[1] = hidden;
+        ah.stride[0] = ag.stride[0] = 1;
+        ah.stride[1] = ag.stride[1] = rows;
+    }
+    hn_compute_host.rmsnorm(HS, &out.h, &y.h, &ah, &r.h, &w.h, 1e-6f, NULL);
+    CU_ASSERT_EQUAL(hn_compute_cuda.rmsnorm(GS, &out.g, &y.g, &ag, &r.g, &w.g, 1e-6f, NULL), HN_OK);
+    CU_ASSERT_EQUAL(distance(&y), 0.0);
+    dist = distance(&out);
+    if (!(dist < tol))
+        fprintf(stderr, "\n  rmsnorm %s %lld x %lld strided=%d: rel l2 %g\n", hn_dtype_name(t), (long long)rows,
+                (long long)hidden, strided, dist);
+    CU_ASSERT(dist < tol);
+    /* in place on the GPU: a2 = a, r2 = r, then a2, r2 <- a2, r2 */
+    CU_ASSERT_EQUAL(hn_compute_cuda.copy(GS, &a2.g, &ag, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_compute_cuda.copy(GS, &r2.g, &r.g, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_compute_cuda.rmsnorm(GS, &a2.g, &r2.g, &a2.g, &r2.g, &w.g, 1e-6f, NULL), HN_OK);
+    CU_ASSERT(same_gpu_bits(&a2, &out));
+    CU_ASSERT(same_gpu_bits(&r2, &y));
+    /* without a residual, of y: the same bits again */
+    CU_ASSERT_EQUAL(hn_compute_cuda.fill(GS, &a2.g, NAN, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_compute_cuda.rmsnorm(GS, &a2.g, NULL, &y.g, NULL, &w.g, 1e-6f, NULL), HN_OK);
+    CU_ASSERT(same_gpu_bits(&a2, &out));
+    drop(&a);
+    drop(&r);
+    drop(&w);
+    drop(&y);
+    drop(&out);
+    drop(&a2);
+    drop(&r2);
+}
+
+static void test_rmsnorm(void)
+{
+    static const hn_dtype types[] = {HN_F32, HN_BF16, HN_F16};
+    for (int i = 0; i < 3; i++) {
+        check_rmsnorm(types[i], 4, 37, 0);
+        check_rmsnorm(types[i], 33, 4096, 1);
+        check_rmsnorm(types[i], 1, 8192, 0);
+    }
+    check_rmsnorm(HN_BF16, 70000, 8, 0);
+}
+
 static void test_matmul(void)
 {
     hn_dtype types[] = {HN_F32, HN_BF16, HN_F16};
@@ -336,6 +408,7 @@ void hn_suite_compute_cuda(void)
         {"random draws the host's values", test_random_is_the_hosts},
         {"matmul and linear against the host", test_matmul},
         {"elementwise, cast, sum against the host", test_elementwise},
+        {"rmsnorm against the host, in place, strided", test_rmsnorm},
         {"concurrent matmuls on several streams at production sizes", test_concurrent_matmuls},
         CU_TEST_INFO_NULL,
     };

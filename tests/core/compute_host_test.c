@@ -222,6 +222,89 @@ static void test_random_fill_iota(void)
     free(i.data);
 }
 
+/* Fills every element of x with NaN (a poison no norm writes). */
+static void poison(hn_tensor *x)
+{
+    for (int64_t i = 0; i < hn_tensor_numel(x); i++)
+        hn_store(x->dtype, x->data, i, NAN);
+}
+
+/* rmsnorm with a residual: y = a + r as stored, exactly; out against a
+ * float64 norm of that y within the dtype's rounding; then the same in
+ * place (out = a, res_out = residual) bit for bit, on a strided input
+ * (a transposed view), and without a residual. */
+static void check_rmsnorm(hn_dtype t)
+{
+    enum { ROWS = 5, H = 37 };
+    double rel = t == HN_F32 ? 1e-5 : t == HN_F16 ? 1.0 / 1024 : 1.0 / 128;
+    float eps = 1e-5f;
+    hn_tensor at = make(t, 2, (int64_t[]){H, ROWS}), a = at; /* a: rows of at's columns */
+    hn_tensor r = make(t, 2, (int64_t[]){ROWS, H}), w = make(t, 1, (int64_t[]){H});
+    hn_tensor y = make(t, 2, (int64_t[]){ROWS, H}), out = make(t, 2, (int64_t[]){ROWS, H});
+    hn_tensor a2 = make(t, 2, (int64_t[]){ROWS, H}), r2 = make(t, 2, (int64_t[]){ROWS, H});
+    randomize(&at, 11);
+    randomize(&r, 12);
+    randomize(&w, 13);
+    a.shape[0] = ROWS;
+    a.shape[1] = H;
+    a.stride[0] = 1;
+    a.stride[1] = ROWS;
+    poison(&y);
+    poison(&out);
+    CU_ASSERT_EQUAL(C->rmsnorm(S, &out, &y, &a, &r, &w, eps, NULL), HN_OK);
+    D->stream_sync(S);
+    for (int i = 0; i < ROWS; i++) {
+        double sumsq = 0, scale;
+        for (int k = 0; k < H; k++) {
+            double want = hn_load(t, at.data, k * ROWS + i) + hn_load(t, r.data, i * H + k), got = at2(&y, i, k);
+            float f = (float)want;
+            char cell[8];
+            hn_store(t, cell, 0, f);
+            CU_ASSERT_EQUAL(got, hn_load(t, cell, 0)); /* fp32 add, rounded once */
+            sumsq += got * got;
+        }
+        scale = 1 / sqrt(sumsq / H + eps);
+        for (int k = 0; k < H; k++) {
+            double ref = at2(&y, i, k) * scale * hn_load(t, w.data, k);
+            CU_ASSERT(fabs(at2(&out, i, k) - ref) <= rel * fabs(ref) + 1e-6);
+        }
+    }
+    /* in place: out over the input, the residual updated */
+    for (int i = 0; i < ROWS; i++)
+        for (int k = 0; k < H; k++) {
+            hn_store(t, a2.data, i * H + k, at2(&a, i, k));
+            hn_store(t, r2.data, i * H + k, at2(&r, i, k));
+        }
+    CU_ASSERT_EQUAL(C->rmsnorm(S, &a2, &r2, &a2, &r2, &w, eps, NULL), HN_OK);
+    D->stream_sync(S);
+    CU_ASSERT_EQUAL(memcmp(a2.data, out.data, hn_tensor_bytes(&out)), 0);
+    CU_ASSERT_EQUAL(memcmp(r2.data, y.data, hn_tensor_bytes(&y)), 0);
+    /* without a residual: the norm of y itself, the same bits */
+    poison(&a2);
+    CU_ASSERT_EQUAL(C->rmsnorm(S, &a2, NULL, &y, NULL, &w, eps, NULL), HN_OK);
+    D->stream_sync(S);
+    CU_ASSERT_EQUAL(memcmp(a2.data, out.data, hn_tensor_bytes(&out)), 0);
+    /* a residual without res_out: y recomputed, the same bits */
+    poison(&a2);
+    CU_ASSERT_EQUAL(C->rmsnorm(S, &a2, NULL, &a, &r, &w, eps, NULL), HN_OK);
+    D->stream_sync(S);
+    CU_ASSERT_EQUAL(memcmp(a2.data, out.data, hn_tensor_bytes(&out)), 0);
+    free(at.data);
+    free(r.data);
+    free(w.data);
+    free(y.data);
+    free(out.data);
+    free(a2.data);
+    free(r2.data);
+}
+
+static void test_rmsnorm(void)
+{
+    check_rmsnorm(HN_F32);
+    check_rmsnorm(HN_BF16);
+    check_rmsnorm(HN_F16);
+}
+
 static void test_half_conversions(void)
 {
     /* exhaustive: every f16 and bf16 value survives f32 and back */
@@ -245,6 +328,7 @@ void hn_suite_compute_host(void)
         {"copy, add, mul, maximum, minimum, scale", test_elementwise},
         {"sum along an axis, cast", test_sum_and_cast},
         {"random, fill, iota", test_random_fill_iota},
+        {"rmsnorm with and without a residual, in place, strided", test_rmsnorm},
         {"bf16 and f16 conversions", test_half_conversions},
         CU_TEST_INFO_NULL,
     };

@@ -40,6 +40,12 @@ static void test_good(void)
         /* the latency path, by size or named */
         "input A : f32[8] replicated\noutput B : f32[8] replicated\nallreduce B <- A via ll\n"
         "allreduce B <- A op avg via ll oneshot\nreduce_scatter B <- A team [1, 0] via ll twoshot\n",
+        /* the fused decode step, and the norm alone */
+        "input X : bf16[2, 8] replicated\ninput W : bf16[8] replicated\noutput Y : bf16[2, 8] replicated\n"
+        "output R : bf16[2, 8] replicated\nallreduce_rmsnorm Y, R <- X, R, W eps 1e-6 via ll\n"
+        "c = allreduce_rmsnorm Y, R <- Y, R, W op avg team range(0, world) via ll twoshot eps 1e-5\nwait c\n"
+        "allreduce_rmsnorm Y[0], R[0] <- X[1], R[0], W via nccl\nallreduce_rmsnorm Y, R <- X, R, W eps 1\n"
+        "rmsnorm Y <- X, W\nrmsnorm Y <- Y, W, 1e-5\nreference { rmsnorm Y <- X, W, -0.5 }\n",
     };
     for (int i = 0; i < HN_ARRAY_LEN(good); i++) {
         char *diag = NULL;
@@ -123,6 +129,19 @@ static void test_bad(void)
         /* a name already seen is not taken for an instruction */
         {"input A : f32[4] replicated\nA[0] = 1\n", "t.hir:2:2: error: expected '=' but found '['"},
         {"x = 1\nx 2\n", "t.hir:2:3: error: expected '=' but found '2'"},
+        /* the fused decode step: its operands and options */
+        {"allreduce_rmsnorm Y <- X, R, W\n", "t.hir:1:21: error: expected ',' but found '<-'"},
+        {"allreduce_rmsnorm Y, R <- X, R\n", "t.hir:1:31: error: expected ',' but found end of line"},
+        {"allreduce_rmsnorm Y, R <- X, R, W, V\n", "t.hir:1:34: error: expected end of line but found ','"},
+        {"allreduce_rmsnorm Y, R <- X, R, W eps 1e-6 eps 1e-5\n",
+         "t.hir:1:44: error: unexpected option 'eps' for allreduce_rmsnorm"},
+        {"allreduce_rmsnorm Y, R <- X, R, W eps\n", "t.hir:1:38: error: expected an expression but found end of line"},
+        {"allreduce Y <- X eps 1e-6\n", "t.hir:1:18: error: unexpected option 'eps' for allreduce"},
+        {"allreduce_rmsnorm Y, R <- X, R, W root 0\n", "t.hir:1:35: error: unexpected option 'root'"},
+        {"allreduce_rmsnorm Y, R <- X, R, W pipelined()\n", "t.hir:1:35: error: allreduce_rmsnorm has no pipelined form"},
+        {"allreduce_rmsnorm Y, R <- linear(A, B), R, W\n", "t.hir:1:27: error: linear(...) as an operand of allreduce_rmsnorm"},
+        {"rmsnorm Y <- X\n", "t.hir:1:15: error: expected ',' but found end of line"},
+        {"rmsnorm Y <- X, W, 1e-6, 2\n", "t.hir:1:24: error: expected end of line but found ','"},
         {"allreduce C <- A pipelined(via=ll)\n",
          "t.hir:1:32: error: expected a communicator (default, nccl, p2p, auto) but found 'll'"},
     };

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/verify.h"
 #include "hirnode/runtime.h"
 #include "sched/params.h"
 #include "sched/verify_run.h"
@@ -47,6 +48,46 @@ static void test_static(void)
     expect_static("s = current_stream\nset_stream t\n", 1, "'t' is undefined, not a stream");
     expect_static("t = alloc f32[2]\nt = current_stream\n", 1, "'t' is a tensor; it cannot become a stream");
     expect_static("param M = 1, M = 2\n", 1, "parameter 'M' is declared twice");
+    /* the norm and the fused decode step: floats, outputs apart, no communication in the reference */
+    expect_static("a = alloc f32[2, 4]\nw = alloc bf16[4]\nallreduce_rmsnorm a, a <- a, a, w\n", 2,
+                  "allreduce_rmsnorm: the output and the residual's output are one tensor ('a')");
+    expect_static("a = alloc f32[2, 4]\nw = alloc bf16[4]\nallreduce_rmsnorm a, a <- a, a, w\n", 2,
+                  "allreduce_rmsnorm: f32 and bf16 differ");
+    expect_static("a = alloc i32[2, 4]\nw = alloc i32[4]\nrmsnorm a <- a, w\n", 1,
+                  "t.hir:3:1: error: rmsnorm normalizes f32, bf16 and f16, not i32");
+    expect_static("a = alloc f32[2, 4]\nw = alloc f32[4]\nallreduce_rmsnorm a, q <- a, a, w eps e\n", 2,
+                  "'q' is not defined here");
+    expect_static("input A : f32[2, 4] replicated\ninput W : f32[4] replicated\n"
+                  "reference { B = alloc f32[2, 4]\nallreduce_rmsnorm B, A <- A, A, W }\n", 1,
+                  "the reference block runs on one device: no allreduce_rmsnorm");
+    expect_static("a = alloc f32[4]\nbroadcast a <- a via ll\n", 1, "(and allreduce_rmsnorm)");
+}
+
+/* A program built through the builder with a collective short of the
+ * operands its signature asks for: the static verifier says so (the
+ * parser never makes one). */
+static void test_builder_operands(void)
+{
+    hn_program *p = hn_prog_new("b.hir");
+    int t = hn_prog_var(p, "t", 1);
+    hn_instr *al = hn_instr_new(HN_OP_ALLOC, 1, 1), *nr = hn_instr_new(HN_OP_ALLREDUCE_RMSNORM, 2, 1);
+    hn_strbuf diag;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    al->dst = t;
+    al->type.dtype = HN_F32;
+    al->type.ndim = 1;
+    al->type.shape[0] = hn_ex_int(8);
+    nr->a.var = t;
+    nr->b.var = t;
+    CU_ASSERT_EQUAL(hn_block_push(&p->body, al), 0);
+    CU_ASSERT_EQUAL(hn_block_push(&p->body, nr), 0);
+    CU_ASSERT_EQUAL(hn_prog_finish(p), HN_OK);
+    hn_sb_init(&diag);
+    CU_ASSERT_EQUAL(hn_verify_static(p, &diag), HN_ERR_VERIFY);
+    CU_ASSERT_PTR_NOT_NULL(diag.data ? strstr(diag.data, "b.hir:2:1: error: allreduce_rmsnorm takes 3 operands "
+                                                         "beyond out <- in, not 0") : NULL);
+    hn_sb_free(&diag);
+    hn_prog_free(p);
 }
 
 /* Misuses of the scheduler's statements the static verifier catches, each
@@ -165,6 +206,28 @@ static void test_dry_run(void)
     expect_dry("s = stream(16)\n", 1, "stream 16 out of range [0, 16)");
     expect_dry("a = alloc f32[2, 3]\nb = alloc f32[2, 3]\nc = alloc f32[2, 2]\nmatmul c <- a, b\n", 1,
                "matmul: shapes f32[2, 2] = f32[2, 3] x f32[2, 3] do not fit");
+    /* the norm and the fused decode step: rows, weight, eps, buffers */
+    const char *norm = "y = alloc bf16[2, 8]\nr = alloc bf16[2, 8]\nx = alloc bf16[2, 8]\nw = alloc bf16[8]\n";
+    char text[512];
+#define NORM(body) (snprintf(text, sizeof(text), "%s%s", norm, body), text)
+    expect_dry(NORM("v = alloc bf16[4]\nrmsnorm y <- x, v\n"), 1,
+               "rmsnorm normalizes rows (the last axis): a weight bf16[4] does not fit bf16[2, 8]");
+    expect_dry(NORM("s = alloc bf16[8]\nrmsnorm s <- x, w\n"), 1, "rmsnorm: bf16[8] does not match bf16[2, 8]");
+    expect_dry(NORM("rmsnorm y <- x, w, 0 - 1\n"), 1, "rmsnorm: eps -1 is not a number from 0 to 3e38");
+    expect_dry(NORM("allreduce_rmsnorm y, r <- x, r, w eps -1e-6\n"), 2,
+               "allreduce_rmsnorm: eps -1e-06 is not a number from 0 to 3e38");
+    expect_dry(NORM("allreduce_rmsnorm y, r <- x, r, w eps 1e39\n"), 2, "eps 1e+39 is not a number");
+    expect_dry(NORM("s = alloc bf16[16]\nallreduce_rmsnorm y, r <- s, r, w\n"), 2,
+               "allreduce_rmsnorm: bf16[2, 8] does not match bf16[16]");
+    expect_dry(NORM("u = transpose x, 0, 1\nallreduce_rmsnorm y, r <- u, r, w\n"), 2, "the input must be contiguous");
+    expect_dry(NORM("v = alloc bf16[2, 4]\nallreduce_rmsnorm y, r <- x, r, v\n"), 2,
+               "a weight bf16[2, 4] does not fit bf16[2, 8]");
+    expect_dry(NORM("allreduce_rmsnorm y, r <- x, r, w via ll\n"), 9,
+               "allreduce_rmsnorm via ll: the latency path serves teams of at most 8 ranks");
+    expect_dry(NORM("allreduce_rmsnorm y, r <- x, r, w via p2p\n"), 3,
+               "allreduce_rmsnorm: allreduce via p2p of 16 elements: not divisible by the team size 3");
+    expect_dry(NORM("allreduce_rmsnorm y, r <- x, r, w op sum team [0, 2]\n"), 2, "team member 2 out of range");
+#undef NORM
 }
 
 /* The whole diagnostic of a dry run at world ranks (NULL: it passes). */
@@ -260,6 +323,14 @@ static void test_matching(void)
                "broadcast of 4 x f32 root 0 (t.hir:5:3)");
     /* different sizes */
     expect_dry("t = alloc f32[4 + rank]\nallreduce t <- t\n", 2, "rank 1 issues allreduce of 5 x f32");
+    /* the fused step is not a plain allreduce, nor one with rows of another length */
+    expect_dry("t = alloc f32[2, 4]\nw = alloc f32[4]\nr = alloc f32[2, 4]\nif rank == 0 {\n"
+               "  allreduce t <- t\n} else {\n  allreduce_rmsnorm t, r <- t, r, w\n}\n", 2,
+               "communication #0: rank 0 issues allreduce of 8 x f32 op sum (t.hir:5:3), rank 1 issues "
+               "allreduce_rmsnorm of 8 x f32 (rows of 4) op sum (t.hir:7:3)");
+    expect_dry("t = alloc f32[4 / (rank + 1), 8 * (rank + 1)]\nw = alloc f32[8 * (rank + 1)]\n"
+               "r = alloc f32[4 / (rank + 1), 8 * (rank + 1)]\nallreduce_rmsnorm t, r <- t, r, w via ll\n", 2,
+               "rank 1 issues allreduce_rmsnorm of 32 x f32 (rows of 16) op sum via ll");
     /* a send without its receive */
     expect_dry("t = alloc f32[4]\nif rank == 0 {\n  send t to 1\n}\n", 2,
                "t.hir:3:3: error: rank 0 sends message #0 to rank 1, which never receives it; it would hang");
@@ -368,6 +439,7 @@ void hn_suite_verify(void)
 {
     static CU_TestInfo tests[] = {
         {"static errors, all at once", test_static},
+        {"a collective built short of its operands", test_builder_operands},
         {"misused pipelined statements and stream-parallel loops", test_static_sched},
         {"dry-run errors name rank and instruction", test_dry_run},
         {"shapes whose division leaves a remainder, unless floor() says so", test_shapes_divide},

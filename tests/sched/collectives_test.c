@@ -244,10 +244,148 @@ static void test_all(void)
             run_case(&cases[i], n);
 }
 
+/* ---- allreduce + residual + RMSNorm, fused ---- */
+
+typedef struct norm_case {
+    const char *via; /* as written after `via`, or "" */
+    hn_dtype dtype;
+    int rows, hidden;
+    int in_place; /* Y over X */
+} norm_case;
+
+/* rank r's addend, the residual, the weight: small integers (sums exact in
+ * every dtype), the weight in eighths */
+static double nx(int r, int i, int k) { return (double)((r * 13 + i * 7 + k * 3) % 17 - 8); }
+static double nr(int i, int k) { return (double)((i * 5 + k) % 11 - 5); }
+static double nw(int j) { return (double)(j % 9 + 1) / 8; }
+
+/* Two fused steps back to back in one run, the residual updated in place:
+ * R = 2 S + R0 exactly (S the sum of the addends), Y the norm of it. */
+static void run_norm_case(const norm_case *c, int n)
+{
+    char text[1024], via[48];
+    hn_program *p;
+    hn_runtime_config cfg;
+    hn_runtime *rt = NULL;
+    void *x[8], *y[8], *r[8], *w[8];
+    size_t count = (size_t)c->rows * (size_t)c->hidden, es = (size_t)hn_dtype_size(c->dtype), bytes = count * es;
+    double rel = c->dtype == HN_F32 ? 1e-6 : c->dtype == HN_F16 ? 1.0 / 1024 : 1.0 / 128;
+    char *host = malloc(bytes);
+    size_t nbytes[8], wbytes[8];
+    hn_binding b[4] = {{"X", x, nbytes}, {"Y", y, nbytes}, {"R", r, nbytes}, {"W", w, wbytes}};
+    hn_run_args args = {0, NULL, NULL, 4, b};
+    const char *dt = hn_dtype_name(c->dtype), *src = c->in_place ? "Y" : "X";
+    const char *copy = c->in_place ? "copy Y <- X\n" : ""; /* Y takes X's place before each step */
+    snprintf(via, sizeof(via), "%s%s", c->via[0] ? " via " : "", c->via);
+    snprintf(text, sizeof(text),
+             "input X : %s[%d, %d] replicated\ninput W : %s[%d] replicated\noutput Y : %s[%d, %d] replicated\n"
+             "output R : %s[%d, %d] replicated\n%sallreduce_rmsnorm Y, R <- %s, R, W eps 1e-5%s\n"
+             "%sallreduce_rmsnorm Y, R <- %s, R, W op sum eps 1e-5%s\n",
+             dt, c->rows, c->hidden, dt, c->hidden, dt, c->rows, c->hidden, dt, c->rows, c->hidden, copy, src, via,
+             copy, src, via);
+    p = hn_test_parse(text, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    hn_runtime_config_default(&cfg);
+    cfg.ndev = n;
+    cfg.backend = hn_test_backend;
+    cfg.host_delay_us = 20;
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &rt), HN_OK);
+    for (int q = 0; q < n; q++) {
+        nbytes[q] = bytes;
+        wbytes[q] = (size_t)c->hidden * es;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, q, bytes, &x[q]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, q, bytes, &y[q]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, q, bytes, &r[q]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, q, (size_t)c->hidden * es, &w[q]), HN_OK);
+    }
+    for (int k = 0; k < 4; k++) {
+        int wrong = 0;
+        for (int q = 0; q < n; q++) {
+            for (size_t i = 0; i < count; i++)
+                hn_store(c->dtype, host, (int64_t)i, nx(q, (int)i, k));
+            hn_runtime_upload(rt, q, x[q], host, bytes);
+            for (size_t i = 0; i < count; i++)
+                hn_store(c->dtype, host, (int64_t)i, nr((int)i, k));
+            hn_runtime_upload(rt, q, r[q], host, bytes);
+            for (int j = 0; j < c->hidden; j++)
+                hn_store(c->dtype, host, j, nw(j));
+            hn_runtime_upload(rt, q, w[q], host, (size_t)c->hidden * es);
+            for (size_t i = 0; i < count; i++)
+                hn_store(c->dtype, host, (int64_t)i, NAN);
+            hn_runtime_upload(rt, q, y[q], host, bytes);
+        }
+        if (hn_runtime_run(rt, p, &args) != HN_OK) {
+            fprintf(stderr, "\n  allreduce_rmsnorm%s %s at %d ranks: %s\n", via, hn_dtype_name(c->dtype), n,
+                    hn_runtime_error(rt));
+            CU_FAIL("run failed");
+            break;
+        }
+        for (int q = 0; q < n && !wrong; q++) {
+            char *yh = malloc(bytes);
+            hn_runtime_download(rt, q, host, r[q], bytes);
+            hn_runtime_download(rt, q, yh, y[q], bytes);
+            for (int row = 0; row < c->rows && !wrong; row++) {
+                double sumsq = 0, scale;
+                for (int j = 0; j < c->hidden; j++) {
+                    int i = row * c->hidden + j;
+                    double s = 0;
+                    for (int t = 0; t < n; t++)
+                        s += nx(t, i, k);
+                    sumsq += (2 * s + nr(i, k)) * (2 * s + nr(i, k));
+                    if (hn_load(c->dtype, host, i) != 2 * s + nr(i, k)) {
+                        fprintf(stderr, "\n  allreduce_rmsnorm%s %s at %d ranks, rank %d, R[%d]: %g, want %g\n", via,
+                                hn_dtype_name(c->dtype), n, q, i, hn_load(c->dtype, host, i), 2 * s + nr(i, k));
+                        wrong = 1;
+                        break;
+                    }
+                }
+                scale = 1 / sqrt(sumsq / c->hidden + 1e-5);
+                for (int j = 0; j < c->hidden && !wrong; j++) {
+                    int i = row * c->hidden + j;
+                    double want = hn_load(c->dtype, host, i) * scale * nw(j), got = hn_load(c->dtype, yh, i);
+                    if (!(fabs(got - want) <= rel * fabs(want) + 1e-6)) {
+                        fprintf(stderr, "\n  allreduce_rmsnorm%s %s at %d ranks, rank %d, Y[%d]: %g, want %g\n", via,
+                                hn_dtype_name(c->dtype), n, q, i, got, want);
+                        wrong = 1;
+                    }
+                }
+            }
+            free(yh);
+        }
+        CU_ASSERT_FALSE(wrong);
+        if (wrong)
+            break;
+    }
+    for (int q = 0; q < n; q++) {
+        hn_runtime_free(rt, q, x[q]);
+        hn_runtime_free(rt, q, y[q]);
+        hn_runtime_free(rt, q, r[q]);
+        hn_runtime_free(rt, q, w[q]);
+    }
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+    free(host);
+}
+
+static void test_norm(void)
+{
+    /* every communicator (p2p: rows x hidden divisible by 1..8), both
+     * latency-path algorithms, one row (two-shot with empty chunks), in place */
+    static const norm_case norms[] = {
+        {"", HN_BF16, 4, 840, 0},       {"nccl", HN_F32, 3, 280, 1},     {"p2p", HN_BF16, 2, 840, 0},
+        {"ll", HN_BF16, 4, 520, 0},     {"ll oneshot", HN_F16, 3, 300, 1}, {"ll twoshot", HN_F32, 5, 96, 0},
+        {"ll twoshot", HN_BF16, 1, 4000, 1}, {"auto", HN_BF16, 2, 512, 0},
+    };
+    for (int n = 1; n <= hn_test_max_ranks(); n++)
+        for (int i = 0; i < HN_ARRAY_LEN(norms); i++)
+            run_norm_case(&norms[i], n);
+}
+
 void hn_suite_collectives(void)
 {
     static CU_TestInfo tests[] = {
         {"every collective (nccl or host, and p2p) and rings, 1..max ranks, 8 or 32 repetitions", test_all},
+        {"allreduce + residual + RMSNorm through every communicator, 1..max ranks", test_norm},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/collectives", tests);

@@ -110,8 +110,8 @@ static const struct {
     {"HIRNODE_NCCL_BLOCKING", "yes", "HIRNODE_NCCL_BLOCKING: expected 0 or 1, not 'yes'"},
     {"HIRNODE_DEFAULT_VIA", "p2p", "HIRNODE_DEFAULT_VIA: expected auto or nccl, not 'p2p'"},
     {"HIRNODE_GRAPHS", "2", "HIRNODE_GRAPHS: expected 0 or 1, not '2'"},
-    {"HIRNODE_REPLAY_THREADS", "01", "HIRNODE_REPLAY_THREADS: expected 0 or 1, not '01'"},
-    {"HIRNODE_AUTO_LL", "true", "HIRNODE_AUTO_LL: expected 0 or 1, not 'true'"},
+    {"HIRNODE_REPLAY", "threads", "HIRNODE_REPLAY: expected bells, jobs or caller, not 'threads'"},
+    {"HIRNODE_AUTO_LL", "true", "HIRNODE_AUTO_LL: expected auto, 1 or 0, not 'true'"},
     {"HIRNODE_NCCL_MAX_CTAS", "-1", "HIRNODE_NCCL_MAX_CTAS: expected an integer from 0 to 128, not '-1'"},
     {"HIRNODE_P2P_SYNC", "flag", "HIRNODE_P2P_SYNC: expected events or flags, not 'flag'"},
     {"HIRNODE_P2P_PIECES", "0", "HIRNODE_P2P_PIECES: expected an integer from 1 to 64, not '0'"},
@@ -239,9 +239,12 @@ static void test_good_values(void)
     setenv("HIRNODE_P2P_SYNC", "flags", 1);
     CU_ASSERT_EQUAL(hn_setting_word("p2p_sync", &w, &err), HN_OK);
     CU_ASSERT_STRING_EQUAL(w, "flags");
+    setenv("HIRNODE_JOIN_SPIN", "0", 1);
+    CU_ASSERT_EQUAL(hn_setting_flag("join_spin", &flag, &err), HN_OK);
+    CU_ASSERT_EQUAL(flag, 0);
     setenv("HIRNODE_AUTO_LL", "1", 1);
-    CU_ASSERT_EQUAL(hn_setting_flag("auto_ll", &flag, &err), HN_OK);
-    CU_ASSERT_EQUAL(flag, 1);
+    CU_ASSERT_EQUAL(hn_setting_word("auto_ll", &w, &err), HN_OK);
+    CU_ASSERT_STRING_EQUAL(w, "1");
     setenv("HIRNODE_P2P_PIECE_KIB", "64", 1);
     CU_ASSERT_EQUAL(hn_setting_int("p2p_piece_kib", &i, &err), HN_OK);
     CU_ASSERT_EQUAL(i, 64);
@@ -271,14 +274,14 @@ static void test_runtime_settings(void)
     setenv("HIRNODE_SPIN_US", "12.5", 1);
     setenv("HIRNODE_WATCHDOG_GRACE_S", "2", 1);
     setenv("HIRNODE_JOIN_SPIN", "0", 1);
-    setenv("HIRNODE_REPLAY_THREADS", "1", 1);
+    setenv("HIRNODE_REPLAY", "jobs", 1);
     setenv("HIRNODE_FAULT", "0:3:stop,3:4:issue", 1);
     CU_ASSERT_EQUAL(hn_settings_read_runtime(4, &set, &err), HN_OK);
     CU_ASSERT_EQUAL(set.host_mem_bytes, (size_t)64 << 20);
     CU_ASSERT_DOUBLE_EQUAL(set.spin_us, 12.5, 0);
     CU_ASSERT_DOUBLE_EQUAL(set.watchdog_grace_s, 2.0, 0);
     CU_ASSERT_EQUAL(set.join_spin, 0);
-    CU_ASSERT_EQUAL(set.replay_threads, 1);
+    CU_ASSERT_STRING_EQUAL(set.replay, "jobs");
     CU_ASSERT_EQUAL(set.faults.n, 2);
     /* a fault on a rank the runtime will not have */
     CU_ASSERT_EQUAL(hn_settings_read_runtime(3, &set, &err), HN_ERR_INVALID);

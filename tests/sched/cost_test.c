@@ -170,8 +170,20 @@ static void test_via_resolve(void)
     CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLGATHER, 8, 0), (size_t)128 << 10);
     CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 1, 0), 0);
     CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 9, 0), 0);
-    /* until they are measured, `auto` picks it only where asked to */
+    /* the setting: 1 on, 0 off, auto (the default) as the switch of cost.c
+     * says — off until the crossovers are measured; the code for both */
+    CU_ASSERT_TRUE(hn_auto_ll_on("1", 0));
+    CU_ASSERT_TRUE(hn_auto_ll_on("1", 1));
+    CU_ASSERT_FALSE(hn_auto_ll_on("0", 1));
+    CU_ASSERT_FALSE(hn_auto_ll_on("auto", 0));
+    CU_ASSERT_TRUE(hn_auto_ll_on("auto", 1));
+    CU_ASSERT_EQUAL(hn_auto_ll_on(NULL, 1), 1);
     unsetenv("HIRNODE_AUTO_LL");
+    CU_ASSERT_EQUAL(hn_auto_picks_ll(), hn_cost_ll_measured);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_BF16, 2),
+                    hn_cost_ll_measured ? HN_VIA_LL : HN_VIA_NCCL);
+    /* off, `auto` picks NCCL or the rings only (so it does until they are measured) */
+    setenv("HIRNODE_AUTO_LL", "0", 1);
     CU_ASSERT_FALSE(hn_auto_picks_ll());
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_BF16, 2), HN_VIA_NCCL);
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, HN_COLL_ALLGATHER, 1000, HN_F32, 2), HN_VIA_NCCL);
@@ -197,6 +209,21 @@ static void test_via_resolve(void)
     CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 256 << 10, HN_BF16, 4), HN_LL_TWOSHOT); /* 512 KiB */
     CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 128 << 10, HN_BF16, 8), HN_LL_TWOSHOT); /* 256 KiB */
     CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLGATHER, 1 << 20, HN_BF16, 8), HN_LL_ONESHOT);
+    /* never the rings below their crossover, the latency path on or off */
+    for (int on = 0; on < 2; on++) {
+        static const hn_coll_kind kinds[] = {HN_COLL_ALLREDUCE, HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER};
+        setenv("HIRNODE_AUTO_LL", on ? "1" : "0", 1);
+        for (int k = 0; k < 3; k++)
+            for (int n = 2; n <= 8; n++)
+                for (size_t bytes = 1024; bytes <= ((size_t)1 << 31); bytes *= 2) {
+                    size_t count = kinds[k] == HN_COLL_ALLREDUCE ? bytes / 2 : bytes / 2 / (size_t)n;
+                    hn_backend_kind v = hn_via_resolve(HN_VIA_AUTO, 0, kinds[k], count, HN_BF16, n);
+                    size_t moved = kinds[k] == HN_COLL_ALLREDUCE ? count * 2 : count * 2 * (size_t)n;
+                    CU_ASSERT(v != HN_VIA_P2P || moved >= hn_cost_crossover(kinds[k], n));
+                    /* and the latency path exactly below its own, when on */
+                    CU_ASSERT_EQUAL(v == HN_VIA_LL, on && moved < hn_cost_ll_crossover(kinds[k], n, 0));
+                }
+    }
     unsetenv("HIRNODE_AUTO_LL");
     CU_ASSERT_FALSE(hn_default_via_auto("host"));
     CU_ASSERT_TRUE(hn_default_via_auto("cuda"));

@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hirnode/runtime.h"
 #include "sched/fault_inject.h"
+#include "sched/graph.h"
 #include "sched/runtime_int.h"
 #include "test.h"
 
@@ -202,8 +204,9 @@ static void test_replay_matches_eager(void)
 /* Replays of two graphs (two batch sizes: other parameters, other
  * buffers) and eager launches, in turn on two caller streams, back to back
  * with no host sync and random delays before every piece of stream work:
- * each configuration's Y is what as many eager launches give. */
-static void test_back_to_back(void)
+ * each configuration's Y is what as many eager launches give. On each path
+ * a replay can take to its ranks (the setting replay). */
+static void back_to_back(int path)
 {
     enum { ROUNDS = 6 };
     hn_program *p = hn_test_parse(step_text, NULL);
@@ -219,6 +222,8 @@ static void test_back_to_back(void)
     float y[2][256], g[256 * 8], want[2][256];
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_EQUAL(rt->replay, HN_REPLAY_BELLS); /* the default */
+    rt->replay = path;
     for (int r = 0; r < n; r++)
         for (int s = 0; s < 2; s++)
             CU_ASSERT_EQUAL_FATAL(hn_runtime_stream_create(rt, r, &streams[s][r]), HN_OK);
@@ -257,6 +262,66 @@ static void test_back_to_back(void)
     hn_runtime_forget(rt, p);
     hn_runtime_destroy(rt);
     hn_program_destroy(p);
+}
+
+static void test_back_to_back(void) { back_to_back(HN_REPLAY_BELLS); }
+static void test_back_to_back_jobs(void) { back_to_back(HN_REPLAY_JOBS); }
+static void test_back_to_back_caller(void) { back_to_back(HN_REPLAY_CALLER); }
+
+/* Doorbells when the rank threads sleep (no spin: every ring wakes its
+ * thread through the slow path) and between eager runs, which take the
+ * job handoff: replays and runs in turn, each checked; then a setting
+ * that names no path is refused. */
+static void test_bells_wake_sleepers(void)
+{
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt, *eager;
+    hn_runtime_config cfg;
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    hn_graph *gr = NULL;
+    float y[2][256], g[256 * 8];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    setenv("HIRNODE_SPIN_US", "0", 1);
+    rt = hn_test_runtime(NULL, n, 20, 30, 0);
+    unsetenv("HIRNODE_SPIN_US");
+    eager = hn_test_runtime(NULL, n, 0, 30, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(eager);
+    CU_ASSERT_EQUAL(rt->spin_us, 0);
+    bufs_make(rt, &b[0], n, 9);
+    bufs_make(eager, &b[1], n, 9);
+    a[0] = args_of(&b[0], bind[0]);
+    a[1] = args_of(&b[1], bind[1]);
+    bufs_reset(rt, &b[0]);
+    bufs_reset(eager, &b[1]);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[0], NULL, &gr), HN_OK);
+    for (int k = 0; k < 8; k++) {
+        struct timespec nap = {0, 2000000}; /* the rank threads fall asleep */
+        nanosleep(&nap, NULL);
+        CU_ASSERT_EQUAL(k % 3 == 2 ? hn_runtime_run(rt, p, &a[0]) : hn_runtime_replay(rt, gr, NULL), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_launch(eager, p, &a[1], NULL), HN_OK);
+    }
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(eager), HN_OK);
+    outputs(rt, &b[0], y[0], g);
+    outputs(eager, &b[1], y[1], g);
+    CU_ASSERT_EQUAL(memcmp(y[0], y[1], sizeof(y[0])), 0);
+    hn_runtime_graph_destroy(rt, gr);
+    bufs_free(rt, &b[0]);
+    bufs_free(eager, &b[1]);
+    hn_runtime_destroy(rt);
+    hn_runtime_destroy(eager);
+    hn_program_destroy(p);
+    setenv("HIRNODE_REPLAY", "threads", 1);
+    hn_runtime_config_default(&cfg);
+    cfg.backend = hn_test_backend;
+    rt = NULL;
+    CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(rt);
+    unsetenv("HIRNODE_REPLAY");
 }
 
 /* What ends a graph: hn_runtime_forget of its program, a failed run, its
@@ -564,11 +629,87 @@ static void test_rebind_refusals(void)
     hn_program_destroy(p);
 }
 
+/* p2p in graphs: the flags are never reset (their values are relative to
+ * the graph's epoch), so a capture that begins with a reduction with get —
+ * whose first wait is for nothing before the capture — replays back to
+ * back as often as eager launches run; a capture that takes more values
+ * than an epoch spans is refused by name. */
+static void test_p2p_epochs(void)
+{
+    const char *text = "param N = 64\ninput X : f32[N] replicated\noutput Y : f32[N] replicated\n"
+                       "T = alloc f32[N]\nR = alloc f32[N / world]\n"
+                       "reduce_scatter R <- X op sum via p2p get\nallgather T <- R via p2p\n"
+                       "allreduce T <- T op max via p2p get\nadd Y <- Y, T\n";
+    hn_program *p = hn_test_parse(text, NULL), *big = NULL;
+    int n = nranks() < 2 ? 1 : 2;
+    hn_runtime *rt = hn_test_runtime(NULL, n, 20, 30, 0);
+    void *x[8], *y[8];
+    float host[64], want[64], got[64];
+    size_t bytes[8];
+    hn_binding bind[2] = {{"X", x, bytes}, {"Y", y, bytes}};
+    hn_run_args a = {0, NULL, NULL, 2, bind};
+    hn_graph *gr = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int r = 0; r < n; r++) {
+        bytes[r] = sizeof(host);
+        for (int i = 0; i < 64; i++)
+            host[i] = (float)((r * 7 + i * 3) % 13) - 6.0f;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, sizeof(host), &x[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, sizeof(host), &y[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, x[r], host, sizeof(host)), HN_OK);
+        memset(host, 0, sizeof(host));
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, y[r], host, sizeof(host)), HN_OK);
+    }
+    for (int k = 0; k < 12; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_download(rt, 0, want, y[0], sizeof(want)), HN_OK);
+    CU_ASSERT(want[5] != 0);
+    memset(host, 0, sizeof(host));
+    for (int r = 0; r < n; r++)
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, y[r], host, sizeof(host)), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+    for (int k = 0; k < 12; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    if (hn_runtime_sync(rt) != HN_OK)
+        fprintf(stderr, "\n  replays: %s\n", hn_runtime_error(rt));
+    for (int r = 0; r < n; r++) {
+        CU_ASSERT_EQUAL(hn_runtime_download(rt, r, got, y[r], sizeof(got)), HN_OK);
+        CU_ASSERT_EQUAL(memcmp(got, want, sizeof(got)), 0);
+    }
+    hn_runtime_graph_destroy(rt, gr);
+    gr = NULL;
+    if (n > 1) {
+        /* 65536 allgathers take generations 1 .. 65536: one too many */
+        big = hn_test_parse("input X : f32[64] replicated\noutput Y : f32[64] replicated\n"
+                            "T = alloc f32[2]\nfor i in 0 .. 65536 {\n  allgather T <- X[i % 64] via p2p\n}\n", NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+        CU_ASSERT_EQUAL(hn_runtime_capture(rt, big, &a, NULL, &gr), HN_ERR_UNSUPPORTED);
+        CU_ASSERT_PTR_NULL(gr);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "a captured graph takes at most 65535 ring steps"));
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK); /* the runtime works on */
+        hn_runtime_forget(rt, big);
+        hn_program_destroy(big);
+    }
+    for (int r = 0; r < n; r++) {
+        hn_runtime_free(rt, r, x[r]);
+        hn_runtime_free(rt, r, y[r]);
+    }
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
 void hn_suite_graph(void)
 {
     static CU_TestInfo tests[] = {
         {"a replay computes what eager launches compute, bit for bit", test_replay_matches_eager},
-        {"replays of two graphs and eager launches, back to back, random delays", test_back_to_back},
+        {"replays of two graphs and eager launches, back to back, random delays (rank threads rung)",
+         test_back_to_back},
+        {"... with replays through jobs of the rank threads", test_back_to_back_jobs},
+        {"... with replays from the caller's thread", test_back_to_back_caller},
+        {"doorbells wake sleeping rank threads; eager runs between replays; a bad setting", test_bells_wake_sleepers},
         {"forget, failures and memory pressure make graphs unusable; no capture while faults are planned",
          test_unusable},
         {"graphs = 1 captures a repeated configuration and replays it", test_automatic},
@@ -577,6 +718,7 @@ void hn_suite_graph(void)
          test_rebind_matches_fresh_capture},
         {"a rebind refuses bindings that do not fit, other parameters, unusable graphs, backends without it",
          test_rebind_refusals},
+        {"p2p in graphs: epoch-relative flags, no reset; too long a capture refused", test_p2p_epochs},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/graph", tests);
