@@ -179,6 +179,8 @@ typedef struct hn_bench_case {
  * mismatches in rank 0's output (if wrong). */
 typedef struct hn_nccl_raw hn_nccl_raw;
 hn_status_t hn_nccl_raw_open(int n, const hn_bench_case *c, hn_nccl_raw **out);
+/* NCCL's version, "2.28.3" (for the machine profile). */
+void hn_nccl_version(char *buf, size_t n);
 hn_status_t hn_nccl_raw_rep(hn_nccl_raw *h, int iters, double *seconds);
 void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong);
 #endif

@@ -2,9 +2,11 @@
  * communicators of their own, one thread per device, timed exactly as the
  * runtime's runs are (the slowest rank counts, median of repetitions):
  * CUDA events around a loop of calls (device time), or the host clock
- * around the loop and the stream's completion. */
+ * around the loop and the stream's completion. And NCCL's version, for
+ * the machine profile. */
 #include <nccl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,4 +240,15 @@ void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong)
     hn_free(h->comms);
     hn_free(h->rs);
     hn_free(h);
+}
+
+void hn_nccl_version(char *buf, size_t n)
+{
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess || v <= 0) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    /* NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch since 2.9 */
+    snprintf(buf, n, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
 }

@@ -35,6 +35,22 @@ static int cuda_device_count(void)
     return n;
 }
 
+/* The model's name and the CUDA version the driver supports, for the
+ * machine profile (any thread: neither needs the device current). */
+static void cuda_describe(int dev, char *model, size_t n, char *cuda, size_t cn)
+{
+    struct cudaDeviceProp prop;
+    int v = 0;
+    if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        snprintf(model, n, "%s", prop.name);
+    else
+        (void)cudaGetLastError();
+    if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0)
+        snprintf(cuda, cn, "%d.%d", v / 1000, v % 1000 / 10);
+    else
+        (void)cudaGetLastError();
+}
+
 static hn_status_t cuda_init(const hn_device_config *cfg, void **out)
 {
     cuda_ctx *c = hn_calloc(1, sizeof(*c));
@@ -553,6 +569,7 @@ const hn_device_ops hn_device_cuda = {
     .name = "cuda",
     .comm = "nccl",
     .device_count = cuda_device_count,
+    .describe = cuda_describe,
     .init = cuda_init,
     .fini = cuda_fini,
     .thread_init = cuda_thread_init,

@@ -35,6 +35,8 @@ static const hn_setting settings[] = {
     {"p2p_ag_pieces", "HIRNODE_P2P_AG_PIECES", "1", "p2p: most pieces of an allgather ring step (1: whole steps)"},
     {"p2p_piece_kib", "HIRNODE_P2P_PIECE_KIB", "4096", "p2p: smallest piece of a ring step, KiB"},
     {"p2p_lanes", "HIRNODE_P2P_LANES", "1", "p2p: side streams (copy lanes) per member (1-4)"},
+    {"profile", "HIRNODE_PROFILE", "",
+     "the machine profile `hirnode tune` wrote (default: $XDG_CACHE_HOME/hirnode/profile-<GPU>-x<N>.json)"},
     {"fault", "HIRNODE_FAULT", "",
      "injected faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... with KIND issue, async, trap, comm, stop, slow, oom"},
     {"watchdog_grace_s", "HIRNODE_WATCHDOG_GRACE_S", "5",

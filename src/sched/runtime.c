@@ -14,6 +14,7 @@
 #include "graph.h"
 #include "issue.h"
 #include "pool.h"
+#include "profile.h"
 #include "prepare.h"
 #include "rank.h"
 #include "run.h"
@@ -135,6 +136,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg_in, hn_runtime **out)
     if ((rt->dev = pick_backend(&cfg, &st)) == NULL)
         goto undo;
     rt->compute = hn_device_compute(rt->dev);
+    rt->profile = hn_profile_for(rt->dev, rt->n);
     rt->default_auto = hn_default_via_auto(rt->dev->name);
     memset(&dcfg, 0, sizeof(dcfg));
     dcfg.ndev = rt->n;
