@@ -446,6 +446,11 @@ static int feasible(const hn_pipe_shape *sh, const hn_pipe_plan *pl, char *err, 
                      c, n);
             return 0;
         }
+        if (sh->kind == HN_PIPE_MM_AR && rows % n != 0) {
+            snprintf(err, (size_t)errlen, "strategy=ring reduces the output in world=%d blocks: the %lld %s do not "
+                     "divide", n, (long long)rows, what);
+            return 0;
+        }
         break;
     case HN_STRAT_COLLECTIVE:
         if (rows % c != 0) {
@@ -660,6 +665,7 @@ int hn_cost_fit_gemm(const hn_cost_gemm_point *pts, int n, hn_dtype dtype, doubl
         return 0;
     if (m >= 2 && m * sxx - sx * sx > 1e-12) {
         double slope = (m * sxy - sx * sy) / (m * sxx - sx * sx);
+        slope = fmin(fmax(slope, -HN_COST_MAX_GAMMA), HN_COST_MAX_GAMMA);
         *gamma = -slope;
         *tflops_at_1t = exp((sy - slope * sx) / m);
     } else {

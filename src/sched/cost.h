@@ -192,7 +192,9 @@ extern const int hn_cost_npoints;
 void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n, const hn_cost_coeffs *fallback,
                  hn_cost_coeffs *out);
 /* rate = F1 (flop / 1e12)^-gamma through points of one dtype (log-log
- * least squares; one point: gamma 0). 0 when there is none. */
+ * least squares, gamma within +-HN_COST_MAX_GAMMA; one point: gamma 0). 0
+ * when there is none. */
+#define HN_COST_MAX_GAMMA 4.0
 int hn_cost_fit_gemm(const hn_cost_gemm_point *pts, int n, hn_dtype dtype, double *tflops_at_1t, double *gamma);
 
 /* The communicator a collective goes through: `via auto` (and, where

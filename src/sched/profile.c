@@ -25,12 +25,21 @@ static const hn_coll_kind curve_kinds[] = {HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCA
 
 /* ---- writing ---- */
 
+/* The shortest text that reads back as exactly v (null for what JSON
+ * cannot say). */
 static void put_num(hn_strbuf *sb, double v)
 {
-    if (isfinite(v))
-        hn_sb_printf(sb, "%.17g", v);
-    else
+    char buf[40];
+    if (!isfinite(v)) {
         hn_sb_append(sb, "null");
+        return;
+    }
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof(buf), "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    hn_sb_append(sb, buf);
 }
 
 static void put_key_str(hn_strbuf *sb, const char *key, const char *v, int comma)
@@ -242,8 +251,8 @@ static int read_gemm(reader *r, const hn_json *root, hn_cost_profile *p)
     for (int d = 0; d < HN_COST_NDTYPES; d++) {
         const hn_json *e = member(r, g, "gemm", dtype_keys[d], HN_JSON_OBJECT, 1);
         snprintf(path, sizeof(path), "gemm.%s", dtype_keys[d]);
-        if (e == NULL || !num(r, e, path, "tflops_at_1t", 1e-9, 1e9, 0, &p->gemm_tflops_at_1t[d]) ||
-            !num(r, e, path, "gamma", -1, 1, 0, &p->gemm_gamma[d]))
+        if (e == NULL || !num(r, e, path, "tflops_at_1t", 1e-300, 1e300, 0, &p->gemm_tflops_at_1t[d]) ||
+            !num(r, e, path, "gamma", -HN_COST_MAX_GAMMA, HN_COST_MAX_GAMMA, 0, &p->gemm_gamma[d]))
             return 0;
     }
     if ((meas = member(r, g, "gemm", "measured", HN_JSON_ARRAY, 0)) == NULL)
@@ -466,9 +475,19 @@ hn_status_t hn_profile_parse(const char *text, size_t len, const char *model, in
     reader r = {why, 0};
     double version;
     const hn_json *fmt;
-    hn_status_t st = hn_json_parse(text, len, &root, why);
-    if (st != HN_OK)
+    hn_strbuf jerr;
+    hn_status_t st;
+    hn_sb_init(&jerr);
+    if ((st = hn_json_parse(text, len, &root, &jerr)) != HN_OK) {
+        int line = 0, col = 0, at = 0;
+        if (jerr.data != NULL && sscanf(jerr.data, "%d:%d: %n", &line, &col, &at) == 2 && at > 0)
+            hn_sb_printf(why, "not valid JSON (truncated?): line %d, column %d: %s", line, col, jerr.data + at);
+        else
+            hn_sb_printf(why, "not valid JSON: %s", jerr.data != NULL ? jerr.data : "out of memory");
+        hn_sb_free(&jerr);
         return st == HN_ERR_NOMEM ? st : HN_ERR_PARSE;
+    }
+    hn_sb_free(&jerr);
     if ((p = hn_calloc(1, sizeof(*p))) == NULL) {
         hn_json_free(root);
         return HN_ERR_NOMEM;

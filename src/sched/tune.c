@@ -323,10 +323,11 @@ static void copies(tuner *t)
 {
     bufs b = {0};
     double elems = t->z->copy_bytes / 2, sec;
-    char text[256];
+    char text[256], size[32];
     const char *names[1] = {"ITERS"};
     int64_t iters[1] = {t->z->iters};
-    if (!begin(t, "local copies of %.0f MiB", t->z->copy_bytes / MIB))
+    hn_size_text((uint64_t)t->z->copy_bytes, size, sizeof(size));
+    if (!begin(t, "local copies of %s", size))
         return;
     if (!bufs_add(t, &b, "X", HN_BF16, elems) || !bufs_add(t, &b, "Y", HN_BF16, elems)) {
         bufs_free(t, &b);
@@ -481,12 +482,14 @@ static void pipelines(tuner *t)
     for (int si = 0; si < t->nshapes; si++) {
         const int64_t *s = t->shapes[si];
         bufs b = {0};
+        double alone = NAN; /* the GEMM alone, every M row on each device */
+        if (s[0] % t->n != 0)
+            continue; /* rows that do not split over the ranks: no pipeline takes them */
         if (!t->counting && t->st == HN_OK)
             (void)(bufs_add(t, &b, "A", HN_BF16, (double)s[0] * s[1]) &&
                    bufs_add(t, &b, "B", HN_BF16, (double)s[1] * s[2]) &&
                    bufs_add(t, &b, "C", HN_BF16, (double)s[0] * s[2]));
         for (int op = 0; op < 3; op++) {
-            double alone = NAN;
             for (int v = 0; v < HN_ARRAY_LEN(variants); v++) {
                 const variant *x = &variants[v];
                 long long a0 = op == 0 && x->options != NULL ? s[0] / t->n : s[0];

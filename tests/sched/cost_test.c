@@ -199,6 +199,20 @@ static void test_choose(void)
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, HN_OPF_SEQUENTIAL | HN_OPF_RING, &pl, err, sizeof(err)), HN_OK);
         CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_BROADCAST); /* a fixed strategy is the statement's business */
     }
+    {
+        /* GEMM + allreduce by ring cuts the output in world blocks: rows
+         * that do not divide are refused, and auto takes another way */
+        hn_pipe_shape sh = shape_of(HN_PIPE_MM_AR, 16, 8, 8, HN_F32, 3, NULL);
+        hn_pipe_plan pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_ERR_VERIFY);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "the 16 rows of the output do not divide"));
+        for (int64_t m = 16; m <= 1 << 14; m *= 4) {
+            sh.M = m + 1;
+            pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+            CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_OK);
+            CU_ASSERT_NOT_EQUAL(pl.strategy, HN_STRAT_RING);
+        }
+    }
 }
 
 /* GEMM + allreduce by ring: the allgather half through whatever moves the
