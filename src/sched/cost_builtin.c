@@ -15,8 +15,8 @@
 
 /* µs per call, bf16 sum, raw NCCL and the p2p rings (put, events) in the
  * same runs: 2 GPUs nvidia-h200-x2 2026-11-21 10:47, 4 GPUs
- * nvidia-h200-x4 10:55. Sizes: allgather output, reduce_scatter input,
- * allreduce buffer. */
+ * nvidia-h200-x4 10:55, from 1 MiB to 1 GiB. Sizes: allgather output,
+ * reduce_scatter input, allreduce buffer. */
 #define SIZES_1M_1G                                                                                         \
     {MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB, 64 * MIB, 128 * MIB, 256 * MIB, 512 * MIB,         \
      1024 * MIB}
@@ -28,16 +28,28 @@
     {8192, 16384, 32768, 65536, 131072, 262144, 524288, MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB}
 #define LL_CURVE(kind, ...) {kind, HN_ENGINE_LL, 2, 12, SIZES_8K_16M, {__VA_ARGS__}}
 
+/* 2 GPUs below 1 MiB: hirnode's NCCL backend and the rings in `hirnode
+ * bench collectives` of 2026-11-23 18:43 (nvidia-h200-x2; device time of
+ * 50 calls issued back to back: the host's issue rate at these sizes),
+ * then the curves above from 1 MiB */
+#define SIZES_8K_1G                                                                                         \
+    {8192, 16384, 32768, 65536, 131072, 262144, 524288, MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB,   \
+     64 * MIB, 128 * MIB, 256 * MIB, 512 * MIB, 1024 * MIB}
+#define CURVE2(kind, engine, ...) {kind, engine, 2, 7 + NSIZES, SIZES_8K_1G, {__VA_ARGS__}}
+
 static const hn_cost_curve builtin_curves[] = {
-    CURVE(2, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 14.4, 19.4, 29.0, 38.2, 56.0, 93.7, 158.7, 290.5, 547.2, 1044.0, 1994.7),
-    CURVE(2, HN_COLL_ALLGATHER, HN_ENGINE_CE_PUT, 15.9, 23.4, 28.6, 31.6, 46.0, 76.9, 129.5, 230.2, 432.0, 836.9, 1649.7),
-    CURVE(2, HN_COLL_REDUCE_SCATTER, HN_ENGINE_NCCL, 13.6, 17.9, 25.5, 34.2, 52.8, 94.9, 166.2, 306.6, 582.5, 1072.5,
-          2007.8),
-    CURVE(2, HN_COLL_REDUCE_SCATTER, HN_ENGINE_CE_PUT, 13.2, 21.8, 27.6, 32.2, 44.6, 75.9, 124.5, 218.7, 408.9, 785.4,
-          1528.8),
-    CURVE(2, HN_COLL_ALLREDUCE, HN_ENGINE_NCCL, 17.2, 29.9, 35.0, 48.8, 80.3, 143.2, 252.3, 467.2, 888.6, 1710.2, 3274.9),
-    CURVE(2, HN_COLL_ALLREDUCE, HN_ENGINE_CE_PUT, 24.9, 32.9, 44.8, 55.9, 80.9, 149.1, 249.5, 448.5, 840.9, 1616.4,
-          3179.5),
+    CURVE2(HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 11.04, 10.68, 11.39, 11.47, 8.16, 12.67, 12.20, /* from 1 MiB: */
+           14.4, 19.4, 29.0, 38.2, 56.0, 93.7, 158.7, 290.5, 547.2, 1044.0, 1994.7),
+    CURVE2(HN_COLL_ALLGATHER, HN_ENGINE_CE_PUT, 19.32, 20.07, 21.42, 19.22, 15.91, 19.08, 18.74,
+           15.9, 23.4, 28.6, 31.6, 46.0, 76.9, 129.5, 230.2, 432.0, 836.9, 1649.7),
+    CURVE2(HN_COLL_REDUCE_SCATTER, HN_ENGINE_NCCL, 11.05, 10.61, 9.67, 9.91, 10.76, 11.12, 11.19,
+           13.6, 17.9, 25.5, 34.2, 52.8, 94.9, 166.2, 306.6, 582.5, 1072.5, 2007.8),
+    CURVE2(HN_COLL_REDUCE_SCATTER, HN_ENGINE_CE_PUT, 18.96, 17.51, 16.29, 16.22, 17.80, 16.65, 18.40,
+           13.2, 21.8, 27.6, 32.2, 44.6, 75.9, 124.5, 218.7, 408.9, 785.4, 1528.8),
+    CURVE2(HN_COLL_ALLREDUCE, HN_ENGINE_NCCL, 10.92, 10.55, 11.91, 11.37, 12.10, 12.30, 12.33,
+           17.2, 29.9, 35.0, 48.8, 80.3, 143.2, 252.3, 467.2, 888.6, 1710.2, 3274.9),
+    CURVE2(HN_COLL_ALLREDUCE, HN_ENGINE_CE_PUT, 30.50, 27.16, 35.56, 30.94, 30.71, 32.97, 33.71,
+           24.9, 32.9, 44.8, 55.9, 80.9, 149.1, 249.5, 448.5, 840.9, 1616.4, 3179.5),
     CURVE(4, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 18.2, 22.0, 39.1, 48.8, 67.9, 108.9, 191.1, 347.8, 661.2, 1275.5, 2477.3),
     CURVE(4, HN_COLL_ALLGATHER, HN_ENGINE_CE_PUT, 40.9, 43.1, 42.1, 54.9, 74.1, 110.4, 181.1, 321.9, 596.9, 1138.6,
           2224.5),
