@@ -532,8 +532,8 @@ static void choose_ag_half(const hn_cost_profile *p, const hn_pipe_shape *sh, co
     pl->ag_via = pl->via;
     pl->ag_protocol = pl->protocol;
     for (int i = 0; i < k; i++) {
-        double t = hn_cost_coll_seconds(p, HN_COLL_ALLGATHER,
-                                        engine_of(o[i].via, o[i].protocol, HN_COLL_ALLGATHER, B, sh->world), sh->world, B);
+        hn_cost_engine e = engine_of(o[i].via, o[i].protocol, HN_COLL_ALLGATHER, B, sh->world);
+        double t = hn_cost_coll_seconds(p, HN_COLL_ALLGATHER, e, sh->world, B);
         if (t >= 0 && t < best) {
             best = t;
             pl->ag_via = o[i].via;
@@ -749,7 +749,8 @@ void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n,
                 x1[m] = o.C;
                 x2[m] = o.steps;
                 w[m] = 1 / (G * G);
-                y[m++] = T - G - o.first - o.extra - (o.steps - 1) * chunk_s - (o.streams - 1) * stream_s - out->seq_overhead_s;
+                y[m++] = T - G - o.first - o.extra - (o.steps - 1) * chunk_s - (o.streams - 1) * stream_s -
+                         out->seq_overhead_s;
             }
             if (m == 0) {
                 out->kappa[!gather][ce] = fallback->kappa[!gather][ce];

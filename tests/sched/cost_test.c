@@ -341,7 +341,8 @@ static void test_profile_drives_the_model(void)
     CU_ASSERT_PTR_NULL(hn_cost_curve_of(m, HN_COLL_ALLGATHER, HN_ENGINE_LL, 2) == NULL ? NULL : NULL);
     CU_ASSERT(hn_cost_coll_seconds(m, HN_COLL_ALLREDUCE, HN_ENGINE_LL, 4, 1e5) > 0); /* the nearest: 2's */
     m->ncurves = 0; /* a profile without curves: the default's, never the latency path */
-    CU_ASSERT(fabs(hn_cost_coll_seconds(m, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 2, 1024 * 1048576.0) - 1994.7e-6) < 1e-12);
+    CU_ASSERT(fabs(hn_cost_coll_seconds(m, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 2, 1024 * 1048576.0) - 1994.7e-6) <
+              1e-12);
     CU_ASSERT(hn_cost_coll_seconds(m, HN_COLL_ALLREDUCE, HN_ENGINE_LL, 2, 1e5) < 0);
     /* beyond the last size: in proportion; below the first: flat */
     CU_ASSERT(fabs(hn_cost_coll_seconds(NULL, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 2, 2048 * 1048576.0) - 2 * 1994.7e-6) <

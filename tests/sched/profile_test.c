@@ -161,75 +161,86 @@ static void refused(const char *text, const char *from, const char *to, hn_statu
 
 static void test_malformed(void)
 {
+    /* text with `from` replaced by `to`: refused with `st`, the message
+     * holding `want` */
+    static const struct {
+        const char *from, *to;
+        hn_status_t st;
+        const char *want;
+    } cases[] = {
+        /* not a profile, or not of this version */
+        {"\"format\": \"hirnode-profile\"", "\"format\": \"hirnode-trace\"",
+         HN_ERR_PARSE, "format: expected \"hirnode-profile\", not \"hirnode-trace\""},
+        {"\"format\": \"hirnode-profile\",", "", HN_ERR_PARSE, "format: missing"},
+        {"\"version\": 1", "\"version\": 2", HN_ERR_PARSE, "version 2; this hirnode reads version 1"},
+        {"\"version\": 1", "\"version\": \"1\"", HN_ERR_PARSE, "version: expected a number, not a string"},
+        {"\"version\": 1", "\"version\": 0.5", HN_ERR_PARSE, "version: expected an integer"},
+        /* foreign: another model or count */
+        {"\"model\": \"NVIDIA H200\"", "\"model\": \"NVIDIA H100 80GB HBM3\"",
+         HN_ERR_INVALID, "measured on NVIDIA H100 80GB HBM3 x2, not on this machine's NVIDIA H200 x2"},
+        {"\"count\": 2", "\"count\": 4",
+         HN_ERR_INVALID, "measured on NVIDIA H200 x4, not on this machine's NVIDIA H200 x2"},
+        /* values out of range, of the wrong type, missing */
+        {"\"count\": 2", "\"count\": 0", HN_ERR_PARSE, "machine.count: expected an integer from 1 to 256"},
+        {"\"count\": 2", "\"count\": 2.5", HN_ERR_PARSE, "machine.count: expected an integer"},
+        {"\"count\": 2", "\"count\": 1e300", HN_ERR_PARSE, "machine.count"},
+        {"\"backend\": \"cuda\"", "\"backend\": \"tpu\"", HN_ERR_PARSE, "machine.backend: expected"},
+        {"\"backend\": \"cuda\"", "\"backend\": 7", HN_ERR_PARSE, "machine.backend: expected a string, not a number"},
+        {"\"model\": \"NVIDIA H200\"", "\"model\": \"NVIDIA\\u0000H200\"", HN_ERR_PARSE, "without NUL"},
+        {"\"machine\": {", "\"machine\": [], \"x\": {", HN_ERR_PARSE, "machine: expected an object, not an array"},
+        {"\"gemm\": {", "\"mmeg\": {", HN_ERR_PARSE, "gemm: missing"},
+        {"\"bf16\": {\"tflops_at_1t\": ", "\"bf16\": {\"tflops_at_1t\": -",
+         HN_ERR_PARSE, "gemm.bf16.tflops_at_1t: expected a number from"},
+        {"\"gamma\": ", "\"gamma\": 3", HN_ERR_PARSE, "gemm.bf16.gamma"},
+        {"\"f32\": {", "\"f64\": {", HN_ERR_PARSE, "gemm.f32: missing"},
+        {"{\"dtype\": \"bf16\", \"M\"", "{\"dtype\": \"i32\", \"M\"",
+         HN_ERR_PARSE, "gemm.measured[0].dtype: expected bf16, f16 or f32, not \"i32\""},
+        {"\"M\": 32768, \"K\": 16384", "\"M\": 0, \"K\": 16384", HN_ERR_PARSE, "gemm.measured[0].M"},
+        {"\"seq_overhead_us\": ", "\"seq_overhead_us\": -", HN_ERR_PARSE, "model.seq_overhead_us"},
+        {"\"kappa\": {\"gather\": {\"nccl\": ", "\"kappa\": {\"gather\": {\"nccl\": -",
+         HN_ERR_PARSE, "model.kappa.gather.nccl"},
+        {"\"tau_us\": {\"gather\"", "\"tau_us\": {\"gathers\"", HN_ERR_PARSE, "model.tau_us.gather: missing"},
+        {"\"hbm_gbps\": ", "\"hbm_gbps\": -", HN_ERR_PARSE, "model.hbm_gbps"},
+        {"\"interference\": {\"copy_engines\": ", "\"interference\": {\"copy_engines\": -",
+         HN_ERR_PARSE, "interference.copy_engines"},
+        {"\"shapes\": [[32768, 16384, 8192]", "\"shapes\": [[32768, 16384]",
+         HN_ERR_PARSE, "shapes[0]: expected [M, K, N]"},
+        {"\"shapes\": [[32768, 16384, 8192]", "\"shapes\": [[32768, 0, 8192]",
+         HN_ERR_PARSE, "shapes[0][1]: expected an integer from 1 to 1048576"},
+        {"\"collectives\": [", "\"collectives\": {}, \"y\": [",
+         HN_ERR_PARSE, "collectives: expected an array, not an object"},
+        {"{\"kind\": \"allgather\", \"engine\": \"nccl\"", "{\"kind\": \"broadcast\", \"engine\": \"nccl\"",
+         HN_ERR_PARSE, "collectives[0].kind: expected allgather, reduce_scatter or allreduce, not \"broadcast\""},
+        {"{\"kind\": \"allgather\", \"engine\": \"nccl\"", "{\"kind\": \"allgather\", \"engine\": \"tcp\"",
+         HN_ERR_PARSE, "collectives[0].engine: expected nccl, p2p put, p2p get or ll, not \"tcp\""},
+        {"\"engine\": \"nccl\", \"ranks\": 2", "\"engine\": \"nccl\", \"ranks\": 1",
+         HN_ERR_PARSE, "collectives[0].ranks: expected an integer from 2 to 256"},
+        {"\"bytes\": [8192, 16384", "\"bytes\": [16384, 8192",
+         HN_ERR_PARSE, "collectives[0].bytes: not increasing at 1"},
+        {"\"bytes\": [8192, 16384", "\"bytes\": [16384", HN_ERR_PARSE, "collectives[0]: 17 sizes but 18 times"},
+        {"\"us\": [11.04", "\"us\": [0", HN_ERR_PARSE, "collectives[0].us[0]: expected a number from"},
+        {"\"bytes\": [8192", "\"bytes\": [\"8192\"", HN_ERR_PARSE, "collectives[0].bytes[0]"},
+        {"\"bytes\": [8192, ", "\"bytes\": [], \"x\": [8192, ",
+         HN_ERR_PARSE, "collectives[0].bytes: expected 1 to 24 numbers, not 0"},
+        {"{\"kind\": \"allgather\", \"engine\": \"p2p put\", \"ranks\": 2",
+         "{\"kind\": \"allgather\", \"engine\": \"nccl\", \"ranks\": 2",
+         HN_ERR_PARSE, "collectives[1]: a second curve of allgather via nccl on 2 ranks"},
+        {"{\"op\": \"ag_matmul\"", "{\"op\": \"matmul\"",
+         HN_ERR_PARSE, "pipelines[0].op: expected ag_matmul, matmul_rs or matmul_ar, not \"matmul\""},
+        {"\"strategy\": \"sequential\"", "\"strategy\": \"auto\"", HN_ERR_PARSE, "pipelines[0].strategy"},
+        {"\"via\": \"nccl\"", "\"via\": \"ll\"",
+         HN_ERR_PARSE, "pipelines[0].via: expected nccl, p2p put or p2p get, not \"ll\""},
+        {"\"ratio\": ", "\"ratio\": -", HN_ERR_PARSE, "pipelines[0].ratio"},
+        {"\"reference\": false", "\"reference\": 0",
+         HN_ERR_PARSE, "pipelines[0].reference: expected true or false, not a number"},
+    };
     hn_cost_profile *p = sample();
     char *text;
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     text = text_of(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-    /* not a profile, or not of this version */
-    refused(text, "\"format\": \"hirnode-profile\"", "\"format\": \"hirnode-trace\"", HN_ERR_PARSE,
-            "format: expected \"hirnode-profile\", not \"hirnode-trace\"");
-    refused(text, "\"format\": \"hirnode-profile\",", "", HN_ERR_PARSE, "format: missing");
-    refused(text, "\"version\": 1", "\"version\": 2", HN_ERR_PARSE, "version 2; this hirnode reads version 1");
-    refused(text, "\"version\": 1", "\"version\": \"1\"", HN_ERR_PARSE, "version: expected a number, not a string");
-    refused(text, "\"version\": 1", "\"version\": 0.5", HN_ERR_PARSE, "version: expected an integer");
-    /* foreign: another model or count */
-    refused(text, "\"model\": \"NVIDIA H200\"", "\"model\": \"NVIDIA H100 80GB HBM3\"", HN_ERR_INVALID,
-            "measured on NVIDIA H100 80GB HBM3 x2, not on this machine's NVIDIA H200 x2");
-    refused(text, "\"count\": 2", "\"count\": 4", HN_ERR_INVALID, "measured on NVIDIA H200 x4, not on this machine's NVIDIA H200 x2");
-    /* values out of range, of the wrong type, missing */
-    refused(text, "\"count\": 2", "\"count\": 0", HN_ERR_PARSE, "machine.count: expected an integer from 1 to 256");
-    refused(text, "\"count\": 2", "\"count\": 2.5", HN_ERR_PARSE, "machine.count: expected an integer");
-    refused(text, "\"count\": 2", "\"count\": 1e300", HN_ERR_PARSE, "machine.count");
-    refused(text, "\"backend\": \"cuda\"", "\"backend\": \"tpu\"", HN_ERR_PARSE, "machine.backend: expected");
-    refused(text, "\"backend\": \"cuda\"", "\"backend\": 7", HN_ERR_PARSE, "machine.backend: expected a string, not a number");
-    refused(text, "\"model\": \"NVIDIA H200\"", "\"model\": \"NVIDIA\\u0000H200\"", HN_ERR_PARSE, "without NUL");
-    refused(text, "\"machine\": {", "\"machine\": [], \"x\": {", HN_ERR_PARSE, "machine: expected an object, not an array");
-    refused(text, "\"gemm\": {", "\"mmeg\": {", HN_ERR_PARSE, "gemm: missing");
-    refused(text, "\"bf16\": {\"tflops_at_1t\": ", "\"bf16\": {\"tflops_at_1t\": -", HN_ERR_PARSE,
-            "gemm.bf16.tflops_at_1t: expected a number from");
-    refused(text, "\"gamma\": ", "\"gamma\": 3", HN_ERR_PARSE, "gemm.bf16.gamma");
-    refused(text, "\"f32\": {", "\"f64\": {", HN_ERR_PARSE, "gemm.f32: missing");
-    refused(text, "{\"dtype\": \"bf16\", \"M\"", "{\"dtype\": \"i32\", \"M\"", HN_ERR_PARSE,
-            "gemm.measured[0].dtype: expected bf16, f16 or f32, not \"i32\"");
-    refused(text, "\"M\": 32768, \"K\": 16384", "\"M\": 0, \"K\": 16384", HN_ERR_PARSE, "gemm.measured[0].M");
-    refused(text, "\"seq_overhead_us\": ", "\"seq_overhead_us\": -", HN_ERR_PARSE, "model.seq_overhead_us");
-    refused(text, "\"kappa\": {\"gather\": {\"nccl\": ", "\"kappa\": {\"gather\": {\"nccl\": -", HN_ERR_PARSE,
-            "model.kappa.gather.nccl");
-    refused(text, "\"tau_us\": {\"gather\"", "\"tau_us\": {\"gathers\"", HN_ERR_PARSE, "model.tau_us.gather: missing");
-    refused(text, "\"hbm_gbps\": ", "\"hbm_gbps\": -", HN_ERR_PARSE, "model.hbm_gbps");
-    refused(text, "\"interference\": {\"copy_engines\": ", "\"interference\": {\"copy_engines\": -", HN_ERR_PARSE,
-            "interference.copy_engines");
-    refused(text, "\"shapes\": [[32768, 16384, 8192]", "\"shapes\": [[32768, 16384]", HN_ERR_PARSE,
-            "shapes[0]: expected [M, K, N]");
-    refused(text, "\"shapes\": [[32768, 16384, 8192]", "\"shapes\": [[32768, 0, 8192]", HN_ERR_PARSE,
-            "shapes[0][1]: expected an integer from 1 to 1048576");
-    refused(text, "\"collectives\": [", "\"collectives\": {}, \"y\": [", HN_ERR_PARSE,
-            "collectives: expected an array, not an object");
-    refused(text, "{\"kind\": \"allgather\", \"engine\": \"nccl\"", "{\"kind\": \"broadcast\", \"engine\": \"nccl\"",
-            HN_ERR_PARSE, "collectives[0].kind: expected allgather, reduce_scatter or allreduce, not \"broadcast\"");
-    refused(text, "{\"kind\": \"allgather\", \"engine\": \"nccl\"", "{\"kind\": \"allgather\", \"engine\": \"tcp\"",
-            HN_ERR_PARSE, "collectives[0].engine: expected nccl, p2p put, p2p get or ll, not \"tcp\"");
-    refused(text, "\"engine\": \"nccl\", \"ranks\": 2", "\"engine\": \"nccl\", \"ranks\": 1", HN_ERR_PARSE,
-            "collectives[0].ranks: expected an integer from 2 to 256");
-    refused(text, "\"bytes\": [8192, 16384", "\"bytes\": [16384, 8192", HN_ERR_PARSE,
-            "collectives[0].bytes: not increasing at 1");
-    refused(text, "\"bytes\": [8192, 16384", "\"bytes\": [16384", HN_ERR_PARSE, "collectives[0]: 17 sizes but 18 times");
-    refused(text, "\"us\": [11.04", "\"us\": [0", HN_ERR_PARSE, "collectives[0].us[0]: expected a number from");
-    refused(text, "\"bytes\": [8192", "\"bytes\": [\"8192\"", HN_ERR_PARSE, "collectives[0].bytes[0]");
-    refused(text, "\"bytes\": [8192, ", "\"bytes\": [], \"x\": [8192, ", HN_ERR_PARSE,
-            "collectives[0].bytes: expected 1 to 24 numbers, not 0");
-    refused(text, "{\"kind\": \"allgather\", \"engine\": \"p2p put\", \"ranks\": 2",
-            "{\"kind\": \"allgather\", \"engine\": \"nccl\", \"ranks\": 2", HN_ERR_PARSE,
-            "collectives[1]: a second curve of allgather via nccl on 2 ranks");
-    refused(text, "{\"op\": \"ag_matmul\"", "{\"op\": \"matmul\"", HN_ERR_PARSE,
-            "pipelines[0].op: expected ag_matmul, matmul_rs or matmul_ar, not \"matmul\"");
-    refused(text, "\"strategy\": \"sequential\"", "\"strategy\": \"auto\"", HN_ERR_PARSE, "pipelines[0].strategy");
-    refused(text, "\"via\": \"nccl\"", "\"via\": \"ll\"", HN_ERR_PARSE,
-            "pipelines[0].via: expected nccl, p2p put or p2p get, not \"ll\"");
-    refused(text, "\"ratio\": ", "\"ratio\": -", HN_ERR_PARSE, "pipelines[0].ratio");
-    refused(text, "\"reference\": false", "\"reference\": 0", HN_ERR_PARSE,
-            "pipelines[0].reference: expected true or false, not a number");
+    for (int i = 0; i < HN_ARRAY_LEN(cases); i++)
+        refused(text, cases[i].from, cases[i].to, cases[i].st, cases[i].want);
     /* not JSON, or another document */
     refused(text, "{\n  \"format\"", "[1]\n  \"format\"", HN_ERR_PARSE, "");
     refused(text, "\"version\": 1,", "\"version\": 1,,", HN_ERR_PARSE, "");
@@ -257,8 +268,10 @@ static void test_malformed(void)
             many->ncurves = HN_COST_MAX_CURVES;
             t = text_of(many);
             CU_ASSERT_EQUAL(hn_profile_parse(t, strlen(t), NULL, 0, q, &why), HN_OK); /* 64: the most */
-            refused(t, "\"collectives\": [", "\"collectives\": [{\"kind\": \"allgather\", \"engine\": \"ll\", \"ranks\": 3, "
-                                             "\"bytes\": [1], \"us\": [1]},", HN_ERR_PARSE, "collectives: 65 curves, at most 64");
+            refused(t, "\"collectives\": [",
+                    "\"collectives\": [{\"kind\": \"allgather\", \"engine\": \"ll\", \"ranks\": 3, "
+                    "\"bytes\": [1], \"us\": [1]},",
+                    HN_ERR_PARSE, "collectives: 65 curves, at most 64");
             hn_string_free(t);
             free(many);
         }
@@ -422,9 +435,12 @@ static void test_files_and_lookup(void)
             err = stderr_of(do_lookup, &l);
             CU_ASSERT_TRUE(l.got->builtin);
             CU_ASSERT_PTR_NOT_NULL(strstr(err, f));
-            if (strstr(err, i < HN_ARRAY_LEN(cases) ? cases[i].want : "not valid JSON (truncated?): line ") == NULL)
-                fprintf(stderr, "\n  case %d: %s", i, err);
-            CU_ASSERT_PTR_NOT_NULL(strstr(err, i < HN_ARRAY_LEN(cases) ? cases[i].want : "not valid JSON (truncated?): line "));
+            {
+                const char *want = i < HN_ARRAY_LEN(cases) ? cases[i].want : "not valid JSON (truncated?): line ";
+                if (strstr(err, want) == NULL)
+                    fprintf(stderr, "\n  case %d: %s", i, err);
+                CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+            }
             CU_ASSERT_PTR_NOT_NULL(strstr(err, "using the built-in default for host"));
             free(err);
         }

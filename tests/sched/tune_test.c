@@ -31,6 +31,16 @@ static void count_steps(void *ctx, int step, int nsteps, const char *what)
     s->last = step;
 }
 
+/* At its least size on n ranks of the test backend. */
+static void tiny_opts(hn_tune_opts *o, int n)
+{
+    memset(o, 0, sizeof(*o));
+    hn_runtime_config_default(&o->cfg);
+    o->cfg.ndev = n;
+    o->cfg.backend = hn_test_backend;
+    o->size = HN_TUNE_TINY;
+}
+
 static void tune_at(int n)
 {
     hn_tune_opts o;
@@ -40,11 +50,7 @@ static void tune_at(int n)
     char model[96], cuda[24];
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(q);
-    memset(&o, 0, sizeof(o));
-    hn_runtime_config_default(&o.cfg);
-    o.cfg.ndev = n;
-    o.cfg.backend = hn_test_backend;
-    o.size = HN_TUNE_TINY;
+    tiny_opts(&o, n);
     o.progress = count_steps;
     o.progress_ctx = &s;
     hn_sb_init(&err);
@@ -183,11 +189,7 @@ static void test_shapes_given(void)
     hn_strbuf err;
     int n = hn_test_max_ranks() >= 3 ? 3 : 1;
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    memset(&o, 0, sizeof(o));
-    hn_runtime_config_default(&o.cfg);
-    o.cfg.ndev = n;
-    o.cfg.backend = hn_test_backend;
-    o.size = HN_TUNE_TINY;
+    tiny_opts(&o, n);
     o.nshapes = 2;
     o.shapes[0][0] = 24, o.shapes[0][1] = 8, o.shapes[0][2] = 8;
     o.shapes[1][0] = 16, o.shapes[1][1] = 8, o.shapes[1][2] = 8; /* 16 rows do not split over 3 */
