@@ -3,6 +3,7 @@
  * every pair at start, waits that poll with a deadline and give up when
  * another rank failed. */
 #include <sched.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,15 +37,25 @@ static int cuda_device_count(void)
 }
 
 /* The model's name and the CUDA version the driver supports, for the
- * machine profile (any thread: neither needs the device current). */
+ * machine profile (any thread: neither needs the device current). The
+ * name is asked once per device: cudaGetDeviceProperties reads every
+ * property, slowly, and every runtime asks. */
 static void cuda_describe(int dev, char *model, size_t n, char *cuda, size_t cn)
 {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char names[64][256];
     struct cudaDeviceProp prop;
     int v = 0;
-    if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
-        snprintf(model, n, "%s", prop.name);
-    else
-        (void)cudaGetLastError();
+    pthread_mutex_lock(&mu);
+    if (dev >= 0 && dev < 64 && names[dev][0] == '\0') {
+        if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+            snprintf(names[dev], sizeof(names[dev]), "%s", prop.name);
+        else
+            (void)cudaGetLastError();
+    }
+    if (dev >= 0 && dev < 64 && names[dev][0] != '\0')
+        snprintf(model, n, "%s", names[dev]);
+    pthread_mutex_unlock(&mu);
     if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0)
         snprintf(cuda, cn, "%d.%d", v / 1000, v % 1000 / 10);
     else
