@@ -73,16 +73,18 @@ out=$("$cli" bench overlap --op matmul_ar --backend host 2>&1 >/dev/null); rc=$?
 out=$("$cli" bench collectives --gpus 2 --op allgather --backend host 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "; 10 iterations x 3 repetitions after 2 warm-up;" &&
   echo "$out" | grep -qE '^ +262144 ' && ! echo "$out" | grep -qE '^ +524288 ' && ok || bad "bench collectives on the host: rc=$rc $out"
-# hirnode tune on the host backend at its least size: a step a line on
+# hirnode tune on the host backend (host-sized, seconds): a step a line on
 # stderr (no terminal), the profile written where -o says; HIRNODE_PROFILE
 # makes it the one info names and runs use, and bench overlap --shapes tuner
-# takes its shapes; a malformed, truncated, foreign or other-version file:
-# a warning naming it and what is wrong, and the built-in default
-out=$("$cli" tune --backend host --gpus 2 --size tiny -o "$t/p.json" 2>"$t/tune.err"); rc=$?
+# takes a profile's shapes (one at tune's least size here); a malformed,
+# truncated, foreign or other-version file: a warning naming it and what is
+# wrong, and the built-in default
+out=$("$cli" tune --backend host --gpus 2 -o "$t/p.json" 2>"$t/tune.err"); rc=$?
 [ $rc = 0 ] && [ -s "$t/p.json" ] && echo "$out" | grep -q "^profile: $t/p.json$" &&
   echo "$out" | grep -q "^the model's largest error on these pipelines: " &&
-  grep -q '^tune: \[1/[0-9]*\] GEMM bf16 16x16x16$' "$t/tune.err" && grep -q "^tune: \[\([0-9]*\)/\1\] the model's fit$" "$t/tune.err" &&
+  grep -q '^tune: \[1/[0-9]*\] GEMM bf16 32x128x128$' "$t/tune.err" && grep -q "^tune: \[\([0-9]*\)/\1\] the model's fit$" "$t/tune.err" &&
   ok || bad "tune: rc=$rc $out $(cat "$t/tune.err")"
+"$cli" tune --backend host --gpus 2 --size tiny -o "$t/tiny.json" >/dev/null 2>&1 && ok || bad "tune --size tiny"
 if command -v python3 >/dev/null; then
   python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["version"] == 1 and d["machine"]["count"] == 2' "$t/p.json" &&
     ok || bad "the profile is not JSON to python"
@@ -96,9 +98,9 @@ out=$(HIRNODE_PROFILE="$t/p.json" "$cli" dump --lowered --gpus 2 examples/matmul
 [ $rc = 0 ] && echo "$out" | grep -q "^# the model's profile: $t/p.json (measured" && ok || bad "dump --lowered names the profile: $out"
 out=$(HIRNODE_PROFILE="$t/p.json" "$cli" run --gpus 2 --check --iters 2 examples/matmul_allreduce.hir 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "^check: passed" && ! echo "$out" | grep -q "^hirnode warn " && ok || bad "a run with the profile: rc=$rc $out"
-out=$(HIRNODE_PROFILE="$t/p.json" "$cli" bench overlap --op all --gpus 2 --shapes tuner --iters 1 --warmup 0 2>/dev/null); rc=$?
+out=$(HIRNODE_PROFILE="$t/tiny.json" "$cli" bench overlap --op all --gpus 2 --shapes tuner --iters 1 --warmup 0 2>/dev/null); rc=$?
 [ $rc = 0 ] && [ "$(echo "$out" | grep -c '^pick: ')" = 3 ] && [ "$(echo "$out" | grep -c '^# .*, M=32 K=16 N=16, ')" = 3 ] &&
-  echo "$out" | grep -q "the model's profile: $t/p.json" && ! echo "$out" | grep -q WRONG && ok || bad "bench overlap --shapes tuner: rc=$rc $out"
+  echo "$out" | grep -q "the model's profile: $t/tiny.json" && ! echo "$out" | grep -q WRONG && ok || bad "bench overlap --shapes tuner: rc=$rc $out"
 head -c 300 "$t/p.json" > "$t/cut.json"
 sed 's/"count": 2/"count": 4/' "$t/p.json" > "$t/x4.json"
 sed 's/"version": 1/"version": 7/' "$t/p.json" > "$t/v7.json"

@@ -69,15 +69,29 @@ static int make_folders(const char *path)
     return 1;
 }
 
-/* Written whole or not at all: a temporary file beside it, renamed. */
+/* Written whole or not at all: a temporary file beside it, renamed; and
+ * only what reads back (never a profile every runtime would refuse). */
 static int write_profile(const char *path, const hn_cost_profile *p)
 {
     char tmp[600];
-    hn_strbuf sb;
+    hn_strbuf sb, why;
+    hn_cost_profile *back = malloc(sizeof(*back));
     FILE *f;
     int ok;
     hn_sb_init(&sb);
+    hn_sb_init(&why);
     hn_profile_write(p, &sb);
+    if (back == NULL || sb.failed || hn_profile_parse(sb.data, sb.len, p->model, p->count, back, &why) != HN_OK) {
+        fprintf(stderr, "hirnode tune: internal: the profile does not read back: %s\n",
+                why.data != NULL ? why.data : "out of memory");
+        errno = EINVAL;
+        free(back);
+        hn_sb_free(&why);
+        hn_sb_free(&sb);
+        return 0;
+    }
+    free(back);
+    hn_sb_free(&why);
     snprintf(tmp, sizeof(tmp), "%s.tmp%ld", path, (long)getpid());
     ok = !sb.failed && make_folders(path) && (f = fopen(tmp, "w")) != NULL;
     if (ok) {

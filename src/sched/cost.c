@@ -720,7 +720,7 @@ void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n,
         seq += (G / p->ratio - G - o.C) / (G * G);
         wseq += 1 / (G * G);
     }
-    out->seq_overhead_s = wseq > 0 ? HN_MAX(seq / wseq, 0) : fallback->seq_overhead_s;
+    out->seq_overhead_s = wseq > 0 ? fmin(HN_MAX(seq / wseq, 0), HN_COST_MAX_SECONDS) : fallback->seq_overhead_s;
     /* the rest from hirnode's own pipelines: what one took beyond the GEMM
      * alone (at the rate measured with it), its exposed first step and what
      * follows it exposed */
@@ -758,5 +758,7 @@ void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n,
                 continue;
             }
             fit2(x1, x2, y, w, m, &out->kappa[!gather][ce], &out->tau_s[!gather][ce]);
+            out->kappa[!gather][ce] = fmin(out->kappa[!gather][ce], HN_COST_MAX_KAPPA);
+            out->tau_s[!gather][ce] = fmin(out->tau_s[!gather][ce], HN_COST_MAX_SECONDS);
         }
 }

@@ -185,6 +185,12 @@ extern const hn_cost_coeffs hn_cost_model;
 extern const hn_cost_point hn_cost_points[];
 extern const int hn_cost_npoints;
 
+/* The bounds of the model's coefficients (what a profile file may hold;
+ * the fit stays within them): kappa, and tau, sigma, chunk and stream
+ * costs in seconds. */
+#define HN_COST_MAX_KAPPA 100.0
+#define HN_COST_MAX_SECONDS 1.0
+
 /* Least squares of the model on the points (non-negative coefficients),
  * with the collective curves of `curves` (NULL: the built-in's); its
  * chunk_s and stream_s are taken as measured and kept. Kappa and tau of a

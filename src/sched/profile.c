@@ -270,7 +270,7 @@ static int read_gemm(reader *r, const hn_json *root, hn_cost_profile *p)
             return bad(r, "%s: expected an object", path);
         if (!str(r, e, path, "dtype", dt, sizeof(dt)) || !num(r, e, path, "M", 1, 1 << 20, 1, &v[0]) ||
             !num(r, e, path, "K", 1, 1 << 20, 1, &v[1]) || !num(r, e, path, "N", 1, 1 << 20, 1, &v[2]) ||
-            !num(r, e, path, "tflops", 1e-9, 1e9, 0, &q->tflops))
+            !num(r, e, path, "tflops", 1e-30, 1e30, 0, &q->tflops))
             return 0;
         if ((d = name_index(dt, dtype_keys, HN_COST_NDTYPES)) < 0)
             return bad(r, "%s.dtype: expected bf16, f16 or f32, not \"%s\"", path, dt);
@@ -288,7 +288,7 @@ static int read_model(reader *r, const hn_json *root, hn_cost_profile *p)
     const hn_json *m = member(r, root, "", "model", HN_JSON_OBJECT, 1);
     hn_cost_coeffs *c = &p->coef;
     double us, gbps;
-    if (m == NULL || !num(r, m, "model", "seq_overhead_us", 0, 1e6, 0, &us))
+    if (m == NULL || !num(r, m, "model", "seq_overhead_us", 0, HN_COST_MAX_SECONDS * 1e6, 0, &us))
         return 0;
     c->seq_overhead_s = us * 1e-6;
     for (int k = 0; k < 2; k++) {
@@ -302,7 +302,7 @@ static int read_model(reader *r, const hn_json *root, hn_cost_profile *p)
             snprintf(path, sizeof(path), "model.%s.%s", name, class_keys[g]);
             for (int e = 0; e < 2 && cl != NULL; e++) {
                 double v;
-                if (!num(r, cl, path, via_keys[e], 0, k ? 1e6 : 100, 0, &v))
+                if (!num(r, cl, path, via_keys[e], 0, k ? HN_COST_MAX_SECONDS * 1e6 : HN_COST_MAX_KAPPA, 0, &v))
                     return 0;
                 if (k)
                     c->tau_s[g][e] = v * 1e-6;
@@ -313,13 +313,13 @@ static int read_model(reader *r, const hn_json *root, hn_cost_profile *p)
                 return 0;
         }
     }
-    if (!num(r, m, "model", "chunk_us", 0, 1e6, 0, &us))
+    if (!num(r, m, "model", "chunk_us", 0, HN_COST_MAX_SECONDS * 1e6, 0, &us))
         return 0;
     c->chunk_s = us * 1e-6;
-    if (!num(r, m, "model", "stream_us", 0, 1e6, 0, &us))
+    if (!num(r, m, "model", "stream_us", 0, HN_COST_MAX_SECONDS * 1e6, 0, &us))
         return 0;
     c->stream_s = us * 1e-6;
-    if (!num(r, m, "model", "hbm_gbps", 1e-6, 1e9, 0, &gbps))
+    if (!num(r, m, "model", "hbm_gbps", 1e-30, 1e30, 0, &gbps))
         return 0;
     p->hbm_bytes_per_s = gbps * 1e9;
     return 1;
@@ -362,7 +362,7 @@ static int read_curves(reader *r, const hn_json *root, hn_cost_profile *p)
         if (!str(r, e, path, "kind", kind, sizeof(kind)) || !str(r, e, path, "engine", engine, sizeof(engine)) ||
             !num(r, e, path, "ranks", 2, 256, 1, &ranks) ||
             !num_array(r, e, path, "bytes", 1, 1e15, c->bytes, &c->npoints) ||
-            !num_array(r, e, path, "us", 1e-6, 1e12, c->us, &nu))
+            !num_array(r, e, path, "us", 1e-30, 1e30, c->us, &nu))
             return 0;
         for (k = 0; k < HN_ARRAY_LEN(curve_kinds) && strcmp(kind, hn_coll_name(curve_kinds[k])) != 0; k++)
             ;
@@ -436,9 +436,9 @@ static int read_pipes(reader *r, const hn_json *root, hn_cost_profile *p)
         if (!str(r, e, path, "op", op, sizeof(op)) || !num(r, e, path, "M", 1, 1 << 20, 1, &v[0]) ||
             !num(r, e, path, "K", 1, 1 << 20, 1, &v[1]) || !num(r, e, path, "N", 1, 1 << 20, 1, &v[2]) ||
             !num(r, e, path, "ranks", 1, 256, 1, &v[3]) ||
-            !num(r, e, path, "gemm_tflops", 1e-9, 1e9, 0, &q->gemm_tflops) ||
+            !num(r, e, path, "gemm_tflops", 1e-30, 1e30, 0, &q->gemm_tflops) ||
             !str(r, e, path, "strategy", strategy, sizeof(strategy)) || !str(r, e, path, "via", via, sizeof(via)) ||
-            !num(r, e, path, "chunks", 1, 1 << 20, 1, &v[4]) || !num(r, e, path, "ratio", 1e-6, 1e3, 0, &q->ratio))
+            !num(r, e, path, "chunks", 1, 1 << 20, 1, &v[4]) || !num(r, e, path, "ratio", 1e-30, 1e30, 0, &q->ratio))
             return 0;
         if ((k = name_index(op, op_names, HN_ARRAY_LEN(op_names))) < 0)
             return bad(r, "%s.op: expected ag_matmul, matmul_rs or matmul_ar, not \"%s\"", path, op);

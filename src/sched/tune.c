@@ -315,8 +315,8 @@ static void chunks_and_streams(tuner *t)
         }
     }
     bufs_free(t, &b);
-    t->p->coef.chunk_s = nc > 0 ? fmax(chunk / nc, 0) : 0;
-    t->p->coef.stream_s = ns > 0 ? fmax(stream / ns, 0) : 0;
+    t->p->coef.chunk_s = nc > 0 ? fmin(fmax(chunk / nc, 0), HN_COST_MAX_SECONDS) : 0;
+    t->p->coef.stream_s = ns > 0 ? fmin(fmax(stream / ns, 0), HN_COST_MAX_SECONDS) : 0;
 }
 
 static void copies(tuner *t)

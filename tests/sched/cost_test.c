@@ -47,6 +47,16 @@ static void test_coefficients_are_the_fit(void)
                 pts[i].ratio *= 0.9; /* slower rings interfere more */
         hn_cost_fit(NULL, pts, hn_cost_npoints, NULL, &f);
         CU_ASSERT(f.kappa[0][1] > m->kappa[0][1] && f.kappa[1][1] > m->kappa[1][1]);
+        /* however wild the runs (an emulation on a loaded machine), the
+         * coefficients stay within what a profile file may hold */
+        for (int i = 0; i < hn_cost_npoints; i++)
+            pts[i].ratio = i % 2 ? 1e-7 : 1e-3;
+        hn_cost_fit(NULL, pts, hn_cost_npoints, NULL, &f);
+        CU_ASSERT(f.seq_overhead_s <= HN_COST_MAX_SECONDS);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                CU_ASSERT(f.kappa[i][j] >= 0 && f.kappa[i][j] <= HN_COST_MAX_KAPPA && f.tau_s[i][j] >= 0 &&
+                          f.tau_s[i][j] <= HN_COST_MAX_SECONDS);
         /* measured chunk costs are taken out of what tau must explain */
         {
             hn_cost_profile *pr = malloc(sizeof(*pr));
