@@ -475,10 +475,10 @@ int hn_cli_bench_overlap(int argc, char **argv)
         HN_CHOICE("--op", "ag_matmul|matmul_rs|matmul_ar|all", &op, "the pipelined statement (needed; all: the three)"),
         HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 2)"),
         HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend, "the devices (default: $HIRNODE_BACKEND, else auto)"),
-        HN_CALL("--shapes", "MxKxN[,MxKxN...]|tuner", parse_shapes, &o,
+        HN_CALL("--shapes", "MxKxN[,MxKxN...]", parse_shapes, &o,
                 "default 32768x16384x8192,16384x8192x8192,4096x8192x8192;\n"
-                "256x128x64,128x128x128 on the host backend; tuner: the shapes\n"
-                "the machine profile in use was measured at"),
+                "256x128x64,128x128x128 on the host backend; --shapes tuner: the\n"
+                "shapes the machine profile in use was measured at"),
         HN_CALL("--dtype", "bf16[,f16,f32]", parse_dtypes, &o, "element types (default bf16)"),
         HN_INT("--iters", "I", &o.iters, 1, 1000000, "statements per run (default 5)"),
         HN_INT("--warmup", "W", &o.warmup, 0, 1000000, "runs before timing (default 3)"),
