@@ -85,6 +85,52 @@ out=$("$cli" bench overlap --op matmul_ar --backend host 2>&1 >/dev/null); rc=$?
 out=$("$cli" bench collectives --gpus 2 --op allgather --backend host 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "; 10 iterations x 3 repetitions after 2 warm-up;" &&
   echo "$out" | grep -qE '^ +262144 ' && ! echo "$out" | grep -qE '^ +524288 ' && ok || bad "bench collectives on the host: rc=$rc $out"
+# hirnode tune on the host backend (host-sized, seconds): a step a line on
+# stderr (no terminal), the profile written where -o says; HIRNODE_PROFILE
+# makes it the one info names and runs use, and bench overlap --shapes tuner
+# takes a profile's shapes (one at tune's least size here); a malformed,
+# truncated, foreign or other-version file: a warning naming it and what is
+# wrong, and the built-in default
+out=$("$cli" tune --backend host --gpus 2 -o "$t/p.json" 2>"$t/tune.err"); rc=$?
+[ $rc = 0 ] && [ -s "$t/p.json" ] && echo "$out" | grep -q "^profile: $t/p.json$" &&
+  echo "$out" | grep -q "^the model's largest error on these pipelines: " &&
+  grep -q '^tune: \[1/[0-9]*\] GEMM bf16 32x128x128$' "$t/tune.err" && grep -q "^tune: \[\([0-9]*\)/\1\] the model's fit$" "$t/tune.err" &&
+  ok || bad "tune: rc=$rc $out $(cat "$t/tune.err")"
+"$cli" tune --backend host --gpus 2 --size tiny -o "$t/tiny.json" >/dev/null 2>&1 && ok || bad "tune --size tiny"
+if command -v python3 >/dev/null; then
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["version"] == 1 and d["machine"]["count"] == 2' "$t/p.json" &&
+    ok || bad "the profile is not JSON to python"
+fi
+out=$(HIRNODE_PROFILE="$t/p.json" "$cli" info 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^  host   2 ranks of host: $t/p.json (measured .* on host x2)$" && ! echo "$out" | grep -q "^hirnode warn " &&
+  echo "$out" | grep -q "^  profile *= $t/p.json " && ok || bad "info names the profile: rc=$rc $out"
+out=$("$cli" info --gpus 2 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^  host   2 ranks of host: built-in default for host " && ok || bad "info without a profile: $out"
+out=$(HIRNODE_PROFILE="$t/p.json" "$cli" dump --lowered --gpus 2 examples/matmul_reduce_scatter.hir 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^# the model's profile: $t/p.json (measured" && ok || bad "dump --lowered names the profile: $out"
+out=$(HIRNODE_PROFILE="$t/p.json" "$cli" run --gpus 2 --check --iters 2 examples/matmul_allreduce.hir 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^check: passed" && ! echo "$out" | grep -q "^hirnode warn " && ok || bad "a run with the profile: rc=$rc $out"
+out=$(HIRNODE_PROFILE="$t/tiny.json" "$cli" bench overlap --op all --gpus 2 --shapes tuner --iters 1 --warmup 0 2>/dev/null); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c '^pick: ')" = 3 ] && [ "$(echo "$out" | grep -c '^# .*, M=32 K=16 N=16, ')" = 3 ] &&
+  echo "$out" | grep -q "the model's profile: $t/tiny.json" && ! echo "$out" | grep -q WRONG && ok || bad "bench overlap --shapes tuner: rc=$rc $out"
+head -c 300 "$t/p.json" > "$t/cut.json"
+sed 's/"count": 2/"count": 4/' "$t/p.json" > "$t/x4.json"
+sed 's/"version": 1/"version": 7/' "$t/p.json" > "$t/v7.json"
+sed 's/"hbm_gbps": /"hbm_gbps": -/' "$t/p.json" > "$t/neg.json"
+for c in "cut.json:not valid JSON (truncated?): line " "x4.json:measured on host x4, not on this machine's host x2" \
+         "v7.json:version 7; this hirnode reads version 1" "neg.json:model.hbm_gbps: expected a number from"; do
+  f=${c%%:*} want=${c#*:}
+  out=$(HIRNODE_PROFILE="$t/$f" "$cli" info --gpus 2 2>&1); rc=$?
+  [ $rc = 0 ] && echo "$out" | grep -qF "profile $t/$f: $want" && echo "$out" | grep -qF "; using the built-in default for host" &&
+    echo "$out" | grep -q "^  host   2 ranks of host: built-in default for host " && ok || bad "info with $f: rc=$rc $out"
+  out=$(HIRNODE_PROFILE="$t/$f" "$cli" run --gpus 2 --check --iters 2 examples/matmul_allreduce.hir 2>&1); rc=$?
+  [ $rc = 0 ] && echo "$out" | grep -q "^check: passed" && [ "$(echo "$out" | grep -cF "profile $t/$f: $want")" = 1 ] && ok ||
+    bad "a run with $f: rc=$rc $out"
+done
+out=$(HIRNODE_PROFILE="$t/none.json" "$cli" info --gpus 2 2>&1)
+echo "$out" | grep -qF "profile $t/none.json: cannot read" && ok || bad "info with a missing profile: $out"
+out=$("$cli" tune --backend host --gpus 2 --size tiny -o "$t/p.json/x.json" 2>&1 >/dev/null); rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "^hirnode tune: cannot write $t/p.json/x.json: " && ok || bad "tune to a path it cannot write: rc=$rc $out"
 rm -rf "$t"
 
 # a malformed program: exit 2 and file:line:col: error:
@@ -98,7 +144,7 @@ out=$("$cli" check "$t/bad.hir" 2>&1); rc=$?
 "$cli" run --backend cuda --gpus 2 examples/allgather.hir >/dev/null 2>&1; rc=$?
 if "$cli" info | grep -qE '^  cuda +[1-9]'; then :; else [ $rc = 2 ] && ok || bad "--backend cuda without GPUs: rc=$rc"; fi
 # every subcommand's --help: its usage on stdout, exit 0
-for cmd in "run" "check" "dump" "info" "bench" "bench collectives" "bench overlap" "bench issue" "trace" \
+for cmd in "run" "check" "dump" "info" "tune" "bench" "bench collectives" "bench overlap" "bench issue" "trace" \
            "trace summary" "trace svg"; do
   for h in --help -h; do
     out=$("$cli" $cmd $h 2>&1); rc=$?
@@ -153,6 +199,13 @@ usage_error "--shapes: expected an integer from 1 to 1048576, not '0'" bench ove
 usage_error "--reps: expected an integer from 20 to 100000, not '5'" bench overlap --op ag_matmul --reps 5
 usage_error "--dtype: expected bf16[,f16,f32], not 'i32'" bench overlap --op ag_matmul --dtype i32
 usage_error "--chunks: expected an integer from 1 to 1048576, not '0'" bench overlap --op ag_matmul --chunks 0
+usage_error "--op: expected ag_matmul, matmul_rs, matmul_ar or all, not 'mm'" bench overlap --op mm
+usage_error "--size: expected auto, gpu, host or tiny, not 'huge'" tune --size huge
+usage_error "--gpus: expected an integer from 1 to 256, not '0'" tune --gpus 0
+usage_error "--shapes: expected MxKxN[,MxKxN...], not 'tuner'" tune --shapes tuner
+usage_error "-o: expected FILE, not ''" tune -o ""
+usage_error "unexpected argument 'x'" tune x
+usage_error "--gpus: expected an integer from 1 to 256, not '0'" info --gpus 0
 usage_error "--n: expected an integer from 1 to 10000000, not '0'" bench issue --n 0
 usage_error "--gpus: expected an integer from 1 to 256, not '300'" bench issue --gpus 300
 usage_error "which command?" trace

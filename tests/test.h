@@ -39,6 +39,8 @@
     HN_SUITE(lowered)                                                        \
     HN_SUITE(cost)                                                           \
     HN_SUITE(config)                                                         \
+    HN_SUITE(profile)                                                        \
+    HN_SUITE(tune)                                                           \
     HN_SUITE(options)                                                        \
     HN_SUITE(examples)                                                       \
     HN_SUITE(extreme)                                                        \

@@ -1,11 +1,13 @@
-/* `hirnode bench overlap`: pipelined tensor-parallel GEMMs. For each shape
- * and dtype, in one runtime: the GEMM alone, the sequential NCCL
+/* `hirnode bench overlap`: pipelined tensor-parallel GEMMs. For each op,
+ * shape and dtype, in one runtime: the GEMM alone, the sequential NCCL
  * collective + GEMM (the baseline), every strategy and `auto`, each the
  * median of >= 20 timed runs of ITERS statements (host clock around the
  * whole run, the slowest rank); per-GPU TFLOP/s = 2 M N K / time, with M
- * the global rows and K x N the local weight; every output compared with
- * the baseline's. Progress on stderr, the table on stdout. Runs on the
- * host backend too (small shapes), so CI exercises it. */
+ * the global rows and K x N the local weight; the model's time of each
+ * and its error; every output compared with the baseline's; the model's
+ * pick beside the fastest measured. Progress on stderr, the table on
+ * stdout. Runs on the host backend too (small shapes), so CI exercises
+ * it. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,7 +32,9 @@ typedef struct shape3 {
 typedef struct overlap_opts {
     hn_runtime_config cfg;
     bench_op op;
-    shape3 shapes[16];
+    int all_ops;    /* --op all: the three, one after another */
+    int tuner;      /* --shapes tuner: the profile's */
+    shape3 shapes[HN_COST_MAX_SHAPES];
     int nshapes;
     hn_dtype dtypes[4];
     int ndtypes;
@@ -59,6 +63,7 @@ static const variant variants[] = {
     {"auto", "auto", NULL, NULL, 0},
 };
 #define BASELINE 1
+#define AUTO_ROW (HN_ARRAY_LEN(variants) - 1)
 
 static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -201,7 +206,6 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
     const char *pname[] = {"ITERS"};
     int64_t pval[] = {o->iters};
     hn_run_args args = {1, pname, pval, 3, bind};
-    double *t = calloc((size_t)o->reps, sizeof(double));
     hn_status_t st = HN_OK;
     size_t es = (size_t)hn_dtype_size(dt), cbytes;
     char *host = NULL;
@@ -213,9 +217,7 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
              "param ITERS = 1\ninput A : %s[%lld, %lld] replicated\ninput B : %s[%lld, %lld] replicated\n"
              "output C : %s[%lld, %lld] replicated\nfor it in 0 .. ITERS {\n  %s\n}\n",
              dn, a[0], a[1], dn, b[0], b[1], dn, c[0], c[1], stmt);
-    if ((p = parse(text)) == NULL || t == NULL) {
-        free(t);
-        hn_program_destroy(p);
+    if ((p = parse(text)) == NULL) {
         return HN_ERR_INVALID;
     }
     /* the plan the scheduler takes here, and what the model expects of it */
@@ -225,7 +227,7 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
         int64_t params[1] = {o->iters};
         hn_sb_init(&diag);
         hn_sb_init(&notes);
-        st = hn_sched_lower(p, n, rt->cfg.nstreams, params, &lp, &diag, &notes);
+        st = hn_sched_lower(p, n, rt->cfg.nstreams, params, rt->profile, &lp, &diag, &notes);
         if (st != HN_OK) {
             /* not for this shape (chunks that do not divide, ...): say why */
             char *colon = diag.data ? strstr(diag.data, "): ") : NULL;
@@ -247,27 +249,21 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
         hn_program_destroy(lp);
     } else {
         snprintf(res->plan, sizeof(res->plan), "%lld x %lld x %lld per GPU", s->M, s->K, s->N);
-        res->model_s = hn_cost_gemm_seconds(2.0 * s->M * s->N * s->K, dt);
+        res->model_s = hn_cost_gemm_seconds(rt->profile, 2.0 * s->M * s->N * s->K, dt);
         res->ran = 1;
     }
     if (!res->ran) {
-        free(t);
         hn_program_destroy(p);
         return HN_OK;
     }
     progress("%s %lldx%lldx%lld %s: %s (%s)", op_names[o->op], s->M, s->K, s->N, dn, variants[vi].name, res->plan);
     st = poison(rt, dt, c, bufs[2], sizes[2]); /* so that an output not written shows */
-    for (int w = 0; w < o->warmup && st == HN_OK; w++)
-        st = hn_runtime_run(rt, p, &args);
-    for (int k = 0; k < o->reps && st == HN_OK; k++) {
-        double t0 = hn_now();
-        st = hn_runtime_run(rt, p, &args);
-        t[k] = (hn_now() - t0) / o->iters;
-    }
+    if (st == HN_OK)
+        st = hn_tune_time(rt, p, &args, o->warmup, o->reps, &res->seconds);
     if (st != HN_OK)
         fprintf(stderr, "bench overlap: %s: %s\n", variants[vi].name, hn_runtime_error(rt));
     if (st == HN_OK)
-        res->seconds = hn_median(t, o->reps);
+        res->seconds /= o->iters;
     res->overlap = st == HN_OK && !gemm_alone ? overlap_of(rt, p, &args) : -1;
     /* the output of every rank against the baseline's */
     if (st == HN_OK && !gemm_alone && (host = malloc(cbytes + 1)) != NULL) {
@@ -286,7 +282,6 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
         }
     }
     free(host);
-    free(t);
     hn_runtime_forget(rt, p);
     hn_program_destroy(p);
     return st;
@@ -334,7 +329,8 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
     void **bufs[3], **baseline = calloc((size_t)n, sizeof(void *));
     size_t *sizes[3];
     measured res[HN_ARRAY_LEN(variants)];
-    double flops = 2.0 * s->M * s->N * s->K;
+    double flops = 2.0 * s->M * s->N * s->K, worst = 0;
+    int best = -1;
     const char *dn = hn_dtype_name(dt);
     hn_status_t st = HN_OK;
     for (int k = 0; k < 3; k++) {
@@ -375,19 +371,22 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
     printf(o->markdown ? "\n### %s, M=%lld K=%lld N=%lld, %s, %d GPUs (%s backend)\n\n"
                        : "\n# %s, M=%lld K=%lld N=%lld, %s, %d GPUs (%s backend)\n",
            op_names[o->op], s->M, s->K, s->N, dn, n, hn_runtime_backend(rt));
-    printf(o->markdown ? "| variant | plan | ms | TFLOP/s per GPU | vs GEMM alone | model ms | max rel err | overlap |\n"
-                         "|---|---|---:|---:|---:|---:|---:|---:|\n"
-                       : "%-16s %-62s %10s %9s %8s %9s %11s %8s\n",
-           "variant", "plan", "ms", "TFLOP/s", "vs GEMM", "model ms", "max rel err", "overlap");
+    printf(o->markdown ? "| variant | plan | ms | TFLOP/s per GPU | vs GEMM alone | model ms | model err | max rel err "
+                         "| overlap |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n"
+                       : "%-16s %-62s %10s %9s %8s %9s %9s %11s %8s\n",
+           "variant", "plan", "ms", "TFLOP/s", "vs GEMM", "model ms", "model err", "max rel err", "overlap");
     for (int v = 0; v < HN_ARRAY_LEN(variants); v++) {
         const measured *m = &res[v];
         char err[32], ov[16];
         if (m->plan[0] == '\0')
             continue;
         if (!m->ran) {
-            printf(o->markdown ? "| %s | %s | | | | | | |\n" : "%-16s %s\n", variants[v].name, m->plan);
+            printf(o->markdown ? "| %s | %s | | | | | | | |\n" : "%-16s %s\n", variants[v].name, m->plan);
             continue;
         }
+        if (variants[v].strategy != NULL && (best < 0 || m->seconds < res[best].seconds))
+            best = v;
+        worst = fmax(worst, fabs(m->model_s / m->seconds - 1));
         if (m->overlap >= 0)
             snprintf(ov, sizeof(ov), "%.1f%%", m->overlap * 100);
         else
@@ -398,11 +397,19 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
             snprintf(err, sizeof(err), "%.2g%s", m->max_rel, m->max_rel <= tolerance(dt) ? "" : " WRONG");
         if (v > BASELINE && m->max_rel > tolerance(dt))
             rc = 1;
-        printf(o->markdown ? "| %s | %s | %.3f | %.4g | %.3f | %.3f | %s | %s |\n"
-                           : "%-16s %-62s %10.3f %9.4g %8.3f %9.3f %11s %8s\n",
+        printf(o->markdown ? "| %s | %s | %.3f | %.4g | %.3f | %.3f | %+.1f%% | %s | %s |\n"
+                           : "%-16s %-62s %10.3f %9.4g %8.3f %9.3f %8.1f%% %11s %8s\n",
                variants[v].name, m->plan, m->seconds * 1e3, flops / m->seconds / 1e12, res[0].seconds / m->seconds,
-               m->model_s * 1e3, err, ov);
+               m->model_s * 1e3, (m->model_s / m->seconds - 1) * 100, err, ov);
     }
+    /* the model's pick (auto's plan) beside the fastest measured */
+    if (res[AUTO_ROW].ran && best >= 0)
+        printf(o->markdown ? "\nThe model's pick: %s (model %.3f ms, measured %.3f ms); the fastest measured: %s, %s "
+                             "(%.3f ms); auto / fastest: %.3f; the model's largest error here: %.1f%%.\n"
+                           : "pick: %s (model %.3f ms, measured %.3f ms); fastest: %s, %s (%.3f ms); auto / fastest "
+                             "%.3f; largest model error %.1f%%\n",
+               res[AUTO_ROW].plan, res[AUTO_ROW].model_s * 1e3, res[AUTO_ROW].seconds * 1e3, variants[best].name, res[best].plan,
+               res[best].seconds * 1e3, res[best].seconds / res[AUTO_ROW].seconds, worst * 100);
     fflush(stdout);
 done:
     for (int k = 0; k < 3; k++) {
@@ -419,50 +426,20 @@ done:
     return rc;
 }
 
-/* --shapes "MxKxN,MxKxN": each size from 1 to 2^20 */
+/* --shapes "MxKxN,MxKxN" (each size from 1 to 2^20), or "tuner": the
+ * shapes the machine profile in use was measured at */
 static int parse_shapes(const char *s, void *dest, hn_strbuf *err)
 {
     overlap_opts *o = dest;
+    int64_t v[HN_COST_MAX_SHAPES][3];
     o->nshapes = 0;
-    for (;;) {
-        long long *dims[3];
-        size_t len = strcspn(s, ",");
-        shape3 *x;
-        char item[64];
-        if (o->nshapes == HN_ARRAY_LEN(o->shapes)) {
-            hn_sb_printf(err, "--shapes: at most %d shapes", HN_ARRAY_LEN(o->shapes));
-            return 0;
-        }
-        x = &o->shapes[o->nshapes];
-        dims[0] = &x->M;
-        dims[1] = &x->K;
-        dims[2] = &x->N;
-        if (len >= sizeof(item))
-            return 0;
-        memcpy(item, s, len);
-        item[len] = '\0';
-        {
-            char *k = strchr(item, 'x'), *n = k != NULL ? strchr(k + 1, 'x') : NULL;
-            const char *part[3];
-            int64_t v;
-            if (k == NULL || n == NULL)
-                return 0; /* not MxKxN: the parser says what it takes */
-            *k = *n = '\0';
-            part[0] = item;
-            part[1] = k + 1;
-            part[2] = n + 1;
-            for (int d = 0; d < 3; d++) {
-                if (hn_parse_int64("--shapes", part[d], 1, 1 << 20, &v, err) != HN_OK)
-                    return 0;
-                *dims[d] = v;
-            }
-        }
-        o->nshapes++;
-        s += len;
-        if (*s == '\0')
-            return 1;
-        s++;
-    }
+    if ((o->tuner = strcmp(s, "tuner") == 0))
+        return 1;
+    if (!hn_cli_shapes(s, "--shapes", v, HN_ARRAY_LEN(o->shapes), &o->nshapes, err))
+        return 0;
+    for (int i = 0; i < o->nshapes; i++)
+        o->shapes[i] = (shape3){v[i][0], v[i][1], v[i][2]};
+    return 1;
 }
 
 /* --dtype "bf16,f16,f32" */
@@ -502,12 +479,13 @@ int hn_cli_bench_overlap(int argc, char **argv)
     hn_status_t st;
     char *why = NULL;
     const hn_option table[] = {
-        HN_CHOICE("--op", "ag_matmul|matmul_rs|matmul_ar", &op, "the pipelined statement (needed)"),
+        HN_CHOICE("--op", "ag_matmul|matmul_rs|matmul_ar|all", &op, "the pipelined statement (needed; all: the three)"),
         HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 2)"),
         HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend, "the devices (default: $HIRNODE_BACKEND, else auto)"),
         HN_CALL("--shapes", "MxKxN[,MxKxN...]", parse_shapes, &o,
                 "default 32768x16384x8192,16384x8192x8192,4096x8192x8192;\n"
-                "256x128x64,128x128x128 on the host backend"),
+                "256x128x64,128x128x128 on the host backend; --shapes tuner: the\n"
+                "shapes the machine profile in use was measured at"),
         HN_CALL("--dtype", "bf16[,f16,f32]", parse_dtypes, &o, "element types (default bf16)"),
         HN_INT("--iters", "I", &o.iters, 1, 1000000, "statements per run (default 5)"),
         HN_INT("--warmup", "W", &o.warmup, 0, 1000000, "runs before timing (default 3)"),
@@ -530,11 +508,12 @@ int hn_cli_bench_overlap(int argc, char **argv)
     if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0)
         return rc;
     if (op == NULL)
-        return hn_cli_usage_error(&c, "which --op? (ag_matmul, matmul_rs or matmul_ar)");
+        return hn_cli_usage_error(&c, "which --op? (ag_matmul, matmul_rs, matmul_ar or all)");
+    o.all_ops = strcmp(op, "all") == 0;
     for (int k = 0; k < 3; k++)
         if (strcmp(op, op_names[k]) == 0)
             o.op = (bench_op)k;
-    shapes_given = o.nshapes > 0;
+    shapes_given = o.nshapes > 0 || o.tuner;
     if ((st = hn_runtime_create_ex(&o.cfg, &rt, &why)) != HN_OK) {
         fprintf(stderr, "bench overlap: cannot start %d ranks: %s\n", o.cfg.ndev, why != NULL ? why : hn_status_string(st));
         hn_string_free(why);
@@ -542,18 +521,38 @@ int hn_cli_bench_overlap(int argc, char **argv)
     }
     if (!shapes_given)
         parse_shapes(strcmp(hn_runtime_backend(rt), "host") == 0 ? host_shapes : gpu_shapes, &o, NULL);
-    printf("# hirnode bench overlap --op %s: %d GPUs, %s backend, nstreams %d; median of %d runs of %d "
-           "statements after %d warm-up runs; outputs against the sequential NCCL baseline's\n",
-           op_names[o.op], hn_runtime_size(rt), hn_runtime_backend(rt), o.cfg.nstreams, o.reps, o.iters, o.warmup);
+    if (o.tuner) {
+        const hn_cost_profile *pr = rt->profile;
+        for (int k = 0; k < pr->nshapes && k < HN_ARRAY_LEN(o.shapes); k++)
+            o.shapes[k] = (shape3){pr->shapes[k][0], pr->shapes[k][1], pr->shapes[k][2]};
+        o.nshapes = HN_MIN(pr->nshapes, HN_ARRAY_LEN(o.shapes));
+    }
+    {
+        char what[700];
+        hn_profile_describe(rt->profile, what, sizeof(what));
+        printf("# hirnode bench overlap --op %s: %d GPUs, %s backend, nstreams %d; median of %d runs of %d "
+               "statements after %d warm-up runs; outputs against the sequential NCCL baseline's; the model's "
+               "profile: %s\n",
+               op, hn_runtime_size(rt), hn_runtime_backend(rt), o.cfg.nstreams, o.reps, o.iters, o.warmup, what);
+    }
+    if (o.nshapes == 0) {
+        fprintf(stderr, "bench overlap: --shapes tuner: the profile in use lists no shapes\n");
+        rc = 2;
+    }
     fflush(stdout);
-    for (int d = 0; d < o.ndtypes; d++)
-        for (int k = 0; k < o.nshapes; k++) {
-            int r;
-            progress("%s %lldx%lldx%lld %s: the inputs", op_names[o.op], o.shapes[k].M, o.shapes[k].K,
-                     o.shapes[k].N, hn_dtype_name(o.dtypes[d]));
-            r = bench_shape(rt, &o, &o.shapes[k], o.dtypes[d]);
-            rc = r > rc ? r : rc;
-        }
+    for (int k = 0; k < (o.all_ops ? 3 : 1); k++) {
+        overlap_opts one = o;
+        if (o.all_ops)
+            one.op = (bench_op)k;
+        for (int d = 0; d < o.ndtypes; d++)
+            for (int s = 0; s < o.nshapes; s++) {
+                int r;
+                progress("%s %lldx%lldx%lld %s: the inputs", op_names[one.op], o.shapes[s].M, o.shapes[s].K,
+                         o.shapes[s].N, hn_dtype_name(o.dtypes[d]));
+                r = bench_shape(rt, &one, &o.shapes[s], o.dtypes[d]);
+                rc = r > rc ? r : rc;
+            }
+    }
     hn_runtime_destroy(rt);
     return rc;
 }

@@ -1,4 +1,4 @@
-/* The `hirnode` command: run, check, dump and info.
+/* The `hirnode` command: run, check, dump, info and tune.
  * Exit codes: 0 ok, 1 check failed or runtime error, 2 bad usage or bad program. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 int hn_cli_bench(int argc, char **argv); /* bench.c */
 int hn_cli_trace(int argc, char **argv); /* trace.c */
 int hn_cli_soak(int argc, char **argv);  /* soak.c */
+int hn_cli_tune(int argc, char **argv);  /* tune.c */
 
 /* The ranks of run, check and dump --lowered when --gpus does not say:
  * the host backend emulates any number, and 8 shows what one GPU cannot. */
@@ -26,8 +27,9 @@ static const char usage[] =
     "  dump FILE                print the program in canonical text\n"
     "  dump --lowered FILE      print it with its pipelined statements and stream-parallel\n"
     "                           loops lowered for a configuration\n"
-    "  info                     version, backends, devices, effective settings\n"
+    "  info                     version, backends, devices, the machine profile, effective settings\n"
     "                           (exit 2 when a HIRNODE_* variable is bad)\n"
+    "  tune                     measure this machine for the cost model: writes its profile\n"
     "  bench collectives        busbw of collectives beside raw NCCL\n"
     "  bench overlap            pipelined GEMMs: every strategy and auto\n"
     "  bench issue              the cost of issuing one instruction beside a plain launch loop\n"
@@ -178,6 +180,21 @@ static hn_program *load(const char *file)
     return p;
 }
 
+/* The device backend a runtime of this configuration takes (as
+ * hn_runtime_create picks it), for the profile its model reads. */
+static const hn_device_ops *backend_of(const hn_runtime_config *cfg)
+{
+    const char *name = cfg->backend != NULL ? cfg->backend : "auto";
+    const hn_device_ops *const *all = hn_device_backends();
+    const hn_device_ops *d;
+    if (strcmp(name, "auto") != 0)
+        return (d = hn_device_find(name)) != NULL ? d : &hn_device_host;
+    for (int i = 0; all[i] != NULL; i++)
+        if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() >= cfg->ndev)
+            return all[i];
+    return &hn_device_host;
+}
+
 /* The program lowered for the configuration of `o` (a copy of p when it
  * has nothing to lower); NULL after printing why. Plans into notes. */
 static hn_program *lowered(const opts *o, hn_program *p, int64_t **params_out, hn_strbuf *notes, int *rc)
@@ -191,7 +208,8 @@ static hn_program *lowered(const opts *o, hn_program *p, int64_t **params_out, h
                         : hn_params_resolve(p, o->cfg.ndev, o->cfg.nstreams, o->ndefs, o->names, o->values, params,
                                             &diag);
     if (st == HN_OK)
-        st = hn_sched_lower(p, o->cfg.ndev, o->cfg.nstreams, params, &lp, &diag, notes);
+        st = hn_sched_lower(p, o->cfg.ndev, o->cfg.nstreams, params, hn_profile_for(backend_of(&o->cfg), o->cfg.ndev),
+                            &lp, &diag, notes);
     if (diag.data != NULL)
         fputs(diag.data, stderr);
     hn_sb_free(&diag);
@@ -240,6 +258,11 @@ static int cmd_dump(int argc, char **argv)
         for (int i = 0; i < p->nparams; i++)
             printf("%s %s = %lld", i ? "," : ";", p->names[p->params[i].var], (long long)params[i]);
         printf("\n");
+        if (p->has_sched) {
+            char what[700];
+            hn_profile_describe(hn_profile_for(backend_of(&o.cfg), o.cfg.ndev), what, sizeof(what));
+            printf("# the model's profile: %s\n", what);
+        }
         for (char *line = notes.data; line != NULL && *line;) {
             char *nl = strchr(line, '\n');
             printf("# %.*s\n", nl ? (int)(nl - line) : (int)strlen(line), line);
@@ -283,7 +306,8 @@ static int cmd_check(int argc, char **argv)
                                             params, &diag);
     if (st == HN_OK && p->has_sched) { /* what runs is the lowered program */
         hn_program *lp = NULL;
-        st = hn_sched_lower(p, o.cfg.ndev, o.cfg.nstreams, params, &lp, &diag, NULL);
+        st = hn_sched_lower(p, o.cfg.ndev, o.cfg.nstreams, params, hn_profile_for(backend_of(&o.cfg), o.cfg.ndev), &lp,
+                            &diag, NULL);
         if (st == HN_OK) {
             hn_program_destroy(p);
             p = lp;
@@ -445,6 +469,31 @@ static void print_devices(opts *o, int gpus)
            "   every rank emulates a device of its own)\n");
 }
 
+/* Which profile a runtime of n devices of backend d uses; n 0: on GPUs
+ * every GPU, on the host the count of the file HIRNODE_PROFILE names (when
+ * it is a host profile), else 8 ranks (run's default). */
+static void info_profile(const hn_device_ops *d, int n)
+{
+    char model[96], cuda[24], what[700];
+    const char *named = hn_setting_get("profile");
+    hn_profile_device_model(d, model, sizeof(model), cuda, sizeof(cuda));
+    if (n <= 0 && strcmp(d->name, "host") != 0)
+        n = d->device_count();
+    if (n <= 0) {
+        hn_cost_profile *p = calloc(1, sizeof(*p));
+        hn_strbuf why;
+        hn_sb_init(&why);
+        n = DEFAULT_RANKS;
+        if (p != NULL && named != NULL && *named && hn_profile_read(named, model, 0, p, &why) == HN_OK)
+            n = p->count;
+        hn_sb_free(&why);
+        free(p);
+    }
+    hn_profile_describe(hn_profile_get(d->name, model, n), what, sizeof(what));
+    printf("  %-6s %d %s of %s: %s\n", d->name, n, strcmp(d->name, "host") == 0 ? "ranks" : n == 1 ? "GPU" : "GPUs",
+           model, what);
+}
+
 static int cmd_info(int argc, char **argv)
 {
     const hn_device_ops *const *all = hn_device_backends();
@@ -452,7 +501,9 @@ static int cmd_info(int argc, char **argv)
     int nargs = 0, rc, gpus = 0, bad = 0;
     opts o;
     const hn_option table[] = {
-        HN_INT("--gpus", "N", &gpus, 1, 256, "show the devices of N ranks (default: every GPU, or 1)"),
+        HN_INT("--gpus", "N", &gpus, 1, 256, "the devices and the profile of N ranks (default: every GPU;\n"
+                                             "on the host backend 1 for the devices, and for the profile\n"
+                                             "the count of the file HIRNODE_PROFILE names)"),
         HN_CALL("--devices", "LIST", take_devices, &o, "... mapped to these ordinals, e.g. 1,0"),
     };
     hn_command c = {"hirnode info", "", table, HN_ARRAY_LEN(table), NULL, 0, &nargs, NULL};
@@ -473,6 +524,10 @@ static int cmd_info(int argc, char **argv)
             printf("  %-6s %d device%s\n", all[i]->name, n, n == 1 ? "" : "s");
     }
     print_devices(&o, gpus > 0);
+    printf("profile (the cost model's; hirnode tune measures one):\n");
+    for (int i = 0; all[i] != NULL; i++)
+        if (strcmp(all[i]->name, "host") == 0 || all[i]->device_count() > 0)
+            info_profile(all[i], gpus);
     printf("settings:\n");
     for (int i = 0; i < hn_settings_count(); i++) {
         const hn_setting *s = hn_setting_at(i);
@@ -495,7 +550,7 @@ static int cmd_info(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    static const char *const commands[] = {"run", "check", "dump", "info", "bench", "trace", "soak", "help"};
+    static const char *const commands[] = {"run", "check", "dump", "info", "tune", "bench", "trace", "soak", "help"};
     const char *near;
     if (argc < 2) {
         fprintf(stderr, "hirnode: no command given\n%s", usage);
@@ -517,6 +572,8 @@ int main(int argc, char **argv)
         return cmd_dump(argc, argv);
     if (strcmp(argv[1], "info") == 0)
         return cmd_info(argc, argv);
+    if (strcmp(argv[1], "tune") == 0)
+        return hn_cli_tune(argc, argv);
     if (strcmp(argv[1], "bench") == 0)
         return hn_cli_bench(argc, argv);
     if (strcmp(argv[1], "trace") == 0)

@@ -73,6 +73,38 @@ void hn_cli_usage(const hn_command *c, FILE *out)
         fprintf(out, "\n%s", c->more);
 }
 
+int hn_cli_shapes(const char *s, const char *what, int64_t (*shapes)[3], int max, int *n, hn_strbuf *err)
+{
+    *n = 0;
+    for (;;) {
+        size_t len = strcspn(s, ",");
+        char item[64], *k, *x;
+        const char *part[3];
+        if (*n == max) {
+            hn_sb_printf(err, "%s: at most %d shapes", what, max);
+            return 0;
+        }
+        if (len >= sizeof(item))
+            return 0;
+        memcpy(item, s, len);
+        item[len] = '\0';
+        if ((k = strchr(item, 'x')) == NULL || (x = strchr(k + 1, 'x')) == NULL)
+            return 0; /* not MxKxN */
+        *k = *x = '\0';
+        part[0] = item;
+        part[1] = k + 1;
+        part[2] = x + 1;
+        for (int d = 0; d < 3; d++)
+            if (hn_parse_int64(what, part[d], 1, 1 << 20, &shapes[*n][d], err) != HN_OK)
+                return 0;
+        (*n)++;
+        s += len;
+        if (*s == '\0')
+            return 1;
+        s++;
+    }
+}
+
 /* "a|b|c" as its words (at most cap; NUL-separated copies in buf). */
 static int split_choices(const char *choices, char *buf, size_t size, const char **words, int cap)
 {

@@ -73,6 +73,12 @@ int hn_cli_parse(const hn_command *c, int argc, char **argv, int first);
  * 16, not '5x'"), where they are listed, and HN_EXIT_USAGE. */
 int hn_cli_check_settings(const hn_command *c);
 
+/* "MxKxN[,MxKxN...]" into shapes[0 .. max), each size from 1 to 2^20, their
+ * count into *n. 0 when it is not that: with a message into err (`what`:
+ * the option) for a size out of range or too many shapes; nothing for
+ * text of another form (the parser then says what the option takes). */
+int hn_cli_shapes(const char *s, const char *what, int64_t (*shapes)[3], int max, int *n, struct hn_strbuf *err);
+
 /* The usage of c, options listed with their help. */
 void hn_cli_usage(const hn_command *c, FILE *out);
 

@@ -191,6 +191,9 @@ hn_status_t hn_nccl_raw_open(int n, const hn_bench_case *c, hn_nccl_raw **out);
  * thread, at once); from then on a repetition of that many calls is one
  * launch of it (the events around the launch). */
 hn_status_t hn_nccl_raw_capture(hn_nccl_raw *h, int iters);
+
+/* NCCL's version, "2.28.3" (for the machine profile). */
+void hn_nccl_version(char *buf, size_t n);
 hn_status_t hn_nccl_raw_rep(hn_nccl_raw *h, int iters, double *seconds);
 void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong);
 #endif

@@ -4,9 +4,11 @@
  * CUDA events around a loop of calls (device time), or the host clock
  * around the loop and the stream's completion; with --graph, the loop
  * captured once in a CUDA graph per rank and each repetition one launch of
- * it, as the runtime's side replays its own. */
+ * it, as the runtime's side replays its own. And NCCL's version, for the
+ * machine profile. */
 #include <nccl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -296,4 +298,15 @@ void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong)
     hn_free(h->comms);
     hn_free(h->rs);
     hn_free(h);
+}
+
+void hn_nccl_version(char *buf, size_t n)
+{
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess || v <= 0) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    /* NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch since 2.9 */
+    snprintf(buf, n, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
 }

@@ -136,6 +136,11 @@ typedef struct hn_device_ops {
     const char *comm; /* the name of its communicator */
     /* How many devices this machine has for the backend (0: none). */
     int (*device_count)(void);
+    /* What device dev is, for the machine profile: its model ("NVIDIA
+     * H200") and the CUDA version its driver supports, each written only
+     * when known. Any thread. NULL (the host backend): the backend's name
+     * is the model. */
+    void (*describe)(int dev, char *model, size_t n, char *cuda, size_t cn);
     hn_status_t (*init)(const hn_device_config *cfg, void **ctx);
     void (*fini)(void *ctx);
     /* Called first on each rank thread (cudaSetDevice, peer access), and

@@ -4,6 +4,7 @@
  * every pair at start, waits that poll with a deadline and give up when
  * another rank failed. */
 #include <sched.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,32 @@ static int cuda_device_count(void)
         return 0;
     }
     return n;
+}
+
+/* The model's name and the CUDA version the driver supports, for the
+ * machine profile (any thread: neither needs the device current). The
+ * name is asked once per device: cudaGetDeviceProperties reads every
+ * property, slowly, and every runtime asks. */
+static void cuda_describe(int dev, char *model, size_t n, char *cuda, size_t cn)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char names[64][256];
+    struct cudaDeviceProp prop;
+    int v = 0;
+    pthread_mutex_lock(&mu);
+    if (dev >= 0 && dev < 64 && names[dev][0] == '\0') {
+        if (cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+            snprintf(names[dev], sizeof(names[dev]), "%s", prop.name);
+        else
+            (void)cudaGetLastError();
+    }
+    if (dev >= 0 && dev < 64 && names[dev][0] != '\0')
+        snprintf(model, n, "%s", names[dev]);
+    pthread_mutex_unlock(&mu);
+    if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0)
+        snprintf(cuda, cn, "%d.%d", v / 1000, v % 1000 / 10);
+    else
+        (void)cudaGetLastError();
 }
 
 static hn_status_t cuda_init(const hn_device_config *cfg, void **out)
@@ -601,6 +628,7 @@ const hn_device_ops hn_device_cuda = {
     .name = "cuda",
     .comm = "nccl",
     .device_count = cuda_device_count,
+    .describe = cuda_describe,
     .init = cuda_init,
     .fini = cuda_fini,
     .thread_init = cuda_thread_init,

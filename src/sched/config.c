@@ -49,6 +49,8 @@ static const hn_setting settings[] = {
         "p2p: most pieces of an allgather ring step (1: whole steps)"),
     INT("p2p_piece_kib", "HIRNODE_P2P_PIECE_KIB", "4096", 1, (int64_t)1 << 30, "p2p: smallest piece of a ring step, KiB"),
     INT("p2p_lanes", "HIRNODE_P2P_LANES", "1", 1, 4, "p2p: side streams (copy lanes) per member (1-4)"),
+    {"profile", "HIRNODE_PROFILE", "", HN_SET_PATH, NULL, 0, 0, 0, 0,
+     "the machine profile `hirnode tune` wrote (default: $XDG_CACHE_HOME/hirnode/profile-<GPU>-x<N>.json)"},
     {"fault", "HIRNODE_FAULT", "", HN_SET_FAULTS, NULL, 0, 0, 0, 0,
      "injected faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... with KIND issue, async, trap, comm, stop, slow, oom"},
     NUMBER("watchdog_grace_s", "HIRNODE_WATCHDOG_GRACE_S", "5", 0, 1e6,
@@ -125,6 +127,15 @@ static hn_status_t parse(const hn_setting *s, const char *text, setting_value *v
             *v->faults = plan;
         return HN_OK;
     }
+    case HN_SET_PATH:
+        for (const char *c = text; *c != '\0'; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f || c - text >= 4095) {
+                if (err != NULL)
+                    hn_sb_printf(err, "%s: expected a file's path (below 4096 bytes, no control characters)", s->env);
+                return HN_ERR_INVALID;
+            }
+        v->w = text;
+        return HN_OK;
     }
     return HN_ERR_INVALID;
 }
@@ -156,6 +167,14 @@ hn_status_t hn_setting_word(const char *name, const char **out, hn_strbuf *err)
 {
     setting_value v = {.w = NULL};
     hn_status_t st = get(name, HN_SET_WORD, &v, err);
+    *out = v.w;
+    return st;
+}
+
+hn_status_t hn_setting_path(const char *name, const char **out, hn_strbuf *err)
+{
+    setting_value v = {.w = NULL};
+    hn_status_t st = get(name, HN_SET_PATH, &v, err);
     *out = v.w;
     return st;
 }

@@ -14,6 +14,7 @@ typedef enum hn_setting_kind {
     HN_SET_INT,    /* an integer from lo to hi (decimal or 0x) */
     HN_SET_NUMBER, /* a decimal number from dlo to dhi */
     HN_SET_FAULTS, /* a fault plan (src/core/fault.h) */
+    HN_SET_PATH,   /* a file's path: below 4096 bytes, no control characters (its reader checks the file) */
 } hn_setting_kind;
 
 typedef struct hn_setting {
@@ -41,6 +42,7 @@ const char *hn_setting_get(const char *name);
  * Callers after hn_runtime_create, which refuses bad variables, pass
  * err = NULL. Words come back as the table's own strings. */
 hn_status_t hn_setting_word(const char *name, const char **out, hn_strbuf *err);
+hn_status_t hn_setting_path(const char *name, const char **out, hn_strbuf *err);
 hn_status_t hn_setting_flag(const char *name, int *out, hn_strbuf *err);
 hn_status_t hn_setting_int(const char *name, int64_t *out, hn_strbuf *err);
 hn_status_t hn_setting_number(const char *name, double *out, hn_strbuf *err);

@@ -1,10 +1,12 @@
-/* The scheduler's cost model (docs/SCHEDULER.md): measured collective
- * curves, the crossovers of `via auto`, and the fitted model of pipelined
- * GEMMs that picks a statement's strategy and parameters. Pure arithmetic
- * on tables: the same answer on every rank and every backend. */
+/* The scheduler's cost model (docs/SCHEDULER.md): the crossovers of `via
+ * auto`, and the model of pipelined GEMMs that picks a statement's
+ * strategy and parameters from a machine profile (the built-in default's
+ * tables are cost_builtin.c), and its fit. Pure arithmetic on tables: the
+ * same answer on every rank and every backend. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/ll.h"
@@ -13,38 +15,10 @@
 #include "runtime_int.h" /* HN_MAX_STREAMS */
 
 #define MIB ((double)(1 << 20))
-#define NSIZES 11 /* 1 MiB .. 1 GiB, powers of two */
-#define HBM_BYTES_PER_S 3.0e12 /* a local copy on an H200 (datasheet 4.8 TB/s; measured copies ~3) */
-#define F32_GEMM_FACTOR 0.068  /* f32 / bf16 dense GEMM rate of an H200 (datasheet: 67 / 989) */
+#define HBM_BYTES_PER_S 3.0e12 /* a local copy on an H200, where a profile has none */
 #define AUTO_STREAMS 2         /* one stream computes while the other communicates */
 
 /* ---- measurements: docs/BENCHMARKS.md, `hirnode bench collectives` ---- */
-
-/* µs per call, bf16 sum, raw NCCL and the p2p rings (put, events) in the
- * same runs: 2 GPUs nvidia-h200-x2 2026-11-21 10:47, 4 GPUs
- * nvidia-h200-x4 10:55. Sizes: allgather output, reduce_scatter input,
- * allreduce buffer. */
-typedef struct coll_curve {
-    int n;
-    hn_coll_kind kind;
-    int p2p;
-    double us[NSIZES];
-} coll_curve;
-
-static const coll_curve curves[] = {
-    {2, HN_COLL_ALLGATHER, 0, {14.4, 19.4, 29.0, 38.2, 56.0, 93.7, 158.7, 290.5, 547.2, 1044.0, 1994.7}},
-    {2, HN_COLL_ALLGATHER, 1, {15.9, 23.4, 28.6, 31.6, 46.0, 76.9, 129.5, 230.2, 432.0, 836.9, 1649.7}},
-    {2, HN_COLL_REDUCE_SCATTER, 0, {13.6, 17.9, 25.5, 34.2, 52.8, 94.9, 166.2, 306.6, 582.5, 1072.5, 2007.8}},
-    {2, HN_COLL_REDUCE_SCATTER, 1, {13.2, 21.8, 27.6, 32.2, 44.6, 75.9, 124.5, 218.7, 408.9, 785.4, 1528.8}},
-    {2, HN_COLL_ALLREDUCE, 0, {17.2, 29.9, 35.0, 48.8, 80.3, 143.2, 252.3, 467.2, 888.6, 1710.2, 3274.9}},
-    {2, HN_COLL_ALLREDUCE, 1, {24.9, 32.9, 44.8, 55.9, 80.9, 149.1, 249.5, 448.5, 840.9, 1616.4, 3179.5}},
-    {4, HN_COLL_ALLGATHER, 0, {18.2, 22.0, 39.1, 48.8, 67.9, 108.9, 191.1, 347.8, 661.2, 1275.5, 2477.3}},
-    {4, HN_COLL_ALLGATHER, 1, {40.9, 43.1, 42.1, 54.9, 74.1, 110.4, 181.1, 321.9, 596.9, 1138.6, 2224.5}},
-    {4, HN_COLL_REDUCE_SCATTER, 0, {18.2, 21.0, 36.8, 42.4, 60.1, 106.2, 193.1, 353.3, 674.8, 1301.6, 2502.8}},
-    {4, HN_COLL_REDUCE_SCATTER, 1, {53.3, 50.0, 58.7, 80.0, 98.0, 111.9, 217.5, 338.6, 604.8, 1145.9, 2222.9}},
-    {4, HN_COLL_ALLREDUCE, 0, {21.8, 30.3, 43.4, 64.0, 103.2, 174.0, 323.7, 613.6, 1186.5, 2318.2, 4552.6}},
-    {4, HN_COLL_ALLREDUCE, 1, {108.8, 89.1, 102.2, 122.7, 160.8, 213.8, 367.7, 639.3, 1184.3, 2254.1, 4389.0}},
-};
 
 /* Where p2p overtakes NCCL (same runs): the smallest size from which p2p
  * is ahead at every larger size measured. */
@@ -68,7 +42,7 @@ static const crossover crossovers[] = {
  * priors (sizes: allreduce buffer, allgather output, reduce_scatter
  * input):
  *  - NCCL here: an allreduce of 1 MiB took 17.2 us on 2 H200s and 21.8 on
- *    4 (curves[] above: flat below, so latency-bound);
+ *    4 (cost_builtin.c's curves: flat below 1 MiB, so latency-bound);
  *  - TensorRT-LLM's one-/two-shot kernels as used by SGLang (its pull
  *    request 2904, 2 H100s): 4.5 us at 32 KB, 19.9 at 1 MiB; vLLM's custom
  *    allreduce 8.7 and 26.6 us: about NCCL at 1 MiB, 2-4x below it;
@@ -104,85 +78,72 @@ static const ll_crossover ll_crossovers[] = {
 };
 #undef KIB
 
-/* Pipelines measured on 2 H200s (nvidia-h200-x2, 2026-11-23,
- * bf16, hand-written hirnode programs, one cuBLASLt workspace per stream),
- * and PyTorch's sequential NCCL + GEMM on 4 H200s (docs/SCHEDULER.md),
- * which only checks the model (not fitted). The per-chunk NCCL pipelines
- * are the best of the chunk counts tried, taken as 4 chunks. */
-const hn_cost_point hn_cost_points[] = {
-    /* kind, M, K, N, world, GEMM alone TFLOP/s, strategy, p2p, chunks, ratio */
-    {HN_PIPE_AG_MM, 32768, 16384, 8192, 2, 693, HN_STRAT_SEQUENTIAL, 0, 1, 0.870},
-    {HN_PIPE_AG_MM, 32768, 16384, 8192, 2, 693, HN_STRAT_COLLECTIVE, 0, 4, 0.891},
-    {HN_PIPE_AG_MM, 32768, 16384, 8192, 2, 693, HN_STRAT_RING, 1, 2, 0.960},
-    {HN_PIPE_AG_MM, 16384, 8192, 8192, 2, 737, HN_STRAT_SEQUENTIAL, 0, 1, 0.862},
-    {HN_PIPE_AG_MM, 16384, 8192, 8192, 2, 737, HN_STRAT_COLLECTIVE, 0, 4, 0.906},
-    {HN_PIPE_AG_MM, 16384, 8192, 8192, 2, 737, HN_STRAT_RING, 1, 2, 1.035},
-    {HN_PIPE_AG_MM, 4096, 8192, 8192, 2, 791, HN_STRAT_SEQUENTIAL, 0, 1, 0.792},
-    {HN_PIPE_AG_MM, 4096, 8192, 8192, 2, 791, HN_STRAT_COLLECTIVE, 0, 4, 0.735},
-    {HN_PIPE_AG_MM, 4096, 8192, 8192, 2, 791, HN_STRAT_RING, 1, 2, 0.965},
-    {HN_PIPE_MM_RS, 32768, 16384, 8192, 2, 692, HN_STRAT_SEQUENTIAL, 0, 1, 0.912},
-    {HN_PIPE_MM_RS, 32768, 16384, 8192, 2, 692, HN_STRAT_COLLECTIVE, 0, 4, 0.923},
-    {HN_PIPE_MM_RS, 32768, 16384, 8192, 2, 692, HN_STRAT_RING, 1, 2, 0.957},
-    {HN_PIPE_MM_RS, 16384, 8192, 8192, 2, 774, HN_STRAT_SEQUENTIAL, 0, 1, 0.818},
-    {HN_PIPE_MM_RS, 16384, 8192, 8192, 2, 774, HN_STRAT_COLLECTIVE, 0, 4, 0.834},
-    {HN_PIPE_MM_RS, 16384, 8192, 8192, 2, 774, HN_STRAT_RING, 1, 2, 0.926},
-    {HN_PIPE_MM_RS, 4096, 8192, 8192, 2, 788, HN_STRAT_SEQUENTIAL, 0, 1, 0.796},
-    {HN_PIPE_MM_RS, 4096, 8192, 8192, 2, 788, HN_STRAT_COLLECTIVE, 0, 4, 0.823},
-    {HN_PIPE_MM_RS, 4096, 8192, 8192, 2, 788, HN_STRAT_RING, 1, 2, 0.926},
-    /* 4 GPUs, PyTorch (world 4 marks them: GEMM rate fitted, the rest checked) */
-    {HN_PIPE_AG_MM, 32768, 16384, 8192, 4, 701, HN_STRAT_SEQUENTIAL, 0, 1, 0.85},
-    {HN_PIPE_MM_RS, 32768, 16384, 8192, 4, 701, HN_STRAT_SEQUENTIAL, 0, 1, 0.86},
-};
-const int hn_cost_npoints = HN_ARRAY_LEN(hn_cost_points);
+static const hn_cost_profile *prof_or_builtin(const hn_cost_profile *p) { return p != NULL ? p : hn_cost_builtin(); }
 
-/* ---- the model's coefficients: hn_cost_fit(hn_cost_points) ----
- * (tests/sched/cost_test.c refits them; after new measurements, paste
- * what it prints here) */
-const hn_cost_coeffs hn_cost_model = {
-    .gemm_tflops_at_1t = 773.035,
-    .gemm_gamma = 0.0462726,
-    .seq_overhead_s = 1.68969e-05,
-    .kappa = {{0.190273, 0.0288933}, {0.518952, 0.506207}},
-    .tau_s = {{3.67368e-05, 7.92476e-06}, {0, 0}},
-};
+int hn_cost_dtype_index(hn_dtype dtype) { return dtype == HN_BF16 ? 0 : dtype == HN_F16 ? 1 : 2; }
 
 /* ---- collectives ---- */
 
-static int curve_n(int n) { return n <= 2 ? 2 : 4; }
-
-static double curve_seconds(hn_coll_kind kind, int p2p, int n, double bytes)
+const hn_cost_curve *hn_cost_curve_of(const hn_cost_profile *p, hn_coll_kind kind, hn_cost_engine engine, int n)
 {
-    for (int c = 0; c < HN_ARRAY_LEN(curves); c++) {
-        const coll_curve *cv = &curves[c];
-        double x, f;
-        int i;
-        if (cv->n != curve_n(n) || cv->kind != kind || cv->p2p != p2p)
+    const hn_cost_curve *best = NULL;
+    for (int c = 0; c < p->ncurves; c++) {
+        const hn_cost_curve *cv = &p->curves[c];
+        int d, bd;
+        if (cv->kind != kind || cv->engine != engine || cv->npoints < 1)
             continue;
-        if (bytes <= MIB) /* latency-bound below the smallest size measured */
-            return cv->us[0] * 1e-6;
-        if (bytes >= MIB * (1 << (NSIZES - 1)))
-            return cv->us[NSIZES - 1] * 1e-6 * bytes / (MIB * (1 << (NSIZES - 1)));
-        x = log2(bytes / MIB);
-        i = (int)x;
-        f = x - i;
-        return exp(log(cv->us[i]) * (1 - f) + log(cv->us[i + 1]) * f) * 1e-6;
+        d = abs(cv->n - n);
+        bd = best != NULL ? abs(best->n - n) : 0;
+        if (best == NULL || d < bd || (d == bd && cv->n > best->n))
+            best = cv;
     }
-    return 0;
+    if (best == NULL && engine == HN_ENGINE_CE_GET)
+        return hn_cost_curve_of(p, kind, HN_ENGINE_CE_PUT, n);
+    return best;
 }
 
-double hn_cost_coll_seconds(hn_coll_kind kind, int p2p, int n, double bytes)
+static double curve_at(const hn_cost_curve *cv, double bytes)
 {
+    int last = cv->npoints - 1;
+    if (bytes <= cv->bytes[0]) /* latency-bound below the smallest size measured */
+        return cv->us[0] * 1e-6;
+    if (bytes >= cv->bytes[last])
+        return cv->us[last] * 1e-6 * bytes / cv->bytes[last];
+    for (int i = 0; i < last; i++)
+        if (bytes < cv->bytes[i + 1]) {
+            double f = log(bytes / cv->bytes[i]) / log(cv->bytes[i + 1] / cv->bytes[i]);
+            return exp(log(cv->us[i]) * (1 - f) + log(cv->us[i + 1]) * f) * 1e-6;
+        }
+    return cv->us[last] * 1e-6;
+}
+
+static double curve_seconds(const hn_cost_profile *p, hn_coll_kind kind, hn_cost_engine engine, int n,
+                            double bytes)
+{
+    const hn_cost_curve *cv = hn_cost_curve_of(p, kind, engine, n);
+    if (cv == NULL && engine != HN_ENGINE_LL && p != hn_cost_builtin()) /* a profile without it: the default's */
+        cv = hn_cost_curve_of(hn_cost_builtin(), kind, engine, n);
+    return cv != NULL ? curve_at(cv, bytes) : -1;
+}
+
+double hn_cost_coll_seconds(const hn_cost_profile *prof, hn_coll_kind kind, hn_cost_engine engine, int n,
+                            double bytes)
+{
+    const hn_cost_profile *p = prof_or_builtin(prof);
+    int ce = engine == HN_ENGINE_CE_PUT || engine == HN_ENGINE_CE_GET;
     if (n <= 1 || bytes <= 0)
         return 0;
     switch (kind) {
     case HN_COLL_REDUCE_SCATTER:
-    case HN_COLL_ALLREDUCE: return curve_seconds(kind, p2p, n, bytes);
+    case HN_COLL_ALLREDUCE: return curve_seconds(p, kind, engine, n, bytes);
     case HN_COLL_BROADCAST:
         /* unmeasured: NCCL's ring forwards the buffer once per rank, like an
          * allgather moving as much per rank; p2p's root copies to all */
-        return p2p ? curve_seconds(HN_COLL_ALLGATHER, 1, n, bytes * n)
-                   : curve_seconds(HN_COLL_ALLGATHER, 0, n, bytes * n / (n - 1));
-    default: return curve_seconds(HN_COLL_ALLGATHER, p2p, n, bytes);
+        if (engine == HN_ENGINE_LL)
+            return -1;
+        return ce ? curve_seconds(p, HN_COLL_ALLGATHER, engine, n, bytes * n)
+                  : curve_seconds(p, HN_COLL_ALLGATHER, engine, n, bytes * n / (n - 1));
+    default: return curve_seconds(p, HN_COLL_ALLGATHER, engine, n, bytes);
     }
 }
 
@@ -287,20 +248,50 @@ hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_ki
 
 /* ---- GEMMs ---- */
 
-static double gemm_seconds_with(const hn_cost_coeffs *c, double flops, hn_dtype dtype)
+/* The measured rate at `flops`, log-log between the nearest measured
+ * shapes below and above (flat beyond them); 0 with fewer than two. */
+static double measured_rate(const hn_cost_profile *p, hn_dtype dtype, double flops)
 {
+    const hn_cost_gemm_point *lo = NULL, *hi = NULL;
+    double flo = 0, fhi = 0, f;
+    for (int i = 0; i < p->ngemm; i++) {
+        const hn_cost_gemm_point *g = &p->gemm[i];
+        double x = 2.0 * g->M * g->N * g->K;
+        if (g->dtype != dtype || !(g->tflops > 0))
+            continue;
+        if (x <= flops && (lo == NULL || x > flo)) {
+            lo = g;
+            flo = x;
+        }
+        if (x >= flops && (hi == NULL || x < fhi)) {
+            hi = g;
+            fhi = x;
+        }
+    }
+    if (lo == NULL || hi == NULL) { /* beyond the measured: the nearest end, if there are two points */
+        const hn_cost_gemm_point *end = lo != NULL ? lo : hi;
+        int n = 0;
+        for (int i = 0; i < p->ngemm; i++)
+            n += p->gemm[i].dtype == dtype && p->gemm[i].tflops > 0;
+        return n >= 2 && end != NULL ? end->tflops : 0;
+    }
+    if (fhi <= flo)
+        return lo->tflops;
+    f = log(flops / flo) / log(fhi / flo);
+    return exp(log(lo->tflops) * (1 - f) + log(hi->tflops) * f);
+}
+
+double hn_cost_gemm_seconds(const hn_cost_profile *prof, double flops, hn_dtype dtype)
+{
+    const hn_cost_profile *p = prof_or_builtin(prof);
+    int d = hn_cost_dtype_index(dtype);
     double tflops;
     if (flops <= 0)
         return 0;
-    tflops = c->gemm_tflops_at_1t * pow(flops / 1e12, -c->gemm_gamma);
-    if (dtype == HN_F32)
-        tflops *= F32_GEMM_FACTOR;
-    return flops / (tflops * 1e12);
-}
-
-double hn_cost_gemm_seconds(double flops, hn_dtype dtype)
-{
-    return gemm_seconds_with(&hn_cost_model, flops, dtype);
+    /* the rates measured by shape, where there are; else the power law */
+    if ((tflops = measured_rate(p, dtype == HN_BF16 || dtype == HN_F16 ? dtype : HN_F32, flops)) <= 0)
+        tflops = p->gemm_tflops_at_1t[d] * pow(flops / 1e12, -p->gemm_gamma[d]);
+    return tflops > 0 ? flops / (tflops * 1e12) : INFINITY;
 }
 
 /* ---- pipelines ---- */
@@ -328,70 +319,104 @@ static double total_bytes(const hn_pipe_shape *sh)
     }
 }
 
-/* Whether a collective of `bytes` through `via` runs on copy engines. */
-static int on_copy_engines(hn_backend_kind via, hn_coll_kind kind, double bytes, int n)
+/* Who moves a collective of `bytes` through via/protocol (default
+ * resolves like auto on CUDA, per instruction). */
+static hn_cost_engine engine_of(hn_backend_kind via, hn_protocol protocol, hn_coll_kind kind, double bytes, int n)
 {
-    if (via == HN_VIA_P2P)
-        return 1;
-    if (via != HN_VIA_DEFAULT)
-        return 0;
-    /* default resolves like auto on CUDA, per instruction */
-    return bytes >= (double)hn_cost_crossover(kind, n);
+    switch (via) {
+    case HN_VIA_P2P: return protocol == HN_PROTO_GET ? HN_ENGINE_CE_GET : HN_ENGINE_CE_PUT;
+    case HN_VIA_LL: return HN_ENGINE_LL;
+    case HN_VIA_DEFAULT: return bytes >= (double)hn_cost_crossover(kind, n) ? HN_ENGINE_CE_PUT : HN_ENGINE_NCCL;
+    default: return HN_ENGINE_NCCL;
+    }
+}
+
+static int on_copy_engines(hn_cost_engine e) { return e == HN_ENGINE_CE_PUT || e == HN_ENGINE_CE_GET; }
+
+/* What a plan's time is made of: the GEMM, the communication that can
+ * overlap it and its exposed first step, what follows exposed, steps,
+ * and which coefficients apply. */
+typedef struct parts {
+    double G, C, first, extra;
+    int steps, overlap, streams, gather, ce, pipelined;
+} parts;
+
+static void plan_parts(const hn_cost_profile *p, const hn_pipe_shape *sh, const hn_pipe_plan *pl, parts *o)
+{
+    int n = sh->world;
+    hn_coll_kind ck = coll_of(sh->kind);
+    double B = total_bytes(sh), piece;
+    hn_cost_engine e;
+    memset(o, 0, sizeof(*o));
+    o->steps = HN_MAX(pl->chunks, 1);
+    o->overlap = pl->streams > 1;
+    o->streams = pl->streams;
+    o->gather = is_gather(sh->kind);
+    o->G = has_gemm(sh->kind) ? hn_cost_gemm_seconds(p, 2.0 * sh->M * sh->N * sh->K, sh->dtype) : 0;
+    piece = B / o->steps;
+    o->pipelined = pl->strategy != HN_STRAT_SEQUENTIAL;
+    switch (pl->strategy) {
+    case HN_STRAT_RING: {
+        /* a ring moves what the whole collective moves; its first step is
+         * local (allgather) or compute only (reduce-scatter); GEMM +
+         * allreduce is the reduce-scatter ring, then an allgather of the
+         * blocks through its own communicator, exposed */
+        hn_coll_kind rk = ck == HN_COLL_ALLREDUCE ? HN_COLL_REDUCE_SCATTER : ck;
+        e = engine_of(pl->via, pl->protocol, rk, B, n);
+        o->C = hn_cost_coll_seconds(p, rk, e, n, B);
+        o->steps = n;
+        if (sh->kind == HN_PIPE_MM_AR) {
+            hn_backend_kind av = pl->ag_via == HN_VIA_AUTO ? pl->via : pl->ag_via;
+            hn_protocol ap = pl->ag_via == HN_VIA_AUTO ? pl->protocol : pl->ag_protocol;
+            o->extra = hn_cost_coll_seconds(p, HN_COLL_ALLGATHER, engine_of(av, ap, HN_COLL_ALLGATHER, B, n), n, B);
+        }
+        break;
+    }
+    case HN_STRAT_COLLECTIVE:
+        e = engine_of(pl->via, pl->protocol, ck, piece, n);
+        o->C = o->steps * hn_cost_coll_seconds(p, ck, e, n, piece);
+        o->first = o->C / o->steps;
+        if (sh->kind == HN_PIPE_AG || sh->kind == HN_PIPE_RS) /* through a staging buffer */
+            o->G += 2 * B / (p->hbm_bytes_per_s > 0 ? p->hbm_bytes_per_s : HBM_BYTES_PER_S);
+        break;
+    case HN_STRAT_BROADCAST:
+        e = engine_of(pl->via, pl->protocol, HN_COLL_BROADCAST, piece, n);
+        o->C = o->steps * hn_cost_coll_seconds(p, HN_COLL_BROADCAST, e, n, piece);
+        o->first = o->C / o->steps;
+        break;
+    default: /* sequential */
+        e = engine_of(pl->via, pl->protocol, ck, B, n);
+        o->C = hn_cost_coll_seconds(p, ck, e, n, B);
+        break;
+    }
+    o->ce = on_copy_engines(e);
 }
 
 /* A two-stage pipeline of `steps` equal steps: communication C in all,
  * GEMM G in all; `first` is the communication exposed before the first
- * GEMM (or after the last), `overlap` whether streams let them overlap. */
-static double pipeline(const hn_cost_coeffs *c, int gather, int ce, double G, double C, double first, int steps,
-                       int overlap)
+ * GEMM (or after the last), `overlap` whether streams let them overlap;
+ * sequential: one after the other. Every statement that communicates
+ * pays the overhead a sequential one shows beyond its parts. */
+static double parts_seconds(const hn_cost_coeffs *c, const parts *o, int n)
 {
-    double kappa = c->kappa[!gather][ce], tau = c->tau_s[!gather][ce];
-    if (!overlap)
-        return G + C + steps * tau;
-    return first + fmax(G + kappa * C, C - first + G / steps) + steps * tau;
-}
-
-static double plan_seconds(const hn_cost_coeffs *c, const hn_pipe_shape *sh, const hn_pipe_plan *pl)
-{
-    int n = sh->world, steps = HN_MAX(pl->chunks, 1), gather = is_gather(sh->kind);
-    int overlap = pl->streams > 1;
-    hn_coll_kind ck = coll_of(sh->kind);
-    double G = has_gemm(sh->kind) ? gemm_seconds_with(c, 2.0 * sh->M * sh->N * sh->K, sh->dtype) : 0;
-    double B = total_bytes(sh), Cs, piece = B / steps;
-    int ce;
-    switch (pl->strategy) {
-    case HN_STRAT_RING: {
-        double t;
-        ce = on_copy_engines(pl->via, ck == HN_COLL_ALLREDUCE ? HN_COLL_REDUCE_SCATTER : ck, B, n);
-        /* a ring moves what the whole collective moves; its first step is
-         * local (allgather) or compute only (reduce-scatter) */
-        Cs = hn_cost_coll_seconds(ck == HN_COLL_ALLREDUCE ? HN_COLL_REDUCE_SCATTER : ck, ce, n, B);
-        t = pipeline(c, gather, ce, G, Cs, 0, n, overlap);
-        if (sh->kind == HN_PIPE_MM_AR) /* then an allgather of the result */
-            t += hn_cost_coll_seconds(HN_COLL_ALLGATHER, on_copy_engines(pl->via, HN_COLL_ALLGATHER, B, n), n, B);
-        return t;
-    }
-    case HN_STRAT_COLLECTIVE: {
-        double copy = 0;
-        ce = on_copy_engines(pl->via, ck, piece, n);
-        Cs = steps * hn_cost_coll_seconds(ck, ce, n, piece);
-        if (sh->kind == HN_PIPE_AG || sh->kind == HN_PIPE_RS) /* through a staging buffer */
-            copy = 2 * B / HBM_BYTES_PER_S;
-        return pipeline(c, gather, ce, G + copy, Cs, Cs / steps, steps, overlap);
-    }
-    case HN_STRAT_BROADCAST:
-        ce = on_copy_engines(pl->via, HN_COLL_BROADCAST, piece, n);
-        Cs = steps * hn_cost_coll_seconds(HN_COLL_BROADCAST, ce, n, piece);
-        return pipeline(c, gather, ce, G, Cs, Cs / steps, steps, overlap);
-    default: /* sequential */
-        ce = on_copy_engines(pl->via, ck, B, n);
-        return G + hn_cost_coll_seconds(ck, ce, n, B) + (n > 1 ? c->seq_overhead_s : 0);
-    }
+    double kappa = c->kappa[!o->gather][o->ce], tau = c->tau_s[!o->gather][o->ce];
+    double base = n > 1 ? c->seq_overhead_s : 0, cut = (o->steps - 1) * c->chunk_s;
+    if (o->C < 0) /* no curve for it (the latency path where not measured) */
+        return INFINITY;
+    if (!o->pipelined)
+        return o->G + o->C + base;
+    if (!o->overlap)
+        return o->G + o->C + o->steps * tau + cut + o->extra + base;
+    return o->first + fmax(o->G + kappa * o->C, o->C - o->first + o->G / o->steps) + o->steps * tau + cut +
+           (o->streams - 1) * c->stream_s + o->extra + base;
 }
 
 double hn_pipe_seconds(const hn_pipe_shape *sh, const hn_pipe_plan *plan)
 {
-    return plan_seconds(&hn_cost_model, sh, plan);
+    const hn_cost_profile *p = prof_or_builtin(sh->prof);
+    parts o;
+    plan_parts(p, sh, plan, &o);
+    return parts_seconds(&p->coef, &o, sh->world);
 }
 
 /* Rows (or elements) each chunk of the statement splits, and what they are. */
@@ -449,6 +474,11 @@ static int feasible(const hn_pipe_shape *sh, const hn_pipe_plan *pl, unfit *u)
             snprintf(u->need, sizeof(u->need), "chunks=%d must be world (%d)", c, n);
             return 0;
         }
+        if (sh->kind == HN_PIPE_MM_AR && rows % n != 0) {
+            u->rule = "reduces the output in world blocks";
+            snprintf(u->need, sizeof(u->need), "the %lld %s do not divide in world=%d", (long long)rows, what, n);
+            return 0;
+        }
         break;
     case HN_STRAT_COLLECTIVE:
         if (rows % c != 0) {
@@ -479,6 +509,67 @@ static int feasible(const hn_pipe_shape *sh, const hn_pipe_plan *pl, unfit *u)
     return 1;
 }
 
+/* Whether the latency path may serve the statement's collective in one
+ * step: it runs it (kind, dtype, team size), the profile has its time for
+ * this team size, and either that was measured on this machine or `via
+ * auto` may pick it (HIRNODE_AUTO_LL=1: the built-in curve is of its first
+ * design). */
+static int ll_serves(const hn_cost_profile *p, const hn_pipe_shape *sh)
+{
+    const hn_cost_curve *cv = hn_cost_curve_of(p, coll_of(sh->kind), HN_ENGINE_LL, sh->world);
+    return cv != NULL && cv->n == sh->world && hn_comm_ll_refuses(coll_of(sh->kind), sh->dtype, sh->world) == NULL &&
+           (!p->builtin || hn_auto_picks_ll());
+}
+
+typedef struct comm_opt {
+    hn_backend_kind via;
+    hn_protocol protocol;
+} comm_opt;
+
+/* The communicators strategy s may go through, in the order ties keep:
+ * NCCL, p2p put, p2p get, the latency path (one step only). */
+static int comm_options(const hn_cost_profile *p, const hn_pipe_shape *sh, const hn_pipe_plan *plan, hn_strategy s,
+                        comm_opt *o)
+{
+    int k = 0;
+    if (plan->via != HN_VIA_AUTO) {
+        o[k++] = (comm_opt){plan->via, plan->via == HN_VIA_P2P && plan->protocol == HN_PROTO_AUTO ? HN_PROTO_PUT
+                                                                                             : plan->protocol};
+        return k;
+    }
+    /* a ring's sends and receives go through p2p unless told; get pulls through p2p */
+    if (s != HN_STRAT_RING && plan->protocol != HN_PROTO_GET)
+        o[k++] = (comm_opt){HN_VIA_NCCL, plan->protocol};
+    if (plan->protocol != HN_PROTO_GET)
+        o[k++] = (comm_opt){HN_VIA_P2P, HN_PROTO_PUT};
+    if (plan->protocol != HN_PROTO_PUT)
+        o[k++] = (comm_opt){HN_VIA_P2P, HN_PROTO_GET};
+    if (s == HN_STRAT_SEQUENTIAL && plan->protocol == HN_PROTO_AUTO && ll_serves(p, sh))
+        o[k++] = (comm_opt){HN_VIA_LL, HN_PROTO_AUTO};
+    return k;
+}
+
+/* GEMM + allreduce by ring: the allgather of the blocks through the
+ * communicator of least time for it (the statement's, where it names one). */
+static void choose_ag_half(const hn_cost_profile *p, const hn_pipe_shape *sh, const hn_pipe_plan *plan,
+                           hn_pipe_plan *pl)
+{
+    comm_opt o[4];
+    int k = comm_options(p, sh, plan, HN_STRAT_COLLECTIVE, o);
+    double best = INFINITY, B = total_bytes(sh);
+    pl->ag_via = pl->via;
+    pl->ag_protocol = pl->protocol;
+    for (int i = 0; i < k; i++) {
+        hn_cost_engine e = engine_of(o[i].via, o[i].protocol, HN_COLL_ALLGATHER, B, sh->world);
+        double t = hn_cost_coll_seconds(p, HN_COLL_ALLGATHER, e, sh->world, B);
+        if (t >= 0 && t < best) {
+            best = t;
+            pl->ag_via = o[i].via;
+            pl->ag_protocol = o[i].via == HN_VIA_P2P ? o[i].protocol : HN_PROTO_AUTO;
+        }
+    }
+}
+
 static const hn_strategy strategy_order[] = {HN_STRAT_SEQUENTIAL, HN_STRAT_RING, HN_STRAT_COLLECTIVE,
                                              HN_STRAT_BROADCAST};
 
@@ -505,49 +596,45 @@ static int chunk_candidates(const hn_pipe_plan *plan, hn_strategy s, int n, int 
     return k;
 }
 
-/* The plan p of strategy s, chunks c and via choice v (0: nccl, 1: p2p
- * when via is free) with its other free fields settled; 0 when v does
- * not apply. */
-static int candidate(const hn_pipe_plan *plan, hn_strategy s, int c, int v, hn_pipe_plan *p)
+/* The plan p of strategy s, chunks c, through communicator o, with its
+ * other free fields settled. */
+static void candidate(const hn_pipe_plan *plan, hn_strategy s, int c, comm_opt o, hn_pipe_plan *p)
 {
     *p = *plan;
     p->strategy = s;
     p->chunks = c;
-    if (plan->via == HN_VIA_AUTO) {
-        /* a ring's sends and receives go through p2p unless told */
-        if ((s == HN_STRAT_RING || plan->protocol == HN_PROTO_GET) && v == 0)
-            return 0;
-        p->via = v ? HN_VIA_P2P : HN_VIA_NCCL;
-    } else if (v == 1) {
-        return 0;
-    }
+    p->via = o.via;
+    p->protocol = o.protocol;
     if (p->streams <= 0)
         p->streams = HN_MIN(p->chunks, AUTO_STREAMS);
-    if (p->protocol == HN_PROTO_AUTO && p->via == HN_VIA_P2P)
-        p->protocol = HN_PROTO_PUT;
-    return 1;
 }
 
 /* Whether some strategy tried fits with chunks=c. */
-static int chunks_fit(const hn_pipe_shape *sh, int offered, const hn_pipe_plan *plan, int c)
+static int chunks_fit(const hn_cost_profile *prof, const hn_pipe_shape *sh, int offered, const hn_pipe_plan *plan,
+                      int c)
 {
     hn_pipe_plan p;
     unfit u;
-    for (int si = 0; si < HN_ARRAY_LEN(strategy_order); si++)
-        for (int v = 0; v < 2; v++)
-            if (tried(plan, offered, strategy_order[si]) && candidate(plan, strategy_order[si], c, v, &p) &&
-                feasible(sh, &p, &u))
+    comm_opt opts[4];
+    for (int si = 0; si < HN_ARRAY_LEN(strategy_order); si++) {
+        int nopts = tried(plan, offered, strategy_order[si]) ? comm_options(prof, sh, plan, strategy_order[si], opts) : 0;
+        for (int v = 0; v < nopts; v++) {
+            candidate(plan, strategy_order[si], c, opts[v], &p);
+            if (feasible(sh, &p, &u))
                 return 1;
+        }
+    }
     return 0;
 }
 
 /* "; chunks=2 or chunks=4 would fit": the fitting chunk counts nearest the
  * plan's (the first few when it left them free). */
-static void suggest_chunks(const hn_pipe_shape *sh, int offered, const hn_pipe_plan *plan, hn_strbuf *sb)
+static void suggest_chunks(const hn_cost_profile *prof, const hn_pipe_shape *sh, int offered, const hn_pipe_plan *plan,
+                           hn_strbuf *sb)
 {
     int fit[3], k = 0;
     for (int c = 1; c <= 4096 && k < 3; c++)
-        if (chunks_fit(sh, offered, plan, c)) {
+        if (chunks_fit(prof, sh, offered, plan, c)) {
             if (plan->chunks > 0 && c < plan->chunks)
                 fit[0] = c, k = 1; /* the nearest below */
             else
@@ -563,8 +650,8 @@ static void suggest_chunks(const hn_pipe_shape *sh, int offered, const hn_pipe_p
 
 /* Why no plan fits, into err: a fixed strategy and chunks say what they
  * need; what auto chose from says what it tried and why each failed. */
-static void unfit_text(const hn_pipe_shape *sh, int offered, const hn_pipe_plan *plan, const unfit *why,
-                       const int *seen, char *err, int errlen)
+static void unfit_text(const hn_cost_profile *prof, const hn_pipe_shape *sh, int offered, const hn_pipe_plan *plan,
+                       const unfit *why, const int *seen, char *err, int errlen)
 {
     hn_strbuf sb;
     int first = -1, same = 1;
@@ -589,7 +676,7 @@ static void unfit_text(const hn_pipe_shape *sh, int offered, const hn_pipe_plan 
         for (int i = 0; i < k; i++)
             hn_sb_printf(&sb, "%s%d", i == 0 ? "" : i + 1 < k ? ", " : " and ", cands[i]);
         hn_sb_printf(&sb, "): %s", why[first].need);
-        suggest_chunks(sh, offered, plan, &sb);
+        suggest_chunks(prof, sh, offered, plan, &sb);
     } else {
         /* auto chose among the strategies: each one's reason */
         if (plan->chunks > 0)
@@ -604,7 +691,7 @@ static void unfit_text(const hn_pipe_shape *sh, int offered, const hn_pipe_plan 
                 else
                     hn_sb_printf(&sb, ": %s", why[si].need);
             }
-        suggest_chunks(sh, offered, plan, &sb);
+        suggest_chunks(prof, sh, offered, plan, &sb);
     }
     snprintf(err, (size_t)errlen, "%s", sb.data != NULL ? sb.data : "no strategy fits these options");
     hn_sb_free(&sb);
@@ -612,29 +699,33 @@ static void unfit_text(const hn_pipe_shape *sh, int offered, const hn_pipe_plan 
 
 hn_status_t hn_pipe_choose(const hn_pipe_shape *sh, int offered, hn_pipe_plan *plan, char *err, int errlen)
 {
+    const hn_cost_profile *prof = prof_or_builtin(sh->prof);
     hn_pipe_plan best;
     unfit why[HN_ARRAY_LEN(strategy_order)];
     int seen[HN_ARRAY_LEN(strategy_order)] = {0}, found = 0;
     memset(&best, 0, sizeof(best));
     for (int si = 0; si < HN_ARRAY_LEN(strategy_order); si++) {
         hn_strategy s = strategy_order[si];
-        int cands[3], ncand;
+        int cands[3], ncand, nopts;
+        comm_opt opts[4];
         if (!tried(plan, offered, s))
             continue;
         ncand = chunk_candidates(plan, s, sh->world, cands);
+        nopts = comm_options(prof, sh, plan, s, opts);
         for (int ci = 0; ci < ncand; ci++)
-            for (int v = 0; v < 2; v++) {
+            for (int v = 0; v < nopts; v++) {
                 hn_pipe_plan p;
                 unfit u;
-                if (!candidate(plan, s, cands[ci], v, &p))
-                    continue;
+                candidate(plan, s, cands[ci], opts[v], &p);
                 if (!feasible(sh, &p, &u)) {
                     if (!seen[si]) /* the first reason of each strategy */
                         why[si] = u;
                     seen[si] = 1;
                     continue;
                 }
-                p.seconds = plan_seconds(&hn_cost_model, sh, &p);
+                if (sh->kind == HN_PIPE_MM_AR && s == HN_STRAT_RING)
+                    choose_ag_half(prof, sh, plan, &p);
+                p.seconds = hn_pipe_seconds(sh, &p);
                 if (!found || p.seconds < best.seconds) {
                     best = p;
                     found = 1;
@@ -642,7 +733,7 @@ hn_status_t hn_pipe_choose(const hn_pipe_shape *sh, int offered, hn_pipe_plan *p
             }
     }
     if (!found) {
-        unfit_text(sh, offered, plan, why, seen, err, errlen);
+        unfit_text(prof, sh, offered, plan, why, seen, err, errlen);
         return HN_ERR_VERIFY;
     }
     *plan = best;
@@ -682,73 +773,132 @@ static void fit2(const double *x1, const double *x2, const double *y, const doub
     }
 }
 
-void hn_cost_fit(const hn_cost_point *pts, int n, hn_cost_coeffs *out)
+/* A measured point as the model sees it: its shape and plan (2 streams). */
+static void point_plan(const hn_cost_profile *curves, const hn_cost_point *q, hn_pipe_shape *sh, hn_pipe_plan *pl)
 {
-    double sx = 0, sy = 0, sxx = 0, sxy = 0, seq = 0, wseq = 0;
-    int ng = 0;
-    memset(out, 0, sizeof(*out));
-    /* GEMM rate: ln F = ln F1 - gamma ln(flop / 1e12), each shape once */
+    *sh = (hn_pipe_shape){q->kind, q->M, q->K, q->N, HN_BF16, q->world, curves};
+    memset(pl, 0, sizeof(*pl));
+    pl->strategy = q->strategy;
+    pl->chunks = q->strategy == HN_STRAT_RING ? q->world : q->chunks;
+    pl->streams = q->strategy == HN_STRAT_SEQUENTIAL ? 1 : 2;
+    pl->via = q->p2p ? HN_VIA_P2P : HN_VIA_NCCL;
+    pl->protocol = q->p2p ? (q->get ? HN_PROTO_GET : HN_PROTO_PUT) : HN_PROTO_AUTO;
+}
+
+int hn_cost_fit_gemm(const hn_cost_gemm_point *pts, int n, hn_dtype dtype, double *tflops_at_1t, double *gamma)
+{
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int m = 0;
     for (int i = 0; i < n; i++) {
-        double x = log(2.0 * pts[i].M * pts[i].N * pts[i].K / 1e12), y = log(pts[i].gemm_tflops);
-        int dup = 0;
-        for (int j = 0; j < i; j++)
-            dup |= pts[j].kind == pts[i].kind && pts[j].M == pts[i].M && pts[j].K == pts[i].K &&
-                   pts[j].N == pts[i].N && pts[j].world == pts[i].world;
-        if (dup)
+        double x, y;
+        if (pts[i].dtype != dtype || !(pts[i].tflops > 0) || pts[i].M <= 0 || pts[i].K <= 0 || pts[i].N <= 0)
             continue;
+        x = log(2.0 * pts[i].M * pts[i].N * pts[i].K / 1e12);
+        y = log(pts[i].tflops);
         sx += x;
         sy += y;
         sxx += x * x;
         sxy += x * y;
-        ng++;
+        m++;
     }
-    if (ng >= 2 && ng * sxx - sx * sx > 0) {
-        double slope = (ng * sxy - sx * sy) / (ng * sxx - sx * sx);
-        out->gemm_gamma = -slope;
-        out->gemm_tflops_at_1t = exp((sy - slope * sx) / ng);
+    if (m == 0)
+        return 0;
+    if (m >= 2 && m * sxx - sx * sx > 1e-12) {
+        double slope = (m * sxy - sx * sy) / (m * sxx - sx * sx);
+        slope = fmin(fmax(slope, -HN_COST_MAX_GAMMA), HN_COST_MAX_GAMMA);
+        *gamma = -slope;
+        *tflops_at_1t = exp((sy - slope * sx) / m);
     } else {
-        out->gemm_tflops_at_1t = ng ? exp(sy / ng) : 1;
+        *gamma = 0;
+        *tflops_at_1t = exp(sy / m);
     }
-    /* the rest from the 2-GPU hirnode runs: what a pipeline took beyond the
-     * GEMM alone (at the rate measured with it) and its exposed first step */
-    for (int gather = 1; gather >= 0; gather--)
-        for (int ce = 0; ce < 2; ce++) {
-            double x1[64], x2[64], y[64], w[64];
-            int m = 0;
-            for (int i = 0; i < n && m < 64; i++) {
-                const hn_cost_point *p = &pts[i];
-                hn_pipe_shape sh = {p->kind, p->M, p->K, p->N, HN_BF16, p->world};
-                hn_coll_kind ck = coll_of(p->kind);
-                double G = 2.0 * p->M * p->N * p->K / (p->gemm_tflops * 1e12), T = G / p->ratio;
-                double B = total_bytes(&sh), C, first = 0;
-                if (p->world != 2 || p->strategy == HN_STRAT_SEQUENTIAL || is_gather(p->kind) != gather ||
-                    p->p2p != ce)
-                    continue;
-                if (p->strategy == HN_STRAT_RING) {
-                    C = hn_cost_coll_seconds(ck, ce, p->world, B);
-                } else {
-                    C = p->chunks * hn_cost_coll_seconds(ck, ce, p->world, B / p->chunks);
-                    first = C / p->chunks;
-                }
-                /* compute-bound: T = first + G + kappa C + steps tau; weighed
-                 * by 1 / G^2, so that the ratios (what the choice rests on)
-                 * fit, not the largest shape's milliseconds */
-                x1[m] = C;
-                x2[m] = p->chunks;
-                w[m] = 1 / (G * G);
-                y[m++] = T - G - first;
-            }
-            fit2(x1, x2, y, w, m, &out->kappa[!gather][ce], &out->tau_s[!gather][ce]);
-        }
+    return 1;
+}
+
+void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n, const hn_cost_coeffs *fallback,
+                 hn_cost_coeffs *out)
+{
+    double seq = 0, wseq = 0, chunk_s, stream_s;
+    hn_cost_gemm_point *gp = hn_calloc((size_t)n + 1, sizeof(*gp));
+    int ng = 0;
+    curves = prof_or_builtin(curves);
+    fallback = fallback != NULL ? fallback : &hn_cost_model;
+    chunk_s = curves->coef.chunk_s;
+    stream_s = curves->coef.stream_s;
+    memset(out, 0, sizeof(*out));
+    out->chunk_s = chunk_s;
+    out->stream_s = stream_s;
+    /* GEMM rate: ln F = ln F1 - gamma ln(flop / 1e12), each shape (and
+     * world) once */
+    for (int i = 0; i < n && gp != NULL; i++) {
+        int dup = 0;
+        for (int j = 0; j < i; j++)
+            dup |= pts[j].kind == pts[i].kind && pts[j].M == pts[i].M && pts[j].K == pts[i].K &&
+                   pts[j].N == pts[i].N && pts[j].world == pts[i].world;
+        if (!dup)
+            gp[ng++] = (hn_cost_gemm_point){HN_BF16, pts[i].M, pts[i].K, pts[i].N, pts[i].gemm_tflops};
+    }
+    if (!hn_cost_fit_gemm(gp, ng, HN_BF16, &out->gemm_tflops_at_1t, &out->gemm_gamma)) {
+        out->gemm_tflops_at_1t = fallback->gemm_tflops_at_1t;
+        out->gemm_gamma = fallback->gemm_gamma;
+    }
+    hn_free(gp);
+    /* a statement's overhead: what a sequential one took beyond its parts */
     for (int i = 0; i < n; i++) {
         const hn_cost_point *p = &pts[i];
-        hn_pipe_shape sh = {p->kind, p->M, p->K, p->N, HN_BF16, p->world};
         double G = 2.0 * p->M * p->N * p->K / (p->gemm_tflops * 1e12);
-        if (p->world != 2 || p->strategy != HN_STRAT_SEQUENTIAL)
+        hn_pipe_shape sh;
+        hn_pipe_plan pl;
+        parts o;
+        if (p->world < 2 || p->reference || p->strategy != HN_STRAT_SEQUENTIAL || !(p->gemm_tflops > 0) ||
+            !(p->ratio > 0))
             continue;
-        seq += (G / p->ratio - G - hn_cost_coll_seconds(coll_of(p->kind), p->p2p, p->world, total_bytes(&sh))) /
-               (G * G);
+        point_plan(curves, p, &sh, &pl);
+        plan_parts(curves, &sh, &pl, &o);
+        if (o.C < 0)
+            continue;
+        seq += (G / p->ratio - G - o.C) / (G * G);
         wseq += 1 / (G * G);
     }
-    out->seq_overhead_s = wseq > 0 ? HN_MAX(seq / wseq, 0) : 0;
+    out->seq_overhead_s = wseq > 0 ? fmin(HN_MAX(seq / wseq, 0), HN_COST_MAX_SECONDS) : fallback->seq_overhead_s;
+    /* the rest from hirnode's own pipelines: what one took beyond the GEMM
+     * alone (at the rate measured with it), its exposed first step and what
+     * follows it exposed */
+    for (int gather = 1; gather >= 0; gather--)
+        for (int ce = 0; ce < 2; ce++) {
+            double x1[HN_COST_MAX_PIPES], x2[HN_COST_MAX_PIPES], y[HN_COST_MAX_PIPES], w[HN_COST_MAX_PIPES];
+            int m = 0;
+            for (int i = 0; i < n && m < HN_COST_MAX_PIPES; i++) {
+                const hn_cost_point *p = &pts[i];
+                double G = 2.0 * p->M * p->N * p->K / (p->gemm_tflops * 1e12), T = G / p->ratio;
+                hn_pipe_shape sh;
+                hn_pipe_plan pl;
+                parts o;
+                if (p->world < 2 || p->reference || p->strategy == HN_STRAT_SEQUENTIAL ||
+                    is_gather(p->kind) != gather || !(p->gemm_tflops > 0) || !(p->ratio > 0))
+                    continue;
+                point_plan(curves, p, &sh, &pl);
+                plan_parts(curves, &sh, &pl, &o);
+                if (o.ce != ce || o.C < 0)
+                    continue;
+                /* compute-bound: T = first + G + kappa C + steps tau (+ the
+                 * measured chunk and stream costs, what follows, and a
+                 * statement's overhead);
+                 * weighed by 1 / G^2, so that the ratios (what the choice
+                 * rests on) fit, not the largest shape's milliseconds */
+                x1[m] = o.C;
+                x2[m] = o.steps;
+                w[m] = 1 / (G * G);
+                y[m++] = T - G - o.first - o.extra - (o.steps - 1) * chunk_s - (o.streams - 1) * stream_s -
+                         out->seq_overhead_s;
+            }
+            if (m == 0) {
+                out->kappa[!gather][ce] = fallback->kappa[!gather][ce];
+                out->tau_s[!gather][ce] = fallback->tau_s[!gather][ce];
+                continue;
+            }
+            fit2(x1, x2, y, w, m, &out->kappa[!gather][ce], &out->tau_s[!gather][ce]);
+            out->kappa[!gather][ce] = fmin(out->kappa[!gather][ce], HN_COST_MAX_KAPPA);
+            out->tau_s[!gather][ce] = fmin(out->tau_s[!gather][ce], HN_COST_MAX_SECONDS);
+        }
 }

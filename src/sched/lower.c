@@ -312,6 +312,7 @@ static int shape_of(hn_lower *L, hn_lower_pipe *c)
     hn_tensor_shape_text(B, sb, sizeof(sb));
     memset(&c->sh, 0, sizeof(c->sh));
     c->sh.world = n;
+    c->sh.prof = L->prof;
     c->sh.dtype = o->dtype;
     c->sh.kind = op == HN_OP_AG_MATMUL || op == HN_OP_AG_LINEAR   ? HN_PIPE_AG_MM
                  : op == HN_OP_MATMUL_RS || op == HN_OP_LINEAR_RS ? HN_PIPE_MM_RS
@@ -418,6 +419,13 @@ static int option_value(hn_lower *L, const hn_instr *in, const hn_expr *e, const
     return 1;
 }
 
+void hn_lower_via_text(char *buf, size_t n, hn_backend_kind via, hn_protocol protocol)
+{
+    buf[0] = '\0';
+    if (via == HN_VIA_NCCL || via == HN_VIA_P2P || via == HN_VIA_LL)
+        snprintf(buf, n, " via %s%s", hn_backend_name(via), via == HN_VIA_P2P && protocol == HN_PROTO_GET ? " get" : "");
+}
+
 /* The matmul or linear of the statement into `dst` from `a`; `bias`:
  * 1 with the bias, 0 without, -1 with it on rank 0 only (so that a sum
  * over the ranks adds it once). */
@@ -467,9 +475,7 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
         stmt_error(L, in, "%s", err);
         return;
     }
-    if (c.plan.via == HN_VIA_NCCL || c.plan.via == HN_VIA_P2P)
-        snprintf(c.via, sizeof(c.via), " via %s%s", hn_backend_name(c.plan.via),
-                 c.plan.via == HN_VIA_P2P && c.plan.protocol == HN_PROTO_GET ? " get" : "");
+    hn_lower_via_text(c.via, sizeof(c.via), c.plan.via, c.plan.protocol);
     tref_text(L, &in->a, c.out, sizeof(c.out));
     tref_text(L, &in->args[0].t, c.a, sizeof(c.a));
     if (in->nargs > 1)
@@ -491,7 +497,10 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
             hn_sb_printf(L->notes, ", via=%s", hn_backend_name(c.plan.via));
         if (c.plan.via == HN_VIA_P2P)
             hn_sb_printf(L->notes, ", protocol=%s", c.plan.protocol == HN_PROTO_GET ? "get" : "put");
-        hn_sb_printf(L->notes, " (the model: %.4g ms on H200s)\n", c.plan.seconds * 1e3);
+        if (c.sh.kind == HN_PIPE_MM_AR && c.plan.strategy == HN_STRAT_RING && L->world > 1)
+            hn_sb_printf(L->notes, ", allgather via=%s%s", hn_backend_name(c.plan.ag_via),
+                         c.plan.ag_via != HN_VIA_P2P ? "" : c.plan.ag_protocol == HN_PROTO_GET ? " get" : " put");
+        hn_sb_printf(L->notes, " (the model: %.4g ms)\n", c.plan.seconds * 1e3);
     }
     switch (c.sh.kind) {
     case HN_PIPE_AG_MM: hn_lower_allgather_gemm(L, &c); break;
@@ -552,7 +561,7 @@ static hn_status_t copy_decls(const hn_program *src, hn_program *out)
 }
 
 hn_status_t hn_sched_lower(const hn_program *src, int world, int nstreams, const int64_t *params,
-                           hn_program **out, hn_strbuf *diag, hn_strbuf *notes)
+                           const hn_cost_profile *prof, hn_program **out, hn_strbuf *diag, hn_strbuf *notes)
 {
     hn_lower L;
     hn_comm_log *logs = hn_calloc((size_t)world, sizeof(*logs));
@@ -572,6 +581,7 @@ hn_status_t hn_sched_lower(const hn_program *src, int world, int nstreams, const
     L.world = world;
     L.nstreams = nstreams;
     L.params = params;
+    L.prof = prof;
     L.logs = logs;
     L.diag = diag;
     L.notes = notes;

@@ -6,15 +6,18 @@
 
 #include "../core/ir.h"
 
+struct hn_cost_profile;
+
 /* Lowers the pipelined statements and stream-parallel loops of `src` for
  * one configuration (world, nstreams, parameter values) into the plain
  * instructions they stand for: a dry run of `src` reads its operands'
- * shapes, the cost model settles every `auto`, and each generated
+ * shapes, the cost model settles every `auto` from the machine profile
+ * `prof` (NULL: the built-in default; cost.h), and each generated
  * instruction carries its statement's line, column and text. The result
  * passes the static verifier; *out is written only on success.
  * Diagnostics (file:line:col: error: ...) into diag; the plan chosen for
  * each statement, one line each, into notes (may be NULL). */
 hn_status_t hn_sched_lower(const hn_program *src, int world, int nstreams, const int64_t *params,
-                           hn_program **out, hn_strbuf *diag, hn_strbuf *notes);
+                           const struct hn_cost_profile *prof, hn_program **out, hn_strbuf *diag, hn_strbuf *notes);
 
 #endif

@@ -15,6 +15,7 @@ typedef struct hn_lower {
     hn_program *out;
     int world, nstreams;
     const int64_t *params;
+    const hn_cost_profile *prof; /* the model's machine profile (NULL: the built-in default) */
     const hn_comm_log *logs; /* the source's dry run, world entries */
     hn_strbuf *diag;
     hn_strbuf *notes; /* the plan of each statement, or NULL */
@@ -41,6 +42,8 @@ typedef struct hn_lower_pipe {
     char via[32];   /* " via p2p get", ... */
 } hn_lower_pipe;
 
+/* " via nccl", " via p2p get", " via ll", ... (nothing for default). */
+void hn_lower_via_text(char *buf, size_t n, hn_backend_kind via, hn_protocol protocol);
 /* Appends generated text to the statement's code. */
 void hn_lower_emit(hn_lower *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A name no variable of the program has, reserved: base, base_1, ... */

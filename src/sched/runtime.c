@@ -15,6 +15,7 @@
 #include "graph.h"
 #include "issue.h"
 #include "pool.h"
+#include "profile.h"
 #include "prepare.h"
 #include "rank.h"
 #include "run.h"
@@ -175,6 +176,7 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
         goto undo;
     }
     rt->compute = hn_device_compute(rt->dev);
+    rt->profile = hn_profile_for(rt->dev, rt->n);
     rt->default_auto = hn_default_via_auto(rt->dev->name);
     memset(&dcfg, 0, sizeof(dcfg));
     dcfg.ndev = rt->n;

@@ -164,6 +164,7 @@ struct hn_runtime {
     hn_rank *ranks;
     int *all_ranks; /* 0 .. n-1: the team of point-to-point transfers */
     int *devices;   /* [n]: the device ordinal of each rank */
+    const struct hn_cost_profile *profile; /* the machine profile its lowering's model reads (profile.c) */
 
     /* the error slot and device health (run_error.c): the first error of
      * a run; work of launches in flight may report while the caller's

@@ -1,7 +1,8 @@
 /* What the tools (tools/: the hirnode command, its benchmarks and trace
  * commands) use besides the public headers — the one internal header a
  * tool includes: the --check driver, the settings, the scheduler's
- * lowering and cost model, the dry-run verifier, parameters, fault plans,
+ * lowering and cost model, the machine profile and its tuner, the dry-run
+ * verifier, parameters, fault plans,
  * timed runs, trace files, the latency path's algorithms, raw NCCL for
  * the collectives benchmark's baseline, and, for the issue benchmark's
  * raw baseline, the rank threads, their doorbells and device tables and
@@ -20,8 +21,10 @@
 #include "lower.h"
 #include "params.h"
 #include "pool.h"
+#include "profile.h"
 #include "rank.h"
 #include "trace.h"
+#include "tune.h"
 #include "verify_run.h"
 
 #endif

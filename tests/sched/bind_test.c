@@ -447,9 +447,9 @@ static void test_external_memory(void)
 static void test_io_list(void)
 {
     const char *t2 = "param M = 10, K = 3\n"
-                     "input  X : f32[M / world, K] shard(axis 0)\n"
+                     "input  X : f32[floor(M / world), K] shard(axis 0)\n"
                      "input  W : bf16[K, 2 * world + 1] replicated\n"
-                     "output Y : i32[M / world] shard(axis 0)\n"
+                     "output Y : i32[floor(M / world)] shard(axis 0)\n"
                      "fill Y <- 1\n";
     hn_program *p = hn_test_parse(t2, NULL), *q = hn_test_parse(text, NULL);
     hn_io_info io[4];

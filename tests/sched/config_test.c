@@ -123,6 +123,8 @@ static const struct {
     {"HIRNODE_WATCHDOG_GRACE_S", "-1", "HIRNODE_WATCHDOG_GRACE_S: expected a number from 0 to 1e+06, not '-1'"},
     {"HIRNODE_SPIN_US", "inf", "HIRNODE_SPIN_US: expected a number from 0 to 1e+07, not 'inf'"},
     {"HIRNODE_JOIN_SPIN", "on", "HIRNODE_JOIN_SPIN: expected 0 or 1, not 'on'"},
+    {"HIRNODE_PROFILE", "a\tb.json",
+     "HIRNODE_PROFILE: expected a file's path (below 4096 bytes, no control characters)"},
 };
 
 /* The default's value through the getter of s's kind, and the getter's
@@ -141,6 +143,7 @@ static hn_status_t get_by_kind(const hn_setting *s, hn_strbuf *err, char *value,
     case HN_SET_INT: st = hn_setting_int(s->name, &i, err); snprintf(value, n, "%lld", (long long)i); break;
     case HN_SET_NUMBER: st = hn_setting_number(s->name, &d, err); snprintf(value, n, "%g", d); break;
     case HN_SET_FAULTS: st = hn_setting_faults(s->name, &plan, err); snprintf(value, n, "%s", plan.n ? "?" : ""); break;
+    case HN_SET_PATH: st = hn_setting_path(s->name, &w, err); snprintf(value, n, "%s", w); break;
     }
     return st;
 }

@@ -23,9 +23,9 @@ static void test_coefficients_are_the_fit(void)
     hn_cost_coeffs f;
     const hn_cost_coeffs *m = &hn_cost_model;
     int same;
-    hn_cost_fit(hn_cost_points, hn_cost_npoints, &f);
+    hn_cost_fit(NULL, hn_cost_points, hn_cost_npoints, NULL, &f);
     same = close_to(f.gemm_tflops_at_1t, m->gemm_tflops_at_1t) && close_to(f.gemm_gamma, m->gemm_gamma) &&
-           close_to(f.seq_overhead_s, m->seq_overhead_s);
+           close_to(f.seq_overhead_s, m->seq_overhead_s) && f.chunk_s == 0 && f.stream_s == 0;
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++)
             same = same && close_to(f.kappa[i][j], m->kappa[i][j]) && close_to(f.tau_s[i][j], m->tau_s[i][j]);
@@ -35,6 +35,9 @@ static void test_coefficients_are_the_fit(void)
                 f.gemm_tflops_at_1t, f.gemm_gamma, f.seq_overhead_s, f.kappa[0][0], f.kappa[0][1], f.kappa[1][0],
                 f.kappa[1][1], f.tau_s[0][0], f.tau_s[0][1], f.tau_s[1][0], f.tau_s[1][1]);
     CU_ASSERT_TRUE(same);
+    /* the built-in default carries that table */
+    CU_ASSERT_EQUAL(memcmp(&hn_cost_builtin()->coef, m, sizeof(*m)), 0);
+    CU_ASSERT_TRUE(hn_cost_builtin()->builtin);
     /* the fit is a fit: it moves with the data */
     {
         hn_cost_point pts[64];
@@ -42,18 +45,74 @@ static void test_coefficients_are_the_fit(void)
         for (int i = 0; i < hn_cost_npoints; i++)
             if (pts[i].strategy == HN_STRAT_RING)
                 pts[i].ratio *= 0.9; /* slower rings interfere more */
-        hn_cost_fit(pts, hn_cost_npoints, &f);
+        hn_cost_fit(NULL, pts, hn_cost_npoints, NULL, &f);
         CU_ASSERT(f.kappa[0][1] > m->kappa[0][1] && f.kappa[1][1] > m->kappa[1][1]);
+        /* however wild the runs (an emulation on a loaded machine), the
+         * coefficients stay within what a profile file may hold */
+        for (int i = 0; i < hn_cost_npoints; i++)
+            pts[i].ratio = i % 2 ? 1e-7 : 1e-3;
+        hn_cost_fit(NULL, pts, hn_cost_npoints, NULL, &f);
+        CU_ASSERT(f.seq_overhead_s <= HN_COST_MAX_SECONDS);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                CU_ASSERT(f.kappa[i][j] >= 0 && f.kappa[i][j] <= HN_COST_MAX_KAPPA && f.tau_s[i][j] >= 0 &&
+                          f.tau_s[i][j] <= HN_COST_MAX_SECONDS);
+        /* measured chunk costs are taken out of what tau must explain */
+        {
+            hn_cost_profile *pr = malloc(sizeof(*pr));
+            hn_cost_coeffs g;
+            CU_ASSERT_PTR_NOT_NULL_FATAL(pr);
+            *pr = *hn_cost_builtin();
+            pr->coef.chunk_s = 2e-6;
+            hn_cost_fit(pr, hn_cost_points, hn_cost_npoints, NULL, &g);
+            CU_ASSERT_EQUAL(g.chunk_s, 2e-6);
+            CU_ASSERT(g.tau_s[0][0] + g.tau_s[0][1] < m->tau_s[0][0] + m->tau_s[0][1]);
+            /* a class without points keeps the fallback's terms */
+            hn_cost_fit(pr, hn_cost_points, 9, NULL, &g); /* allgather + GEMM only */
+            CU_ASSERT_EQUAL(g.kappa[1][1], m->kappa[1][1]);
+            CU_ASSERT_EQUAL(g.tau_s[1][0], m->tau_s[1][0]);
+            free(pr);
+        }
     }
+    {
+        /* GEMM rates: the power law through points of one dtype */
+        hn_cost_gemm_point g[3] = {{HN_F16, 1024, 1024, 1024, 100}, {HN_F16, 4096, 4096, 4096, 400},
+                                   {HN_BF16, 64, 64, 64, 1}};
+        double f1, gamma;
+        CU_ASSERT_TRUE(hn_cost_fit_gemm(g, 3, HN_F16, &f1, &gamma));
+        CU_ASSERT(fabs(f1 * pow(2.0 * 4096 * 4096 * 4096 / 1e12, -gamma) - 400) < 1e-6);
+        CU_ASSERT(gamma < 0); /* faster with size */
+        CU_ASSERT_TRUE(hn_cost_fit_gemm(g, 3, HN_BF16, &f1, &gamma));
+        CU_ASSERT_EQUAL(gamma, 0);
+        CU_ASSERT_FALSE(hn_cost_fit_gemm(g, 3, HN_F32, &f1, &gamma));
+    }
+}
+
+static hn_pipe_plan plan_of(hn_strategy s, int chunks, int streams, hn_backend_kind via, hn_protocol protocol)
+{
+    hn_pipe_plan pl;
+    memset(&pl, 0, sizeof(pl));
+    pl.strategy = s;
+    pl.chunks = chunks;
+    pl.streams = streams;
+    pl.via = via;
+    pl.protocol = protocol;
+    return pl;
+}
+
+static hn_pipe_shape shape_of(hn_pipe_kind k, int64_t M, int64_t K, int64_t N, hn_dtype dt, int world,
+                              const hn_cost_profile *prof)
+{
+    hn_pipe_shape sh = {k, M, K, N, dt, world, prof};
+    return sh;
 }
 
 static double predicted_ratio(const hn_cost_point *p, hn_backend_kind via)
 {
-    hn_pipe_shape sh = {p->kind, p->M, p->K, p->N, HN_BF16, p->world};
-    hn_pipe_plan pl = {p->strategy, p->chunks, p->strategy == HN_STRAT_SEQUENTIAL ? 1 : 2, via, HN_PROTO_PUT, 0};
-    return 2.0 * p->M * p->N * p->K / (p->gemm_tflops * 1e12) / hn_pipe_seconds(&sh, &pl) *
-           (hn_cost_gemm_seconds(2.0 * p->M * p->N * p->K, HN_BF16) / (2.0 * p->M * p->N * p->K /
-                                                                        (p->gemm_tflops * 1e12)));
+    hn_pipe_shape sh = shape_of(p->kind, p->M, p->K, p->N, HN_BF16, p->world, NULL);
+    hn_pipe_plan pl = plan_of(p->strategy, p->chunks, p->strategy == HN_STRAT_SEQUENTIAL ? 1 : 2, via, HN_PROTO_PUT);
+    double flops = 2.0 * p->M * p->N * p->K;
+    return hn_cost_gemm_seconds(NULL, flops, HN_BF16) / hn_pipe_seconds(&sh, &pl);
 }
 
 /* Within 0.1 of every measured ratio of the runs it was fitted to, and
@@ -80,6 +139,26 @@ static void test_model_follows_the_measurements(void)
             CU_ASSERT(rq < r);
         }
     }
+    /* the GEMM at a measured shape runs at the rate measured there (the
+     * mean of the runs); between them, between their rates */
+    {
+        double f = 2.0 * 4096 * 8192 * 8192, t = hn_cost_gemm_seconds(NULL, f, HN_BF16);
+        double mid = hn_cost_gemm_seconds(NULL, 2 * f, HN_BF16) / (2 * f);
+        CU_ASSERT(fabs(f / t / 1e12 - (791 + 788) / 2.0) < 1e-6);
+        CU_ASSERT(mid <= 1 / (755.5e12) + 1e-20 && mid >= 1 / (789.5e12) - 1e-20);
+        CU_ASSERT(hn_cost_gemm_seconds(NULL, 1e12, HN_F32) > 10 * hn_cost_gemm_seconds(NULL, 1e12, HN_BF16));
+    }
+}
+
+/* A copy of the built-in default, as a measured profile would be. */
+static hn_cost_profile *measured_copy(void)
+{
+    hn_cost_profile *p = malloc(sizeof(*p));
+    if (p != NULL) {
+        *p = *hn_cost_builtin();
+        p->builtin = 0;
+    }
+    return p;
 }
 
 /* auto picks what ran fastest on 2 H200s for the issue's shapes (the ring
@@ -92,50 +171,194 @@ static void test_choose(void)
     char err[256];
     for (int k = 0; k < 3; k++)
         for (int op = 0; op < 2; op++) {
-            hn_pipe_shape sh = {op ? HN_PIPE_MM_RS : HN_PIPE_AG_MM, shapes[k][0], shapes[k][1], shapes[k][2],
-                                HN_BF16, 2};
-            hn_pipe_plan pl = {HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+            hn_pipe_shape sh = shape_of(op ? HN_PIPE_MM_RS : HN_PIPE_AG_MM, shapes[k][0], shapes[k][1], shapes[k][2],
+                                        HN_BF16, 2, NULL);
+            hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
             CU_ASSERT_EQUAL(hn_pipe_choose(&sh, op ? rs : ag, &pl, err, sizeof(err)), HN_OK);
             CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_RING);
             CU_ASSERT_EQUAL(pl.chunks, 2);
             CU_ASSERT_EQUAL(pl.via, HN_VIA_P2P);
-            CU_ASSERT_EQUAL(pl.protocol, HN_PROTO_PUT);
+            CU_ASSERT_EQUAL(pl.protocol, HN_PROTO_PUT); /* get ties with put where nothing measured it */
             CU_ASSERT(pl.streams >= 2);
         }
     for (int op = 0; op < 2; op++) {
         /* a decode-sized GEMM on 4 GPUs: nothing to hide the latency behind */
-        hn_pipe_shape sh = {op ? HN_PIPE_MM_RS : HN_PIPE_AG_MM, 16, 4096, 4096, HN_BF16, 4};
-        hn_pipe_plan pl = {HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+        hn_pipe_shape sh = shape_of(op ? HN_PIPE_MM_RS : HN_PIPE_AG_MM, 16, 4096, 4096, HN_BF16, 4, NULL);
+        hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, op ? rs : ag, &pl, err, sizeof(err)), HN_OK);
         CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_SEQUENTIAL);
         CU_ASSERT_EQUAL(pl.streams, 1);
     }
     {
         /* fixed choices are kept, the free ones chosen */
-        hn_pipe_shape sh = {HN_PIPE_AG_MM, 4096, 8192, 8192, HN_BF16, 4};
-        hn_pipe_plan pl = {HN_STRAT_COLLECTIVE, 0, 3, HN_VIA_NCCL, HN_PROTO_AUTO, 0};
+        hn_pipe_shape sh = shape_of(HN_PIPE_AG_MM, 4096, 8192, 8192, HN_BF16, 4, NULL);
+        hn_pipe_plan pl = plan_of(HN_STRAT_COLLECTIVE, 0, 3, HN_VIA_NCCL, HN_PROTO_AUTO);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_OK);
         CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_COLLECTIVE);
         CU_ASSERT_EQUAL(pl.streams, 3);
         CU_ASSERT_EQUAL(pl.via, HN_VIA_NCCL);
         CU_ASSERT(pl.chunks == 2 || pl.chunks == 4 || pl.chunks == 8);
-        pl = (hn_pipe_plan){HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_GET, 0};
+        pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_GET);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_OK);
         CU_ASSERT_EQUAL(pl.via, HN_VIA_P2P); /* get pulls through p2p */
-        pl = (hn_pipe_plan){HN_STRAT_RING, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+        CU_ASSERT_EQUAL(pl.protocol, HN_PROTO_GET);
+        pl = plan_of(HN_STRAT_RING, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_ERR_VERIFY);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "chunks=3 must be world (4)"));
-        pl = (hn_pipe_plan){HN_STRAT_BROADCAST, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+        pl = plan_of(HN_STRAT_BROADCAST, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, HN_OPF_SEQUENTIAL | HN_OPF_RING, &pl, err, sizeof(err)), HN_OK);
         CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_BROADCAST); /* a fixed strategy is the statement's business */
     }
     {
-        /* f32 GEMMs are slower: more to hide behind, never less overlap */
-        hn_pipe_shape a = {HN_PIPE_AG_MM, 4096, 8192, 8192, HN_BF16, 2}, b = a;
-        b.dtype = HN_F32;
-        CU_ASSERT(hn_cost_gemm_seconds(1e12, HN_F32) > 10 * hn_cost_gemm_seconds(1e12, HN_BF16));
-        (void)b;
+        /* GEMM + allreduce by ring cuts the output in world blocks: rows
+         * that do not divide are refused, and auto takes another way */
+        hn_pipe_shape sh = shape_of(HN_PIPE_MM_AR, 16, 8, 8, HN_F32, 3, NULL);
+        hn_pipe_plan pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_ERR_VERIFY);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "the 16 rows of the output do not divide"));
+        for (int64_t m = 16; m <= 1 << 14; m *= 4) {
+            sh.M = m + 1;
+            pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+            CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_OK);
+            CU_ASSERT_NOT_EQUAL(pl.strategy, HN_STRAT_RING);
+        }
     }
+}
+
+/* GEMM + allreduce by ring: the allgather half through whatever moves the
+ * reduced blocks fastest — copy engines for large ones, NCCL for small
+ * ones — or what the statement names. */
+static void test_allreduce_halves(void)
+{
+    int offered = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE;
+    char err[256];
+    hn_pipe_shape big = shape_of(HN_PIPE_MM_AR, 32768, 16384, 8192, HN_BF16, 2, NULL); /* blocks: 512 MiB */
+    hn_pipe_shape small = shape_of(HN_PIPE_MM_AR, 256, 8192, 1024, HN_BF16, 2, NULL);  /* 512 KiB */
+    hn_pipe_plan pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO), q;
+    double t_nccl, t_p2p;
+    CU_ASSERT_EQUAL(hn_pipe_choose(&big, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(pl.via, HN_VIA_P2P);
+    CU_ASSERT_EQUAL(pl.ag_via, HN_VIA_P2P);
+    CU_ASSERT_EQUAL(pl.ag_protocol, HN_PROTO_PUT);
+    /* the plan's time is the ring's and the allgather's after it */
+    q = pl;
+    q.ag_via = HN_VIA_NCCL;
+    q.ag_protocol = HN_PROTO_AUTO;
+    t_p2p = hn_pipe_seconds(&big, &pl);
+    t_nccl = hn_pipe_seconds(&big, &q);
+    CU_ASSERT(fabs((t_nccl - t_p2p) - (1044.0 - 836.9) * 1e-6) < 1e-9); /* 512 MiB allgathers on 2 H200s */
+    pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    CU_ASSERT_EQUAL(hn_pipe_choose(&small, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(pl.ag_via, HN_VIA_NCCL);
+    /* named: kept for both halves */
+    pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_P2P, HN_PROTO_AUTO);
+    CU_ASSERT_EQUAL(hn_pipe_choose(&small, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(pl.ag_via, HN_VIA_P2P);
+    /* auto's plan is never slower than the ring with the halves of one communicator */
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    q = plan_of(HN_STRAT_RING, 2, 2, HN_VIA_P2P, HN_PROTO_PUT);
+    CU_ASSERT_EQUAL(hn_pipe_choose(&big, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT(pl.seconds <= hn_pipe_seconds(&big, &q) + 1e-12);
+}
+
+/* Small M: the latency path where its time is known and it may be picked
+ * (HIRNODE_AUTO_LL=1 for the built-in curve of its first design; a
+ * profile measured on this machine without it), never where not. */
+static void test_latency_path_at_small_m(void)
+{
+    int offered = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE;
+    char err[256];
+    hn_pipe_shape decode = shape_of(HN_PIPE_MM_AR, 16, 4096, 4096, HN_BF16, 2, NULL); /* 128 KiB */
+    hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    hn_cost_profile *m = measured_copy();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    unsetenv("HIRNODE_AUTO_LL");
+    CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_SEQUENTIAL);
+    CU_ASSERT_EQUAL(pl.via, HN_VIA_NCCL);
+    setenv("HIRNODE_AUTO_LL", "1", 1);
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_SEQUENTIAL);
+    CU_ASSERT_EQUAL(pl.via, HN_VIA_LL);
+    CU_ASSERT(fabs(pl.seconds - hn_cost_gemm_seconds(NULL, 2.0 * 16 * 4096 * 4096, HN_BF16) - 11.16e-6 -
+                   hn_cost_model.seq_overhead_s) < 1e-9);
+    /* 4 ranks: no curve of it measured */
+    decode.world = 4;
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_NOT_EQUAL(pl.via, HN_VIA_LL);
+    /* integers: the latency path reduces floats only */
+    decode.world = 2;
+    decode.dtype = HN_I32;
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_NOT_EQUAL(pl.via, HN_VIA_LL);
+    /* a statement that names its communicator keeps it */
+    decode.dtype = HN_BF16;
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_NCCL, HN_PROTO_AUTO);
+    CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(pl.via, HN_VIA_NCCL);
+    unsetenv("HIRNODE_AUTO_LL");
+    /* measured on this machine: picked without the switch */
+    decode.prof = m;
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(pl.via, HN_VIA_LL);
+    /* large: NCCL or the rings, never the latency path */
+    decode.M = 32768;
+    pl = plan_of(HN_STRAT_SEQUENTIAL, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_NOT_EQUAL(pl.via, HN_VIA_LL);
+    free(m);
+}
+
+/* The profile is what the model reads: other curves, other picks. */
+static void test_profile_drives_the_model(void)
+{
+    int rs = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE;
+    char err[256];
+    hn_cost_profile *m = measured_copy();
+    hn_pipe_shape sh = shape_of(HN_PIPE_MM_RS, 4096, 8192, 8192, HN_BF16, 2, NULL);
+    hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    const hn_cost_curve *put;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    /* a pull ring measured faster than the push ring: get */
+    put = hn_cost_curve_of(m, HN_COLL_REDUCE_SCATTER, HN_ENGINE_CE_PUT, 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(put);
+    CU_ASSERT_EQUAL(hn_cost_curve_of(m, HN_COLL_REDUCE_SCATTER, HN_ENGINE_CE_GET, 2), put); /* none: put's */
+    m->curves[m->ncurves] = *put;
+    m->curves[m->ncurves].engine = HN_ENGINE_CE_GET;
+    for (int i = 0; i < put->npoints; i++)
+        m->curves[m->ncurves].us[i] = put->us[i] / 4;
+    m->ncurves++;
+    sh.prof = m;
+    CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_RING);
+    CU_ASSERT_EQUAL(pl.protocol, HN_PROTO_GET);
+    /* a GEMM ten times slower hides more: the same time for the
+     * communication, a larger share of it hidden */
+    {
+        hn_pipe_plan q = plan_of(HN_STRAT_SEQUENTIAL, 1, 1, HN_VIA_NCCL, HN_PROTO_AUTO);
+        double before = hn_pipe_seconds(&sh, &q);
+        for (int i = 0; i < m->ngemm; i++)
+            m->gemm[i].tflops /= 10;
+        CU_ASSERT(hn_pipe_seconds(&sh, &q) > 5 * before);
+    }
+    /* curves of other team sizes: the nearest, ties to the larger */
+    CU_ASSERT_EQUAL(hn_cost_curve_of(m, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 3)->n, 4);
+    CU_ASSERT_EQUAL(hn_cost_curve_of(m, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 8)->n, 4);
+    CU_ASSERT_PTR_NULL(hn_cost_curve_of(m, HN_COLL_ALLGATHER, HN_ENGINE_LL, 2) == NULL ? NULL : NULL);
+    CU_ASSERT(hn_cost_coll_seconds(m, HN_COLL_ALLREDUCE, HN_ENGINE_LL, 4, 1e5) > 0); /* the nearest: 2's */
+    m->ncurves = 0; /* a profile without curves: the default's, never the latency path */
+    CU_ASSERT(fabs(hn_cost_coll_seconds(m, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 2, 1024 * 1048576.0) - 1994.7e-6) <
+              1e-12);
+    CU_ASSERT(hn_cost_coll_seconds(m, HN_COLL_ALLREDUCE, HN_ENGINE_LL, 2, 1e5) < 0);
+    /* beyond the last size: in proportion; below the first: flat */
+    CU_ASSERT(fabs(hn_cost_coll_seconds(NULL, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 2, 2048 * 1048576.0) - 2 * 1994.7e-6) <
+              1e-12);
+    CU_ASSERT(fabs(hn_cost_coll_seconds(NULL, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 2, 1000) - 11.04e-6) < 1e-12);
+    free(m);
 }
 
 static void test_via_resolve(void)
@@ -264,39 +487,39 @@ static void test_choose_failures(void)
 {
     int ag = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE | HN_OPF_BROADCAST;
     int rs = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE;
-    hn_pipe_shape ag64 = {HN_PIPE_AG_MM, 64, 128, 64, HN_BF16, 2};
+    hn_pipe_shape ag64 = {HN_PIPE_AG_MM, 64, 128, 64, HN_BF16, 2, NULL};
     char err[1024];
     int fit[3];
     uint64_t rng = 0xc0575;
-    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO},
                  "strategy=auto finds no strategy for chunks=3: sequential runs in one step, chunks=3 must be 1; "
                  "ring moves one shard per step, chunks=3 must be world (2); collective: chunks=3 does not divide "
                  "the 32 rows of each rank's shard of A; broadcast takes chunks from each rank in turn, chunks=3 is "
                  "not a multiple of world (2); chunks=2 or chunks=4 would fit");
     /* only the strategies the statement offers */
-    expect_unfit((hn_pipe_shape){HN_PIPE_MM_RS, 40, 64, 16, HN_F32, 4}, rs,
-                 (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+    expect_unfit((hn_pipe_shape){HN_PIPE_MM_RS, 40, 64, 16, HN_F32, 4, NULL}, rs,
+                 (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO},
                  "strategy=auto finds no strategy for chunks=3: sequential runs in one step, chunks=3 must be 1; "
                  "ring moves one shard per step, chunks=3 must be world (4); collective: chunks=3 does not divide "
                  "the 10 rows of each rank's block of the output; chunks=2 or chunks=4 would fit");
     /* a fixed strategy, free chunks: what auto tried for it */
-    expect_unfit((hn_pipe_shape){HN_PIPE_AG_MM, 14, 128, 64, HN_BF16, 2}, ag,
-                 (hn_pipe_plan){HN_STRAT_COLLECTIVE, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+    expect_unfit((hn_pipe_shape){HN_PIPE_AG_MM, 14, 128, 64, HN_BF16, 2, NULL}, ag,
+                 (hn_pipe_plan){HN_STRAT_COLLECTIVE, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO},
                  "strategy=collective with the chunks auto tries (2, 4 and 8): chunks=2 does not divide the 7 rows "
                  "of each rank's shard of A; chunks=1 or chunks=7 would fit");
     /* no strategy's business: said alone */
-    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 0, 0, HN_VIA_NCCL, HN_PROTO_GET, 0},
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 0, 0, HN_VIA_NCCL, HN_PROTO_GET, 0, HN_VIA_AUTO, HN_PROTO_AUTO},
                  "protocol=get pulls through p2p, not via=nccl");
-    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 4, 17, HN_VIA_AUTO, HN_PROTO_AUTO, 0},
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 4, 17, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO},
                  "streams=17 out of range [1, 16]");
     /* random shapes and chunks: what is said to fit fits, and nothing
      * between the nearest below and above does */
     for (int t = 0; t < 2000; t++) {
         int world = 1 + (int)(hn_splitmix64(&rng) % 8), kind = (int)(hn_splitmix64(&rng) % 6);
         int64_t M = world * (1 + (int64_t)(hn_splitmix64(&rng) % 40));
-        hn_pipe_shape sh = {(hn_pipe_kind)kind, M, kind < 3 ? 64 : 1, kind < 3 ? 32 : 1, HN_BF16, world};
+        hn_pipe_shape sh = {(hn_pipe_kind)kind, M, kind < 3 ? 64 : 1, kind < 3 ? 32 : 1, HN_BF16, world, NULL};
         int offered = kind == HN_PIPE_AG_MM || kind == HN_PIPE_AG ? ag : rs;
-        hn_pipe_plan pl = {HN_STRAT_AUTO, 1 + (int)(hn_splitmix64(&rng) % 24), 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+        hn_pipe_plan pl = {HN_STRAT_AUTO, 1 + (int)(hn_splitmix64(&rng) % 24), 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO};
         int n;
         if (kind == HN_PIPE_AG) /* a plain allgather: no ring */
             offered = HN_OPF_SEQUENTIAL | HN_OPF_COLLECTIVE | HN_OPF_BROADCAST;
@@ -306,11 +529,11 @@ static void test_choose_failures(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "sequential runs in one step"));
         n = suggested(err, fit);
         for (int i = 0; i < n; i++) {
-            hn_pipe_plan q = {HN_STRAT_AUTO, fit[i], 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+            hn_pipe_plan q = {HN_STRAT_AUTO, fit[i], 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO};
             CU_ASSERT_EQUAL(hn_pipe_choose(&sh, offered, &q, err, sizeof(err)), HN_OK);
         }
         for (int c = n > 0 ? fit[0] + 1 : 1; n == 2 && c < fit[1]; c++) {
-            hn_pipe_plan q = {HN_STRAT_AUTO, c, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0};
+            hn_pipe_plan q = {HN_STRAT_AUTO, c, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO};
             CU_ASSERT_EQUAL(hn_pipe_choose(&sh, offered, &q, err, sizeof(err)), HN_ERR_VERIFY);
         }
     }
@@ -464,6 +687,9 @@ void hn_suite_cost(void)
         {"the model follows the measurements", test_model_follows_the_measurements},
         {"auto chooses, keeps fixed choices, rejects impossible ones", test_choose},
         {"an auto that finds nothing says what it tried, why, and what fits", test_choose_failures},
+        {"GEMM + allreduce: the allgather half by its own communicator", test_allreduce_halves},
+        {"small M: the latency path where it is known and allowed", test_latency_path_at_small_m},
+        {"the profile drives the model", test_profile_drives_the_model},
         {"via auto: the measured crossovers", test_via_resolve},
         {"via auto: the same choice on every rank, runs exact", test_via_auto_runs},
         {"via ll: one-shot below the crossover, two-shot above, both exact", test_ll_crossover_runs},
