@@ -264,8 +264,9 @@ HIRNODE_FAULT=1:17:melt|HIRNODE_FAULT: fault '1:17:melt': expected RANK:LINE[:OC
 HIRNODE_WATCHDOG_GRACE_S=-1|HIRNODE_WATCHDOG_GRACE_S: expected a number from 0 to 1e+06, not '-1'
 HIRNODE_SPIN_US=1e9|HIRNODE_SPIN_US: expected a number from 0 to 1e+07, not '1e9'
 HIRNODE_JOIN_SPIN=off|HIRNODE_JOIN_SPIN: expected 0 or 1, not 'off'
+HIRNODE_PROFILE=a	b.json|HIRNODE_PROFILE: expected a file's path (below 4096 bytes, no control characters)
 VARS
-[ "$("$cli" info | grep -c ' (HIRNODE_[A-Z0-9_]*) ')" = 22 ] && ok || bad "info lists 22 settings"
+[ "$("$cli" info | grep -c ' (HIRNODE_[A-Z0-9_]*) ')" = 23 ] && ok || bad "info lists 23 settings"
 env_error HIRNODE_STREAMS=0 "hirnode check: HIRNODE_STREAMS: expected an integer from 1 to 16, not '0'" check $p
 env_error HIRNODE_STREAMS=0 "hirnode dump: HIRNODE_STREAMS: expected" dump --lowered $p
 env_error HIRNODE_P2P_LANES=0 "hirnode bench collectives: HIRNODE_P2P_LANES: expected" bench collectives --gpus 2
@@ -363,6 +364,13 @@ out=$(HIRNODE_GRAPHS=1 "$cli" run --gpus 2 --iters 3 --check examples/chunked_co
 "$cli" info 2>&1 | grep -q "HIRNODE_GRAPHS" && ok || bad "info does not list HIRNODE_GRAPHS"
 out=$("$cli" bench issue --gpus 2 --n 50 --reps 2 --warmup 1 --markdown 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "replay µs/instr" && ok || bad "bench issue: rc=$rc $out"
+# the benches take --devices as run does (two ranks on one device)
+out=$("$cli" bench issue --gpus 2 --devices 1,1 --n 20 --reps 2 --warmup 1 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -qE "^ +2  host +20 " && ok || bad "bench issue --devices 1,1: rc=$rc $out"
+out=$("$cli" bench collectives --gpus 2 --devices 0,0 --op allreduce --via "ll oneshot" --min 8K --max 8K 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -qE "^ +8192 " && ok || bad "bench collectives --devices 0,0: rc=$rc $out"
+usage_error "hirnode bench collectives: --devices: 1 ordinal for 2 ranks (--gpus): give one per rank" \
+  bench collectives --gpus 2 --devices 0
 
 # an injected fault: exit 1, rank and line named; a bad fault plan: exit 2
 out=$("$cli" run --gpus 2 --check --fault 1:31:issue examples/ag_matmul_p2p.hir 2>&1); rc=$?
@@ -404,9 +412,9 @@ out=$("$cli" trace summary examples/allgather.hir 2>&1); rc=$?
 # ranks mapped to devices (--devices, hirnode info); memory flat through
 # launches and replays of a serving step (hirnode soak: a short run here;
 # a planted leak is caught)
-out=$(HIRNODE_BACKEND=gpu "$cli" run --gpus 2 $p 2>&1); rc=$?
-[ $rc = 2 ] && [ "$(echo "$out" | grep -c "unknown backend 'gpu'")" = 1 ] && ! echo "$out" | grep -qE '[a-z_]+\.c:[0-9]+' \
-  && ok || bad "HIRNODE_BACKEND=gpu: rc=$rc $out"
+out=$("$cli" run --backend cuda --gpus 256 $p 2>&1); rc=$?
+[ $rc = 2 ] && [ "$(echo "$out" | grep -c "cannot start 256 ranks")" = 1 ] && ! echo "$out" | grep -qE '[a-z_]+\.c:[0-9]+' \
+  && ok || bad "256 ranks on the cuda backend: rc=$rc $out"
 usage_error "hirnode run: --devices: 1 ordinal for 2 ranks (--gpus): give one per rank" run --gpus 2 --devices 0 $p
 usage_error "--devices: expected an integer from 0 to 4095, not 'x'" run --gpus 2 --devices 0,x $p
 out=$("$cli" run --gpus 2 --devices 1,1 --check $p 2>&1); rc=$?

@@ -27,6 +27,7 @@
 
 typedef struct bench_opts {
     hn_runtime_config cfg;
+    hn_cli_devices devices; /* --devices */
     char vias[MAX_VIAS][32]; /* as written after `via` */
     int nvias;
     const char *ops;
@@ -475,6 +476,11 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
 #else
     raw = 0;
 #endif
+    for (int r = 0; raw && r < o->devices.n; r++)
+        if (o->devices.ord[r] != r) { /* raw NCCL runs rank r on device r */
+            printf("raw NCCL not measured: --devices maps rank %d to device %d\n", r, o->devices.ord[r]);
+            raw = 0;
+        }
     for (int which = 0; which < HN_ARRAY_LEN(op_names) && rc == 0; which++) {
         const char *name = op_names[which];
         if (strcmp(o->ops, "all") == 0 ? which == 3 : strcmp(o->ops, name) != 0) /* all: the collectives */
@@ -586,6 +592,9 @@ static int bench_collectives_cli(int argc, char **argv)
     const hn_option table[] = {
         HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 1)"),
         HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend, "the devices (default: $HIRNODE_BACKEND, else auto)"),
+        HN_CALL("--devices", "LIST", hn_cli_take_devices, &o.devices,
+                "the device ordinal of each rank, e.g. 0,0: two ranks on GPU 0\n(the latency path and p2p; "
+                "not NCCL, nor raw NCCL)"),
         HN_CALL("--via", "LIST", parse_vias, &o,
                 "communicators, comma-separated, each as written after `via`\n"
                 "(default ll,nccl,p2p,auto; e.g. \"ll oneshot,ll twoshot,p2p get\");\n"
@@ -621,6 +630,8 @@ static int bench_collectives_cli(int argc, char **argv)
     o.warmup = -1; /* 0 .. 0 of max, iters, reps and -1 of warmup: not given */
     if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0)
         return rc;
+    if (!hn_cli_use_devices(c.name, &o.devices, &o.cfg))
+        return HN_EXIT_USAGE;
     o.ops = ops;
     o.device_timing = strcmp(timing, "device") == 0;
     o.dtype = (hn_dtype)hn_dtype_parse(dtype, (int)strlen(dtype));

@@ -24,6 +24,7 @@
 
 typedef struct issue_opts {
     hn_runtime_config cfg;
+    hn_cli_devices devices; /* --devices */
     int n, reps, warmup, markdown;
     const char *replay; /* bells, jobs, caller, all; NULL: the setting's */
 } issue_opts;
@@ -279,6 +280,8 @@ int hn_cli_bench_issue(int argc, char **argv)
     const hn_option table[] = {
         HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 1)"),
         HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend, "the devices (default: $HIRNODE_BACKEND, else auto)"),
+        HN_CALL("--devices", "LIST", hn_cli_take_devices, &o.devices,
+                "the device ordinal of each rank, e.g. 0,0: two ranks on GPU 0"),
         HN_INT("--n", "INSTRUCTIONS", &o.n, 1, 10000000, "instructions per run (default 1000)"),
         HN_INT("--reps", "R", &o.reps, 1, 100000, "timed repetitions, the median is printed (default 20)"),
         HN_INT("--warmup", "W", &o.warmup, 0, 100000, "repetitions before timing (default 3)"),
@@ -295,5 +298,7 @@ int hn_cli_bench_issue(int argc, char **argv)
     o.warmup = 3;
     if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0)
         return rc;
+    if (!hn_cli_use_devices(c.name, &o.devices, &o.cfg))
+        return HN_EXIT_USAGE;
     return bench_issue(&o);
 }

@@ -53,8 +53,7 @@ typedef struct opts {
     const char *names[64];
     int64_t values[64];
     int ndefs;
-    int devices[256]; /* --devices: the ordinal of each rank */
-    int ndevices;
+    hn_cli_devices devices; /* --devices */
 } opts;
 
 /* -D NAME=VAL: one parameter override more */
@@ -84,48 +83,6 @@ static int take_define(const char *value, void *dest, hn_strbuf *err)
         return 0;
     }
     o->values[o->ndefs++] = v;
-    return 1;
-}
-
-/* --devices 0,2,1: the device ordinal of each rank */
-static int take_devices(const char *value, void *dest, hn_strbuf *err)
-{
-    opts *o = dest;
-    const char *at = value;
-    o->ndevices = 0;
-    for (;;) {
-        size_t len = strcspn(at, ",");
-        char item[32];
-        int64_t v;
-        if (o->ndevices == HN_ARRAY_LEN(o->devices)) {
-            hn_sb_printf(err, "--devices: more than %d ordinals", HN_ARRAY_LEN(o->devices));
-            return 0;
-        }
-        snprintf(item, sizeof(item), "%.*s", (int)(len < sizeof(item) - 1 ? len : sizeof(item) - 1), at);
-        if (len >= sizeof(item) || hn_parse_int64("--devices", item, 0, 4095, &v, err) != HN_OK) {
-            if (len >= sizeof(item))
-                hn_sb_printf(err, "--devices: expected ordinals from 0 to 4095, not '%s'", value);
-            return 0;
-        }
-        o->devices[o->ndevices++] = (int)v;
-        if (at[len] == '\0')
-            return 1;
-        at += len + 1;
-    }
-}
-
-/* The ranks' devices of --devices, one per rank; 0 after saying why not. */
-static int use_devices(opts *o, const char *name)
-{
-    hn_command c = {name, "", NULL, 0, NULL, 0, NULL, NULL};
-    if (o->ndevices == 0)
-        return 1;
-    if (o->ndevices != o->cfg.ndev) {
-        hn_cli_usage_error(&c, "--devices: %d ordinal%s for %d ranks (--gpus): give one per rank", o->ndevices,
-                           o->ndevices == 1 ? "" : "s", o->cfg.ndev);
-        return 0;
-    }
-    o->cfg.devices = o->devices;
     return 1;
 }
 
@@ -352,7 +309,7 @@ static int cmd_run(int argc, char **argv)
         HN_TEXT("--fault", "SPEC", &o.fault,
                 "inject faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... (docs/RELIABILITY.md)"),
         HN_TEXT("--trace", "FILE", &o.trace, "record every run: Chrome trace-event JSON (Perfetto)"),
-        HN_CALL("--devices", "LIST", take_devices, &o,
+        HN_CALL("--devices", "LIST", hn_cli_take_devices, &o.devices,
                 "the device ordinal of each rank, e.g. 0,2,1,3 (default: rank r\non device r; "
                 "CUDA_VISIBLE_DEVICES applies)"),
     };
@@ -362,7 +319,7 @@ static int cmd_run(int argc, char **argv)
         free_opts(&o);
         return rc;
     }
-    if (!use_devices(&o, "hirnode run")) {
+    if (!hn_cli_use_devices("hirnode run", &o.devices, &o.cfg)) {
         free_opts(&o);
         return HN_EXIT_USAGE;
     }
@@ -504,15 +461,15 @@ static int cmd_info(int argc, char **argv)
         HN_INT("--gpus", "N", &gpus, 1, 256, "the devices and the profile of N ranks (default: every GPU;\n"
                                              "on the host backend 1 for the devices, and for the profile\n"
                                              "the count of the file HIRNODE_PROFILE names)"),
-        HN_CALL("--devices", "LIST", take_devices, &o, "... mapped to these ordinals, e.g. 1,0"),
+        HN_CALL("--devices", "LIST", hn_cli_take_devices, &o.devices, "... mapped to these ordinals, e.g. 1,0"),
     };
     hn_command c = {"hirnode info", "", table, HN_ARRAY_LEN(table), NULL, 0, &nargs, NULL};
     init_opts(&o);
     if ((rc = hn_cli_parse(&c, argc, argv, 2)) >= 0)
         return rc;
     if ((o.cfg.ndev = gpus) == 0) /* every GPU (or what --devices lists), else one */
-        o.cfg.ndev = o.ndevices > 0 ? o.ndevices : cuda != NULL && cuda->device_count() > 0 ? cuda->device_count() : 1;
-    if (!use_devices(&o, "hirnode info"))
+        o.cfg.ndev = o.devices.n > 0 ? o.devices.n : cuda != NULL && cuda->device_count() > 0 ? cuda->device_count() : 1;
+    if (!hn_cli_use_devices("hirnode info", &o.devices, &o.cfg))
         return HN_EXIT_USAGE;
     printf("hirnode %s\n", hn_version());
     printf("backends:\n");

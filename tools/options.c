@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hirnode/runtime.h"
+
 #include "../src/core/util.h"
 #include "../src/sched/config.h"
 #include "options.h"
@@ -71,6 +73,48 @@ void hn_cli_usage(const hn_command *c, FILE *out)
     fprintf(out, "  %-*s  %s\n", width, "-h, --help", "this text");
     if (c->more != NULL)
         fprintf(out, "\n%s", c->more);
+}
+
+int hn_cli_take_devices(const char *value, void *dest, hn_strbuf *err)
+{
+    hn_cli_devices *d = dest;
+    const char *at = value;
+    d->n = 0;
+    for (;;) {
+        size_t len = strcspn(at, ",");
+        char item[32];
+        int64_t v;
+        if (d->n == HN_ARRAY_LEN(d->ord)) {
+            hn_sb_printf(err, "--devices: more than %d ordinals", HN_ARRAY_LEN(d->ord));
+            return 0;
+        }
+        if (len >= sizeof(item)) {
+            hn_sb_printf(err, "--devices: expected ordinals from 0 to 4095, not '%s'", value);
+            return 0;
+        }
+        memcpy(item, at, len);
+        item[len] = '\0';
+        if (hn_parse_int64("--devices", item, 0, 4095, &v, err) != HN_OK)
+            return 0;
+        d->ord[d->n++] = (int)v;
+        if (at[len] == '\0')
+            return 1;
+        at += len + 1;
+    }
+}
+
+int hn_cli_use_devices(const char *name, hn_cli_devices *d, hn_runtime_config *cfg)
+{
+    hn_command c = {name, "", NULL, 0, NULL, 0, NULL, NULL};
+    if (d->n == 0)
+        return 1;
+    if (d->n != cfg->ndev) {
+        hn_cli_usage_error(&c, "--devices: %d ordinal%s for %d ranks (--gpus): give one per rank", d->n,
+                           d->n == 1 ? "" : "s", cfg->ndev);
+        return 0;
+    }
+    cfg->devices = d->ord;
+    return 1;
 }
 
 int hn_cli_shapes(const char *s, const char *what, int64_t (*shapes)[3], int max, int *n, hn_strbuf *err)

@@ -73,6 +73,19 @@ int hn_cli_parse(const hn_command *c, int argc, char **argv, int first);
  * 16, not '5x'"), where they are listed, and HN_EXIT_USAGE. */
 int hn_cli_check_settings(const hn_command *c);
 
+/* --devices 0,2,1: the device ordinal of each rank (HN_CALL with
+ * hn_cli_take_devices and a hn_cli_devices as its dest). */
+typedef struct hn_cli_devices {
+    int ord[256];
+    int n; /* 0: not given */
+} hn_cli_devices;
+int hn_cli_take_devices(const char *value, void *dest, struct hn_strbuf *err);
+/* cfg->devices from d when it was given, one ordinal per rank (cfg->ndev):
+ * 1; else 0 after a usage error of command `name` on stderr. d must live
+ * until the runtime is made (it copies the ordinals). */
+struct hn_runtime_config;
+int hn_cli_use_devices(const char *name, hn_cli_devices *d, struct hn_runtime_config *cfg);
+
 /* "MxKxN[,MxKxN...]" into shapes[0 .. max), each size from 1 to 2^20, their
  * count into *n. 0 when it is not that: with a message into err (`what`:
  * the option) for a size out of range or too many shapes; nothing for

@@ -316,8 +316,8 @@ static void *abort_main(void *arg)
 static int nccl_abort(hn_comm_world *w)
 {
     /* NCCL kernels of a failed run may spin forever: abort every
-     * communicator, all at once, one thread each. NCCL's maintainers ask
-     * that all ranks of a node abort (NVIDIA/nccl#863): one after another,
+     * communicator, all at once, one thread each. NCCL wants every rank of
+     * a node aborted together: one after another,
      * the first abort may free memory that a peer's kernel, not yet
      * aborted, still reads. The runtime then destroys the teams and makes
      * new ones. */

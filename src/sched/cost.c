@@ -43,13 +43,12 @@ static const crossover crossovers[] = {
  * input):
  *  - NCCL here: an allreduce of 1 MiB took 17.2 us on 2 H200s and 21.8 on
  *    4 (cost_builtin.c's curves: flat below 1 MiB, so latency-bound);
- *  - TensorRT-LLM's one-/two-shot kernels as used by SGLang (its pull
- *    request 2904, 2 H100s): 4.5 us at 32 KB, 19.9 at 1 MiB; vLLM's custom
- *    allreduce 8.7 and 26.6 us: about NCCL at 1 MiB, 2-4x below it;
- *  - vLLM picks one-shot on 2 ranks at every size it serves (two-shot moves
- *    as much there and meets twice), up to 512 KiB on 4 and 256 KiB on 8;
- *    TensorRT-LLM's older selector one-shot below 1 M elements on 4 ranks
- *    and 500 K on 8;
+ *  - push-based one-/two-shot kernels of inference servers, as published
+ *    for 2 H100s: 4.5 to 8.7 us at 32 KB, 19.9 to 26.6 at 1 MiB: about
+ *    NCCL at 1 MiB, 2-4x below it;
+ *  - one-shot wins on 2 ranks at every size served here (two-shot moves
+ *    as much there and meets twice); on 4 and 8 ranks servers switch to
+ *    two-shot from 256-512 KiB;
  *  - allgather and reduce_scatter: one barrier against NCCL's ring of
  *    kernels; kept small so that `auto` does not pick them where NCCL may
  *    be ahead (the issue's target: never below NCCL). Their two-shot reads
