@@ -171,6 +171,10 @@ typedef struct hn_device_ops {
     hn_status_t (*event_create)(void *ctx, int dev, hn_devent **e);
     void (*event_destroy)(hn_devent *e);
     hn_status_t (*event_record)(hn_devent *e, hn_dstream *s);
+    /* HN_OK when the work before the event's last record is done (or it
+     * was never recorded), HN_ERR_BUSY while it runs. Never blocks, never
+     * touches the stream it was recorded on (which may be gone since). */
+    hn_status_t (*event_query)(hn_devent *e);
     /* Later work on s waits for the event's last record (any device). */
     hn_status_t (*stream_wait_event)(hn_dstream *s, hn_devent *e, const hn_origin *o);
     /* Byte copy between any two device buffers (peers included). */

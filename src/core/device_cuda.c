@@ -297,6 +297,12 @@ static hn_status_t cuda_event_record(hn_devent *e, hn_dstream *s)
     return HN_CUDA_STATUS(cudaEventRecord(e->e, s->s));
 }
 
+static hn_status_t cuda_event_query(hn_devent *e)
+{
+    cudaError_t err = cudaEventQuery(e->e);
+    return err == cudaErrorNotReady ? HN_ERR_BUSY : HN_CUDA_STATUS(err);
+}
+
 static hn_status_t cuda_stream_wait_event(hn_dstream *s, hn_devent *e, const hn_origin *o)
 {
     (void)o;
@@ -647,6 +653,7 @@ const hn_device_ops hn_device_cuda = {
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,
+    .event_query = cuda_event_query,
     .stream_wait_event = cuda_stream_wait_event,
     .memcpy_async = cuda_memcpy_async,
     .stream_write_flag = cuda_write_flag,

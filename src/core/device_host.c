@@ -617,6 +617,23 @@ static hn_status_t host_event_record(hn_devent *e, hn_dstream *s)
     return HN_OK;
 }
 
+static hn_status_t host_event_query(hn_devent *e)
+{
+    hn_dstream *src;
+    uint64_t ticket;
+    int busy;
+    pthread_mutex_lock(&e->mu);
+    src = e->cap == NULL ? e->s : NULL; /* recorded in a capture: nothing ran */
+    ticket = e->ticket;
+    pthread_mutex_unlock(&e->mu);
+    if (src == NULL)
+        return HN_OK;
+    pthread_mutex_lock(&src->mu);
+    busy = src->completed < ticket;
+    pthread_mutex_unlock(&src->mu);
+    return busy ? HN_ERR_BUSY : HN_OK;
+}
+
 static hn_status_t host_stream_wait_event(hn_dstream *s, hn_devent *e, const hn_origin *o)
 {
     closure *cl;
@@ -1029,6 +1046,7 @@ const hn_device_ops hn_device_host = {
     .event_create = host_event_create,
     .event_destroy = host_event_destroy,
     .event_record = host_event_record,
+    .event_query = host_event_query,
     .stream_wait_event = host_stream_wait_event,
     .memcpy_async = host_memcpy_async,
     .stream_write_flag = host_write_flag,

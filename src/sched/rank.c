@@ -125,9 +125,15 @@ hn_status_t hn_rank_sync_all(hn_rank *r)
 {
     hn_runtime *rt = r->rt;
     hn_status_t st = HN_OK, s2;
+    /* the runtime's work on an embedder's stream ends at launch_done: the
+     * runtime's own stream waits for that, the embedder's stream is never
+     * touched again (it may be destroyed since: CUDA allows that with work
+     * pending, and a server does it) */
+    if (r->adopted != NULL && r->caller != NULL) {
+        hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
+        st = rt->dev->stream_wait_event(r->caller, r->launch_done, &o);
+    }
     if (r->caller != NULL && (s2 = rt->dev->stream_sync(r->caller)) != HN_OK)
-        st = s2;
-    if (r->adopted != NULL && (s2 = rt->dev->stream_sync(r->adopted)) != HN_OK)
         st = s2;
     for (int i = 0; i < HN_MAX_STREAMS; i++)
         if (r->streams[i] != NULL && (s2 = rt->dev->stream_sync(r->streams[i])) != HN_OK)

@@ -405,11 +405,9 @@ static hn_status_t query_on_rank(hn_rank *r, void *arg)
 {
     hn_status_t st = HN_OK;
     int *busy = arg;
-    hn_dstream *s[HN_MAX_STREAMS + 2];
+    hn_dstream *s[HN_MAX_STREAMS + 1];
     int n = 0;
     s[n++] = r->caller;
-    if (r->adopted != NULL)
-        s[n++] = r->adopted;
     for (int k = 0; k < HN_MAX_STREAMS; k++)
         if (r->streams[k] != NULL)
             s[n++] = r->streams[k];
@@ -418,6 +416,11 @@ static hn_status_t query_on_rank(hn_rank *r, void *arg)
             __atomic_store_n(busy, 1, __ATOMIC_RELAXED);
             st = HN_OK;
         }
+    /* on an embedder's stream: up to launch_done, without touching it */
+    if (st == HN_OK && r->adopted != NULL && (st = r->rt->dev->event_query(r->launch_done)) == HN_ERR_BUSY) {
+        __atomic_store_n(busy, 1, __ATOMIC_RELAXED);
+        st = HN_OK;
+    }
     return st;
 }
 

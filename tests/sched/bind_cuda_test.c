@@ -193,6 +193,41 @@ static void external(int pooled)
     hn_program_destroy(p);
 }
 
+/* An embedder may destroy its stream while a launch on it runs (CUDA
+ * allows that): the runtime's query, sync and destroy never touch that
+ * stream again, and the results are right. */
+static void test_stream_gone(void)
+{
+    int n = gpus() < 4 ? gpus() : 4;
+    hn_program *p = program("");
+    hn_runtime *rt = runtime(n, NULL, NULL);
+    cudaStream_t streams[8];
+    xset s;
+    hn_status_t st;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    streams_make(rt, n, streams);
+    xset_make(rt, &s, n, 0, streams, 7);
+    for (int k = 0; k < 3; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &s.args, (void *const *)streams), HN_OK);
+    streams_free(rt, n, streams); /* with the launches pending */
+    while ((st = hn_runtime_query(rt)) == HN_ERR_BUSY)
+        ;
+    CU_ASSERT_EQUAL(st, HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT(xset_right(rt, &s, 7));
+    /* new streams, the same again; then the runtime goes with them gone */
+    streams_make(rt, n, streams);
+    CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &s.args, (void *const *)streams), HN_OK);
+    streams_free(rt, n, streams);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT(xset_right(rt, &s, 7));
+    xset_free(rt, &s, streams);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
 static void test_cudamalloc(void) { external(0); }
 static void test_cudamallocasync(void) { external(1); }
 
@@ -250,6 +285,7 @@ void hn_suite_bind_cuda(void)
         {"cudaMalloc memory bound, run, launched, captured, rebound", test_cudamalloc},
         {"cudaMallocAsync pool memory bound, run, launched, captured, rebound", test_cudamallocasync},
         {"ranks on other ordinals; two ranks on one device: NCCL refused, p2p runs", test_device_map},
+        {"the embedder's stream destroyed with launches pending: query, sync, destroy", test_stream_gone},
         CU_TEST_INFO_NULL,
     };
     if (gpus() > 0)
