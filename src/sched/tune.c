@@ -572,14 +572,21 @@ static void machine(tuner *t)
 #ifdef HN_HAVE_CUDA
     hn_nccl_version(p->nccl, sizeof(p->nccl));
 #endif
-    /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Release Build ..." */
+    /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Release Build ...", or
+     * "... UNIX Open Kernel Module for x86_64  580.159.04 ...": the first word after
+     * "Kernel Module" that starts with a digit and holds a dot */
     if ((f = fopen("/proc/driver/nvidia/version", "r")) != NULL) {
         char line[256], *at;
-        if (fgets(line, sizeof(line), f) != NULL && (at = strstr(line, "Kernel Module")) != NULL) {
-            at += strlen("Kernel Module");
-            at += strspn(at, " \t");
-            snprintf(p->driver, sizeof(p->driver), "%.*s", (int)strcspn(at, " \t\n"), at);
-        }
+        if (fgets(line, sizeof(line), f) != NULL && (at = strstr(line, "Kernel Module")) != NULL)
+            for (at += strlen("Kernel Module"); *at != '\0' && *at != '\n'; at += strcspn(at, " \t\n")) {
+                size_t len;
+                at += strspn(at, " \t");
+                len = strcspn(at, " \t\n");
+                if (len > 0 && *at >= '0' && *at <= '9' && memchr(at, '.', len) != NULL) {
+                    snprintf(p->driver, sizeof(p->driver), "%.*s", (int)len, at);
+                    break;
+                }
+            }
         fclose(f);
     }
 }
