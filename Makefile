@@ -81,7 +81,9 @@ TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
 VERSION  := $(shell sed -n 's/^\#define HN_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' include/hirnode/hirnode.h | paste -sd.)
-SOMAJOR  := $(firstword $(subst ., ,$(VERSION)))
+# the soname's version: the major one, and below 1.0 the minor one too (0.x releases may change the ABI)
+VERSION_WORDS := $(subst ., ,$(VERSION))
+SOMAJOR  := $(if $(filter 0,$(word 1,$(VERSION_WORDS))),0.$(word 2,$(VERSION_WORDS)),$(word 1,$(VERSION_WORDS)))
 LIB      := $(BUILD)/libhirnode.a
 SOLIB    := $(BUILD)/libhirnode.so
 CLI      := $(BUILD)/hirnode

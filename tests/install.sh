@@ -13,7 +13,7 @@ prefix=$(mktemp -d)
 make -s install PREFIX="$prefix" >/dev/null || { echo "FAIL: make install"; exit 1; }
 lib="$prefix/lib"
 [ -f "$prefix/include/hirnode/runtime.h" ] && [ -f "$lib/libhirnode.a" ] && [ -x "$prefix/bin/hirnode" ] && ok || bad "installed files"
-[ "$(readelf -d "$lib/libhirnode.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')" = "libhirnode.so.0" ] && ok || bad "soname"
+[ "$(readelf -d "$lib/libhirnode.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')" = "libhirnode.so.0.$(sed -n 's/^#define HN_VERSION_MINOR //p' include/hirnode/hirnode.h)" ] && ok || bad "soname"
 # exported: exactly the functions the public headers declare
 declared=$(grep -ohE '\bhn_[a-z0-9_]+\(' "$prefix"/include/hirnode/*.h | tr -d '(' | sort -u)
 exported=$(nm -D --defined-only "$lib/libhirnode.so" | awk '$2 == "T" {print $3}' | sort -u)

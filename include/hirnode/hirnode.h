@@ -10,7 +10,7 @@ extern "C" {
 #endif
 
 #define HN_VERSION_MAJOR 0
-#define HN_VERSION_MINOR 1
+#define HN_VERSION_MINOR 2
 #define HN_VERSION_PATCH 0
 
 /* Status codes: 0 is success, every error is negative. */

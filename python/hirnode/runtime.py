@@ -312,15 +312,16 @@ class _State:
         self.devices = [_lib.hn_runtime_device(handle, r) for r in range(self.n)]
         self.nstreams = nstreams
         self.configs = {}
-        self.pending = []  # (kind, rank, handle) to give back on the caller's thread
+        self.pending = []  # (kind, rank, handle, keep) to give back on the caller's thread
         self.streams = [set() for _ in range(self.n)]  # hn_runtime_stream_create's handles per rank
         self.stream_arr = (ctypes.c_void_p * self.n)()
 
     def drain(self):
         while self.pending and self.handle is not None:
-            kind, rank, h = self.pending.pop()
-            if kind == "graph":
+            kind, rank, h, keep = self.pending.pop()
+            if kind == "graph":  # its tensors (keep) go only after its replays are done
                 _lib.hn_runtime_graph_destroy(self.handle, h)
+                del keep
             elif kind == "buffer":
                 _lib.hn_runtime_free(self.handle, rank, h)
             else:
@@ -342,9 +343,9 @@ class _State:
             _lib.hn_runtime_destroy(h)
 
 
-def _queue(state, kind, rank, handle):
+def _queue(state, kind, rank, handle, keep=None):
     if state.handle is not None:
-        state.pending.append((kind, rank, handle))
+        state.pending.append((kind, rank, handle, keep))
 
 
 # ---- the runtime ----
@@ -754,8 +755,10 @@ class Graph(_Closing):
         self.params = cfg.params
         self._cfg = cfg
         self._g = handle
-        self._kept = kept
-        self._fin = weakref.finalize(self, _queue, self._state, "graph", -1, handle)
+        # the tensors bound, in a list the finalizer holds too: a graph collected with replays in
+        # flight keeps them until drain() has destroyed it (which waits for the replays)
+        self._kept = [kept]
+        self._fin = weakref.finalize(self, _queue, self._state, "graph", -1, handle, self._kept)
 
     def _handles(self):
         h = self._state.handle
@@ -787,7 +790,7 @@ class Graph(_Closing):
         st = _lib.hn_runtime_graph_rebind(h, g, self._cfg.args_ref)
         if st:
             raise self._runtime._fail(st)
-        self._kept = _keep(bindings, keep)
+        self._kept[0] = _keep(bindings, keep)
 
     def destroy(self):
         """Frees the graph (waits for its replays). Idempotent."""
@@ -797,7 +800,7 @@ class Graph(_Closing):
                 self._state.drain()
                 _lib.hn_runtime_graph_destroy(self._state.handle, self._g)
             self._g = None
-            self._kept = None
+            self._kept[0] = None
 
     close = destroy
 

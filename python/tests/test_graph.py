@@ -2,6 +2,7 @@
 every way a graph stops being usable."""
 
 import gc
+import weakref
 import os
 import tempfile
 import unittest
@@ -87,12 +88,12 @@ class GraphTest(unittest.TestCase):
         junk = [np.full((8, 8), 7.0, np.float32) for _ in range(100)]  # would reuse freed memory
         g.replay()
         self.rt.sync()
-        kept_y = g._kept["Y"]
+        kept_y = g._kept[0]["Y"]
         self.assertEqual(kept_y[0].__array_interface__["data"][0], y0)
         self.assertFalse(np.isnan(gathered(kept_y)).any())
         del junk
         g.destroy()
-        self.assertIsNone(g._kept)
+        self.assertIsNone(g._kept[0])
 
     def test_destroyed_graph(self):
         b, _ = mlp_inputs(2)
@@ -149,6 +150,18 @@ class GraphTest(unittest.TestCase):
                 self.rt.capture(self.p, mlp_inputs(2)[0])
             self.assertIn("while tracing", str(cm.exception))
             self.rt.trace_stop()
+
+    def test_collected_graph_keeps_its_tensors_until_given_back(self):
+        b, _ = mlp_inputs(2)
+        y = weakref.ref(b["Y"][0])
+        g = self.rt.capture(self.p, b)
+        g.replay()  # may still run when g is collected
+        del g, b, _
+        gc.collect()
+        self.assertIsNotNone(y())  # held by the queued graph
+        self.rt.sync()  # the graph destroyed (after its replays), then its tensors let go
+        gc.collect()
+        self.assertIsNone(y())
 
     def test_collected_graphs_are_given_back(self):
         b, _ = mlp_inputs(2)

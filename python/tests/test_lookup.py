@@ -61,8 +61,8 @@ class LookupTest(unittest.TestCase):
     def test_system(self):
         libdir = os.path.join(self.tmp, "lib")
         os.mkdir(libdir)
-        shutil.copy(self.lib, os.path.join(libdir, "libhirnode.so.0"))  # as make install lays it out
-        os.symlink("libhirnode.so.0", os.path.join(libdir, "libhirnode.so"))
+        shutil.copy(self.lib, os.path.join(libdir, "libhirnode.so.0.2"))  # as make install lays it out
+        os.symlink("libhirnode.so.0.2", os.path.join(libdir, "libhirnode.so"))
         out = probe(self.bare, LD_LIBRARY_PATH=libdir)  # ctypes.util.find_library reads it through ld
         if "libhirnode.so" not in out.stdout and "not found" in out.stderr:
             self.skipTest("ctypes.util.find_library does not search LD_LIBRARY_PATH here (no ld?)")

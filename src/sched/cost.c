@@ -34,27 +34,20 @@ static const crossover crossovers[] = {
     {4, HN_COLL_REDUCE_SCATTER, 128 * MIB}, {4, HN_COLL_ALLREDUCE, 256 * MIB},
 };
 
-/* The latency path (via ll): ESTIMATES, NOT MEASURED YET (the switch
- * hn_cost_ll_measured below says so). Where it beats
- * NCCL and where two-shot beats one-shot, until `hirnode bench
- * collectives` has run on 2 and 4 H200s (docs/BENCHMARKS.md "The latency
- * path" lists the commands); then put the measured crossovers here. The
- * priors (sizes: allreduce buffer, allgather output, reduce_scatter
- * input):
+/* The latency path (via ll): ESTIMATES, NOT MEASURED YET (hn_cost_ll_measured
+ * below says so): where it beats NCCL and where two-shot beats one-shot,
+ * until `hirnode bench collectives --graph` has run on 2 and 4 GPUs
+ * (docs/BENCHMARKS.md "The latency path" has the commands). The priors
+ * (sizes: allreduce buffer, allgather output, reduce_scatter input):
  *  - NCCL here: an allreduce of 1 MiB took 17.2 us on 2 H200s and 21.8 on
  *    4 (cost_builtin.c's curves: flat below 1 MiB, so latency-bound);
- *  - push-based one-/two-shot kernels of inference servers, as published
- *    for 2 H100s: 4.5 to 8.7 us at 32 KB, 19.9 to 26.6 at 1 MiB: about
- *    NCCL at 1 MiB, 2-4x below it;
- *  - one-shot wins on 2 ranks at every size served here (two-shot moves
- *    as much there and meets twice); on 4 and 8 ranks servers switch to
- *    two-shot from 256-512 KiB;
- *  - allgather and reduce_scatter: one barrier against NCCL's ring of
- *    kernels; kept small so that `auto` does not pick them where NCCL may
- *    be ahead (the issue's target: never below NCCL). Their two-shot reads
- *    inputs in place at the cost of a second barrier, which only pays
- *    once the staging copy costs more than a barrier: beyond the sizes
- *    served here, so `auto` never picks it.
+ *  - published push-based one-/two-shot kernels on 2 H100s: 4.5 to 8.7 us
+ *    at 32 KB, 19.9 to 26.6 at 1 MiB: about NCCL at 1 MiB, 2-4x below it;
+ *  - one-shot wins on 2 ranks at every size served here (two-shot moves as
+ *    much and meets twice); on 4 and 8 ranks two-shot from 256-512 KiB;
+ *  - allgather and reduce_scatter: kept small, so that `auto` never picks
+ *    them where NCCL may be ahead; their two-shot pays only beyond the
+ *    sizes served here, so `auto` never picks it.
  * Team sizes: 2; 3 and 4 take 4's; 5 to 8 take 8's. 0: never. */
 typedef struct ll_crossover {
     int n;

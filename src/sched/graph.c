@@ -409,14 +409,14 @@ void hn_runtime_graph_destroy(hn_runtime *rt, hn_graph *g)
 {
     if (rt == NULL || g == NULL || g->rt != rt)
         return;
-    (void)hn_runtime_finish_launches(rt); /* its replays first */
+    hn_runtime_collect_launches(rt); /* its replays first */
     graph_free(rt, g);
 }
 
 void hn_graphs_free(hn_runtime *rt)
 {
     if (rt->graphs != NULL)
-        (void)hn_runtime_finish_launches(rt); /* their replays first */
+        hn_runtime_collect_launches(rt); /* their replays first */
     while (rt->graphs != NULL)
         graph_free(rt, rt->graphs);
 }
@@ -435,7 +435,7 @@ hn_status_t hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int
     for (g = rt->graphs; g != NULL; g = next) { /* unusable automatic graphs go */
         next = g->next;
         if (g->automatic && !g->valid) {
-            (void)hn_runtime_finish_launches(rt);
+            hn_runtime_collect_launches(rt);
             graph_free(rt, g);
         }
     }
@@ -444,10 +444,10 @@ hn_status_t hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int
         return HN_OK;
     }
     if ((g = hn_cache_auto_victim(rt)) != NULL) {
-        (void)hn_runtime_finish_launches(rt);
+        hn_runtime_collect_launches(rt);
         graph_free(rt, g);
     }
-    if ((st = hn_runtime_finish_launches(rt)) != HN_OK)
+    if ((st = hn_runtime_finish_launches(rt)) != HN_OK || (st = hn_runtime_take_pending(rt)) != HN_OK)
         return st;
     if ((st = capture(rt, p, params, io, streams, 1, &g)) != HN_OK) {
         hn_strbuf diag;

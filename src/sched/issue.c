@@ -234,9 +234,25 @@ hn_status_t hn_runtime_finish_launches(hn_runtime *rt)
     return st;
 }
 
+void hn_runtime_collect_launches(hn_runtime *rt)
+{
+    hn_status_t st = hn_runtime_finish_launches(rt);
+    if (st != HN_OK && rt->pending == HN_OK)
+        rt->pending = st;
+}
+
+hn_status_t hn_runtime_take_pending(hn_runtime *rt)
+{
+    hn_status_t st = rt->pending;
+    rt->pending = HN_OK;
+    return st;
+}
+
 hn_status_t hn_runtime_enter(hn_runtime *rt, uint64_t prog, int poll)
 {
     hn_status_t st;
+    if (rt->pending != HN_OK) /* its error text is still the runtime's */
+        return hn_runtime_take_pending(rt);
     if (rt->inflight > 0 &&
         (prog == 0 || rt->inflight_prog != prog || __atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE)) &&
         (st = hn_runtime_finish_launches(rt)) != HN_OK)

@@ -19,6 +19,11 @@ hn_status_t hn_runtime_enter(hn_runtime *rt, uint64_t prog, int poll);
  * anything that needs the devices idle (memory, a new configuration, a
  * forget, freeing a graph) calls first. HN_OK when none is in flight. */
 hn_status_t hn_runtime_finish_launches(hn_runtime *rt);
+/* The same for a call that returns nothing (free, forget, stream and
+ * graph destroy): a failure of the launches is kept (rt->pending) for the
+ * next sync, query or call that enters, which returns it once. */
+void hn_runtime_collect_launches(hn_runtime *rt);
+hn_status_t hn_runtime_take_pending(hn_runtime *rt);
 
 /* The start of a run (the error slot emptied, errors naming p's
  * instructions, the communicators reset) and its end: after a failure

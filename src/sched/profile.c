@@ -593,7 +593,7 @@ void hn_profile_device_model(const hn_device_ops *dev, char *model, size_t n, ch
 }
 
 typedef struct entry {
-    char backend[16], model[96], path[512];
+    char backend[16], model[96], path[4096]; /* path: as long as the setting allows */
     int count;
     hn_cost_profile p;
     struct entry *next;

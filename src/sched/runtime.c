@@ -27,6 +27,22 @@
 
 /* The backend cfg names, with devices for every rank's ordinal (need: the
  * highest ordinal + 1); NULL with why. */
+/* NULL, with why: backend d has fewer devices than the ranks need. */
+static const hn_device_ops *too_few(const hn_device_ops *d, const hn_runtime_config *cfg, int need, hn_strbuf *why)
+{
+    const char *visible = strcmp(d->name, "host") != 0 ? getenv("CUDA_VISIBLE_DEVICES") : NULL;
+    int count = d->device_count();
+    if (cfg->devices == NULL)
+        hn_sb_printf(why, "backend '%s' has %d device%s, %d ranks asked", d->name, count, count == 1 ? "" : "s",
+                     cfg->ndev);
+    else
+        hn_sb_printf(why, "backend '%s' has %d device%s, device %d asked", d->name, count, count == 1 ? "" : "s",
+                     need - 1);
+    if (visible != NULL)
+        hn_sb_printf(why, " (CUDA_VISIBLE_DEVICES=%s)", visible);
+    return NULL;
+}
+
 static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, int need, hn_strbuf *why)
 {
     const char *name = cfg->backend != NULL ? cfg->backend : "auto";
@@ -36,6 +52,11 @@ static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, int need,
         for (int i = 0; all[i] != NULL; i++)
             if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() >= need)
                 return all[i];
+        /* ordinals named on a machine with GPUs are GPUs: one past them is
+         * an error, not a reason to emulate */
+        for (int i = 0; cfg->devices != NULL && all[i] != NULL; i++)
+            if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() > 0)
+                return too_few(all[i], cfg, need, why);
         HN_INFO("no GPU backend has %d devices; using the host (CPU emulation) backend", need);
         return &hn_device_host;
     }
@@ -46,20 +67,7 @@ static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, int need,
         hn_sb_printf(why, ")");
         return NULL;
     }
-    if (d->device_count() < need) {
-        const char *visible = strcmp(d->name, "host") != 0 ? getenv("CUDA_VISIBLE_DEVICES") : NULL;
-        int count = d->device_count();
-        if (cfg->devices == NULL)
-            hn_sb_printf(why, "backend '%s' has %d device%s, %d ranks asked", name, count, count == 1 ? "" : "s",
-                         cfg->ndev);
-        else
-            hn_sb_printf(why, "backend '%s' has %d device%s, device %d asked", name, count, count == 1 ? "" : "s",
-                         need - 1);
-        if (visible != NULL)
-            hn_sb_printf(why, " (CUDA_VISIBLE_DEVICES=%s)", visible);
-        return NULL;
-    }
-    return d;
+    return d->device_count() < need ? too_few(d, cfg, need, why) : d;
 }
 
 /* The watchdog's hook (pool.c), past a run's deadline: every graph's
@@ -309,8 +317,9 @@ hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
     /* the programs' cached buffers first give way */
     if (st == HN_ERR_NOMEM && hn_prepare_release(rt, NULL) > 0)
         st = mem_call(rt, &j);
-    /* the block is known from here on: bindings into it are checked against its end */
-    if (st == HN_OK && (st = hn_bind_note_block(&rt->ranks[rank], j.ptr, bytes)) != HN_OK) {
+    /* the block is known from here on: bindings into it are checked against
+     * its end (none of 0 bytes: CUDA may give NULL, which free ignores) */
+    if (st == HN_OK && j.ptr != NULL && (st = hn_bind_note_block(&rt->ranks[rank], j.ptr, bytes)) != HN_OK) {
         mem_job undo = {rank, 1, 0, j.ptr, NULL, NULL, 0, 0};
         (void)mem_call(rt, &undo);
     }
@@ -330,13 +339,16 @@ void hn_runtime_free(hn_runtime *rt, int rank, void *ptr)
     mem_job j = {rank, 1, 0, ptr, NULL, NULL, 0, 0};
     if (rt == NULL || ptr == NULL || rank < 0 || rank >= rt->n)
         return;
-    /* only what hn_runtime_alloc gave out on that rank, once */
+    /* the launches in flight first (a failure of theirs is kept for the
+     * next sync); then only what hn_runtime_alloc gave out on that rank,
+     * once — freed whether they failed or not */
+    hn_runtime_collect_launches(rt);
     if (!hn_bind_drop_block(&rt->ranks[rank], ptr)) {
         HN_WARN("hn_runtime_free: %p is no block of hn_runtime_alloc on rank %d (freed already?): ignored", ptr,
                 rank);
         return;
     }
-    mem_call(rt, &j);
+    (void)hn_pool_exec(rt, mem_on_rank, &j, 0);
 }
 
 /* a copy of n bytes at device address p of rank: within p's block when p
@@ -396,9 +408,11 @@ hn_status_t hn_runtime_launch(hn_runtime *rt, const hn_program *p, const hn_run_
 
 hn_status_t hn_runtime_sync(hn_runtime *rt)
 {
+    hn_status_t st;
     if (rt == NULL)
         return HN_ERR_INVALID;
-    return hn_runtime_finish_launches(rt);
+    st = hn_runtime_finish_launches(rt);
+    return st != HN_OK ? st : hn_runtime_take_pending(rt);
 }
 
 static hn_status_t query_on_rank(hn_rank *r, void *arg)
@@ -431,7 +445,7 @@ hn_status_t hn_runtime_query(hn_runtime *rt)
     if (rt == NULL)
         return HN_ERR_INVALID;
     if (rt->inflight == 0)
-        return HN_OK;
+        return hn_runtime_take_pending(rt);
     if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE)) /* failed: collect */
         return hn_runtime_finish_launches(rt);
     st = hn_pool_exec(rt, query_on_rank, &busy, 0);
@@ -444,7 +458,7 @@ void hn_runtime_forget(hn_runtime *rt, const hn_program *p)
 {
     if (rt == NULL || p == NULL)
         return;
-    (void)hn_runtime_finish_launches(rt); /* its work first */
+    hn_runtime_collect_launches(rt); /* its work first */
     hn_cache_forget(rt, p, HN_FORGET_BUFFERS | HN_FORGET_LOWERED, "hn_runtime_forget gave its program's buffers back");
 }
 
@@ -501,6 +515,6 @@ void hn_runtime_stream_destroy(hn_runtime *rt, int rank, void *stream)
     stream_job j = {rank, 1, stream};
     if (rt == NULL || stream == NULL || rank < 0 || rank >= rt->n)
         return;
-    (void)hn_runtime_finish_launches(rt); /* its work first */
+    hn_runtime_collect_launches(rt); /* its work first */
     (void)hn_pool_exec(rt, stream_on_rank, &j, 0);
 }

@@ -226,6 +226,8 @@ struct hn_runtime {
 
     /* runs and launches (issue.c) */
     int inflight;     /* launches issued since the last sync */
+    hn_status_t pending; /* their failure, collected by a call that returns nothing (free, forget, ...):
+                          * the next sync, query or call that enters returns it */
     uint64_t inflight_prog; /* the uid of their program */
 
     /* graphs (graph.c) */

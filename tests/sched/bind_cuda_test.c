@@ -258,6 +258,20 @@ static void test_device_map(void)
         hn_runtime_forget(rt, p);
         hn_runtime_destroy(rt);
     }
+    { /* an ordinal past the GPUs under backend auto: refused, not emulated */
+        hn_runtime_config cfg;
+        hn_runtime *none = NULL;
+        int past[1] = {gpus()};
+        char want[64];
+        hn_runtime_config_default(&cfg);
+        cfg.backend = "auto";
+        cfg.devices = past;
+        CU_ASSERT_EQUAL(hn_runtime_create_ex(&cfg, &none, &diag), HN_ERR_INVALID);
+        snprintf(want, sizeof(want), "device %d asked", gpus());
+        CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, want) : NULL);
+        hn_string_free(diag);
+        diag = NULL;
+    }
     rt = runtime(2, same, &diag);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
     streams_make(rt, 2, streams);

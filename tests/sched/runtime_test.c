@@ -396,6 +396,52 @@ static void test_launch_failure(void)
     hn_program_destroy(p);
 }
 
+/* A free (which returns nothing) after a launch that fails: the block is
+ * given back all the same, the failure kept for the next sync, which
+ * reports it once; a launch in between returns it without issuing. */
+static void test_free_after_failed_launch(void)
+{
+    hn_program *p = hn_test_parse(launch_text, NULL);
+    hn_runtime *rt = hn_test_runtime(NULL, 1, 0, 10, 0);
+    void *x[1], *y[1], *extra;
+    size_t sz[1] = {LN * 4}, free0 = 0, free1 = 0, total = 0;
+    hn_binding b[2] = {{"X", x, sz}, {"Y", y, sz}};
+    hn_run_args args = {0, NULL, NULL, 2, b};
+    hn_strbuf err;
+    if (strcmp(hn_test_backend, "host") != 0) { /* the fault's set-up is the host's (as above) */
+        hn_runtime_destroy(rt);
+        hn_program_destroy(p);
+        return;
+    }
+    hn_sb_init(&err);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, 0, LN * 4, &x[0]), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, 0, LN * 4, &y[0]), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &args, NULL), HN_OK); /* its buffers made and kept */
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_mem_info(rt, 0, &free0, &total), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, 0, 1 << 20, &extra), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, "0:9:async", &err), HN_OK);
+    if (hn_runtime_launch(rt, p, &args, NULL) == HN_OK) {
+        hn_runtime_free(rt, 0, extra); /* collects the failed launch */
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &args, NULL), HN_ERR_DEVICE); /* nothing issued */
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "an asynchronous device error (injected)"));
+        CU_ASSERT_EQUAL(rt->inflight, 0);
+        CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK); /* said once */
+    } else { /* the fault stopped the launch while it issued */
+        hn_runtime_free(rt, 0, extra);
+    }
+    CU_ASSERT_EQUAL(hn_runtime_mem_info(rt, 0, &free1, &total), HN_OK);
+    CU_ASSERT_EQUAL(free1, free0); /* the block given back */
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &args, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    hn_runtime_free(rt, 0, x[0]);
+    hn_runtime_free(rt, 0, y[0]);
+    hn_sb_free(&err);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
 /* A server switching between a few batch sizes pays each dry run once. */
 static void test_prepared_configurations(void)
 {
@@ -529,6 +575,7 @@ void hn_suite_runtime(void)
         {"a new program at a destroyed one's address is verified anew", test_new_program_at_old_address},
         {"launches on caller streams, back to back, with random delays", test_launches},
         {"a failed launch is reported by the next collecting call", test_launch_failure},
+        {"a free after a failed launch gives the block back and keeps the failure", test_free_after_failed_launch},
         {"prepared configurations are remembered", test_prepared_configurations},
         {"another program's buffers are given back when memory runs out", test_memory_given_back},
         CU_TEST_INFO_NULL,
