@@ -265,8 +265,16 @@ HIRNODE_WATCHDOG_GRACE_S=-1|HIRNODE_WATCHDOG_GRACE_S: expected a number from 0 t
 HIRNODE_SPIN_US=1e9|HIRNODE_SPIN_US: expected a number from 0 to 1e+07, not '1e9'
 HIRNODE_JOIN_SPIN=off|HIRNODE_JOIN_SPIN: expected 0 or 1, not 'off'
 HIRNODE_PROFILE=a	b.json|HIRNODE_PROFILE: expected a file's path (below 4096 bytes, no control characters)
+HIRNODE_WORLD=-2|HIRNODE_WORLD: expected an integer from 0 to 256, not '-2'
+HIRNODE_RANK=x|HIRNODE_RANK: expected an integer from 0 to 255, not 'x'
 VARS
-[ "$("$cli" info | grep -c ' (HIRNODE_[A-Z0-9_]*) ')" = 23 ] && ok || bad "info lists 23 settings"
+[ "$("$cli" info | grep -c ' (HIRNODE_[A-Z0-9_]*) ')" = 26 ] && ok || bad "info lists 26 settings"
+# a world larger than this process's ranks: refused once, saying why
+out=$(HIRNODE_WORLD=4 HIRNODE_RANK=1 HIRNODE_RENDEZVOUS="$t" "$cli" run --gpus 2 $p 2>&1); rc=$?
+[ $rc != 0 ] && [ "$(echo "$out" | grep -c "a world of 4 ranks across processes needs process mode")" = 1 ] \
+  && ok || bad "HIRNODE_WORLD=4 with 2 ranks: rc=$rc $out"
+out=$(HIRNODE_WORLD=2 "$cli" run --gpus 2 --check $p 2>&1) && echo "$out" | grep -q "^check: passed" \
+  && ok || bad "HIRNODE_WORLD=2 with 2 ranks: $out"
 env_error HIRNODE_STREAMS=0 "hirnode check: HIRNODE_STREAMS: expected an integer from 1 to 16, not '0'" check $p
 env_error HIRNODE_STREAMS=0 "hirnode dump: HIRNODE_STREAMS: expected" dump --lowered $p
 env_error HIRNODE_P2P_LANES=0 "hirnode bench collectives: HIRNODE_P2P_LANES: expected" bench collectives --gpus 2

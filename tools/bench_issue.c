@@ -50,7 +50,7 @@ static hn_status_t plain_loop(hn_rank *r, const raw_job *j)
     t.ndim = 1;
     t.shape[0] = 16;
     t.stride[0] = 1;
-    t.data = j->buf[r->rank];
+    t.data = j->buf[r->local];
     for (int i = 0; i < j->n && st == HN_OK; i++)
         st = r->rt->compute->fill(r->caller, &t, 1.0, NULL);
     return st;
@@ -70,16 +70,16 @@ static hn_status_t plain_capture_on_rank(hn_rank *r, void *arg)
     if ((st = r->rt->dev->capture_begin(r->caller)) != HN_OK)
         return st;
     st = plain_loop(r, j);
-    end = r->rt->dev->capture_end(r->caller, &j->plain[r->rank]);
+    end = r->rt->dev->capture_end(r->caller, &j->plain[r->local]);
     return st != HN_OK ? st : end;
 }
 
 static hn_status_t plain_free_on_rank(hn_rank *r, void *arg)
 {
     raw_job *j = arg;
-    if (j->plain[r->rank] != NULL)
-        r->rt->dev->graph_destroy(j->plain[r->rank]);
-    j->plain[r->rank] = NULL;
+    if (j->plain[r->local] != NULL)
+        r->rt->dev->graph_destroy(j->plain[r->local]);
+    j->plain[r->local] = NULL;
     return HN_OK;
 }
 
@@ -102,15 +102,15 @@ static double handoff_seconds(hn_runtime *rt, int path)
 {
     double t0 = hn_now();
     for (int k = 0; k < REPLAYS; k++) {
-        if (rt->n > 1 && path == HN_REPLAY_JOBS) {
+        if (rt->nlocal > 1 && path == HN_REPLAY_JOBS) {
             (void)hn_runtime_exec_all(rt, noop_on_rank, NULL);
-        } else if (rt->n > 1 && path == HN_REPLAY_BELLS) {
-            for (int i = 1; i < rt->n; i++)
+        } else if (rt->nlocal > 1 && path == HN_REPLAY_BELLS) {
+            for (int i = 1; i < rt->nlocal; i++)
                 hn_pool_ring(rt, i, noop_on_rank, NULL);
             (void)noop_on_rank(&rt->ranks[0], NULL);
-            (void)hn_pool_answers(rt, 1, rt->n);
+            (void)hn_pool_answers(rt, 1, rt->nlocal);
         } else {
-            for (int i = 0; i < rt->n; i++)
+            for (int i = 0; i < rt->nlocal; i++)
                 (void)noop_on_rank(&rt->ranks[i], NULL);
         }
     }
@@ -123,7 +123,7 @@ static hn_status_t plain_replays(hn_runtime *rt, raw_job *j, double *host_s)
     hn_status_t st = HN_OK;
     double t0 = hn_now();
     for (int k = 0; k < REPLAYS && st == HN_OK; k++)
-        for (int r = 0; r < rt->n && st == HN_OK; r++)
+        for (int r = 0; r < rt->nlocal && st == HN_OK; r++)
             st = rt->dev->graph_launch(j->plain[r], rt->ranks[r].caller);
     *host_s = (hn_now() - t0) / REPLAYS;
     return st != HN_OK ? st : hn_runtime_exec_all(rt, sync_caller_on_rank, NULL);

@@ -31,7 +31,7 @@ char *hn_program_print(const hn_program *p);
 void hn_string_free(char *s);
 
 typedef struct hn_runtime_config {
-    int ndev;             /* ranks, one per device */
+    int ndev;             /* ranks this process drives, one per device */
     const char *backend;  /* "auto" (default), "cuda" or "host" */
     int nstreams;         /* value of `nstreams` in programs (default 3) */
     double timeout_s;     /* deadline of any wait (default 60) */
@@ -56,6 +56,20 @@ typedef struct hn_runtime_config {
                              through NCCL (or ll) on such a team is refused
                              when it is prepared, naming the ranks. The
                              runtime copies the array. */
+    /* The world: every rank of the program, of which this process drives
+     * ndev, ranks rank .. rank+ndev-1. Programs, their dry runs and
+     * verification see the whole world; the per-rank arrays of the API
+     * (hn_binding.data and .bytes, launch streams) hold this process's
+     * ranks, entry i for rank rank+i, and the per-rank calls (alloc,
+     * upload, stream_create, ...) take a rank this process drives. */
+    int world;              /* ranks of the whole run; 0: ndev (all in this
+                               process); default $HIRNODE_WORLD or 0 */
+    int rank;               /* the first rank this process drives (0 when
+                               world == ndev); default $HIRNODE_RANK or 0 */
+    const char *rendezvous; /* a directory every process of the world
+                               reaches, needed when world > ndev; default
+                               $HIRNODE_RENDEZVOUS or NULL. The caller
+                               keeps it. */
 } hn_runtime_config;
 
 /* Defaults: 1 rank, the settings' values ($HIRNODE_BACKEND, ...), devices
@@ -65,7 +79,11 @@ void hn_runtime_config_default(hn_runtime_config *cfg);
 /* Starts one thread per rank and the device and comm backends. A failed
  * create leaves nothing to destroy (and logs why). HN_ERR_INVALID for an
  * unknown backend name, a backend with fewer devices than ndev (or than an
- * ordinal of cfg->devices needs), a bad count or ordinal. */
+ * ordinal of cfg->devices needs), a bad count or ordinal, a world below
+ * ndev or above 256, ranks rank .. rank+ndev-1 outside the world, a world
+ * larger than ndev without a rendezvous. HN_ERR_UNSUPPORTED for a world
+ * larger than ndev: ranks in other processes need process mode, which
+ * this build does not have (run every rank in one process). */
 hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out);
 /* Like hn_runtime_create, but on failure the reason goes to the caller,
  * not to the log: *diag (when diag is not NULL) receives one line without
@@ -74,7 +92,13 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out);
  * for it). On success *diag is NULL. */
 hn_status_t hn_runtime_create_ex(const hn_runtime_config *cfg, hn_runtime **out, char **diag);
 void hn_runtime_destroy(hn_runtime *rt);
+/* The ranks this runtime drives (ndev): the length of every per-rank
+ * array of the API. Any thread. */
 int hn_runtime_size(const hn_runtime *rt);
+/* The ranks of the whole run (world; hn_runtime_size in one process), and
+ * the first rank this runtime drives (0 in one process). Any thread. */
+int hn_runtime_world(const hn_runtime *rt);
+int hn_runtime_first_rank(const hn_runtime *rt);
 const char *hn_runtime_backend(const hn_runtime *rt);
 /* The device ordinal rank `rank` runs on (hn_runtime_config.devices), or
  * -1 for a rank out of range (or rt NULL). Any thread. */

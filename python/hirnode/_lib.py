@@ -75,6 +75,9 @@ class RuntimeConfig(ctypes.Structure):
         ("seed", ctypes.c_uint64),
         ("graphs", ctypes.c_int),
         ("devices", ctypes.POINTER(ctypes.c_int)),
+        ("world", ctypes.c_int),
+        ("rank", ctypes.c_int),
+        ("rendezvous", ctypes.c_char_p),
     ]
 
 

@@ -157,7 +157,7 @@ int hn_bind_drop_block(hn_rank *r, void *ptr)
 
 void hn_bind_fini(hn_runtime *rt)
 {
-    for (int i = 0; rt->ranks != NULL && i < rt->n; i++) {
+    for (int i = 0; rt->ranks != NULL && i < rt->nlocal; i++) {
         hn_free(rt->ranks[i].user_blocks);
         rt->ranks[i].user_blocks = NULL;
         rt->ranks[i].nuser_blocks = rt->ranks[i].user_blocks_cap = 0;
@@ -175,7 +175,7 @@ static void say_needed(hn_strbuf *diag, hn_runtime *rt, const hn_program *p, con
     hn_tensor t;
     char shape[160];
     hn_sb_init(&quiet);
-    if (hn_io_tensor(p, io, params, rank, rt->n, rt->cfg.nstreams, 0, &t, &quiet) == HN_OK)
+    if (hn_io_tensor(p, io, params, rank, rt->world, rt->cfg.nstreams, 0, &t, &quiet) == HN_OK)
         hn_tensor_shape_text(&t, shape, sizeof(shape));
     else
         snprintf(shape, sizeof(shape), "%s", hn_dtype_name(io->type.dtype));
@@ -187,17 +187,18 @@ static void say_needed(hn_strbuf *diag, hn_runtime *rt, const hn_program *p, con
 hn_status_t hn_bind_check(hn_runtime *rt, const hn_program *p, const int64_t *params, const hn_verified *v,
                           const hn_bound *b, hn_strbuf *diag)
 {
-    int n = rt->n, nio = p->ninputs + p->noutputs;
+    int n = rt->world, nio = p->ninputs + p->noutputs;
     size_t *own = NULL;
     const size_t *need = v != NULL && v->nio == nio ? v->need : NULL;
     if (need == NULL && (need = own = hn_bind_needs(p, params, n, rt->cfg.nstreams)) == NULL)
         return HN_ERR_NOMEM; /* the configuration was prepared, so its shapes evaluate */
     for (int k = 0; k < nio; k++) {
         size_t esize = need[(size_t)nio * (size_t)n + (size_t)k];
-        for (int r = 0; r < n; r++) {
-            const hn_rank *rk = &rt->ranks[r];
-            uintptr_t a = (uintptr_t)b->ptr[k][r];
-            size_t want = need[(size_t)k * (size_t)n + (size_t)r], given = b->bytes[k][r], room;
+        for (int i = 0; i < rt->nlocal; i++) { /* bindings hold the local ranks', needs the world's */
+            const hn_rank *rk = &rt->ranks[i];
+            int r = rk->rank;
+            uintptr_t a = (uintptr_t)b->ptr[k][i];
+            size_t want = need[(size_t)k * (size_t)n + (size_t)r], given = b->bytes[k][i], room;
             if (a == 0 && want == 0)
                 continue; /* nothing to point at */
             if (a == 0 || given < want) {

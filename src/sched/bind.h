@@ -13,7 +13,8 @@
 size_t *hn_bind_needs(const hn_program *p, const int64_t *params, int world, int nstreams);
 
 /* The pointers and sizes of a call's bindings, matched to p's inputs then
- * outputs: ptr[k][rank], bytes[k][rank]. */
+ * outputs: ptr[k][i], bytes[k][i] for the runtime's local rank i (rank
+ * first + i: hn_runtime_first_rank). */
 typedef struct hn_bound {
     void ***ptr;
     const size_t **bytes;
@@ -26,7 +27,7 @@ typedef struct hn_bound {
 hn_status_t hn_bind_match(const hn_program *p, const hn_run_args *args, hn_bound *b, hn_strbuf *diag);
 void hn_bound_free(hn_bound *b);
 
-/* Checks b on every rank against what p needs at these parameters (v: its
+/* Checks b on every local rank against what p needs at these parameters (v: its
  * prepared configuration, whose needs are used when known; else they are
  * worked out now): a NULL pointer (unless nothing is needed), fewer bytes
  * than needed, a pointer not aligned to the element size, a pointer into

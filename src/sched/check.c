@@ -160,8 +160,8 @@ static void free_bufs(hn_runtime *rt, io_buf *b, int n)
 {
     for (int k = 0; k < n; k++) {
         if (b[k].dev != NULL)
-            for (int r = 0; r < rt->n; r++)
-                hn_runtime_free(rt, r, b[k].dev[r]);
+            for (int i = 0; i < rt->nlocal; i++)
+                hn_runtime_free(rt, rt->first + i, b[k].dev[i]);
         hn_free(b[k].dev);
         hn_free(b[k].dev_bytes);
         hn_free(b[k].global.data);
@@ -235,7 +235,9 @@ static void report(FILE *f, const char *what, const cmp *c, hn_dtype t)
 hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opts *o,
                          hn_check_result *res, hn_strbuf *diag)
 {
-    int nio = p->ninputs + p->noutputs, world = rt->n;
+    /* shapes and inputs are the world's; buffers, uploads and downloads
+     * the ranks this runtime drives (first + i, in dev[i]) */
+    int nio = p->ninputs + p->noutputs, world = rt->world, first = rt->first, nlocal = rt->nlocal;
     int64_t *params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t));
     io_buf *b = hn_calloc((size_t)nio + 1, sizeof(*b));
     hn_binding *binds = hn_calloc((size_t)nio + 1, sizeof(hn_binding));
@@ -279,19 +281,19 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
             (st = hn_io_tensor(p, x->io, params, 0, world, rt->cfg.nstreams, 1, &x->global, diag)) != HN_OK)
             break;
         x->local_bytes = hn_tensor_bytes(&x->local);
-        x->dev = hn_calloc((size_t)world, sizeof(void *));
-        x->dev_bytes = hn_calloc((size_t)world, sizeof(size_t));
+        x->dev = hn_calloc((size_t)nlocal, sizeof(void *));
+        x->dev_bytes = hn_calloc((size_t)nlocal, sizeof(size_t));
         if (x->dev == NULL || x->dev_bytes == NULL) {
             st = HN_ERR_NOMEM;
             break;
         }
         /* the devices first: a size they cannot hold fails there, before a
          * global tensor world times its size is made in host memory */
-        for (int r = 0; r < world && st == HN_OK; r++)
-            if ((st = hn_runtime_alloc(rt, r, x->local_bytes, &x->dev[r])) == HN_ERR_NOMEM)
-                no_device_memory(rt, diag, p, x->io, r, "", x->local_bytes);
+        for (int i = 0; i < nlocal && st == HN_OK; i++)
+            if ((st = hn_runtime_alloc(rt, first + i, x->local_bytes, &x->dev[i])) == HN_ERR_NOMEM)
+                no_device_memory(rt, diag, p, x->io, first + i, "", x->local_bytes);
             else
-                x->dev_bytes[r] = x->local_bytes;
+                x->dev_bytes[i] = x->local_bytes;
         /* bound as an embedder binds them: checked on every rank */
         binds[k].name = p->names[x->io->var];
         binds[k].data = x->dev;
@@ -322,14 +324,14 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
             st = no_memory(diag, p, x->io, "host memory (staging)", x->local_bytes);
             break;
         }
-        for (int r = 0; r < world && st == HN_OK; r++) {
+        for (int i = 0; i < nlocal && st == HN_OK; i++) {
             if (k >= p->ninputs)
                 poison(h, x->local.dtype, hn_tensor_numel(&x->local));
             else if (x->io->shard_axis >= 0)
-                shard_move(&x->global, &x->local, x->io->shard_axis, r, h, 1);
+                shard_move(&x->global, &x->local, x->io->shard_axis, first + i, h, 1);
             else
                 memcpy(h, x->global.data, x->local_bytes);
-            st = hn_runtime_upload(rt, r, x->dev[r], h, x->local_bytes);
+            st = hn_runtime_upload(rt, first + i, x->dev[i], h, x->local_bytes);
         }
         hn_free(h);
     }
@@ -359,8 +361,9 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
             st = HN_ERR_NOMEM;
             break;
         }
-        for (int r = 0; r < world && st == HN_OK; r++) {
-            if ((st = hn_runtime_download(rt, r, h, x->dev[r], x->local_bytes)) != HN_OK)
+        for (int i = 0; i < nlocal && st == HN_OK; i++) {
+            int r = first + i;
+            if ((st = hn_runtime_download(rt, r, h, x->dev[i], x->local_bytes)) != HN_OK)
                 break;
             if (x->io->shard_axis >= 0) {
                 shard_move(&x->global, &x->local, x->io->shard_axis, r, h, 0);

@@ -59,6 +59,11 @@ static const hn_setting settings[] = {
            "microseconds idle rank threads spin for the next run before sleeping"),
     FLAG("join_spin", "HIRNODE_JOIN_SPIN", "1",
          "1: the caller spins (yielding) until its run ends; 0: it sleeps after spin_us"),
+    INT("world", "HIRNODE_WORLD", "0", 0, 256,
+        "ranks of the whole run across processes (0: the ranks of this process; more needs process mode)"),
+    INT("rank", "HIRNODE_RANK", "0", 0, 255, "the first rank this process drives in the world"),
+    {"rendezvous", "HIRNODE_RENDEZVOUS", "", HN_SET_PATH, NULL, 0, 0, 0, 0,
+     "a directory every process of a world larger than one process reaches (process mode)"},
 };
 
 int hn_settings_count(void) { return HN_ARRAY_LEN(settings); }
@@ -226,7 +231,7 @@ hn_status_t hn_settings_check(hn_strbuf *err)
 
 void hn_runtime_config_default(hn_runtime_config *cfg)
 {
-    int64_t streams, seed;
+    int64_t streams, seed, world, rank;
     /* a bad variable leaves its default here; hn_runtime_create refuses it */
     memset(cfg, 0, sizeof(*cfg));
     cfg->ndev = 1;
@@ -238,9 +243,16 @@ void hn_runtime_config_default(hn_runtime_config *cfg)
     (void)hn_setting_int("seed", &seed, NULL);
     cfg->seed = (uint64_t)seed;
     (void)hn_setting_flag("graphs", &cfg->graphs, NULL);
+    (void)hn_setting_int("world", &world, NULL);
+    (void)hn_setting_int("rank", &rank, NULL);
+    cfg->world = (int)world;
+    cfg->rank = (int)rank;
+    (void)hn_setting_path("rendezvous", &cfg->rendezvous, NULL);
+    if (cfg->rendezvous != NULL && *cfg->rendezvous == '\0')
+        cfg->rendezvous = NULL;
 }
 
-hn_status_t hn_settings_read_runtime(int ndev, hn_runtime_settings *out, hn_strbuf *err)
+hn_status_t hn_settings_read_runtime(int world, hn_runtime_settings *out, hn_strbuf *err)
 {
     int64_t mib;
     char why[256];
@@ -254,7 +266,7 @@ hn_status_t hn_settings_read_runtime(int ndev, hn_runtime_settings *out, hn_strb
     (void)hn_setting_int("host_mem_mib", &mib, NULL);
     out->host_mem_bytes = (uint64_t)mib > (SIZE_MAX >> 20) ? SIZE_MAX : (size_t)mib << 20;
     (void)hn_setting_faults("fault", &out->faults, NULL);
-    if (hn_fault_plan_check_ranks(&out->faults, ndev, why, sizeof(why)) != HN_OK) {
+    if (hn_fault_plan_check_ranks(&out->faults, world, why, sizeof(why)) != HN_OK) {
         hn_sb_printf(err, "HIRNODE_FAULT: %s\n", why);
         return HN_ERR_INVALID;
     }

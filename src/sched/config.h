@@ -61,11 +61,11 @@ typedef struct hn_runtime_settings {
     int join_spin;
     const char *replay; /* bells, jobs or caller (graph.c's hn_replay_path) */
     size_t host_mem_bytes; /* 0: the backend's default */
-    hn_fault_plan faults;  /* HIRNODE_FAULT, its ranks below ndev */
+    hn_fault_plan faults;  /* HIRNODE_FAULT, its ranks below world */
 } hn_runtime_settings;
 /* Reads them after checking every setting: HN_ERR_INVALID with one line
  * ending in '\n' per bad variable (or a fault naming a rank the runtime
  * will not have) into err. */
-hn_status_t hn_settings_read_runtime(int ndev, hn_runtime_settings *out, hn_strbuf *err);
+hn_status_t hn_settings_read_runtime(int world, hn_runtime_settings *out, hn_strbuf *err);
 
 #endif

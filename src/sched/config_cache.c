@@ -108,7 +108,7 @@ hn_status_t hn_runtime_lowered(hn_runtime *rt, const hn_program *p, const int64_
     for (int i = rt->nlowered - 1; i >= 0; i--)
         if (rt->lowered[i].src == p && rt->lowered[i].uid != p->uid)
             drop_lowered(rt, i, "its program was destroyed");
-    if ((st = hn_sched_lower(p, rt->n, rt->cfg.nstreams, params, rt->profile, &lp, diag, NULL)) != HN_OK)
+    if ((st = hn_sched_lower(p, rt->world, rt->cfg.nstreams, params, rt->profile, &lp, diag, NULL)) != HN_OK)
         return st;
     if (hn_grow((void **)&rt->lowered, &rt->lowered_cap, rt->nlowered, sizeof(*rt->lowered)) != 0) {
         hn_prog_free(lp);
@@ -173,7 +173,7 @@ static int same_config(const hn_graph *g, const hn_program *p, const int64_t *pa
 hn_graph *hn_cache_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *params, void *const *const *io,
                               void *const *streams, int *again)
 {
-    int n = rt->n, slot = -1;
+    int n = rt->nlocal, slot = -1;
     uint64_t key = 0;
     *again = 0;
     for (hn_graph *g = rt->graphs; g != NULL; g = g->next)
@@ -228,10 +228,11 @@ void hn_cache_graphs_abort(hn_runtime *rt)
 {
     static const uint32_t one = 1;
     for (hn_graph *g = rt->graphs; g != NULL; g = g->next) {
-        for (int r = 0; r < rt->n; r++)
-            if (g->ctx[r].ep != NULL) { /* both abort words (device.h, comm_p2p.c) */
-                (void)rt->dev->copy_to_device(rt->dev_ctx, r, &g->ctx[r].ep[1], &one, sizeof(one));
-                (void)rt->dev->copy_to_device(rt->dev_ctx, r, &g->ctx[r].ep[3], &one, sizeof(one));
+        for (int i = 0; i < rt->nlocal; i++)
+            if (g->ctx[i].ep != NULL) { /* both abort words (device.h, comm_p2p.c) */
+                int r = rt->ranks[i].rank;
+                (void)rt->dev->copy_to_device(rt->dev_ctx, r, &g->ctx[i].ep[1], &one, sizeof(one));
+                (void)rt->dev->copy_to_device(rt->dev_ctx, r, &g->ctx[i].ep[3], &one, sizeof(one));
             }
         invalidate(g, "a failure stopped a run of the runtime");
     }
@@ -240,10 +241,10 @@ void hn_cache_graphs_abort(hn_runtime *rt)
 void hn_cache_graphs_drop(hn_runtime *rt)
 {
     for (hn_graph *g = rt->graphs; g != NULL; g = g->next) {
-        for (int r = 0; r < rt->n; r++)
-            if (g->g[r] != NULL) {
-                rt->dev->graph_destroy(g->g[r]);
-                g->g[r] = NULL;
+        for (int i = 0; i < rt->nlocal; i++)
+            if (g->g[i] != NULL) {
+                rt->dev->graph_destroy(g->g[i]);
+                g->g[i] = NULL;
             }
         invalidate(g, "a failure stopped a run of the runtime");
     }

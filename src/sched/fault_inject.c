@@ -12,7 +12,7 @@ hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *e
     char msg[256];
     hn_fault_plan plan;
     if (hn_fault_parse(spec, &plan, msg, sizeof(msg)) != HN_OK ||
-        hn_fault_plan_check_ranks(&plan, rt->n, msg, sizeof(msg)) != HN_OK) {
+        hn_fault_plan_check_ranks(&plan, rt->world, msg, sizeof(msg)) != HN_OK) {
         hn_sb_printf(err, "hirnode: error: %s\n", msg);
         return HN_ERR_INVALID;
     }

@@ -22,7 +22,7 @@ static hn_status_t begin_on_rank(hn_rank *r, void *arg)
 {
     hn_graph *g = arg;
     hn_runtime *rt = r->rt;
-    hn_graph_ctx *c = &g->ctx[r->rank];
+    hn_graph_ctx *c = &g->ctx[r->local];
     hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
     static const uint32_t zero[4];
     hn_status_t st = HN_OK;
@@ -46,7 +46,7 @@ static hn_status_t finish_on_rank(hn_rank *r, void *arg)
 {
     hn_graph *g = arg;
     hn_runtime *rt = r->rt;
-    hn_graph_ctx *c = &g->ctx[r->rank];
+    hn_graph_ctx *c = &g->ctx[r->local];
     hn_origin o = {&rt->sink, r->rank, -1, NULL, c};
     hn_status_t st = __atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) ? HN_ERR_ABORTED : HN_OK, end_st;
     if (!r->capturing)
@@ -57,14 +57,14 @@ static hn_status_t finish_on_rank(hn_rank *r, void *arg)
     if (st == HN_OK && (st = rt->dev->stream_add_u32(r->active, c->ep, HN_GRAPH_EPOCH_SPAN, &o)) != HN_OK)
         hn_runtime_fail(rt, r->rank, -1, st, "cannot capture the graph's epoch");
     if (g->updated == NULL) {
-        end_st = rt->dev->capture_end(r->active, &g->g[r->rank]);
+        end_st = rt->dev->capture_end(r->active, &g->g[r->local]);
     } else if (st == HN_OK) { /* a rebind: the new capture into the graph replays launch */
-        end_st = g->updated[r->rank] = rt->dev->capture_update(r->active, g->g[r->rank]);
+        end_st = g->updated[r->local] = rt->dev->capture_update(r->active, g->g[r->local]);
         if (end_st == HN_ERR_UNSUPPORTED) /* not a failure of the run: the rebind says so */
             end_st = HN_OK;
     } else { /* a rebind whose capture failed: ended, and what it made dropped */
         hn_dgraph *dropped = NULL;
-        g->updated[r->rank] = st;
+        g->updated[r->local] = st;
         if ((end_st = rt->dev->capture_end(r->active, &dropped)) == HN_OK)
             rt->dev->graph_destroy(dropped);
     }
@@ -85,7 +85,7 @@ static hn_status_t end_on_rank(hn_rank *r, void *arg)
     hn_runtime *rt = r->rt;
     for (int k = 0; k < rt->ncomms; k++)
         if (rt->comms[k].ops->graph_end != NULL)
-            rt->comms[k].ops->graph_end(rt->comms[k].world, r->rank, &g->ctx[r->rank]);
+            rt->comms[k].ops->graph_end(rt->comms[k].world, r->rank, &g->ctx[r->local]);
     return HN_OK;
 }
 
@@ -93,10 +93,10 @@ static hn_status_t free_on_rank(hn_rank *r, void *arg)
 {
     hn_graph *g = arg;
     hn_runtime *rt = r->rt;
-    hn_graph_ctx *c = &g->ctx[r->rank];
-    if (g->g[r->rank] != NULL)
-        rt->dev->graph_destroy(g->g[r->rank]);
-    g->g[r->rank] = NULL;
+    hn_graph_ctx *c = &g->ctx[r->local];
+    if (g->g[r->local] != NULL)
+        rt->dev->graph_destroy(g->g[r->local]);
+    g->g[r->local] = NULL;
     for (int k = 0; k < rt->ncomms; k++)
         if (rt->comms[k].ops->graph_free != NULL)
             rt->comms[k].ops->graph_free(rt->comms[k].world, r->rank, c);
@@ -124,7 +124,7 @@ static void graph_free(hn_runtime *rt, hn_graph *g)
 static hn_status_t capture(hn_runtime *rt, const hn_program *p, const int64_t *params, void *const *const *io,
                            void *const *streams, int automatic, hn_graph **out)
 {
-    int n = rt->n, nio = p->ninputs + p->noutputs;
+    int n = rt->nlocal, nio = p->ninputs + p->noutputs;
     hn_graph *g = hn_calloc(1, sizeof(*g));
     hn_status_t st, st2;
     *out = NULL;
@@ -228,11 +228,11 @@ static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io
     hn_status_t st, st2;
     uint64_t prev = g->id;
     int bad = -1;
-    if ((g->updated = hn_calloc((size_t)rt->n, sizeof(hn_status_t))) == NULL)
+    if ((g->updated = hn_calloc((size_t)rt->nlocal, sizeof(hn_status_t))) == NULL)
         return HN_ERR_NOMEM;
     g->id = ++rt->graph_ids;
-    for (int r = 0; r < rt->n; r++)
-        g->ctx[r].prev = prev;
+    for (int i = 0; i < rt->nlocal; i++)
+        g->ctx[i].prev = prev;
     hn_runtime_clear_error(rt);
     hn_runtime_set_err_prog(rt, g->lp);
     if ((st = hn_runtime_exec_all(rt, begin_on_rank, g)) == HN_OK) {
@@ -243,10 +243,10 @@ static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io
             st = st2;
     }
     (void)hn_runtime_exec_all(rt, end_on_rank, g);
-    for (int r = 0; r < rt->n; r++) {
-        g->ctx[r].prev = 0;
-        if (bad < 0 && g->updated[r] != HN_OK)
-            bad = r;
+    for (int i = 0; i < rt->nlocal; i++) {
+        g->ctx[i].prev = 0;
+        if (bad < 0 && g->updated[i] != HN_OK)
+            bad = rt->ranks[i].rank;
     }
     st = hn_runtime_finish_run(rt, st); /* a failure made every graph unusable */
     if (st == HN_OK && bad >= 0) {
@@ -288,7 +288,7 @@ hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_ar
         return st;
     if ((st = same_params(rt, g, rs.params)) == HN_OK &&
         (st = recapture(rt, g, (void *const *const *)rs.io)) == HN_OK) {
-        n = rt->n;
+        n = rt->nlocal;
         for (int k = 0; k < g->nio; k++)
             for (int r = 0; r < n; r++)
                 g->io[(size_t)k * (size_t)n + (size_t)r] = rs.io[k][r];
@@ -311,11 +311,11 @@ static hn_status_t replay_on_rank(hn_rank *r, void *arg)
     hn_runtime *rt = r->rt;
     const void *previous = r->follow;
     hn_dstream *s;
-    hn_status_t st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &s);
+    hn_status_t st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->local] : NULL, &s);
     if (st == HN_OK)
         st = hn_rank_launch_follow(r, s, previous);
     if (st == HN_OK)
-        st = rt->dev->graph_launch(j->g->g[r->rank], s);
+        st = rt->dev->graph_launch(j->g->g[r->local], s);
     if (st == HN_OK)
         st = hn_rank_launch_done(r, s);
     if (st == HN_OK) {
@@ -352,16 +352,16 @@ hn_status_t hn_replay_path_parse(const char *text, int *path)
 static hn_status_t launch_every_rank(hn_runtime *rt, replay_job *j)
 {
     hn_status_t st = HN_OK, mine;
-    if (rt->n > 1 && rt->replay == HN_REPLAY_JOBS)
+    if (rt->nlocal > 1 && rt->replay == HN_REPLAY_JOBS)
         return hn_runtime_exec_all(rt, replay_on_rank, j);
-    if (rt->n > 1 && rt->replay == HN_REPLAY_BELLS) {
-        for (int i = 1; i < rt->n; i++)
+    if (rt->nlocal > 1 && rt->replay == HN_REPLAY_BELLS) {
+        for (int i = 1; i < rt->nlocal; i++)
             hn_pool_ring(rt, i, replay_on_rank, j);
         mine = replay_on_rank(&rt->ranks[0], j);
-        st = hn_pool_answers(rt, 1, rt->n);
+        st = hn_pool_answers(rt, 1, rt->nlocal);
         return mine != HN_OK ? mine : st;
     }
-    for (int i = 0; i < rt->n && st == HN_OK; i++)
+    for (int i = 0; i < rt->nlocal && st == HN_OK; i++)
         st = replay_on_rank(&rt->ranks[i], j);
     return st;
 }

@@ -20,14 +20,14 @@
 typedef struct run_job {
     const hn_program *p; /* as it runs: lowered */
     const int64_t *params;
-    void *const *const *io_ptrs; /* [k][rank]; the reference run: [k], global tensors on rank 0 */
+    void *const *const *io_ptrs; /* [k][local rank]; the reference run: [k], global tensors on rank 0 */
     int poison;
     int reference;
-    void *const *streams; /* a launch or capture: the caller's stream of each rank (NULL: the runtime's) */
+    void *const *streams; /* a launch or capture: the caller's stream of each local rank (NULL: the runtime's) */
     hn_graph *capture;    /* a capture: issued into it */
 } run_job;
 
-static hn_status_t bind_io(hn_exec *x, const run_job *j, int rank)
+static hn_status_t bind_io(hn_exec *x, const run_job *j, int rank, int local)
 {
     hn_strbuf err;
     hn_status_t st = HN_OK;
@@ -40,7 +40,7 @@ static hn_status_t bind_io(hn_exec *x, const run_job *j, int rank)
             break;
         if (j->reference && (v->t.dtype == HN_BF16 || v->t.dtype == HN_F16))
             v->t.dtype = HN_F32;
-        v->t.data = j->reference ? ((void *const *)j->io_ptrs)[k] : j->io_ptrs[k][rank];
+        v->t.data = j->reference ? ((void *const *)j->io_ptrs)[k] : j->io_ptrs[k][local];
         v->kind = HN_V_TENSOR;
         v->owned = 0;
     }
@@ -57,7 +57,7 @@ static hn_status_t body_begin(hn_rank *r, const run_job *j, hn_exec *x, const hn
 {
     hn_runtime *rt = r->rt;
     hn_status_t st;
-    if ((st = hn_exec_prepare(x, j->p, r->rank, rt->n, rt->cfg.nstreams, j->params)) != HN_OK) {
+    if ((st = hn_exec_prepare(x, j->p, r->rank, rt->world, rt->cfg.nstreams, j->params)) != HN_OK) {
         hn_runtime_fail(rt, r->rank, -1, st, "out of memory");
         return st;
     }
@@ -76,7 +76,7 @@ static hn_status_t body_begin(hn_rank *r, const run_job *j, hn_exec *x, const hn
  * marks its start and end. */
 static hn_status_t body_issue(hn_rank *r, const run_job *j, hn_exec *x, int timed)
 {
-    hn_status_t st = bind_io(x, j, r->rank);
+    hn_status_t st = bind_io(x, j, r->rank, r->local);
     if (st == HN_OK && timed)
         st = hn_rank_run_mark(r, 0);
     if (st == HN_OK)
@@ -130,7 +130,7 @@ static hn_status_t launch_rank(hn_rank *r, void *arg)
     hn_exec x;
     hn_status_t st, sync_st;
     r->active = r->caller;
-    if ((st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &r->active)) != HN_OK ||
+    if ((st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->local] : NULL, &r->active)) != HN_OK ||
         (st = hn_rank_order_launch(r, r->active, HN_LAUNCH_FOLLOW | HN_LAUNCH_FORK, previous)) != HN_OK) {
         r->active = r->caller;
         hn_runtime_fail(rt, r->rank, -1, st, "cannot issue the launch on the caller's stream");
@@ -161,7 +161,7 @@ static hn_status_t capture_rank(hn_rank *r, void *arg)
     hn_status_t st, sync_st;
     r->active = r->caller;
     /* launches before were synced: no previous stream to follow */
-    if ((st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->rank] : NULL, &r->active)) != HN_OK ||
+    if ((st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->local] : NULL, &r->active)) != HN_OK ||
         (st = rt->dev->capture_begin(r->active)) != HN_OK) {
         r->active = r->caller;
         hn_runtime_fail(rt, r->rank, -1, st, "cannot begin a capture on the launch's stream");
@@ -173,7 +173,7 @@ static hn_status_t capture_rank(hn_rank *r, void *arg)
         hn_runtime_fail(rt, r->rank, -1, st, "cannot fork the pool streams into the capture");
         return st;
     }
-    if ((st = body_begin(r, j, &x, &j->capture->ctx[r->rank])) != HN_OK)
+    if ((st = body_begin(r, j, &x, &j->capture->ctx[r->local])) != HN_OK)
         return st;
     st = body_issue(r, j, &x, 0);
     /* the capture stays open: graph.c ends it */

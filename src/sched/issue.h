@@ -34,10 +34,10 @@ hn_status_t hn_runtime_take_pending(hn_runtime *rt);
 void hn_runtime_begin_run(hn_runtime *rt, const hn_program *p);
 hn_status_t hn_runtime_finish_run(hn_runtime *rt, hn_status_t st);
 
-/* lp (as it runs: lowered) with these parameters and bindings (io[k][rank],
+/* lp (as it runs: lowered) with these parameters and bindings (io[k][local rank],
  * inputs then outputs): run, every stream synchronised at the end (poison:
  * fresh allocations filled with NaN); the reference block on rank 0 with
- * global tensors (io[k]); launched on the caller's streams (streams[rank],
+ * global tensors (io[k]); launched on the caller's streams (streams[local rank],
  * NULL: the runtime's), joined by hn_runtime_finish_launches (prog: the
  * caller's program's uid); issued into g's capture, left open (job A of a
  * capture; graph.c ends it). */

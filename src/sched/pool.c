@@ -104,7 +104,7 @@ static void *rank_main(void *arg)
         __atomic_store_n(&r->current_instr, -1, __ATOMIC_RELAXED);
 
         pthread_mutex_lock(&rt->mu);
-        rt->job_status[r->rank] = st;
+        rt->job_status[r->local] = st;
         __atomic_add_fetch(&rt->job_done, 1, __ATOMIC_RELEASE);
         pthread_cond_signal(&rt->cv_done);
         pthread_mutex_unlock(&rt->mu);
@@ -117,12 +117,12 @@ static void *rank_main(void *arg)
  * releases a rank stuck in one. */
 static void bark(hn_runtime *rt, const int *busy)
 {
-    for (int i = 0; i < rt->n; i++)
+    for (int i = 0; i < rt->nlocal; i++)
         if (busy[i]) {
             char msg[128];
-            snprintf(msg, sizeof(msg), "rank %d is still busy after %.0f s: the watchdog aborts the run", i,
-                     rt->cfg.timeout_s);
-            hn_runtime_fail(rt, i, __atomic_load_n(&rt->ranks[i].current_instr, __ATOMIC_RELAXED),
+            snprintf(msg, sizeof(msg), "rank %d is still busy after %.0f s: the watchdog aborts the run",
+                     rt->ranks[i].rank, rt->cfg.timeout_s);
+            hn_runtime_fail(rt, rt->ranks[i].rank, __atomic_load_n(&rt->ranks[i].current_instr, __ATOMIC_RELAXED),
                             HN_ERR_TIMEOUT, msg);
         }
     if (rt->on_deadline != NULL)
@@ -131,11 +131,11 @@ static void bark(hn_runtime *rt, const int *busy)
 
 static void watchdog(hn_runtime *rt)
 {
-    int busy[256], *b = rt->n <= 256 ? busy : hn_calloc((size_t)rt->n, sizeof(int));
+    int busy[256], *b = rt->nlocal <= 256 ? busy : hn_calloc((size_t)rt->nlocal, sizeof(int));
     if (b == NULL)
         return;
     pthread_mutex_lock(&rt->mu);
-    for (int i = 0; i < rt->n; i++)
+    for (int i = 0; i < rt->nlocal; i++)
         b[i] = rt->job_status[i] == JOB_BUSY;
     pthread_mutex_unlock(&rt->mu);
     bark(rt, b);
@@ -143,9 +143,9 @@ static void watchdog(hn_runtime *rt)
         hn_free(b);
 }
 
-void hn_pool_ring(hn_runtime *rt, int rank, hn_job_fn fn, void *arg)
+void hn_pool_ring(hn_runtime *rt, int local, hn_job_fn fn, void *arg)
 {
-    hn_rank *r = &rt->ranks[rank];
+    hn_rank *r = &rt->ranks[local];
     r->bell_fn = fn;
     r->bell_arg = arg;
     __atomic_store_n(&r->bell, r->bell + 1, __ATOMIC_SEQ_CST);
@@ -172,8 +172,8 @@ hn_status_t hn_pool_answers(hn_runtime *rt, int from, int to)
             if (deadline == 0) {
                 deadline = now + rt->cfg.timeout_s + rt->watchdog_grace_s;
             } else if (now > deadline) { /* a launch blocked on a device that never got on */
-                int busy[256], *b = rt->n <= 256 ? busy : hn_calloc((size_t)rt->n, sizeof(int));
-                for (int q = 0; b != NULL && q < rt->n; q++)
+                int busy[256], *b = rt->nlocal <= 256 ? busy : hn_calloc((size_t)rt->nlocal, sizeof(int));
+                for (int q = 0; b != NULL && q < rt->nlocal; q++)
                     b[q] = q >= from && q < to && __atomic_load_n(&rt->ranks[q].bell_done, __ATOMIC_ACQUIRE) !=
                                                       rt->ranks[q].bell;
                 if (b != NULL)
@@ -200,7 +200,7 @@ hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched)
     rt->job_fn = fn;
     rt->job_arg = arg;
     __atomic_store_n(&rt->job_done, 0, __ATOMIC_RELEASE);
-    for (int i = 0; i < rt->n; i++)
+    for (int i = 0; i < rt->nlocal; i++)
         rt->job_status[i] = JOB_BUSY;
     __atomic_add_fetch(&rt->job_gen, 1, __ATOMIC_ACQ_REL);
     pthread_cond_broadcast(&rt->cv_job);
@@ -211,17 +211,17 @@ hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched)
          * spins until the run ends, so a long run does not end with a
          * wake-up (on the 4xH200 machine ~180 µs per run) */
         double end = hn_now() + (rt->join_spin ? rt->cfg.timeout_s : rt->spin_us * 1e-6);
-        while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->n && hn_now() < end)
+        while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->nlocal && hn_now() < end)
             sched_yield();
         pthread_mutex_lock(&rt->mu);
-        while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->n) {
+        while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->nlocal) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_sec += 1;
             if (pthread_cond_timedwait(&rt->cv_done, &rt->mu, &ts) != 0 && hn_now() > deadline)
                 break;
         }
-        if (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) == rt->n) {
+        if (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) == rt->nlocal) {
             pthread_mutex_unlock(&rt->mu);
             break;
         }
@@ -232,7 +232,7 @@ hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched)
         }
         deadline = hn_now() + 3600;
     }
-    for (int i = 0; i < rt->n; i++)
+    for (int i = 0; i < rt->nlocal; i++)
         if (rt->job_status[i] != HN_OK && (st == HN_OK || st == HN_ERR_ABORTED))
             st = rt->job_status[i];
     return st;
@@ -249,12 +249,13 @@ void hn_pool_init(hn_runtime *rt)
 
 hn_status_t hn_pool_start(hn_runtime *rt, int *nthreads)
 {
-    for (*nthreads = 0; *nthreads < rt->n; (*nthreads)++) {
+    for (*nthreads = 0; *nthreads < rt->nlocal; (*nthreads)++) {
         hn_rank *r = &rt->ranks[*nthreads];
         r->rt = rt;
-        r->rank = *nthreads;
+        r->local = *nthreads;
+        r->rank = rt->first + r->local;
         if (pthread_create(&r->thread, NULL, rank_main, r) != 0) {
-            HN_ERROR("cannot start the thread of rank %d", *nthreads);
+            HN_ERROR("cannot start the thread of rank %d", r->rank);
             return HN_ERR_RUNTIME;
         }
     }

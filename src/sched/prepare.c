@@ -53,9 +53,9 @@ static hn_status_t prealloc_on_rank(hn_rank *r, void *arg)
 int hn_prepare_release(hn_runtime *rt, const hn_program *keep)
 {
     int held = 0;
-    for (int r = 0; r < rt->n; r++)
-        for (int i = 0; i < rt->ranks[r].nblocks; i++)
-            held += keep == NULL || rt->ranks[r].blocks[i].prog != keep->uid;
+    for (int i = 0; i < rt->nlocal; i++)
+        for (int b = 0; b < rt->ranks[i].nblocks; b++)
+            held += keep == NULL || rt->ranks[i].blocks[b].prog != keep->uid;
     if (held == 0 || hn_runtime_finish_launches(rt) != HN_OK)
         return 0;
     hn_cache_forget(rt, keep, HN_FORGET_ALL_BUT | HN_FORGET_BUFFERS,
@@ -69,11 +69,11 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
 {
     hn_status_t st = HN_OK;
     int a, b, most;
-    for (int r = 0; r < rt->n && st == HN_OK; r++)
+    for (int r = 0; r < rt->world && st == HN_OK; r++) /* every rank's teams, also those without a local member */
         for (int i = 0; i < logs[r].n && st == HN_OK; i++) {
             const hn_comm_rec *rec = &logs[r].recs[i];
             const int *ranks = rec->is_p2p ? rt->all_ranks : hn_rec_team(&logs[r], rec);
-            int n = rec->is_p2p ? rt->n : rec->nteam;
+            int n = rec->is_p2p ? rt->world : rec->nteam;
             size_t reserve = 0;
             /* as the run will resolve `via default` */
             hn_backend_kind via = rec->is_p2p ? (hn_backend_kind)rec->via
@@ -92,7 +92,7 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
                 hn_sb_printf(diag, "%s: error: ranks %d and %d are both on device %d, and the %s communicator "
                              "cannot have more than %d rank%s of a team on one device: map them to distinct "
                              "devices (hn_runtime_config.devices), or use `via p2p`\n", p->filename, a, b,
-                             rt->devices[a], hn_runtime_comm(rt, via)->ops->name, most, most == 1 ? "" : "s");
+                             hn_runtime_device_of(rt, a), hn_runtime_comm(rt, via)->ops->name, most, most == 1 ? "" : "s");
                 return HN_ERR_UNSUPPORTED;
             }
             /* point-to-point goes through the team of all ranks */
@@ -121,12 +121,12 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
     if (hn_cache_verified(rt, p, params, 1))
         return HN_OK;
     rt->preparations++;
-    logs = hn_calloc((size_t)rt->n, sizeof(*logs));
+    logs = hn_calloc((size_t)rt->world, sizeof(*logs));
     if (logs == NULL)
         return HN_ERR_NOMEM;
     hn_runtime_clear_error(rt);
     hn_runtime_set_err_prog(rt, p); /* errors of the preparation name its instructions */
-    st = hn_verify_run(p, rt->n, rt->cfg.nstreams, params, diag, logs);
+    st = hn_verify_run(p, rt->world, rt->cfg.nstreams, params, diag, logs);
     if (st == HN_OK)
         st = need_teams(rt, p, logs, diag);
     if (st == HN_OK && (st = hn_teams_join_new(rt)) != HN_OK)
@@ -147,9 +147,9 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
             hn_runtime_clear_error(rt);
         }
     }
-    hn_comm_logs_free(logs, rt->n);
+    hn_comm_logs_free(logs, rt->world);
     if (st == HN_OK) /* with what the bindings need, worked out once */
-        hn_cache_remember(rt, p, params, hn_bind_needs(src, params, rt->n, rt->cfg.nstreams),
+        hn_cache_remember(rt, p, params, hn_bind_needs(src, params, rt->world, rt->cfg.nstreams),
                           src->ninputs + src->noutputs);
     return st;
 }
@@ -191,7 +191,7 @@ hn_status_t hn_runtime_resolve(hn_runtime *rt, const hn_program *p, const hn_run
             st = HN_ERR_INVALID;
             goto done;
         }
-    st = hn_params_resolve(p, rt->n, rt->cfg.nstreams, args->nparams, args->param_names,
+    st = hn_params_resolve(p, rt->world, rt->cfg.nstreams, args->nparams, args->param_names,
                            args->param_values, rs->params, &diag);
     if (st == HN_OK && (st = hn_bind_match(p, args, &rs->b, &diag)) == HN_OK)
         rs->io = rs->b.ptr;

@@ -7,12 +7,12 @@
 
 #include "runtime_int.h"
 
-/* Runs p (prepared for params: hn_runtime_prepare); io_ptrs[k][rank] for
+/* Runs p (prepared for params: hn_runtime_prepare); io_ptrs[k][local rank] for
  * inputs then outputs; poison fills fresh allocations with NaN (and is
  * never replayed from a graph). */
 hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                  void *const *const *io_ptrs, int poison);
-/* Launches p (prepared) on the caller's streams (streams[rank], NULL: the
+/* Launches p (prepared) on the caller's streams (streams[local rank], NULL: the
  * runtime's), after the preamble of the call (hn_runtime_enter). */
 hn_status_t hn_runtime_launch_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                     void *const *const *io_ptrs, void *const *streams);

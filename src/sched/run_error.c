@@ -83,9 +83,9 @@ const char *hn_runtime_error(const hn_runtime *rt) { return rt->err_text; }
 
 hn_status_t hn_runtime_check_devices(hn_runtime *rt)
 {
-    for (int r = 0; r < rt->n && !rt->lost; r++) {
+    for (int i = 0; i < rt->nlocal && !rt->lost; i++) {
         char why[320];
-        if (rt->dev->health(rt->dev_ctx, r, why, sizeof(why)) != HN_OK) {
+        if (rt->dev->health(rt->dev_ctx, rt->first + i, why, sizeof(why)) != HN_OK) {
             snprintf(rt->lost_text, sizeof(rt->lost_text),
                      "hirnode: error: %s; this runtime refuses further runs (destroy it; restart the process "
                      "to use the device again)", why);

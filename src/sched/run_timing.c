@@ -11,17 +11,17 @@
 void hn_runtime_time_runs(hn_runtime *rt, int on)
 {
     rt->time_runs = on;
-    for (int r = 0; r < rt->n; r++)
-        rt->ranks[r].run_seconds = -1;
+    for (int i = 0; i < rt->nlocal; i++)
+        rt->ranks[i].run_seconds = -1;
 }
 
 double hn_runtime_run_seconds(const hn_runtime *rt)
 {
     double worst = -1;
-    for (int r = 0; r < rt->n; r++) {
-        if (rt->ranks[r].run_seconds < 0)
+    for (int i = 0; i < rt->nlocal; i++) {
+        if (rt->ranks[i].run_seconds < 0)
             return -1;
-        worst = HN_MAX(worst, rt->ranks[r].run_seconds);
+        worst = HN_MAX(worst, rt->ranks[i].run_seconds);
     }
     return worst;
 }

@@ -84,11 +84,11 @@ static void teardown(hn_runtime *rt, int nthreads)
 {
     if (rt->trace != NULL) /* written while the rank threads still run */
         (void)hn_runtime_trace_stop(rt);
-    if (nthreads == rt->n)
+    if (nthreads == rt->nlocal)
         hn_graphs_free(rt); /* on the rank threads, before the teams */
     /* communicators go before streams and buffers */
     hn_teams_fini(rt);
-    if (nthreads == rt->n)
+    if (nthreads == rt->nlocal)
         hn_runtime_exec_all(rt, hn_rank_fini, NULL);
     hn_pool_stop(rt, nthreads);
     if (rt->dev_ctx != NULL)
@@ -102,6 +102,39 @@ static void teardown(hn_runtime *rt, int nthreads)
     hn_free(rt->devices);
     hn_free(rt->ranks);
     hn_free(rt);
+}
+
+/* The world of cfg (world 0: ndev, all ranks in this process) checked:
+ * the ranks this process drives lie in it, and a world larger than them
+ * is refused: the ranks of other processes could not be reached. */
+static hn_status_t check_world(hn_runtime_config *cfg, hn_strbuf *why)
+{
+    if (cfg->world == 0)
+        cfg->world = cfg->ndev;
+    if (cfg->world < 1 || cfg->world > 256) {
+        hn_sb_printf(why, "world of %d ranks out of range [1, 256]", cfg->world);
+        return HN_ERR_INVALID;
+    }
+    if (cfg->world < cfg->ndev) {
+        hn_sb_printf(why, "a world of %d rank%s cannot hold the %d ranks this process drives", cfg->world,
+                     cfg->world == 1 ? "" : "s", cfg->ndev);
+        return HN_ERR_INVALID;
+    }
+    if (cfg->rank < 0 || cfg->rank > cfg->world - cfg->ndev) {
+        hn_sb_printf(why, "ranks %d .. %d asked of a world of %d ranks (rank %d, ndev %d)", cfg->rank,
+                     cfg->rank + cfg->ndev - 1, cfg->world, cfg->rank, cfg->ndev);
+        return HN_ERR_INVALID;
+    }
+    if (cfg->world == cfg->ndev)
+        return HN_OK;
+    if (cfg->rendezvous == NULL || cfg->rendezvous[0] == '\0') {
+        hn_sb_printf(why, "a world of %d ranks with %d in this process needs a rendezvous directory "
+                     "(hn_runtime_config.rendezvous, HIRNODE_RENDEZVOUS)", cfg->world, cfg->ndev);
+        return HN_ERR_INVALID;
+    }
+    hn_sb_printf(why, "a world of %d ranks across processes needs process mode, which this build does not have; "
+                 "run all ranks in one process (world = ndev)", cfg->world);
+    return HN_ERR_UNSUPPORTED;
 }
 
 /* The runtime of cfg_in, or an error with why (one line, no location). */
@@ -123,14 +156,16 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
         hn_sb_printf(why, "rank count %d out of range [1, 256]", cfg.ndev);
         return HN_ERR_INVALID;
     }
+    if ((st = check_world(&cfg, why)) != HN_OK)
+        return st;
     if (cfg.nstreams < 1 || cfg.nstreams > HN_MAX_STREAMS) {
         hn_sb_printf(why, "stream count %d out of range [1, %d]", cfg.nstreams, HN_MAX_STREAMS);
         return HN_ERR_INVALID;
     }
     for (int r = 0; r < cfg.ndev; r++) {
-        int d = cfg.devices != NULL ? cfg.devices[r] : r;
+        int d = cfg.devices != NULL ? cfg.devices[r] : cfg.rank + r;
         if (d < 0 || d > 4095) {
-            hn_sb_printf(why, "rank %d: device ordinal %d out of range [0, 4095]", r, d);
+            hn_sb_printf(why, "rank %d: device ordinal %d out of range [0, 4095]", cfg.rank + r, d);
             return HN_ERR_INVALID;
         }
         need = HN_MAX(need, d + 1);
@@ -140,7 +175,7 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     /* every HIRNODE_* variable checked: a bad one is refused, not guessed;
        the checker's lines (one per bad variable) become one line */
     hn_sb_init(&bad);
-    st = hn_settings_read_runtime(cfg.ndev, &set, &bad);
+    st = hn_settings_read_runtime(cfg.world, &set, &bad);
     if (st != HN_OK) {
         for (const char *line = bad.data, *nl; line != NULL && *line != '\0'; line = nl + 1) {
             if ((nl = strchr(line, '\n')) == NULL)
@@ -156,7 +191,10 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     if ((rt = hn_calloc(1, sizeof(*rt))) == NULL)
         return HN_ERR_NOMEM;
     rt->cfg = cfg;
-    rt->n = cfg.ndev;
+    rt->world = cfg.world;
+    rt->first = cfg.rank;
+    rt->nlocal = cfg.ndev;
+    rt->cfg.rendezvous = NULL; /* the caller's; only process mode would read it */
     rt->spin_us = set.spin_us;
     rt->watchdog_grace_s = set.watchdog_grace_s;
     rt->faults = set.faults;
@@ -166,28 +204,28 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     rt->on_deadline = on_deadline;
     hn_pool_init(rt);
     hn_run_error_init(rt);
-    rt->ranks = hn_calloc((size_t)rt->n, sizeof(*rt->ranks));
-    rt->job_status = hn_calloc((size_t)rt->n, sizeof(*rt->job_status));
-    rt->all_ranks = hn_calloc((size_t)rt->n, sizeof(int));
-    rt->devices = hn_calloc((size_t)rt->n, sizeof(int));
+    rt->ranks = hn_calloc((size_t)rt->nlocal, sizeof(*rt->ranks));
+    rt->job_status = hn_calloc((size_t)rt->nlocal, sizeof(*rt->job_status));
+    rt->all_ranks = hn_calloc((size_t)rt->world, sizeof(int));
+    rt->devices = hn_calloc((size_t)rt->nlocal, sizeof(int));
     if (rt->ranks == NULL || rt->job_status == NULL || rt->all_ranks == NULL || rt->devices == NULL) {
         st = HN_ERR_NOMEM;
         goto undo;
     }
-    for (int i = 0; i < rt->n; i++) {
+    for (int i = 0; i < rt->world; i++)
         rt->all_ranks[i] = i;
-        rt->devices[i] = cfg.devices != NULL ? cfg.devices[i] : i;
-    }
+    for (int i = 0; i < rt->nlocal; i++)
+        rt->devices[i] = cfg.devices != NULL ? cfg.devices[i] : rt->first + i;
     rt->cfg.devices = rt->devices; /* the copy: the caller's array may go */
     if ((rt->dev = pick_backend(&cfg, need, why)) == NULL) {
         st = HN_ERR_INVALID;
         goto undo;
     }
     rt->compute = hn_device_compute(rt->dev);
-    rt->profile = hn_profile_for(rt->dev, rt->n);
+    rt->profile = hn_profile_for(rt->dev, rt->world);
     rt->default_auto = hn_default_via_auto(rt->dev->name);
     memset(&dcfg, 0, sizeof(dcfg));
-    dcfg.ndev = rt->n;
+    dcfg.ndev = rt->nlocal;
     dcfg.host_delay_us = cfg.host_delay_us;
     dcfg.host_mem_bytes = set.host_mem_bytes;
     dcfg.seed = cfg.seed;
@@ -210,7 +248,7 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
         hn_sb_printf(why, "cannot set up the communicators: %s (the error is logged)", hn_status_string(st));
         goto undo;
     }
-    HN_INFO("runtime: %d ranks on the %s backend", rt->n, rt->dev->name);
+    HN_INFO("runtime: %d ranks on the %s backend", rt->nlocal, rt->dev->name);
     *out = rt;
     return HN_OK;
 undo:
@@ -246,15 +284,17 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out)
 void hn_runtime_destroy(hn_runtime *rt)
 {
     if (rt != NULL)
-        teardown(rt, rt->n);
+        teardown(rt, rt->nlocal);
 }
 
-int hn_runtime_size(const hn_runtime *rt) { return rt->n; }
+int hn_runtime_size(const hn_runtime *rt) { return rt->nlocal; }
+int hn_runtime_world(const hn_runtime *rt) { return rt->world; }
+int hn_runtime_first_rank(const hn_runtime *rt) { return rt->first; }
 const char *hn_runtime_backend(const hn_runtime *rt) { return rt->dev->name; }
 
 int hn_runtime_device(const hn_runtime *rt, int rank)
 {
-    return rt != NULL && rank >= 0 && rank < rt->n ? rt->devices[rank] : -1;
+    return rt != NULL ? hn_runtime_device_of(rt, rank) : -1;
 }
 
 /* ---- device memory on a rank's thread ---- */
@@ -286,7 +326,7 @@ static hn_status_t mem_on_rank(hn_rank *r, void *arg)
 static hn_status_t mem_call(hn_runtime *rt, mem_job *j)
 {
     hn_status_t st;
-    if (rt == NULL || j->rank < 0 || j->rank >= rt->n)
+    if (rt == NULL || !hn_runtime_drives(rt, j->rank))
         return HN_ERR_INVALID;
     /* memory calls need the devices idle: launches in flight first */
     if ((st = hn_runtime_finish_launches(rt)) != HN_OK)
@@ -319,7 +359,7 @@ hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
         st = mem_call(rt, &j);
     /* the block is known from here on: bindings into it are checked against
      * its end (none of 0 bytes: CUDA may give NULL, which free ignores) */
-    if (st == HN_OK && j.ptr != NULL && (st = hn_bind_note_block(&rt->ranks[rank], j.ptr, bytes)) != HN_OK) {
+    if (st == HN_OK && j.ptr != NULL && (st = hn_bind_note_block(&rt->ranks[rank - rt->first], j.ptr, bytes)) != HN_OK) {
         mem_job undo = {rank, 1, 0, j.ptr, NULL, NULL, 0, 0};
         (void)mem_call(rt, &undo);
     }
@@ -337,13 +377,13 @@ hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr)
 void hn_runtime_free(hn_runtime *rt, int rank, void *ptr)
 {
     mem_job j = {rank, 1, 0, ptr, NULL, NULL, 0, 0};
-    if (rt == NULL || ptr == NULL || rank < 0 || rank >= rt->n)
+    if (rt == NULL || ptr == NULL || !hn_runtime_drives(rt, rank))
         return;
     /* the launches in flight first (a failure of theirs is kept for the
      * next sync); then only what hn_runtime_alloc gave out on that rank,
      * once — freed whether they failed or not */
     hn_runtime_collect_launches(rt);
-    if (!hn_bind_drop_block(&rt->ranks[rank], ptr)) {
+    if (!hn_bind_drop_block(&rt->ranks[rank - rt->first], ptr)) {
         HN_WARN("hn_runtime_free: %p is no block of hn_runtime_alloc on rank %d (freed already?): ignored", ptr,
                 rank);
         return;
@@ -355,9 +395,9 @@ void hn_runtime_free(hn_runtime *rt, int rank, void *ptr)
  * points into one of hn_runtime_alloc */
 static hn_status_t copy_call(hn_runtime *rt, mem_job *j, const void *p, size_t n)
 {
-    if (rt == NULL || j->rank < 0 || j->rank >= rt->n || (n > 0 && (j->dst == NULL || j->src == NULL)))
+    if (rt == NULL || !hn_runtime_drives(rt, j->rank) || (n > 0 && (j->dst == NULL || j->src == NULL)))
         return HN_ERR_INVALID;
-    if (hn_bind_fits(&rt->ranks[j->rank], p, n) == 0) {
+    if (hn_bind_fits(&rt->ranks[j->rank - rt->first], p, n) == 0) {
         snprintf(rt->err_text, sizeof(rt->err_text),
                  "hirnode: error: a copy of %zu bytes at %p on rank %d runs past the end of its block from "
                  "hn_runtime_alloc", n, p, j->rank);
@@ -503,7 +543,7 @@ hn_status_t hn_runtime_stream_create(hn_runtime *rt, int rank, void **stream)
 {
     stream_job j = {rank, 0, NULL};
     hn_status_t st;
-    if (rt == NULL || stream == NULL || rank < 0 || rank >= rt->n)
+    if (rt == NULL || stream == NULL || !hn_runtime_drives(rt, rank))
         return HN_ERR_INVALID;
     if ((st = hn_pool_exec(rt, stream_on_rank, &j, 0)) == HN_OK)
         *stream = j.native;
@@ -513,7 +553,7 @@ hn_status_t hn_runtime_stream_create(hn_runtime *rt, int rank, void **stream)
 void hn_runtime_stream_destroy(hn_runtime *rt, int rank, void *stream)
 {
     stream_job j = {rank, 1, stream};
-    if (rt == NULL || stream == NULL || rank < 0 || rank >= rt->n)
+    if (rt == NULL || stream == NULL || !hn_runtime_drives(rt, rank))
         return;
     hn_runtime_collect_launches(rt); /* its work first */
     (void)hn_pool_exec(rt, stream_on_rank, &j, 0);

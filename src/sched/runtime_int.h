@@ -42,7 +42,8 @@ typedef hn_status_t (*hn_job_fn)(struct hn_rank *r, void *arg);
  * caller's thread between them. */
 typedef struct hn_rank {
     hn_runtime *rt;
-    int rank;
+    int rank;  /* global: what programs, teams, errors and devices name */
+    int local; /* rank - rt->first: the index of every per-rank array of the runtime */
     pthread_t thread;
     hn_dstream *caller;                   /* the runtime's stream for this rank */
     hn_dstream *active;  /* the program's current_stream: caller, or the embedder's in a launch */
@@ -94,15 +95,16 @@ struct hn_graph {
     uint64_t lp_uid;      /* its uid */
     int64_t *params;   /* [nparams] */
     int nparams, nio;
-    void **io;         /* [nio * n]: the bindings captured, io[k * n + rank] */
-    void **natives;    /* [n]: the caller's streams at capture (NULL: the runtime's) */
-    hn_graph_ctx *ctx; /* [n]: epoch and abort words of each rank */
-    hn_dgraph **g;     /* [n] */
+    /* per local rank (nlocal): */
+    void **io;         /* [nio * nlocal]: the bindings captured, io[k * nlocal + local] */
+    void **natives;    /* the caller's streams at capture (NULL: the runtime's) */
+    hn_graph_ctx *ctx; /* epoch and abort words */
+    hn_dgraph **g;
     int valid;         /* 0 once a failure, a forget or memory pressure made it unusable */
     char why[200];     /* ... and why */
     int automatic;     /* made by the setting graphs = 1: the runtime owns it */
     uint64_t used;     /* automatic: for least-recently-used replacement */
-    hn_status_t *updated; /* during a rebind: [n], each rank's update in place; NULL otherwise */
+    hn_status_t *updated; /* during a rebind: [nlocal], each rank's update in place; NULL otherwise */
     struct hn_graph *next;
 };
 
@@ -132,8 +134,8 @@ typedef struct hn_verified {
     int nparams;
     uint64_t used; /* for least-recently-used replacement */
     /* what bindings need at this configuration (bind.c): bytes of input /
-     * output k on rank r at need[k * n + r], the element size of k at
-     * need[nio * n + k]; NULL when it could not be worked out (then each
+     * output k on rank r at need[k * world + r], the element size of k at
+     * need[nio * world + k]; NULL when it could not be worked out (then each
      * call works it out) */
     size_t *need;
     int nio;
@@ -157,13 +159,17 @@ typedef struct hn_seen {
 struct hn_runtime {
     /* the devices (runtime.c) */
     hn_runtime_config cfg;
-    int n;
+    /* the world holds every rank of the program (dry runs, parameters,
+     * teams see it); this runtime drives ranks first .. first+nlocal-1
+     * (rt->ranks[], threads, bindings, graphs, traces are that long).
+     * In this build both are the same: first 0, nlocal == world. */
+    int world, first, nlocal;
     const hn_device_ops *dev;
     const hn_compute_ops *compute;
     void *dev_ctx;
-    hn_rank *ranks;
-    int *all_ranks; /* 0 .. n-1: the team of point-to-point transfers */
-    int *devices;   /* [n]: the device ordinal of each rank */
+    hn_rank *ranks; /* [nlocal] */
+    int *all_ranks; /* 0 .. world-1: the team of point-to-point transfers */
+    int *devices;   /* [nlocal]: the device ordinal of each local rank */
     const struct hn_cost_profile *profile; /* the machine profile its lowering's model reads (profile.c) */
 
     /* the error slot and device health (run_error.c): the first error of
@@ -234,5 +240,19 @@ struct hn_runtime {
     int auto_graphs; /* repeated runs and launches are captured and replayed */
     int replay;      /* how a replay launches every rank's graph: hn_replay_path (graph.h) */
 };
+
+/* 1 when global rank `rank` is one this runtime drives (rt->ranks[rank -
+ * rt->first]); the API's per-rank calls take only those. */
+static inline int hn_runtime_drives(const hn_runtime *rt, int rank)
+{
+    return rank >= rt->first && rank - rt->first < rt->nlocal;
+}
+
+/* The device ordinal of global rank `rank`, -1 when this runtime does not
+ * drive it (its device belongs to another process). */
+static inline int hn_runtime_device_of(const hn_runtime *rt, int rank)
+{
+    return hn_runtime_drives(rt, rank) ? rt->devices[rank - rt->first] : -1;
+}
 
 #endif

@@ -55,7 +55,7 @@ hn_status_t hn_teams_init(hn_runtime *rt)
                 found = c;
         if (found < 0) {
             memset(&ccfg, 0, sizeof(ccfg));
-            ccfg.nranks = rt->n;
+            ccfg.nranks = rt->world;
             comm_settings(&ccfg);
             ccfg.dev = rt->dev;
             ccfg.dev_ctx = rt->dev_ctx;
@@ -99,7 +99,8 @@ int hn_teams_shared_device(const hn_runtime *rt, hn_backend_kind via, const int 
     for (int i = 0; i < n; i++) {
         int on = 1;
         for (int j = i + 1; j < n; j++)
-            if (rt->devices[ranks[i]] == rt->devices[ranks[j]] && ++on > most) {
+            if (hn_runtime_device_of(rt, ranks[i]) >= 0 &&
+                hn_runtime_device_of(rt, ranks[i]) == hn_runtime_device_of(rt, ranks[j]) && ++on > most) {
                 *a = ranks[i];
                 *b = ranks[j];
                 return most;

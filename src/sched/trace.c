@@ -434,7 +434,7 @@ hn_status_t hn_trace_exec(hn_exec *x, const hn_instr *in, hn_status_t (*fn)(hn_e
 
 void hn_trace_run_begin(hn_trace *tr, hn_rank *r, hn_exec *x)
 {
-    hn_trace_rank *t = &tr->ranks[r->rank];
+    hn_trace_rank *t = &tr->ranks[r->local];
     int64_t h;
     t->cur_run = t->run++; /* counted even when not recorded: runs keep their numbers on every rank */
     if (t->failed != HN_OK)
@@ -648,7 +648,7 @@ static void rank_free(hn_trace_rank *t)
 static void trace_free(hn_trace *tr)
 {
     if (tr->ranks != NULL)
-        for (int i = 0; i < tr->rt->n; i++)
+        for (int i = 0; i < tr->rt->nlocal; i++)
             rank_free(&tr->ranks[i]);
     hn_free(tr->ranks);
     hn_free(tr->path);
@@ -668,17 +668,17 @@ hn_status_t hn_runtime_trace_start(hn_runtime *rt, const char *path)
     if ((tr = hn_calloc(1, sizeof(*tr))) == NULL)
         return HN_ERR_NOMEM;
     tr->rt = rt;
-    if ((tr->ranks = hn_calloc((size_t)rt->n, sizeof(*tr->ranks))) == NULL || (tr->path = hn_strdup(path)) == NULL)
+    if ((tr->ranks = hn_calloc((size_t)rt->nlocal, sizeof(*tr->ranks))) == NULL || (tr->path = hn_strdup(path)) == NULL)
         goto undo;
-    for (int i = 0; i < rt->n; i++) {
+    for (int i = 0; i < rt->nlocal; i++) { /* a recorder per local rank, counts per peer of the world */
         hn_trace_rank *t = &tr->ranks[i];
         t->tr = tr;
-        t->rank = i;
+        t->rank = rt->first + i;
         t->hook.lane = lane_mark;
         t->hook.ctx = t;
         hn_sb_init(&t->out);
-        t->sends = hn_calloc((size_t)HN_VIA_COUNT * (size_t)rt->n, sizeof(int));
-        t->recvs = hn_calloc((size_t)HN_VIA_COUNT * (size_t)rt->n, sizeof(int));
+        t->sends = hn_calloc((size_t)HN_VIA_COUNT * (size_t)rt->world, sizeof(int));
+        t->recvs = hn_calloc((size_t)HN_VIA_COUNT * (size_t)rt->world, sizeof(int));
         if (t->sends == NULL || t->recvs == NULL)
             goto undo;
     }
@@ -698,7 +698,7 @@ undo:
 /* Markers belong to their device: destroyed on its rank's thread. */
 static hn_status_t timers_free_on_rank(hn_rank *r, void *arg)
 {
-    hn_trace_rank *t = &((hn_trace *)arg)->ranks[r->rank];
+    hn_trace_rank *t = &((hn_trace *)arg)->ranks[r->local];
     for (int i = 0; i < t->ntimers; i++)
         r->rt->dev->timer_destroy(t->timers[i]);
     t->ntimers = 0;
@@ -724,8 +724,9 @@ static const char *track_name(const hn_trace_rank *t, int track, char *buf, size
 
 static void put_metadata(hn_strbuf *sb, const hn_trace *tr)
 {
-    for (int r = 0; r < tr->rt->n; r++) {
-        const hn_trace_rank *t = &tr->ranks[r];
+    for (int i = 0; i < tr->rt->nlocal; i++) {
+        const hn_trace_rank *t = &tr->ranks[i];
+        int r = t->rank;
         hn_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n", r, r);
         hn_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"args\":{\"sort_index\":%d}},\n", r,
                      r);
@@ -758,25 +759,25 @@ hn_status_t hn_runtime_trace_stop(hn_runtime *rt)
     (void)hn_runtime_exec_all(rt, timers_free_on_rank, tr);
     hn_sb_init(&tail);
     put_metadata(&tail, tr);
-    for (int r = 0; r < rt->n; r++) {
-        dropped += tr->ranks[r].dropped;
-        runs = HN_MAX(runs, tr->ranks[r].run);
+    for (int i = 0; i < rt->nlocal; i++) {
+        dropped += tr->ranks[i].dropped;
+        runs = HN_MAX(runs, tr->ranks[i].run);
         if (failed == HN_OK)
-            failed = tr->ranks[r].failed;
+            failed = tr->ranks[i].failed;
     }
     if (tail.len >= 2) /* the last event takes no comma */
         tail.len -= 2;
     hn_sb_printf(&tail, "\n],\n\"displayTimeUnit\":\"ns\",\n"
                         "\"otherData\":{\"hirnode\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,\"runs\":%d,"
                         "\"dropped\":%ld,\"complete\":%s",
-                 hn_version(), rt->dev->name, rt->n, runs, dropped, failed == HN_OK ? "true" : "false");
+                 hn_version(), rt->dev->name, rt->world, runs, dropped, failed == HN_OK ? "true" : "false");
     if (failed != HN_OK)
         hn_sb_printf(&tail, ",\"stopped\":\"%s\"", hn_status_string(failed));
     hn_sb_append(&tail, "}}\n");
     ok = !tail.failed && fputs("{\"traceEvents\":[\n", tr->f) >= 0;
-    for (int r = 0; r < rt->n && ok; r++)
-        if (tr->ranks[r].out.len > 0)
-            ok = fwrite(tr->ranks[r].out.data, 1, tr->ranks[r].out.len, tr->f) == tr->ranks[r].out.len;
+    for (int i = 0; i < rt->nlocal && ok; i++)
+        if (tr->ranks[i].out.len > 0)
+            ok = fwrite(tr->ranks[i].out.data, 1, tr->ranks[i].out.len, tr->f) == tr->ranks[i].out.len;
     ok = ok && fwrite(tail.data, 1, tail.len, tr->f) == tail.len;
     ok = (fclose(tr->f) == 0) && ok;
     if (!ok)

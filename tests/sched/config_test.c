@@ -125,6 +125,10 @@ static const struct {
     {"HIRNODE_JOIN_SPIN", "on", "HIRNODE_JOIN_SPIN: expected 0 or 1, not 'on'"},
     {"HIRNODE_PROFILE", "a\tb.json",
      "HIRNODE_PROFILE: expected a file's path (below 4096 bytes, no control characters)"},
+    {"HIRNODE_WORLD", "257", "HIRNODE_WORLD: expected an integer from 0 to 256, not '257'"},
+    {"HIRNODE_RANK", "-1", "HIRNODE_RANK: expected an integer from 0 to 255, not '-1'"},
+    {"HIRNODE_RENDEZVOUS", "/tmp/a\nb",
+     "HIRNODE_RENDEZVOUS: expected a file's path (below 4096 bytes, no control characters)"},
 };
 
 /* The default's value through the getter of s's kind, and the getter's

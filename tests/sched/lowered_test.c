@@ -12,7 +12,7 @@
 static int blocks_of(const hn_runtime *rt, const hn_program *p)
 {
     int n = 0;
-    for (int r = 0; r < rt->n; r++)
+    for (int r = 0; r < rt->nlocal; r++)
         for (int i = 0; i < rt->ranks[r].nblocks; i++)
             n += rt->ranks[r].blocks[i].prog == p->uid;
     return n;

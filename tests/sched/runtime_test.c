@@ -32,6 +32,116 @@ static void test_create_destroy(void)
     CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_ERR_INVALID);
 }
 
+/* A runtime of n host ranks with world, first rank and rendezvous as
+ * given: its status and diag (freed by the caller). */
+static hn_status_t create_world(int n, int world, int rank, const char *rendezvous, char **diag)
+{
+    hn_runtime_config cfg;
+    hn_runtime *rt = NULL;
+    hn_status_t st;
+    hn_runtime_config_default(&cfg);
+    cfg.backend = hn_test_backend;
+    cfg.ndev = n;
+    cfg.world = world;
+    cfg.rank = rank;
+    cfg.rendezvous = rendezvous;
+    st = hn_runtime_create_ex(&cfg, &rt, diag);
+    if (st == HN_OK) {
+        CU_ASSERT_EQUAL(hn_runtime_size(rt), n);
+        CU_ASSERT_EQUAL(hn_runtime_world(rt), world == 0 ? n : world);
+        CU_ASSERT_EQUAL(hn_runtime_first_rank(rt), rank);
+        hn_runtime_destroy(rt);
+    } else {
+        CU_ASSERT_PTR_NULL(rt);
+    }
+    return st;
+}
+
+/* The world and the ranks this runtime drives: all of them in one
+ * process; a world across processes, and ranks outside the world, are
+ * refused with the reason. */
+static void test_world(void)
+{
+    static const char *const vars[] = {"HIRNODE_WORLD", "HIRNODE_RANK", "HIRNODE_RENDEZVOUS"};
+    char *saved[3], *diag = NULL;
+    int n = hn_test_max_ranks() < 2 ? 1 : 2;
+    hn_runtime_config cfg;
+    hn_runtime *rt;
+    void *ptr = NULL, *stream = NULL;
+    for (int i = 0; i < 3; i++) {
+        saved[i] = getenv(vars[i]) != NULL ? strdup(getenv(vars[i])) : NULL;
+        unsetenv(vars[i]);
+    }
+    CU_ASSERT_EQUAL(create_world(n, 0, 0, NULL, &diag), HN_OK);
+    CU_ASSERT_EQUAL(create_world(n, n, 0, "/tmp/ignored", &diag), HN_OK);
+    CU_ASSERT_PTR_NULL(diag);
+    /* the refusal of process mode, with or without a rendezvous */
+    CU_ASSERT_EQUAL(create_world(n, n + 2, 1, "/tmp/hn-rv", &diag), HN_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(diag);
+    {
+        char want[256];
+        snprintf(want, sizeof(want), "a world of %d ranks across processes needs process mode, which this build "
+                 "does not have; run all ranks in one process (world = ndev)", n + 2);
+        CU_ASSERT_STRING_EQUAL(diag, want);
+    }
+    hn_string_free(diag);
+    CU_ASSERT_EQUAL(create_world(n, n + 1, 0, NULL, &diag), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(diag);
+    CU_ASSERT_PTR_NOT_NULL(strstr(diag, "needs a rendezvous directory"));
+    hn_string_free(diag);
+    /* ranks outside the world, worlds out of range */
+    CU_ASSERT_EQUAL(create_world(n, n, 1, NULL, &diag), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, "of a world of") : NULL);
+    hn_string_free(diag);
+    CU_ASSERT_EQUAL(create_world(n, n + 1, 2, "/tmp/hn-rv", &diag), HN_ERR_INVALID);
+    hn_string_free(diag);
+    CU_ASSERT_EQUAL(create_world(n, n, -1, NULL, &diag), HN_ERR_INVALID);
+    hn_string_free(diag);
+    CU_ASSERT_EQUAL(create_world(n, -1, 0, NULL, &diag), HN_ERR_INVALID);
+    hn_string_free(diag);
+    CU_ASSERT_EQUAL(create_world(n, 257, 0, "/tmp/hn-rv", &diag), HN_ERR_INVALID);
+    hn_string_free(diag);
+    if (n > 1) {
+        CU_ASSERT_EQUAL(create_world(n, 1, 0, NULL, &diag), HN_ERR_INVALID); /* below ndev */
+        CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, "cannot hold the 2 ranks") : NULL);
+        hn_string_free(diag);
+    }
+    /* the settings fill the fields; a world from them is refused alike */
+    setenv("HIRNODE_WORLD", "4", 1);
+    setenv("HIRNODE_RANK", "3", 1);
+    setenv("HIRNODE_RENDEZVOUS", "/tmp/hn-rv", 1);
+    hn_runtime_config_default(&cfg);
+    CU_ASSERT_EQUAL(cfg.world, 4);
+    CU_ASSERT_EQUAL(cfg.rank, 3);
+    CU_ASSERT_STRING_EQUAL(cfg.rendezvous != NULL ? cfg.rendezvous : "", "/tmp/hn-rv");
+    cfg.backend = hn_test_backend;
+    rt = NULL;
+    CU_ASSERT_EQUAL(hn_runtime_create_ex(&cfg, &rt, &diag), HN_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(rt);
+    CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, "a world of 4 ranks across processes") : NULL);
+    hn_string_free(diag);
+    for (int i = 0; i < 3; i++) {
+        if (saved[i] != NULL)
+            setenv(vars[i], saved[i], 1);
+        else
+            unsetenv(vars[i]);
+        free(saved[i]);
+    }
+    /* the per-rank calls take the ranks driven here only */
+    rt = hn_test_runtime(NULL, n, 0, 10, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_EQUAL(hn_runtime_world(rt), n);
+    CU_ASSERT_EQUAL(hn_runtime_first_rank(rt), 0);
+    CU_ASSERT_EQUAL(hn_runtime_device(rt, n), -1);
+    CU_ASSERT_EQUAL(hn_runtime_device(rt, -1), -1);
+    CU_ASSERT_EQUAL(hn_runtime_alloc(rt, n, 64, &ptr), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(ptr);
+    CU_ASSERT_EQUAL(hn_runtime_stream_create(rt, n, &stream), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(hn_runtime_alloc(rt, n - 1, 64, &ptr), HN_OK);
+    hn_runtime_free(rt, n - 1, ptr);
+    hn_runtime_destroy(rt);
+}
+
 /* An embedding's view: its own buffers, run many times, allreduce + scale. */
 static void test_run_with_bindings(void)
 {
@@ -566,6 +676,7 @@ void hn_suite_runtime(void)
 {
     static CU_TestInfo tests[] = {
         {"create and destroy", test_create_destroy},
+        {"the world and the ranks driven here; a world across processes is refused", test_world},
         {"runs with the caller's buffers", test_run_with_bindings},
         {"stable addresses across runs", test_stable_addresses},
         {"wait_stream orders streams (random delays)", test_wait_stream_orders},
