@@ -168,6 +168,9 @@ typedef struct hn_device_ops {
      * the same time. stream_release frees the handle, not the stream. */
     hn_status_t (*stream_adopt)(void *ctx, int dev, void *native, hn_dstream *like, hn_dstream **out);
     void (*stream_release)(hn_dstream *s);
+    /* 1 while s is being captured into a graph (the runtime's capture or
+     * an embedder's, such as torch.cuda.graph): its work does not run now. */
+    int (*stream_capturing)(hn_dstream *s);
     hn_status_t (*event_create)(void *ctx, int dev, hn_devent **e);
     void (*event_destroy)(hn_devent *e);
     hn_status_t (*event_record)(hn_devent *e, hn_dstream *s);

@@ -297,6 +297,12 @@ static hn_status_t cuda_event_record(hn_devent *e, hn_dstream *s)
     return HN_CUDA_STATUS(cudaEventRecord(e->e, s->s));
 }
 
+static int cuda_stream_capturing(hn_dstream *s)
+{
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(s->s, &cap) == cudaSuccess && cap != cudaStreamCaptureStatusNone;
+}
+
 static hn_status_t cuda_event_query(hn_devent *e)
 {
     cudaError_t err = cudaEventQuery(e->e);
@@ -654,6 +660,7 @@ const hn_device_ops hn_device_cuda = {
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,
     .event_query = cuda_event_query,
+    .stream_capturing = cuda_stream_capturing,
     .stream_wait_event = cuda_stream_wait_event,
     .memcpy_async = cuda_memcpy_async,
     .stream_write_flag = cuda_write_flag,

@@ -617,6 +617,12 @@ static hn_status_t host_event_record(hn_devent *e, hn_dstream *s)
     return HN_OK;
 }
 
+static int host_stream_capturing(hn_dstream *s)
+{
+    int idx;
+    return capturing(s, &idx) != NULL;
+}
+
 static hn_status_t host_event_query(hn_devent *e)
 {
     hn_dstream *src;
@@ -1047,6 +1053,7 @@ const hn_device_ops hn_device_host = {
     .event_destroy = host_event_destroy,
     .event_record = host_event_record,
     .event_query = host_event_query,
+    .stream_capturing = host_stream_capturing,
     .stream_wait_event = host_stream_wait_event,
     .memcpy_async = host_memcpy_async,
     .stream_write_flag = host_write_flag,

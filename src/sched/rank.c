@@ -116,7 +116,8 @@ hn_status_t hn_rank_init(hn_rank *r, void *arg)
         if ((st = rt->dev->event_create(rt->dev_ctx, r->rank, &r->stream_event[i])) != HN_OK)
             return st;
     if ((st = rt->dev->event_create(rt->dev_ctx, r->rank, &r->launch_start)) != HN_OK ||
-        (st = rt->dev->event_create(rt->dev_ctx, r->rank, &r->launch_done)) != HN_OK)
+        (st = rt->dev->event_create(rt->dev_ctx, r->rank, &r->launch_done)) != HN_OK ||
+        (st = rt->dev->event_create(rt->dev_ctx, r->rank, &r->ran_done)) != HN_OK)
         return st;
     return HN_OK;
 }
@@ -125,13 +126,14 @@ hn_status_t hn_rank_sync_all(hn_rank *r)
 {
     hn_runtime *rt = r->rt;
     hn_status_t st = HN_OK, s2;
-    /* the runtime's work on an embedder's stream ends at launch_done: the
+    /* the runtime's work on an embedder's stream ends at ran_done (a
+     * launch an embedder's capture took runs when the embedder says): the
      * runtime's own stream waits for that, the embedder's stream is never
      * touched again (it may be destroyed since: CUDA allows that with work
      * pending, and a server does it) */
     if (r->adopted != NULL && r->caller != NULL) {
         hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
-        st = rt->dev->stream_wait_event(r->caller, r->launch_done, &o);
+        st = rt->dev->stream_wait_event(r->caller, r->ran_done, &o);
     }
     if (r->caller != NULL && (s2 = rt->dev->stream_sync(r->caller)) != HN_OK)
         st = s2;
@@ -174,7 +176,8 @@ hn_status_t hn_rank_fini(hn_rank *r, void *arg)
     }
     rt->dev->event_destroy(r->launch_start);
     rt->dev->event_destroy(r->launch_done);
-    r->launch_start = r->launch_done = NULL;
+    rt->dev->event_destroy(r->ran_done);
+    r->launch_start = r->launch_done = r->ran_done = NULL;
     for (int i = 0; i <= HN_MAX_STREAMS; i++)
         if (r->stream_event[i] != NULL) {
             rt->dev->event_destroy(r->stream_event[i]);

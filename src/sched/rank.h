@@ -65,7 +65,12 @@ static inline hn_status_t hn_rank_launch_follow(hn_rank *r, hn_dstream *s, const
 
 static inline hn_status_t hn_rank_launch_done(hn_rank *r, hn_dstream *s)
 {
-    return r->rt->dev->event_record(r->launch_done, s);
+    const hn_device_ops *dev = r->rt->dev;
+    hn_status_t st = dev->event_record(r->launch_done, s);
+    /* on an embedder's stream, what a sync waits for (rank.c) */
+    if (st == HN_OK && s != r->caller && !dev->stream_capturing(s))
+        st = dev->event_record(r->ran_done, s);
+    return st;
 }
 
 /* Timed runs (run_timing.c), for benchmarks: while on, every run records a

@@ -470,8 +470,8 @@ static hn_status_t query_on_rank(hn_rank *r, void *arg)
             __atomic_store_n(busy, 1, __ATOMIC_RELAXED);
             st = HN_OK;
         }
-    /* on an embedder's stream: up to launch_done, without touching it */
-    if (st == HN_OK && r->adopted != NULL && (st = r->rt->dev->event_query(r->launch_done)) == HN_ERR_BUSY) {
+    /* on an embedder's stream: up to ran_done, without touching it */
+    if (st == HN_OK && r->adopted != NULL && (st = r->rt->dev->event_query(r->ran_done)) == HN_ERR_BUSY) {
         __atomic_store_n(busy, 1, __ATOMIC_RELAXED);
         st = HN_OK;
     }

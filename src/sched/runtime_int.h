@@ -55,6 +55,7 @@ typedef struct hn_rank {
     void *follow;
     void *adopted_native;
     hn_devent *launch_start, *launch_done; /* a launch's joins with its stream */
+    hn_devent *ran_done; /* the end of its last launch that runs now: not one an embedder's capture took */
     hn_dstream **user_streams; /* made by hn_runtime_stream_create */
     int nuser_streams, user_streams_cap;
     hn_dstream *streams[HN_MAX_STREAMS];  /* pool, created on first use */
