@@ -73,7 +73,7 @@ hn_status_t hn_run_error_init(hn_runtime *rt)
 {
     hn_status_t st;
     pthread_mutex_init(&rt->err_mu, NULL);
-    if ((st = hn_world_create_local(rt->world, rt->cfg.timeout_s, 0, &rt->world_state)) != HN_OK)
+    if ((st = hn_world_create_local(rt->world, rt->cfg.timeout_s, HN_RUNTIME_SHARED_BYTES, &rt->world_state)) != HN_OK)
         return st;
     rt->abort_flag = hn_world_abort_word(rt->world_state);
     rt->sink.report = sink_report;

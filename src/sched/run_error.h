@@ -14,6 +14,9 @@
  * at creation, HN_ERR_NOMEM when the world cannot be made. Undone by fini
  * (also after a failed init). */
 hn_status_t hn_run_error_init(hn_runtime *rt);
+/* The world's shared regions (the p2p members' mailboxes and event slots):
+ * reserved, backed only where used. */
+#define HN_RUNTIME_SHARED_BYTES ((size_t)1 << 30)
 void hn_run_error_fini(hn_runtime *rt);
 /* Records an error of a rank (the first one wins over later ones and over
  * the "aborted" echoes it causes) and raises the abort flag. */
