@@ -15,6 +15,8 @@
     HN_SUITE(npy)                                                            \
     HN_SUITE(expr)                                                           \
     HN_SUITE(fault)                                                          \
+    HN_SUITE(shm)                                                            \
+    HN_SUITE(world)                                                          \
     HN_SUITE(parse)                                                          \
     HN_SUITE(print)                                                          \
     HN_SUITE(json)                                                           \

@@ -4,6 +4,7 @@
 #define HN_COMM_H
 
 #include "../core/device.h"
+#include "../core/world.h"
 
 typedef enum hn_coll_kind {
     HN_COLL_ALLGATHER,
@@ -64,6 +65,11 @@ typedef struct hn_comm_config {
     int p2p_lanes;                 /* p2p: side streams that copy (0: one) */
     size_t p2p_piece_min;          /* p2p: smallest piece, bytes (0: the default) */
     const hn_fault_sink *sink;
+    /* what the ranks share (src/core/world.h): exchanges at team joins,
+     * shared regions for what every member reads of the others (p2p); the
+     * caller's, of nranks ranks with shared regions, outliving the
+     * communicator. NULL: a communicator that needs one makes its own. */
+    hn_world *world;
 } hn_comm_config;
 
 typedef struct hn_comm_ops {
@@ -103,8 +109,11 @@ typedef struct hn_comm_ops {
     /* After a failure: wakes every waiter, which then gives up. Returns 1
      * if the teams are unusable afterwards (destroy and create them anew). */
     int (*abort)(hn_comm_world *w);
-    /* Between runs, with all streams idle: forget sequence numbers. */
+    /* Between runs, with all streams idle: forget sequence numbers.
+     * reset_shared (NULL: nothing) then resets what lives in the world's
+     * shared regions, once for the world after every rank's reset. */
     void (*reset)(hn_comm_world *w);
+    void (*reset_shared)(hn_comm_world *w);
     /* Graphs (hn_graph_ctx, hn_runtime_capture); NULL where a communicator
      * needs nothing (NCCL captures itself; the latency path keeps its
      * generations on the devices). All on rank `rank`'s thread, between

@@ -27,6 +27,9 @@
 #define PIECES_DEFAULT 4 /* a reduction step's chunk is copied and reduced in pieces */
 #define PIECES_MAX 64
 #define PIECE_MIN_DEFAULT ((size_t)4 << 20) /* no piece smaller, unless the whole step is */
+#define OWN_WORLD_SHARED ((size_t)256 << 20)  /* a world of its own: shared regions reserved */
+/* what a member's exchanges on a team are about */
+enum { XCHG_JOIN = 1, XCHG_RESERVE = 2 };
 
 static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
 {
@@ -35,6 +38,16 @@ static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
     if (w == NULL)
         return HN_ERR_NOMEM;
     w->n = cfg->nranks;
+    w->world = cfg->world;
+    if (w->world == NULL) {
+        hn_status_t st = hn_world_create_local(cfg->nranks, cfg->sink != NULL ? cfg->sink->timeout_s : 60.0,
+                                               OWN_WORLD_SHARED, &w->own_world);
+        if (st != HN_OK) {
+            hn_free(w);
+            return st;
+        }
+        w->world = w->own_world;
+    }
     w->dev = cfg->dev;
     w->dev_ctx = cfg->dev_ctx;
     w->compute = cfg->compute;
@@ -57,6 +70,7 @@ static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
         hn_free(w->send_seq);
         hn_free(w->recv_seq);
         hn_free(w->pair_mbox);
+        hn_world_destroy(w->own_world);
         hn_free(w);
         return HN_ERR_NOMEM;
     }
@@ -82,7 +96,17 @@ static void p2p_fini(hn_comm_world *w)
     hn_free(w->pair_mbox);
     hn_free(w->waiting_for);
     hn_team_list_free(&w->teams);
+    hn_world_destroy(w->own_world);
     hn_free(w);
+}
+
+static void team_free(hn_comm_team *t)
+{
+    for (int i = 0; t->sh != NULL && i < t->n; i++)
+        hn_world_shared_free(t->w->world, t->sh[i]);
+    hn_free(t->sh);
+    hn_free(t->view);
+    hn_team_free(&t->w->teams, t, t->m);
 }
 
 static hn_status_t p2p_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
@@ -101,8 +125,77 @@ static hn_status_t p2p_team_create(hn_comm_world *w, const int *ranks, int n, hn
     t->piece_min = w->piece_min;
     t->events = w->events;
     t->nflags = pair_flag(t, n, 0, 0);
+    t->id = w->team_ids++;
+    /* every member's shared part, in the same order in every process */
+    t->sh = hn_calloc((size_t)n, sizeof(*t->sh));
+    t->view = hn_calloc((size_t)n, sizeof(*t->view));
+    if (t->sh == NULL || t->view == NULL) {
+        team_free(t);
+        return HN_ERR_NOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t bytes = sizeof(member_shared) + (t->events ? t->nflags * sizeof(evslot) : 0);
+        hn_status_t st = hn_world_shared(w->world, (t->id << 16) ^ (uint64_t)i ^ 0x7032700000000000ull, bytes,
+                                         (void **)&t->sh[i]);
+        if (st != HN_OK) {
+            HN_ERROR("p2p: no room in the shared regions for a member of a team of %d (%zu bytes)", n, bytes);
+            team_free(t);
+            return st;
+        }
+    }
     *out = t;
     return HN_OK;
+}
+
+/* A member's exchange on its team: its status and the addresses of its
+ * device memory (view) to every member; every member's back in all. The
+ * exchange's name counts the member's exchanges on the team, the same
+ * sequence on every member. */
+typedef struct xmember {
+    int32_t status, kind;
+    member_view view;
+} xmember;
+
+static hn_status_t team_xchg(hn_comm_team *t, int me, int kind, hn_status_t mine, const hn_origin *o)
+{
+    hn_comm_world *w = t->w;
+    xmember own, *all = hn_calloc((size_t)t->n, sizeof(*all));
+    int ranks[HN_WORLD_MAX_RANKS];
+    uint64_t tag = ((uint64_t)0x7032 << 48) ^ (t->id << 24) ^ ((uint64_t)kind << 20) ^ ++t->m[me].xchgs;
+    hn_status_t st = HN_OK;
+    hn_strbuf why;
+    if (all == NULL)
+        return HN_ERR_NOMEM;
+    memset(&own, 0, sizeof(own));
+    own.status = mine;
+    own.kind = kind;
+    own.view = t->view[me];
+    for (int i = 0; i < t->n; i++)
+        ranks[i] = t->m[i].rank;
+    hn_sb_init(&why);
+    if ((st = hn_world_xchg(w->world, ranks, t->n, me, tag, &own, sizeof(own), all, 0, &why)) != HN_OK) {
+        hn_origin_fail(o, st, "p2p: %s a team of %d: %s", kind == XCHG_JOIN ? "joining" : "staging for", t->n,
+                       why.data != NULL ? why.data : hn_status_string(st));
+        goto done;
+    }
+    for (int i = 0; i < t->n && st == HN_OK; i++) {
+        if (all[i].status != HN_OK) { /* said by that member */
+            st = mine != HN_OK ? mine : HN_ERR_ABORTED;
+        } else if (kind == XCHG_JOIN ? all[i].view.flags != t->view[i].flags
+                                     : all[i].view.stage[0] != t->view[i].stage[0] ||
+                                           all[i].view.stage[1] != t->view[i].stage[1]) {
+            /* one process: the view is the member's own, the exchange must
+             * agree on what it is about (the member may be past it: its
+             * join, then its staging) */
+            hn_origin_fail(o, HN_ERR_RUNTIME, "p2p: rank %d's exchanged addresses differ from its own",
+                           t->m[i].rank);
+            st = HN_ERR_RUNTIME;
+        }
+    }
+done:
+    hn_sb_free(&why);
+    hn_free(all);
+    return st;
 }
 
 /* On the member's thread: its flags, zeroed (flags), or its host slots
@@ -115,10 +208,9 @@ static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
     uint32_t *zeros = NULL;
     hn_status_t st = HN_OK;
     void *p = NULL;
-    if (t->events) {
-        m->slots = hn_calloc(t->nflags, sizeof(evslot));
+    if (t->events) { /* its slots are in its shared part, zeroed */
         m->ev = hn_calloc((size_t)t->n * t->nflags, sizeof(hn_devent *));
-        if (m->slots == NULL || m->ev == NULL)
+        if (m->ev == NULL)
             st = HN_ERR_NOMEM;
     } else {
         zeros = hn_calloc(t->nflags, sizeof(uint32_t));
@@ -134,32 +226,36 @@ static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
     if (st != HN_OK) {
         if (p != NULL)
             w->dev->mem_free(w->dev_ctx, m->rank, p);
+        p = NULL;
         hn_origin_fail(o, st, "p2p: cannot allocate the %s of a team of %d", t->events ? "events" : "flags", t->n);
-        return st;
     }
-    m->flags = p;
-    return HN_OK;
+    t->view[me].flags = p;
+    /* the others learn its flags' address; a failure anywhere fails all */
+    return team_xchg(t, me, XCHG_JOIN, st, o);
 }
 
+/* Every member grows its staging together (the runtime reserves on every
+ * member at once, by the same sizes), then tells the others. */
 static hn_status_t p2p_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
 {
     hn_comm_world *w = t->w;
-    member *m = &t->m[me];
-    if (bytes <= m->stage_bytes)
+    member_view *v = &t->view[me];
+    hn_status_t st = HN_OK;
+    if (bytes <= v->stage_bytes)
         return HN_OK;
-    for (int i = 0; i < 2; i++) {
-        hn_status_t st;
-        if (m->stage[i] != NULL)
-            w->dev->mem_free(w->dev_ctx, m->rank, m->stage[i]);
-        m->stage[i] = NULL;
-        if ((st = w->dev->mem_alloc(w->dev_ctx, m->rank, bytes, &m->stage[i])) != HN_OK) {
-            m->stage_bytes = 0;
+    v->stage_bytes = 0;
+    for (int i = 0; i < 2 && st == HN_OK; i++) {
+        if (v->stage[i] != NULL)
+            w->dev->mem_free(w->dev_ctx, t->m[me].rank, v->stage[i]);
+        v->stage[i] = NULL;
+        if ((st = w->dev->mem_alloc(w->dev_ctx, t->m[me].rank, bytes, &v->stage[i])) != HN_OK)
             hn_origin_fail(o, st, "p2p: cannot allocate %zu bytes of staging", bytes);
-            return st;
-        }
     }
-    m->stage_bytes = bytes;
-    return HN_OK;
+    if (st == HN_OK)
+        v->stage_bytes = bytes;
+    if ((st = team_xchg(t, me, XCHG_RESERVE, st, o)) != HN_OK)
+        v->stage_bytes = 0; /* grown again by the next reserve, on every member */
+    return st;
 }
 
 static void p2p_team_destroy(hn_comm_team *t)
@@ -179,18 +275,17 @@ static void p2p_team_destroy(hn_comm_team *t)
             t->m[i].banks = b->next;
             hn_p2p_bank_free(w, t->m[i].rank, b);
         }
-        if (t->m[i].flags != NULL)
-            w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->m[i].flags);
+        if (t->view[i].flags != NULL)
+            w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->view[i].flags);
         if (t->m[i].ev != NULL)
             for (size_t k = 0; k < (size_t)t->n * t->nflags; k++)
                 w->dev->event_destroy(t->m[i].ev[k]);
         hn_free(t->m[i].ev);
-        hn_free(t->m[i].slots);
         for (int k = 0; k < 2; k++)
-            if (t->m[i].stage[k] != NULL)
-                w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->m[i].stage[k]);
+            if (t->view[i].stage[k] != NULL)
+                w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->view[i].stage[k]);
     }
-    hn_team_free(&w->teams, t, t->m);
+    team_free(t);
 }
 
 /* The collectives the rings run: not gather, scatter, reduce, all_to_all;
@@ -270,23 +365,31 @@ static int p2p_abort(hn_comm_world *w)
         for (size_t k = 0; k < t->nflags; k++)
             high[k] = 0x7fffffffu;
         for (int m = 0; m < t->n; m++)
-            if (t->m[m].flags != NULL && !t->events)
-                w->dev->copy_to_device(w->dev_ctx, t->m[m].rank, t->m[m].flags, high, t->nflags * sizeof(uint32_t));
+            if (t->view[m].flags != NULL && !t->events)
+                w->dev->copy_to_device(w->dev_ctx, t->m[m].rank, t->view[m].flags, high,
+                                       t->nflags * sizeof(uint32_t));
         hn_free(high);
     }
     return 1;
 }
 
+/* The issue side's sequences, and what the ranks share (the pair
+ * mailboxes, who waits for whom): once for the world. */
 static void p2p_reset(hn_comm_world *w)
 {
-    for (int r = 0; r < w->n; r++) /* spins a failure cut short */
-        w->waiting_for[r] = -1;
     if (w->teams.n == 0) { /* teams were destroyed: sequences start over */
         size_t n2 = (size_t)w->n * (size_t)w->n;
         memset(w->send_seq, 0, n2 * sizeof(uint64_t));
         memset(w->recv_seq, 0, n2 * sizeof(uint64_t));
-        memset(w->pair_mbox, 0, n2 * SLOTS * sizeof(mailbox));
     }
+}
+
+static void p2p_reset_shared(hn_comm_world *w)
+{
+    for (int r = 0; r < w->n; r++) /* spins a failure cut short */
+        w->waiting_for[r] = -1;
+    if (w->teams.n == 0)
+        memset(w->pair_mbox, 0, (size_t)w->n * (size_t)w->n * SLOTS * sizeof(mailbox));
 }
 
 const hn_comm_ops hn_comm_p2p = {
@@ -302,6 +405,7 @@ const hn_comm_ops hn_comm_p2p = {
     .p2p = hn_p2p_sendrecv,
     .abort = p2p_abort,
     .reset = p2p_reset,
+    .reset_shared = p2p_reset_shared,
     .graph_begin = hn_p2p_graph_begin,
     .graph_finish = hn_p2p_graph_finish,
     .graph_end = hn_p2p_graph_end,

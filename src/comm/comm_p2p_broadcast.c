@@ -11,7 +11,7 @@ void hn_p2p_broadcast_put(ctx *c, int me, int root, const void *send, void *recv
     uint64_t g = ++t->m[me].slot_ops, slot = g % SLOTS;
     uint32_t v = (uint32_t)g;
     if (me != root) {
-        mbox_post(c->o, &t->m[me].mbox[slot], g, recv);
+        mbox_post(c->o, &t->sh[me]->mbox[slot], g, recv);
         signal_flag(c, root, slot_flag(t, slot, me), v); /* my buffer is free */
         wait_flag(c, root, slot_flag(t, slot, n), v);
         return;
@@ -21,7 +21,7 @@ void hn_p2p_broadcast_put(ctx *c, int me, int root, const void *send, void *recv
         void *dst = NULL;
         if (p == root)
             continue;
-        if ((c->st = hn_p2p_mbox_take(c->w, &t->m[p].mbox[slot], g, &dst, c->o, "broadcast", t->m[p].rank)) != HN_OK)
+        if ((c->st = hn_p2p_mbox_take(c->w, &t->sh[p]->mbox[slot], g, &dst, c->o, "broadcast", t->m[p].rank)) != HN_OK)
             return;
         wait_flag(c, p, slot_flag(t, slot, p), v);
         copy(c, dst, send, cb);
@@ -39,7 +39,7 @@ void hn_p2p_broadcast_get(ctx *c, int me, int root, const void *send, void *recv
     uint32_t v = (uint32_t)g;
     if (me == root) {
         copy(c, recv, send, cb);
-        mbox_post(c->o, &t->m[me].mbox[slot], g, (void *)send);
+        mbox_post(c->o, &t->sh[me]->mbox[slot], g, (void *)send);
         for (int p = 0; p < n; p++)
             if (p != root)
                 signal_flag(c, p, slot_flag(t, slot, n), v); /* the data is ready */
@@ -50,7 +50,7 @@ void hn_p2p_broadcast_get(ctx *c, int me, int root, const void *send, void *recv
     }
     {
         void *src = NULL;
-        if ((c->st = hn_p2p_mbox_take(c->w, &t->m[root].mbox[slot], g, &src, c->o, "broadcast", t->m[root].rank)) != HN_OK)
+        if ((c->st = hn_p2p_mbox_take(c->w, &t->sh[root]->mbox[slot], g, &src, c->o, "broadcast", t->m[root].rank)) != HN_OK)
             return;
         wait_flag(c, root, slot_flag(t, slot, n), v);
         copy(c, recv, src, cb);

@@ -51,15 +51,34 @@ typedef struct gbank {
     struct gbank *next;
 } gbank;
 
+/* A member's state comes in three parts, so that every member reads of
+ * the others only what could be shared across processes:
+ * - member_shared, in the world's shared regions (made for every member
+ *   when the team is created): its mailboxes and its event slots, which
+ *   the others write and read;
+ * - member_view, one per member in every member's reach: the addresses of
+ *   its device memory (flags, staging), set by the member itself and
+ *   handed to the others by an exchange when it joins and when its
+ *   staging grows (in one process the others check the exchanged values
+ *   against the view: the same addresses);
+ * - member, only the member's own rank touches (its streams, events,
+ *   issue-side counters, graph banks). */
+typedef struct member_shared {
+    mailbox mbox[SLOTS];
+    evslot slots[]; /* events: [nflags], this member's indices */
+} member_shared;
+
+typedef struct member_view {
+    uint32_t *flags; /* flags: on the member's device */
+    void *stage[2];  /* staging of reductions, on the member's device */
+    size_t stage_bytes;
+} member_view;
+
 typedef struct member {
     int rank;
     gbank *banks; /* of the graphs captured with this team */
-    uint32_t *flags; /* flags: on this member's device */
-    evslot *slots;   /* events: [nflags], this member's indices */
     hn_devent **ev;  /* events: [n * nflags], the events this member records, per (waiter, index) */
-    void *stage[2];  /* staging of reductions, on this member's device */
-    size_t stage_bytes;
-    mailbox mbox[SLOTS];
+    uint64_t xchgs;    /* exchanges this member made on the team (they name them) */
     uint64_t slot_ops; /* issue side: generations taken */
     uint64_t staged;   /* issue side: staged operations taken */
     uint64_t joins;    /* issue side: hand-offs to the side streams taken */
@@ -72,13 +91,19 @@ typedef struct member {
 struct hn_comm_team {
     hn_comm_world *w;
     int n;
-    member *m;
+    uint64_t id;          /* the world's count of teams made before it: the same in every process */
+    member *m;            /* [n] */
+    member_shared **sh;   /* [n], in the world's shared regions */
+    member_view *view;    /* [n] */
     size_t nflags, piece_min;
     int pieces, ag_pieces, lanes, events;
 };
 
 struct hn_comm_world {
     int n;
+    hn_world *world;     /* the configuration's, or own_world */
+    hn_world *own_world; /* made when the configuration has none */
+    uint64_t team_ids;
     const hn_device_ops *dev;
     void *dev_ctx;
     const hn_compute_ops *compute;

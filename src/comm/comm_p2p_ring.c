@@ -55,8 +55,8 @@ static int allgather_begin(ctx *c, int me, int peer, const void *send, void *rec
     copy(c, (char *)recv + (size_t)me * cb, send, cb);
     if (t->n == 1 || c->st != HN_OK)
         return 0;
-    mbox_post(c->o, &t->m[me].mbox[slot], *g, recv);
-    c->st = hn_p2p_mbox_take(c->w, &t->m[peer].mbox[slot], *g, (void **)peer_buf, c->o, "allgather", t->m[peer].rank);
+    mbox_post(c->o, &t->sh[me]->mbox[slot], *g, recv);
+    c->st = hn_p2p_mbox_take(c->w, &t->sh[peer]->mbox[slot], *g, (void **)peer_buf, c->o, "allgather", t->m[peer].rank);
     return c->st == HN_OK;
 }
 
@@ -155,15 +155,16 @@ void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, siz
     uint64_t staged = ++t->m[me].staged;
     uint32_t base = (uint32_t)((staged - 1) * (uint64_t)(n - 1)), last, h = 0;
     member *M = t->m;
+    const member_view *V = t->view;
     hn_dstream *S = c->s;
     if (n == 1) {
         copy(c, recv, send, cb);
         return;
     }
-    if (M[me].stage_bytes < cb || M[next].stage_bytes < cb) {
+    if (V[me].stage_bytes < cb || V[next].stage_bytes < cb) {
         c->st = HN_ERR_RUNTIME;
         hn_origin_fail(c->o, c->st, "p2p reduction of %zu bytes: staging of %zu reserved (not prepared?)", cb,
-                       M[me].stage_bytes);
+                       V[me].stage_bytes);
         return;
     }
     P = pieces_of(t, cb, t->pieces);
@@ -202,16 +203,16 @@ void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, siz
             if (step > 0) {
                 /* prev's partial of this piece (its global step tt - 1) plus mine */
                 hn_p2p_wait_on(c, S, prev, arr_flag(t, in, j), tt);
-                reduce(c, redop, dt, hi - lo, (char *)M[me].stage[in] + off, (char *)M[me].stage[in] + off, src);
+                reduce(c, redop, dt, hi - lo, (char *)V[me].stage[in] + off, (char *)V[me].stage[in] + off, src);
                 if (!whole) {
                     hn_p2p_signal_on(c, S, me, red_flag(t, j), tt);
                     hn_p2p_wait_on(c, L, me, red_flag(t, j), tt);
                 }
-                src = (const char *)M[me].stage[in] + off;
+                src = (const char *)V[me].stage[in] + off;
             }
             if (same) /* next consumed this piece of step tt - 2 */
                 hn_p2p_wait_on(c, L, next, cons_flag(t, out, j), tt - 1);
-            hn_p2p_copy_on(c, L, (char *)M[next].stage[out] + off, src, (hi - lo) * es);
+            hn_p2p_copy_on(c, L, (char *)V[next].stage[out] + off, src, (hi - lo) * es);
             hn_p2p_signal_on(c, L, next, arr_flag(t, out, j), tt + 1);
             if (step > 0) /* this piece of step tt - 1 is consumed */
                 hn_p2p_signal_on(c, L, prev, cons_flag(t, in, j), tt);
@@ -224,7 +225,7 @@ void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, siz
         piece(count, j, P, 64, &lo, &hi);
         off = lo * es;
         hn_p2p_wait_on(c, S, prev, arr_flag(t, (int)(last % 2), j), last + 1);
-        reduce(c, redop, dt, hi - lo, (char *)recv + off, (char *)M[me].stage[last % 2] + off,
+        reduce(c, redop, dt, hi - lo, (char *)recv + off, (char *)V[me].stage[last % 2] + off,
                I + (size_t)me * cb + off);
         hn_p2p_signal_on(c, S, prev, cons_flag(t, (int)(last % 2), j), last + 1);
     }
@@ -254,6 +255,7 @@ void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, siz
     size_t es = (size_t)hn_dtype_size(dt), cb = count * es;
     const char *I = send, *Ip = NULL;
     member *M = t->m;
+    const member_view *V = t->view;
     hn_dstream *S = c->s;
     uint64_t h = ++M[me].gstaged, g, slot;
     uint32_t base = (uint32_t)((h - 1) * (uint64_t)(n - 1)), last = base + (uint32_t)(n - 2);
@@ -261,17 +263,17 @@ void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, siz
         copy(c, recv, send, cb);
         return;
     }
-    if (M[me].stage_bytes < cb) {
+    if (V[me].stage_bytes < cb) {
         c->st = HN_ERR_RUNTIME;
         hn_origin_fail(c->o, c->st, "p2p reduction of %zu bytes: staging of %zu reserved (not prepared?)", cb,
-                       M[me].stage_bytes);
+                       V[me].stage_bytes);
         return;
     }
     /* the inputs' addresses, for the first pull */
     g = ++M[me].slot_ops;
     slot = g % SLOTS;
-    mbox_post(c->o, &M[me].mbox[slot], g, (void *)send);
-    if ((c->st = hn_p2p_mbox_take(c->w, &M[prev].mbox[slot], g, (void **)&Ip, c->o, "reduce_scatter",
+    mbox_post(c->o, &t->sh[me]->mbox[slot], g, (void *)send);
+    if ((c->st = hn_p2p_mbox_take(c->w, &t->sh[prev]->mbox[slot], g, (void **)&Ip, c->o, "reduce_scatter",
                                   M[prev].rank)) != HN_OK)
         return;
     M[me].last_get = 1;
@@ -281,8 +283,8 @@ void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, siz
         int k = (int)(tt - base);
         int in = (int)((tt - 1) % 2); /* where prev's partial of step tt - 1 lands */
         size_t chunk = (size_t)((me - k - 1 + 2 * n) % n);
-        const char *src = k == 1 ? Ip + chunk * cb : (const char *)M[prev].stage[(tt - 2) % 2];
-        char *land = M[me].stage[in];
+        const char *src = k == 1 ? Ip + chunk * cb : (const char *)V[prev].stage[(tt - 2) % 2];
+        char *land = V[me].stage[in];
         hn_p2p_wait_on(c, S, prev, gready_flag(t, in), tt);          /* prev's partial is ready */
         hn_p2p_wait_on(c, S, next, gpulled_flag(t, in), tt - 1);     /* my partial of step tt - 2 was pulled */
         copy(c, land, src, cb);

@@ -109,7 +109,7 @@ void hn_p2p_copy_on(ctx *c, hn_dstream *s, void *dst, const void *src, size_t by
 static hn_status_t event_signal(ctx *c, hn_dstream *s, int m, size_t i, uint32_t v)
 {
     hn_comm_team *t = c->t;
-    evslot *sl = &t->m[m].slots[i];
+    evslot *sl = &t->sh[m]->slots[i];
     hn_devent **e = &t->m[c->me].ev[(size_t)m * t->nflags + i];
     double start = 0;
     hn_status_t st;
@@ -134,7 +134,7 @@ static hn_status_t event_signal(ctx *c, hn_dstream *s, int m, size_t i, uint32_t
 static hn_status_t event_wait(ctx *c, hn_dstream *s, int from, size_t i, uint32_t v)
 {
     hn_comm_team *t = c->t;
-    evslot *sl = &t->m[c->me].slots[i];
+    evslot *sl = &t->sh[c->me]->slots[i];
     double start = 0;
     hn_devent *e;
     hn_status_t st;
@@ -175,7 +175,7 @@ void hn_p2p_signal_on(ctx *c, hn_dstream *s, int m, size_t i, uint32_t v)
     } else if (c->t->events)
         c->st = event_signal(c, s, m, i, v);
     else
-        c->st = c->w->dev->stream_write_flag(s, c->t->m[m].flags + i, v, c->o);
+        c->st = c->w->dev->stream_write_flag(s, c->t->view[m].flags + i, v, c->o);
 }
 
 /* Later work of s waits until this member's index i has reached v (member
@@ -191,7 +191,7 @@ void hn_p2p_wait_on(ctx *c, hn_dstream *s, int from, size_t i, uint32_t v)
     } else if (c->t->events)
         c->st = event_wait(c, s, from, i, v);
     else
-        c->st = c->w->dev->stream_wait_flag(s, c->t->m[c->me].flags + i, v, c->o);
+        c->st = c->w->dev->stream_wait_flag(s, c->t->view[c->me].flags + i, v, c->o);
 }
 
 /* The member's lanes start after the caller's stream's work so far; every

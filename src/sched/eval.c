@@ -295,7 +295,7 @@ hn_status_t hn_exec_HOST_SYNC(hn_exec *x, const hn_instr *in)
 
 static int stopped(const hn_exec *x)
 {
-    return x->status != HN_OK || (!x->dry && __atomic_load_n(&x->rt->abort_flag, __ATOMIC_ACQUIRE));
+    return x->status != HN_OK || (!x->dry && __atomic_load_n(x->rt->abort_flag, __ATOMIC_ACQUIRE));
 }
 
 hn_status_t hn_exec_FOR(hn_exec *x, const hn_instr *in)

@@ -140,7 +140,7 @@ static hn_status_t set_off(hn_exec *x, const hn_instr *in, const hn_fault *f, ch
     case HN_FAULT_STOP:
         /* as if the rank's thread hung: its peers time out, or the
          * watchdog names it; then it is released */
-        while (!__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE))
+        while (!__atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE))
             sleep_ms(1);
         return HN_ERR_ABORTED;
     case HN_FAULT_SLOW:

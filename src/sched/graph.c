@@ -48,7 +48,7 @@ static hn_status_t finish_on_rank(hn_rank *r, void *arg)
     hn_runtime *rt = r->rt;
     hn_graph_ctx *c = &g->ctx[r->local];
     hn_origin o = {&rt->sink, r->rank, -1, NULL, c};
-    hn_status_t st = __atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) ? HN_ERR_ABORTED : HN_OK, end_st;
+    hn_status_t st = __atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE) ? HN_ERR_ABORTED : HN_OK, end_st;
     if (!r->capturing)
         return st;
     for (int k = 0; k < rt->ncomms && st == HN_OK; k++)

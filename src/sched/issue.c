@@ -195,7 +195,7 @@ void hn_runtime_begin_run(hn_runtime *rt, const hn_program *p)
 
 hn_status_t hn_runtime_finish_run(hn_runtime *rt, hn_status_t st)
 {
-    if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
+    if (__atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
         int dead = __atomic_load_n(&rt->teams_dead, __ATOMIC_ACQUIRE);
         if (rt->graphs != NULL) {
             hn_cache_graphs_abort(rt);
@@ -254,7 +254,7 @@ hn_status_t hn_runtime_enter(hn_runtime *rt, uint64_t prog, int poll)
     if (rt->pending != HN_OK) /* its error text is still the runtime's */
         return hn_runtime_take_pending(rt);
     if (rt->inflight > 0 &&
-        (prog == 0 || rt->inflight_prog != prog || __atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE)) &&
+        (prog == 0 || rt->inflight_prog != prog || __atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE)) &&
         (st = hn_runtime_finish_launches(rt)) != HN_OK)
         return st;
     if (rt->inflight == 0)

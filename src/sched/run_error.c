@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../core/parse.h"
+#include "../core/world.h"
 #include "run_error.h"
 
 void hn_format_fault(hn_strbuf *sb, const hn_program *p, int rank, int instr, const char *msg)
@@ -38,20 +39,29 @@ void hn_runtime_set_error_text(hn_runtime *rt, const char *text)
 
 void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const char *msg)
 {
+    hn_strbuf sb;
+    const char *text;
+    hn_sb_init(&sb);
     pthread_mutex_lock(&rt->err_mu);
-    /* the first real failure wins over the "aborted" echoes it causes */
-    if (rt->err_status == HN_OK || (rt->err_status == HN_ERR_ABORTED && st != HN_ERR_ABORTED)) {
-        hn_strbuf sb;
-        hn_sb_init(&sb);
-        hn_format_fault(&sb, rt->err_prog, rank, instr, msg);
-        snprintf(rt->err_text, sizeof(rt->err_text), "%s", sb.data ? sb.data : msg);
-        hn_sb_free(&sb);
-        rt->err_status = st;
-        HN_DEBUG("%s", rt->err_text);
-    }
+    hn_format_fault(&sb, rt->err_prog, rank, instr, msg);
     pthread_mutex_unlock(&rt->err_mu);
-    /* waiters poll this flag; no lock of theirs is taken here */
-    __atomic_store_n(&rt->abort_flag, 1, __ATOMIC_RELEASE);
+    text = sb.data ? sb.data : msg;
+    /* the world's slot decides: the first real failure wins over the
+     * "aborted" echoes it causes; the winner's text is copied here (an
+     * echo never over a failure, though the two may copy out of order) */
+    if (hn_world_error_post(rt->world_state, st, rank, instr, text)) {
+        pthread_mutex_lock(&rt->err_mu);
+        if (rt->err_status == HN_OK || (rt->err_status == HN_ERR_ABORTED && st != HN_ERR_ABORTED)) {
+            snprintf(rt->err_text, sizeof(rt->err_text), "%s", text);
+            rt->err_status = st;
+            HN_DEBUG("%s", rt->err_text);
+        }
+        pthread_mutex_unlock(&rt->err_mu);
+    }
+    hn_sb_free(&sb);
+    /* waiters poll the abort word (the text is in place for those who see
+     * it); no lock of theirs is taken here */
+    hn_world_abort(rt->world_state);
 }
 
 static void sink_report(void *ctx, int rank, int instr, hn_status_t st, const char *msg)
@@ -59,16 +69,26 @@ static void sink_report(void *ctx, int rank, int instr, hn_status_t st, const ch
     hn_runtime_fail(ctx, rank, instr, st, msg);
 }
 
-void hn_run_error_init(hn_runtime *rt)
+hn_status_t hn_run_error_init(hn_runtime *rt)
 {
+    hn_status_t st;
     pthread_mutex_init(&rt->err_mu, NULL);
+    if ((st = hn_world_create_local(rt->world, rt->cfg.timeout_s, HN_RUNTIME_SHARED_BYTES, &rt->world_state)) != HN_OK)
+        return st;
+    rt->abort_flag = hn_world_abort_word(rt->world_state);
     rt->sink.report = sink_report;
     rt->sink.ctx = rt;
-    rt->sink.abort_flag = &rt->abort_flag;
+    rt->sink.abort_flag = rt->abort_flag;
     rt->sink.timeout_s = rt->cfg.timeout_s;
+    return HN_OK;
 }
 
-void hn_run_error_fini(hn_runtime *rt) { pthread_mutex_destroy(&rt->err_mu); }
+void hn_run_error_fini(hn_runtime *rt)
+{
+    hn_world_destroy(rt->world_state);
+    rt->world_state = NULL;
+    pthread_mutex_destroy(&rt->err_mu);
+}
 
 void hn_runtime_clear_error(hn_runtime *rt)
 {
@@ -76,7 +96,7 @@ void hn_runtime_clear_error(hn_runtime *rt)
     rt->err_status = HN_OK;
     rt->err_text[0] = '\0';
     pthread_mutex_unlock(&rt->err_mu);
-    __atomic_store_n(&rt->abort_flag, 0, __ATOMIC_RELEASE);
+    hn_world_error_clear(rt->world_state); /* and the abort word */
 }
 
 const char *hn_runtime_error(const hn_runtime *rt) { return rt->err_text; }

@@ -1,15 +1,22 @@
 /* The runtime's error slot and the devices' health (run_error.c). The
- * first failure of a run wins: it is kept (rank, instruction, message),
- * the abort flag every rank and stream worker polls is raised, and the
- * caller reads it with hn_runtime_error. Any thread: the slot is locked. */
+ * first failure of a run wins: it is kept (rank, instruction, message) in
+ * the world's error slot (src/core/world.h) and copied into the
+ * runtime's text, the world's abort word, which every rank and stream
+ * worker polls, is raised, and the caller reads it with hn_runtime_error.
+ * Any thread: the copy is locked. */
 #ifndef HN_SCHED_RUN_ERROR_H
 #define HN_SCHED_RUN_ERROR_H
 
 #include "runtime_int.h"
 
-/* The slot and the fault sink the device and comm backends report to
- * (errors of rt), with the run's deadline; at creation. Undone by fini. */
-void hn_run_error_init(hn_runtime *rt);
+/* The world (of rt->world ranks, with the run's deadline), the slot and
+ * the fault sink the device and comm backends report to (errors of rt);
+ * at creation, HN_ERR_NOMEM when the world cannot be made. Undone by fini
+ * (also after a failed init). */
+hn_status_t hn_run_error_init(hn_runtime *rt);
+/* The world's shared regions (the p2p members' mailboxes and event slots):
+ * reserved, backed only where used. */
+#define HN_RUNTIME_SHARED_BYTES ((size_t)1 << 30)
 void hn_run_error_fini(hn_runtime *rt);
 /* Records an error of a rank (the first one wins over later ones and over
  * the "aborted" echoes it causes) and raises the abort flag. */

@@ -203,7 +203,10 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     (void)hn_replay_path_parse(set.replay, &rt->replay); /* checked with the settings */
     rt->on_deadline = on_deadline;
     hn_pool_init(rt);
-    hn_run_error_init(rt);
+    if ((st = hn_run_error_init(rt)) != HN_OK) {
+        hn_sb_printf(why, "cannot make the world of %d ranks: %s", rt->world, hn_status_string(st));
+        goto undo;
+    }
     rt->ranks = hn_calloc((size_t)rt->nlocal, sizeof(*rt->ranks));
     rt->job_status = hn_calloc((size_t)rt->nlocal, sizeof(*rt->job_status));
     rt->all_ranks = hn_calloc((size_t)rt->world, sizeof(int));
@@ -486,7 +489,7 @@ hn_status_t hn_runtime_query(hn_runtime *rt)
         return HN_ERR_INVALID;
     if (rt->inflight == 0)
         return hn_runtime_take_pending(rt);
-    if (__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE)) /* failed: collect */
+    if (__atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE)) /* failed: collect */
         return hn_runtime_finish_launches(rt);
     st = hn_pool_exec(rt, query_on_rank, &busy, 0);
     if (st != HN_OK)

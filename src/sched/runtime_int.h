@@ -11,6 +11,7 @@
 #include "../core/device.h"
 #include "../core/fault.h"
 #include "../core/ir.h"
+#include "../core/world.h"
 #include "hirnode/runtime.h"
 
 #define HN_MAX_STREAMS 16
@@ -174,10 +175,12 @@ struct hn_runtime {
     const struct hn_cost_profile *profile; /* the machine profile its lowering's model reads (profile.c) */
 
     /* the error slot and device health (run_error.c): the first error of
-     * a run; work of launches in flight may report while the caller's
-     * thread reads, hence the lock */
+     * a run, decided in the world's slot and copied into err_text; work of
+     * launches in flight may report while the caller's thread reads, hence
+     * the lock */
+    hn_world *world_state; /* what the ranks share: abort word, error slot, exchanges */
     hn_fault_sink sink;
-    int abort_flag;
+    const int *abort_flag; /* the world's abort word */
     pthread_mutex_t err_mu;
     hn_status_t err_status;
     char err_text[1024];

@@ -61,6 +61,7 @@ hn_status_t hn_teams_init(hn_runtime *rt)
             ccfg.dev_ctx = rt->dev_ctx;
             ccfg.compute = rt->compute;
             ccfg.sink = &rt->sink;
+            ccfg.world = rt->world_state;
             if ((st = ops->init(&ccfg, &rt->comms[rt->ncomms].world)) != HN_OK)
                 return st;
             rt->comms[rt->ncomms].ops = ops;
@@ -207,6 +208,9 @@ void hn_teams_reset(hn_runtime *rt)
 {
     for (int c = 0; c < rt->ncomms; c++)
         rt->comms[c].ops->reset(rt->comms[c].world);
+    for (int c = 0; c < rt->ncomms; c++)
+        if (rt->comms[c].ops->reset_shared != NULL)
+            rt->comms[c].ops->reset_shared(rt->comms[c].world);
 }
 
 void hn_teams_fini(hn_runtime *rt)

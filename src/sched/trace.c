@@ -600,7 +600,7 @@ void hn_trace_run_end(hn_exec *x, int ok)
     int host_clock = t->host_clock;
     hn_strbuf *sb = &t->out;
     /* a rank that issued and synchronized well may still be in a failed run */
-    ok = ok && !__atomic_load_n(&rt->abort_flag, __ATOMIC_ACQUIRE);
+    ok = ok && !__atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE);
     for (int i = 0; i < t->npend && t->failed == HN_OK; i++) {
         const pend *e = &t->pend[i];
         /* after a failure, markers behind it were dropped: so are their spans */

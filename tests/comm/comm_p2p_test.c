@@ -1,6 +1,7 @@
 /* Tests of src/comm/comm_p2p.c through the device, compute and comm tables
  * on the CPU backend, one issuing thread per rank (the rings hand buffer
- * addresses over when operations are issued): allgather put and get,
+ * addresses over when operations are issued; members join a team on
+ * their own threads, since they exchange their addresses): allgather put and get,
  * reduce-scatter in pieces and with get (and both in turn on one team), 8
  * repetitions on the same buffers with random
  * stream delays, each with device flags and with events; a rank that never
@@ -28,6 +29,14 @@ typedef struct world {
     float *send[MAXR], *recv[MAXR];
 } world;
 
+typedef struct joiner {
+    struct world *h;
+    int rank;
+    hn_status_t st;
+} joiner;
+
+static void *join_main(void *arg);
+
 /* pieces: most pieces per ring step (allgather too), of >= 512 B */
 static void start(world *h, int n, double timeout, int events, int pieces, int lanes)
 {
@@ -50,11 +59,31 @@ static void start(world *h, int n, double timeout, int events, int pieces, int l
         CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, MAXR * CNT * sizeof(float), (void **)&h->recv[r]), HN_OK);
     }
     CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_create(h->w, ranks, n, &h->team), HN_OK);
-    for (int r = 0; r < n; r++) {
-        hn_origin o = {&h->faults.sink, r, 0, NULL, NULL};
-        CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_join(h->team, r, &o), HN_OK);
-        CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_reserve(h->team, r, CNT * sizeof(float), &o), HN_OK);
+    /* members join and reserve on their own threads, at once (they exchange addresses) */
+    {
+        pthread_t th[MAXR];
+        joiner j[MAXR];
+        for (int r = 0; r < n; r++) {
+            j[r] = (joiner){h, r, HN_ERR_RUNTIME};
+            CU_ASSERT_EQUAL_FATAL(pthread_create(&th[r], NULL, join_main, &j[r]), 0);
+        }
+        for (int r = 0; r < n; r++) {
+            pthread_join(th[r], NULL);
+            if (j[r].st != HN_OK)
+                fprintf(stderr, "\n  rank %d joins: %s: %s", r, hn_status_string(j[r].st), h->faults.err);
+            CU_ASSERT_EQUAL_FATAL(j[r].st, HN_OK);
+        }
     }
+}
+
+static void *join_main(void *arg)
+{
+    joiner *j = arg;
+    hn_origin o = {&j->h->faults.sink, j->rank, 0, NULL, NULL};
+    j->st = hn_comm_p2p.team_join(j->h->team, j->rank, &o);
+    if (j->st == HN_OK)
+        j->st = hn_comm_p2p.team_reserve(j->h->team, j->rank, CNT * sizeof(float), &o);
+    return NULL;
 }
 
 static void stop(world *h)
