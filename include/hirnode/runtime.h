@@ -48,14 +48,13 @@ typedef struct hn_runtime_config {
                              with CUDA_VISIBLE_DEVICES=2,3, ordinal 0 is GPU
                              2). Two ranks may share a device on the host
                              backend (each still emulates its own memory),
-                             and on CUDA for the p2p communicator, and the
-                             latency path (ll) for two ranks a device (its
-                             kernels must all be resident at once): NCCL
-                             refuses two ranks of a communicator on one
+                             and on CUDA for the p2p communicator: NCCL and
+                             the latency path (ll, whose kernels must all be
+                             resident at once) take one rank of a team per
                              device, so a program whose collectives would go
-                             through NCCL (or ll) on such a team is refused
-                             when it is prepared, naming the ranks. The
-                             runtime copies the array. */
+                             through them on such a team is refused when it
+                             is prepared, naming the ranks. The runtime
+                             copies the array. */
     /* The world: every rank of the program, of which this process drives
      * ndev, ranks rank .. rank+ndev-1. Programs, their dry runs and
      * verification see the whole world; the per-rank arrays of the API

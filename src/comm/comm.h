@@ -76,7 +76,9 @@ typedef struct hn_comm_ops {
     const char *name;
     /* The most members of a team one GPU may hold (0: any): NCCL refuses
      * two; the latency path's kernels wait for each other, so every
-     * member's must be resident at once, half the SMs each. The runtime
+     * member's must be resident at once — two members on one GPU leave
+     * no room for anything else there (on an H100 a decode program of
+     * one-shot, two-shot and copies hung so), hence one. The runtime
      * refuses a team past it before creating it (ordinals of a GPU
      * backend; the host backend emulates a device per rank). */
     int ranks_per_device;

@@ -370,7 +370,7 @@ static void ll_reset(hn_comm_world *w)
 
 const hn_comm_ops hn_comm_ll = {
     .name = "ll",
-    .ranks_per_device = 2,
+    .ranks_per_device = 1,
     .init = ll_init,
     .fini = ll_fini,
     .team_create = ll_team_create,
