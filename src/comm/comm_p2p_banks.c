@@ -8,6 +8,7 @@
 
 void hn_p2p_bank_free(hn_comm_world *w, int rank, gbank *b)
 {
+    hn_free(b->peer_flags);
     if (b->flags != NULL)
         w->dev->mem_free(w->dev_ctx, rank, b->flags);
     w->dev->event_destroy(b->fork);
@@ -34,6 +35,7 @@ void hn_p2p_pairs_free(hn_comm_world *w, gpairs *gp)
         w->dev->mem_free(w->dev_ctx, gp->rank, gp->bar);
     hn_free(gp->send_at);
     hn_free(gp->recv_at);
+    hn_free(gp->peer_bar);
     hn_free(gp);
 }
 
@@ -86,7 +88,9 @@ static hn_status_t bank_new(hn_comm_world *w, hn_comm_team *t, member *m, int ra
     b->id = id;
     b->next = m->banks;
     m->banks = b;
-    if ((st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->flags)) == HN_OK)
+    if ((b->peer_flags = hn_calloc((size_t)t->n, sizeof(*b->peer_flags))) == NULL)
+        st = HN_ERR_NOMEM;
+    if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->flags)) == HN_OK)
         st = w->dev->copy_to_device(w->dev_ctx, rank, b->flags, zero_flags, bytes);
     hn_free(zero_flags);
     if (st == HN_OK)
@@ -114,13 +118,88 @@ static hn_status_t pairs_new(hn_comm_world *w, int rank, uint64_t id, gpairs **o
     pthread_mutex_unlock(&w->gmu);
     gp->send_at = hn_calloc((size_t)w->n, sizeof(uint64_t));
     gp->recv_at = hn_calloc((size_t)w->n, sizeof(uint64_t));
-    if (gp->send_at == NULL || gp->recv_at == NULL)
+    gp->peer_bar = hn_calloc((size_t)w->n, sizeof(uint32_t *));
+    if (gp->send_at == NULL || gp->recv_at == NULL || gp->peer_bar == NULL)
         st = HN_ERR_NOMEM;
     if (st == HN_OK &&
         (st = w->dev->mem_alloc(w->dev_ctx, rank, (size_t)w->n * sizeof(uint32_t), (void **)&gp->bar)) == HN_OK)
         st = w->dev->copy_to_device(w->dev_ctx, rank, gp->bar, zeros, (size_t)w->n * sizeof(uint32_t));
     hn_free(zeros);
     *out = gp;
+    return st;
+}
+
+/* What a rank hands the others at graph_begin: its status and the
+ * address of a bank's flags or of its barrier words. */
+typedef struct xaddr {
+    int32_t status, pad;
+    void *p;
+} xaddr;
+
+/* An exchange of graph_begin among ranks[0 .. n-1] (me: the caller's
+ * index): mine in, everyone's into all; a member's failure is
+ * HN_ERR_ABORTED here (that member said why). */
+static hn_status_t begin_xchg(hn_comm_world *w, const int *ranks, int n, int me, uint64_t tag, hn_status_t st,
+                              void *p, xaddr *all, const hn_origin *o)
+{
+    xaddr mine = {st, 0, p};
+    hn_strbuf why;
+    hn_status_t x;
+    hn_sb_init(&why);
+    if ((x = hn_world_xchg(w->world, ranks, n, me, tag, &mine, sizeof(mine), all, 0, &why)) != HN_OK)
+        hn_origin_fail(o, x, "p2p: preparing a capture: %s", why.data != NULL ? why.data : hn_status_string(x));
+    hn_sb_free(&why);
+    for (int i = 0; i < n && x == HN_OK; i++)
+        if (all[i].status != HN_OK)
+            x = st != HN_OK ? st : HN_ERR_ABORTED;
+    return x;
+}
+
+/* Every member's bank flags and every rank's barrier words, exchanged
+ * (what captured work writes into on the others); after a failure the
+ * exchanges still run, with the failure in them, so no rank waits for
+ * one that gave up. */
+static hn_status_t begin_exchanges(hn_comm_world *w, int rank, const hn_graph_ctx *g, gpairs *gp, hn_status_t st,
+                                   const hn_origin *o)
+{
+    xaddr *all = hn_calloc((size_t)w->n, sizeof(*all));
+    int *ranks = hn_calloc((size_t)w->n, sizeof(int)), n = 0, me = -1;
+    if (all == NULL || ranks == NULL) {
+        hn_free(all);
+        hn_free(ranks);
+        return HN_ERR_NOMEM; /* the peers time out naming this rank */
+    }
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        gbank *b;
+        int k = 0;
+        while (k < t->n && t->m[k].rank != rank)
+            k++;
+        if (k == t->n)
+            continue;
+        for (int j = 0; j < t->n; j++)
+            ranks[j] = t->m[j].rank;
+        b = bank_of(&t->m[k], g->id);
+        st = begin_xchg(w, ranks, t->n, k,
+                        ((uint64_t)0x7033 << 48) ^ (t->id << 24) ^ ((uint64_t)3 << 20) ^ ++t->m[k].xchgs,
+                        st == HN_OK && b == NULL ? HN_ERR_RUNTIME : st, b != NULL ? b->flags : NULL, all, o);
+        for (int j = 0; j < t->n && st == HN_OK; j++)
+            b->peer_flags[j] = all[j].p;
+    }
+    for (int q = 0; q < w->n; q++)
+        if (in_any_team(w, q)) {
+            if (q == rank)
+                me = n;
+            ranks[n++] = q;
+        }
+    if (me >= 0) {
+        st = begin_xchg(w, ranks, n, me, ((uint64_t)0x7034 << 48) ^ g->id, st == HN_OK && gp == NULL ? HN_ERR_RUNTIME : st,
+                        gp != NULL ? gp->bar : NULL, all, o);
+        for (int i = 0; i < n && st == HN_OK; i++)
+            gp->peer_bar[ranks[i]] = all[i].p;
+    }
+    hn_free(all);
+    hn_free(ranks);
     return st;
 }
 
@@ -150,7 +229,7 @@ hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g
             continue;
         if (bank_of(m, g->id) == NULL)
             st = bank_new(w, t, m, rank, g->id);
-        if ((b = bank_of(m, g->id)) == NULL)
+        if ((b = bank_of(m, g->id)) == NULL || st != HN_OK)
             break;
         b->at[0] = m->slot_ops;
         b->at[1] = m->staged;
@@ -168,7 +247,7 @@ hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g
     }
     if (st != HN_OK)
         hn_origin_fail(o, st, "p2p: cannot prepare the team's flags for a capture");
-    return st;
+    return begin_exchanges(w, rank, g, gp, st, o);
 }
 
 /* A barrier of every rank in a team, on stream s: value p of the replay
@@ -179,12 +258,11 @@ static hn_status_t graph_barrier(hn_comm_world *w, int rank, const hn_graph_ctx 
     hn_status_t st = HN_OK;
     gpairs *me = pairs_of(w, rank, g->id);
     for (int q = 0; q < w->n && st == HN_OK; q++) {
-        gpairs *peer = q == rank ? NULL : pairs_of(w, q, g->id);
         if (q == rank || !in_any_team(w, q))
             continue;
-        if (peer == NULL || me == NULL)
+        if (me == NULL || me->peer_bar == NULL || me->peer_bar[q] == NULL)
             return HN_ERR_RUNTIME;
-        st = w->dev->stream_write_flag_rel(s, peer->bar + rank, p, g->ep, o);
+        st = w->dev->stream_write_flag_rel(s, me->peer_bar[q] + rank, p, g->ep, o);
     }
     for (int q = 0; q < w->n && st == HN_OK; q++)
         if (q != rank && in_any_team(w, q))

@@ -44,6 +44,7 @@ typedef struct evslot {
 typedef struct gbank {
     uint64_t id;
     uint32_t *flags; /* [nflags], on this member's device */
+    uint32_t **peer_flags; /* [n]: every member's bank flags of the graph, as exchanged at graph_begin */
     hn_devent *fork, *join[LANES_MAX];
     int lanes_used;      /* the capture has forked the lanes */
     uint64_t at[4];      /* slot_ops, staged, joins, gstaged when the capture began */
@@ -123,6 +124,7 @@ typedef struct gpairs {
     int rank;
     uint64_t *send_at, *recv_at; /* [n]: to / from each peer */
     uint32_t *bar;               /* [n] on the rank's device: each peer's barrier arrivals */
+    uint32_t **peer_bar;         /* [n]: every rank's bar, as exchanged at graph_begin (NULL: in no team) */
     struct gpairs *next;
 } gpairs;
 

@@ -150,15 +150,17 @@ static hn_status_t event_wait(ctx *c, hn_dstream *s, int from, size_t i, uint32_
     return HN_OK;
 }
 
-/* captured: member m's flags of the graph (made by graph_begin) */
+/* captured: member m's flags of the graph, as graph_begin's exchange gave
+ * them to this member */
 static uint32_t *graph_flags(ctx *c, int m)
 {
-    gbank *b = bank_of(&c->t->m[m], c->o->graph->id);
-    if (b == NULL && c->st == HN_OK) {
+    gbank *b = bank_of(&c->t->m[c->me], c->o->graph->id);
+    uint32_t *f = b != NULL && b->peer_flags != NULL ? b->peer_flags[m] : NULL;
+    if (f == NULL && c->st == HN_OK) {
         hn_origin_fail(c->o, HN_ERR_RUNTIME, "p2p: the team was not prepared for this capture");
         c->st = HN_ERR_RUNTIME;
     }
-    return b != NULL ? b->flags : NULL;
+    return f;
 }
 
 static int captured(const ctx *c) { return c->o != NULL && c->o->graph != NULL; }

@@ -45,15 +45,16 @@ typedef struct world_block {
  * it copied out, that it left, that it gave up. In an exchange: left <
  * gen. tag, mask and bytes describe the exchange it is in; peers read them
  * while it may change them (when the exchange is not theirs), so they are
- * atomics, read between two reads of gen. data is moved in atomic words:
+ * atomics under a sequence lock (tseq: odd while the owner changes them
+ * and gen), read as one picture with gen. data is moved in atomic words:
  * a member that gave an exchange up may start the next one while a peer
  * still copies, and the peer then finds the copy torn by gen (below). */
 typedef struct board_slot {
-    uint32_t gen, read, left, failed;
+    uint32_t gen, read, left, failed, tseq, pad0;
     uint64_t tag;
     uint64_t bytes;
     uint64_t mask[MASK_WORDS];
-    char pad[ALIGN - (4 * 4 + 2 * 8 + MASK_WORDS * 8) % ALIGN];
+    char pad[ALIGN - (6 * 4 + 2 * 8 + MASK_WORDS * 8) % ALIGN];
     uint64_t data[HN_WORLD_XCHG_BYTES / 8];
 } board_slot;
 
@@ -246,11 +247,16 @@ typedef struct xchg_view {
     uint64_t tag, bytes, mask[MASK_WORDS];
 } xchg_view;
 
-/* q's slot as one consistent picture: read between two equal gens */
+/* q's slot as one consistent picture: the exchange's description with
+ * the gen it belongs to (an even tseq, the same before and after) */
 static void look(const board_slot *s, xchg_view *v)
 {
     for (;;) {
-        uint32_t again;
+        uint32_t before = __atomic_load_n(&s->tseq, __ATOMIC_ACQUIRE), after;
+        if (before & 1) { /* the owner is publishing */
+            sched_yield();
+            continue;
+        }
         v->gen = __atomic_load_n(&s->gen, __ATOMIC_ACQUIRE);
         v->left = __atomic_load_n(&s->left, __ATOMIC_ACQUIRE);
         v->failed = __atomic_load_n(&s->failed, __ATOMIC_ACQUIRE);
@@ -259,8 +265,8 @@ static void look(const board_slot *s, xchg_view *v)
         for (int i = 0; i < MASK_WORDS; i++)
             v->mask[i] = __atomic_load_n(&s->mask[i], __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        again = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
-        if (again == v->gen)
+        after = __atomic_load_n(&s->tseq, __ATOMIC_RELAXED);
+        if (after == before)
             return;
     }
 }
@@ -489,12 +495,18 @@ hn_status_t hn_world_xchg(hn_world *w, const int *ranks, int n, int me, uint64_t
         slot_put(s, mine, bytes);
         memmove((unsigned char *)all + (size_t)me * bytes, mine, bytes);
     }
-    __atomic_store_n(&s->tag, tag, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
-    for (int i = 0; i < MASK_WORDS; i++)
-        __atomic_store_n(&s->mask[i], x.mask[i], __ATOMIC_RELAXED);
-    gen = __atomic_load_n(&s->gen, __ATOMIC_RELAXED) + 1;
-    __atomic_store_n(&s->gen, gen, __ATOMIC_RELEASE);
+    {   /* the description and gen change together, under the sequence lock */
+        uint32_t seq = __atomic_load_n(&s->tseq, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->tseq, seq + 1, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        __atomic_store_n(&s->tag, tag, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+        for (int i = 0; i < MASK_WORDS; i++)
+            __atomic_store_n(&s->mask[i], x.mask[i], __ATOMIC_RELAXED);
+        gen = __atomic_load_n(&s->gen, __ATOMIC_RELAXED) + 1;
+        __atomic_store_n(&s->gen, gen, __ATOMIC_RELEASE);
+        __atomic_store_n(&s->tseq, seq + 2, __ATOMIC_RELEASE);
+    }
     hn_doorbell_ring(&w->b->bell);
     got[me] = gen;
     /* 2 and 3 */

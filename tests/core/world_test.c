@@ -254,6 +254,8 @@ static void test_abort_wakes_waiters(void)
     start(args, th, w, all, NR, 0, NR, 0xac, HN_WORLD_EVEN_ABORTED);
     for (int i = 0; i < NR; i++) {
         pthread_join(th[i], NULL);
+        if (args[i].st != HN_OK)
+            fprintf(stderr, "\n  rank %d: %s: %s", i, hn_status_string(args[i].st), args[i].why);
         CU_ASSERT_EQUAL(args[i].st, HN_OK);
     }
     hn_world_error_clear(w);
