@@ -31,6 +31,8 @@ typedef enum hn_status {
     HN_ERR_DEVICE_LOST = -12, /* a device's context is lost (an illegal
                                  address, a trap): nothing in this process
                                  can use that device any more */
+    HN_ERR_PEER_LOST = -14,   /* a process of the world died: this runtime
+                                 cannot run again (destroy it) */
 } hn_status_t;
 
 /* Element types of inputs and outputs (the IR's f32 bf16 f16 i32 i64). */

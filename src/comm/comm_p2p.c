@@ -63,13 +63,17 @@ static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
         w->lanes = LANES_MAX;
     w->send_seq = hn_calloc(n2, sizeof(uint64_t));
     w->recv_seq = hn_calloc(n2, sizeof(uint64_t));
-    w->pair_mbox = hn_calloc(n2 * SLOTS, sizeof(mailbox));
-    w->waiting_for = hn_calloc((size_t)cfg->nranks, sizeof(int));
-    if (w->send_seq == NULL || w->recv_seq == NULL || w->pair_mbox == NULL || w->waiting_for == NULL) {
-        hn_free(w->waiting_for);
+    /* what ranks read of each other: in the world's shared regions, the
+     * same in every process (the world's first regions: made at init) */
+    if (w->send_seq == NULL || w->recv_seq == NULL ||
+        hn_world_shared(w->world, 0x7032000000000001ull, n2 * SLOTS * sizeof(mailbox), (void **)&w->pair_mbox) !=
+            HN_OK ||
+        hn_world_shared(w->world, 0x7032000000000002ull, (size_t)cfg->nranks * sizeof(int),
+                        (void **)&w->waiting_for) != HN_OK) {
+        hn_world_shared_free(w->world, w->waiting_for);
+        hn_world_shared_free(w->world, w->pair_mbox);
         hn_free(w->send_seq);
         hn_free(w->recv_seq);
-        hn_free(w->pair_mbox);
         hn_world_destroy(w->own_world);
         hn_free(w);
         return HN_ERR_NOMEM;
@@ -93,8 +97,8 @@ static void p2p_fini(hn_comm_world *w)
     pthread_mutex_destroy(&w->gmu);
     hn_free(w->send_seq);
     hn_free(w->recv_seq);
-    hn_free(w->pair_mbox);
-    hn_free(w->waiting_for);
+    hn_world_shared_free(w->world, w->pair_mbox);
+    hn_world_shared_free(w->world, w->waiting_for);
     hn_team_list_free(&w->teams);
     hn_world_destroy(w->own_world);
     hn_free(w);
@@ -181,6 +185,16 @@ static hn_status_t team_xchg(hn_comm_team *t, int me, int kind, hn_status_t mine
     for (int i = 0; i < t->n && st == HN_OK; i++) {
         if (all[i].status != HN_OK) { /* said by that member */
             st = mine != HN_OK ? mine : HN_ERR_ABORTED;
+        } else if (!__atomic_load_n(&t->m[i].here, __ATOMIC_ACQUIRE)) {
+            /* another process's member: what it said is its view here
+             * (its device memory is at the same address in every process) */
+            if (kind == XCHG_JOIN) {
+                t->view[i].flags = all[i].view.flags;
+            } else {
+                t->view[i].stage[0] = all[i].view.stage[0];
+                t->view[i].stage[1] = all[i].view.stage[1];
+                t->view[i].stage_bytes = all[i].view.stage_bytes;
+            }
         } else if (kind == XCHG_JOIN ? all[i].view.flags != t->view[i].flags
                                      : all[i].view.stage[0] != t->view[i].stage[0] ||
                                            all[i].view.stage[1] != t->view[i].stage[1]) {
@@ -208,6 +222,7 @@ static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
     uint32_t *zeros = NULL;
     hn_status_t st = HN_OK;
     void *p = NULL;
+    __atomic_store_n(&m->here, 1, __ATOMIC_RELEASE); /* before its exchanges: members here compare, not adopt */
     if (t->events) { /* its slots are in its shared part, zeroed */
         m->ev = hn_calloc((size_t)t->n * t->nflags, sizeof(hn_devent *));
         if (m->ev == NULL)
@@ -265,6 +280,8 @@ static void p2p_team_destroy(hn_comm_team *t)
         return;
     w = t->w;
     for (int i = 0; i < t->n; i++) {
+        if (!t->m[i].here) /* another process's: it frees its own */
+            continue;
         for (int k = 0; k < t->lanes; k++)
             if (t->m[i].side[k] != NULL) {
                 w->dev->stream_sync(t->m[i].side[k]);

@@ -77,6 +77,7 @@ typedef struct member_view {
 
 typedef struct member {
     int rank;
+    int here;     /* it joined in this process (its rank is driven here) */
     gbank *banks; /* of the graphs captured with this team */
     hn_devent **ev;  /* events: [n * nflags], the events this member records, per (waiter, index) */
     uint64_t xchgs;    /* exchanges this member made on the team (they name them) */

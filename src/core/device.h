@@ -126,6 +126,16 @@ typedef struct hn_device_config {
      * per-rank state is kept by index; CUDA calls go to the ordinal. The
      * backend copies the array. */
     const int *ordinals;
+    /* Process mode: devices first .. first + ndev - 1 are this process's
+     * (the ones below are other processes' ranks: never named in calls
+     * here); `dev` in the calls below is the rank. Host backend: arena
+     * (NULL: private memory) gives each of this process's devices its
+     * memory, arena[i] for device first + i, arena_bytes each — memory
+     * every process of the world maps at the same address, so a pointer
+     * into any rank's device memory means the same everywhere. */
+    int first;
+    void *const *arena;
+    size_t arena_bytes;
 } hn_device_config;
 
 typedef struct hn_compute_ops hn_compute_ops;

@@ -39,8 +39,24 @@ typedef struct closure {
     struct closure *next;
 } closure;
 
+/* A device's memory in process mode: its part of the world's range,
+ * handed out first fit (blocks sorted by offset). */
+typedef struct arena_block {
+    size_t off, bytes;
+} arena_block;
+
+typedef struct arena {
+    unsigned char *base;
+    size_t bytes;
+    pthread_mutex_t mu;
+    arena_block *b;
+    int n, cap;
+} arena;
+
 typedef struct host_ctx {
-    int ndev;
+    int ndev;      /* devices 0 .. ndev - 1; the first `first` are other processes' */
+    int first;
+    arena *arenas; /* [ndev] (process mode), or NULL */
     size_t capacity; /* bytes of each emulated device */
     size_t *used;    /* per device: bytes allocated */
     int *lost;       /* per device: its "context" is lost (an injected trap) */
@@ -130,16 +146,29 @@ static hn_status_t host_init(const hn_device_config *cfg, void **out)
     host_ctx *c = hn_calloc(1, sizeof(*c));
     if (c == NULL)
         return HN_ERR_NOMEM;
-    c->ndev = cfg->ndev;
-    c->used = hn_calloc((size_t)cfg->ndev, sizeof(size_t));
-    c->lost = hn_calloc((size_t)cfg->ndev, sizeof(int));
-    if (c->used == NULL || c->lost == NULL) {
+    c->first = cfg->first;
+    c->ndev = cfg->first + cfg->ndev;
+    c->used = hn_calloc((size_t)c->ndev, sizeof(size_t));
+    c->lost = hn_calloc((size_t)c->ndev, sizeof(int));
+    if (cfg->arena != NULL)
+        c->arenas = hn_calloc((size_t)c->ndev, sizeof(arena));
+    if (c->used == NULL || c->lost == NULL || (cfg->arena != NULL && c->arenas == NULL)) {
         hn_free(c->used);
         hn_free(c->lost);
+        hn_free(c->arenas);
         hn_free(c);
         return HN_ERR_NOMEM;
     }
     c->capacity = cfg->host_mem_bytes > 0 ? cfg->host_mem_bytes : default_capacity(cfg->ndev);
+    if (c->arenas != NULL) {
+        c->capacity = cfg->arena_bytes;
+        for (int i = 0; i < cfg->ndev; i++) {
+            arena *a = &c->arenas[cfg->first + i];
+            a->base = cfg->arena[i];
+            a->bytes = cfg->arena_bytes;
+            pthread_mutex_init(&a->mu, NULL);
+        }
+    }
     c->delay_us = cfg->host_delay_us;
     c->seed = cfg->seed;
     c->sink = cfg->sink;
@@ -158,6 +187,11 @@ static void host_fini(void *ctx)
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->flag_mu);
     pthread_cond_destroy(&c->flag_cv);
+    for (int d = c->first; c->arenas != NULL && d < c->ndev; d++) {
+        pthread_mutex_destroy(&c->arenas[d].mu);
+        hn_free(c->arenas[d].b);
+    }
+    hn_free(c->arenas);
     hn_free(c->used);
     hn_free(c->lost);
     hn_free(c);
@@ -187,6 +221,49 @@ typedef struct block_header {
     int mapped;
 } block_header;
 
+enum { BLOCK_HEAP, BLOCK_MAPPED, BLOCK_ARENA };
+
+/* total bytes of a's memory, first fit: the block's start or NULL */
+static char *arena_take(arena *a, size_t total)
+{
+    size_t at = 0;
+    int i;
+    char *p = NULL;
+    pthread_mutex_lock(&a->mu);
+    for (i = 0; i < a->n; i++) {
+        if (a->b[i].off - at >= total)
+            break;
+        at = a->b[i].off + a->b[i].bytes;
+    }
+    if (a->bytes - at >= total && hn_grow((void **)&a->b, &a->cap, a->n, sizeof(*a->b)) == 0) {
+        memmove(&a->b[i + 1], &a->b[i], (size_t)(a->n - i) * sizeof(*a->b));
+        a->b[i].off = at;
+        a->b[i].bytes = total;
+        a->n++;
+        p = (char *)a->base + at;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return p;
+}
+
+/* p's block back to a; its whole pages back to the system (in every
+ * process that maps them: the memory is shared) */
+static void arena_give(arena *a, char *p)
+{
+    size_t off = (size_t)((unsigned char *)p - a->base), page = 4096;
+    pthread_mutex_lock(&a->mu);
+    for (int i = 0; i < a->n; i++)
+        if (a->b[i].off == off) {
+            size_t lo = (off + page - 1) / page * page, hi = (off + a->b[i].bytes) / page * page;
+            if (hi > lo)
+                (void)madvise(a->base + lo, hi - lo, MADV_REMOVE);
+            memmove(&a->b[i], &a->b[i + 1], (size_t)(a->n - i - 1) * sizeof(*a->b));
+            a->n--;
+            break;
+        }
+    pthread_mutex_unlock(&a->mu);
+}
+
 static hn_status_t host_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
 {
     host_ctx *c = ctx;
@@ -200,7 +277,7 @@ static hn_status_t host_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
     /* whole 256-byte units, like cudaMalloc, and one spare unit past the end */
     h.rounded = (bytes + 255) / 256 * 256 + 256;
     h.total = h.rounded + BLOCK_HEADER;
-    h.mapped = h.rounded >= BLOCK_MAP_MIN;
+    h.mapped = c->arenas != NULL ? BLOCK_ARENA : h.rounded >= BLOCK_MAP_MIN ? BLOCK_MAPPED : BLOCK_HEAP;
     used = __atomic_add_fetch(&c->used[dev], h.rounded, __ATOMIC_RELAXED);
     if (used > c->capacity) {
         __atomic_sub_fetch(&c->used[dev], h.rounded, __ATOMIC_RELAXED);
@@ -213,7 +290,9 @@ static hn_status_t host_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
      * once, far faster than page faults): a fresh buffer's first touch, and
      * under TSan its shadow's, belongs to the allocation between runs, not
      * to the first run's communication deadlines */
-    if (h.mapped) {
+    if (h.mapped == BLOCK_ARENA) {
+        p = dev >= c->first ? arena_take(&c->arenas[dev], h.total) : NULL;
+    } else if (h.mapped == BLOCK_MAPPED) {
         p = mmap(NULL, h.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         if (p == MAP_FAILED)
             p = NULL;
@@ -241,7 +320,9 @@ static void host_mem_free(void *ctx, int dev, void *ptr)
     p = (char *)ptr - BLOCK_HEADER;
     memcpy(&h, p, sizeof(h));
     __atomic_sub_fetch(&c->used[dev], h.rounded, __ATOMIC_RELAXED);
-    if (h.mapped)
+    if (h.mapped == BLOCK_ARENA)
+        arena_give(&c->arenas[dev], p);
+    else if (h.mapped == BLOCK_MAPPED)
         munmap(p, h.total);
     else
         free(p);

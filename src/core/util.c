@@ -552,6 +552,7 @@ const char *hn_status_string(hn_status_t status)
     case HN_ERR_DEVICE: return "device error";
     case HN_ERR_DEVICE_LOST: return "device lost";
     case HN_ERR_BUSY: return "busy";
+    case HN_ERR_PEER_LOST: return "a process of the world died";
     }
     return "unknown status";
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "world.h"
 
@@ -95,21 +96,46 @@ struct hn_world {
     region *regions; /* in use, sorted by offset */
     int nregions, regions_cap;
     uint64_t shared_hash;
+    int attached; /* the memory is the caller's (hn_world_attach) */
+    size_t bump;  /* attached: the shared regions' end so far */
 };
+
+/* The block, the board and the shared regions laid out from base: where
+ * each begins (64-byte aligned; the regions page-aligned). */
+static size_t board_at(void) { return (sizeof(world_block) + ALIGN - 1) / ALIGN * ALIGN; }
+static size_t shared_at(int n)
+{
+    size_t end = board_at() + (size_t)n * sizeof(board_slot), page = 4096;
+    return (end + page - 1) / page * page;
+}
+
+size_t hn_world_bytes(int n, size_t shared_bytes) { return shared_at(n) + shared_bytes; }
+
+static hn_world *world_new(int n, double timeout_s)
+{
+    hn_world *w = hn_calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
+    w->n = n;
+    w->timeout_s = timeout_s;
+    if ((w->seen = hn_calloc((size_t)n * (size_t)n, sizeof(*w->seen))) == NULL) {
+        hn_free(w);
+        return NULL;
+    }
+    pthread_mutex_init(&w->shared_mu, NULL);
+    return w;
+}
 
 hn_status_t hn_world_create_local(int n, double timeout_s, size_t shared_bytes, hn_world **out)
 {
     hn_world *w;
     if (n < 1 || n > HN_WORLD_MAX_RANKS || !(timeout_s > 0) || out == NULL)
         return HN_ERR_INVALID;
-    if ((w = hn_calloc(1, sizeof(*w))) == NULL)
+    if ((w = world_new(n, timeout_s)) == NULL)
         return HN_ERR_NOMEM;
-    w->n = n;
-    w->timeout_s = timeout_s;
     w->b = hn_calloc(1, sizeof(*w->b));
     w->board = hn_calloc((size_t)n, sizeof(*w->board));
-    w->seen = hn_calloc((size_t)n * (size_t)n, sizeof(*w->seen));
-    if (w->b == NULL || w->board == NULL || w->seen == NULL)
+    if (w->b == NULL || w->board == NULL)
         goto nomem;
     if (shared_bytes > 0) {
         /* reserved, not committed: pages are zero and backed when touched */
@@ -120,30 +146,60 @@ hn_status_t hn_world_create_local(int n, double timeout_s, size_t shared_bytes, 
         w->shared = p;
         w->shared_bytes = shared_bytes;
     }
-    pthread_mutex_init(&w->shared_mu, NULL);
     w->b->magic = WORLD_MAGIC;
     w->b->version = WORLD_VERSION;
     w->b->n = (uint32_t)n;
     *out = w;
     return HN_OK;
 nomem:
-    hn_free(w->b);
-    hn_free(w->board);
-    hn_free(w->seen);
-    hn_free(w);
+    hn_world_destroy(w);
     return HN_ERR_NOMEM;
+}
+
+hn_status_t hn_world_attach(int n, double timeout_s, size_t shared_bytes, void *base, int first, hn_world **out)
+{
+    hn_world *w;
+    world_block *b = base;
+    if (n < 1 || n > HN_WORLD_MAX_RANKS || !(timeout_s > 0) || base == NULL || out == NULL)
+        return HN_ERR_INVALID;
+    if (first) {
+        b->n = (uint32_t)n;
+        b->version = WORLD_VERSION;
+        __atomic_store_n(&b->magic, WORLD_MAGIC, __ATOMIC_RELEASE);
+    } else {
+        /* the first process stamps it once it is there itself */
+        double end = hn_now() + timeout_s;
+        while (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) == 0 && hn_now() < end) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != WORLD_MAGIC || b->version != WORLD_VERSION ||
+            b->n != (uint32_t)n)
+            return __atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) == 0 ? HN_ERR_TIMEOUT : HN_ERR_MISMATCH;
+    }
+    if ((w = world_new(n, timeout_s)) == NULL)
+        return HN_ERR_NOMEM;
+    w->attached = 1;
+    w->b = b;
+    w->board = (board_slot *)((unsigned char *)base + board_at());
+    w->shared = shared_bytes > 0 ? (unsigned char *)base + shared_at(n) : NULL;
+    w->shared_bytes = shared_bytes;
+    *out = w;
+    return HN_OK;
 }
 
 void hn_world_destroy(hn_world *w)
 {
     if (w == NULL)
         return;
-    if (w->shared != NULL)
-        munmap(w->shared, w->shared_bytes);
+    if (!w->attached) {
+        if (w->shared != NULL)
+            munmap(w->shared, w->shared_bytes);
+        hn_free(w->b);
+        hn_free(w->board);
+    }
     pthread_mutex_destroy(&w->shared_mu);
     hn_free(w->regions);
-    hn_free(w->b);
-    hn_free(w->board);
     hn_free(w->seen);
     hn_free(w);
 }
@@ -548,16 +604,28 @@ static uint64_t mix(uint64_t h, uint64_t v)
 
 hn_status_t hn_world_shared(hn_world *w, uint64_t key, size_t bytes, void **out)
 {
-    size_t need = (HN_MAX(bytes, (size_t)1) + ALIGN - 1) / ALIGN * ALIGN, at = 0;
+    /* across processes whole pages, never handed out twice (below) */
+    size_t unit = w->attached ? 4096 : ALIGN;
+    size_t need = (HN_MAX(bytes, (size_t)1) + unit - 1) / unit * unit, at = 0;
     int i;
     if (bytes > w->shared_bytes || out == NULL)
         return bytes > w->shared_bytes ? HN_ERR_NOMEM : HN_ERR_INVALID;
     pthread_mutex_lock(&w->shared_mu);
-    /* first fit: the gap before region i */
-    for (i = 0; i < w->nregions; i++) {
-        if (w->regions[i].off - at >= need)
-            break;
-        at = w->regions[i].off + w->regions[i].bytes;
+    if (w->attached) {
+        /* Each process frees its view of a region when it is done with
+         * it, at its own pace: a part handed out again could be in use in
+         * one process while another still frees (zeroes) it. So parts are
+         * never reused across processes; their pages go back to the
+         * system at free. */
+        at = w->bump;
+        i = w->nregions;
+    } else {
+        /* first fit: the gap before region i */
+        for (i = 0; i < w->nregions; i++) {
+            if (w->regions[i].off - at >= need)
+                break;
+            at = w->regions[i].off + w->regions[i].bytes;
+        }
     }
     if (w->shared_bytes - at < need ||
         hn_grow((void **)&w->regions, &w->regions_cap, w->nregions, sizeof(*w->regions)) != 0) {
@@ -569,9 +637,10 @@ hn_status_t hn_world_shared(hn_world *w, uint64_t key, size_t bytes, void **out)
     w->regions[i].bytes = need;
     w->regions[i].key = key;
     w->nregions++;
+    w->bump = at + need;
     w->shared_hash = mix(mix(mix(w->shared_hash, key), at), need);
     pthread_mutex_unlock(&w->shared_mu);
-    /* freed parts were zeroed by their free */
+    /* freed parts were zeroed by their free; fresh pages are zero */
     *out = w->shared + at;
     return HN_OK;
 }
@@ -585,7 +654,11 @@ void hn_world_shared_free(hn_world *w, void *p)
     pthread_mutex_lock(&w->shared_mu);
     for (int i = 0; i < w->nregions; i++)
         if (w->regions[i].off == off) {
-            memset(p, 0, w->regions[i].bytes);
+            if (!w->attached)
+                memset(p, 0, w->regions[i].bytes);
+            else if (madvise(p, w->regions[i].bytes, MADV_REMOVE) != 0) /* the pages, in every process */
+                HN_DEBUG("world: cannot give back %zu bytes of shared memory: %s", w->regions[i].bytes,
+                         strerror(errno));
             w->shared_hash = mix(w->shared_hash, ~(uint64_t)off);
             memmove(&w->regions[i], &w->regions[i + 1], (size_t)(w->nregions - i - 1) * sizeof(*w->regions));
             w->nregions--;

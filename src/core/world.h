@@ -1,9 +1,10 @@
 /* The world: what the ranks of a run share besides device memory — the
  * abort word, the first error, a doorbell, an exchange board and shared
  * host regions — laid out so that it could live in memory every process
- * of the run maps (atomics and futex waits only, no locks). This build
- * keeps it in this process's memory (hn_world_create_local): every rank
- * is a thread here. */
+ * of the run maps (atomics and futex waits only, no locks): this
+ * process's memory when every rank is a thread here
+ * (hn_world_create_local), memory shared by the processes of the world
+ * otherwise (hn_world_attach). */
 #ifndef HN_WORLD_H
 #define HN_WORLD_H
 
@@ -27,6 +28,15 @@ typedef struct hn_world hn_world;
  * count or timeout, HN_ERR_NOMEM; nothing to undo on failure. destroy
  * frees it (no exchange in progress). */
 hn_status_t hn_world_create_local(int n, double timeout_s, size_t shared_bytes, hn_world **out);
+/* Process mode: the world laid out in memory every process of the world
+ * maps at the same address (base, hn_world_bytes(n, shared_bytes) bytes,
+ * zeroed when made). The process that made the memory says first = 1 and
+ * stamps it; the others check the stamp (HN_ERR_MISMATCH: another layout
+ * or world size). The memory stays the caller's: destroy leaves it. Every
+ * process keeps its own bookkeeping of the shared regions, so the same
+ * calls in the same order give the same regions everywhere. */
+size_t hn_world_bytes(int n, size_t shared_bytes);
+hn_status_t hn_world_attach(int n, double timeout_s, size_t shared_bytes, void *base, int first, hn_world **out);
 void hn_world_destroy(hn_world *w);
 int hn_world_size(const hn_world *w);
 

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "params.h"
 #include "prepare.h"
+#include "procs.h"
 #include "run.h"
 
 typedef struct io_buf {
@@ -195,10 +196,10 @@ static hn_status_t run_reference(hn_runtime *rt, const hn_program *p, const int6
         } else {
             poison(host, pt, n);
         }
-        if ((st = hn_runtime_alloc(rt, 0, bytes, &dev[k])) == HN_ERR_NOMEM)
-            no_device_memory(rt, diag, p, b[k].io, 0, ", for the reference", bytes);
+        if ((st = hn_runtime_alloc(rt, rt->first, bytes, &dev[k])) == HN_ERR_NOMEM)
+            no_device_memory(rt, diag, p, b[k].io, rt->first, ", for the reference", bytes);
         if (st == HN_OK)
-            st = hn_runtime_upload(rt, 0, dev[k], host, bytes);
+            st = hn_runtime_upload(rt, rt->first, dev[k], host, bytes);
         if (k >= p->ninputs) {
             ref[k - p->ninputs] = host;
             ref_t[k - p->ninputs] = pt;
@@ -209,10 +210,10 @@ static hn_status_t run_reference(hn_runtime *rt, const hn_program *p, const int6
     if (st == HN_OK)
         st = hn_runtime_run_reference(rt, p, params, dev);
     for (int k = p->ninputs; k < nio && st == HN_OK; k++)
-        st = hn_runtime_download(rt, 0, ref[k - p->ninputs], dev[k],
+        st = hn_runtime_download(rt, rt->first, ref[k - p->ninputs], dev[k],
                                  (size_t)hn_tensor_numel(&b[k].global) * es_of(ref_t[k - p->ninputs]));
     for (int k = 0; k < nio; k++)
-        hn_runtime_free(rt, 0, dev[k]);
+        hn_runtime_free(rt, rt->first, dev[k]);
     hn_free(dev);
     return st;
 }
@@ -246,6 +247,7 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
     hn_dtype *ref_t = hn_calloc((size_t)p->noutputs + 1, sizeof(hn_dtype));
     hn_status_t st = HN_OK;
     int iters = HN_MAX(o->iters, 1);
+    FILE *out = o->out;
     memset(res, 0, sizeof(*res));
     res->passed = 1;
     hn_run_args args = {o->noverrides, o->names, o->values, nio, binds};
@@ -352,18 +354,34 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
     if (o->check && (st = run_reference(rt, p, params, b, ref, ref_t, diag)) != HN_OK)
         goto done;
 
-    /* gather outputs; compare each rank's copy of a replicated output */
+    /* gather outputs; compare each rank's copy of a replicated output.
+     * Across processes every process reads every rank's output where it
+     * lies (device memory is at the same address in every process) and
+     * compares alike; rank 0's reports and saves. */
+    if (hn_procs(rt) && first != 0)
+        out = getenv("HN_DBG") ? stderr : NULL;
     for (int k = p->ninputs; k < nio && st == HN_OK; k++) {
         io_buf *x = &b[k];
         int q = k - p->ninputs;
         void *h = hn_malloc(x->local_bytes + 1);
-        if (h == NULL) {
+        void **at = hn_calloc((size_t)world, sizeof(void *));
+        if (h == NULL || at == NULL) {
+            hn_free(h);
+            hn_free(at);
             st = HN_ERR_NOMEM;
             break;
         }
-        for (int i = 0; i < nlocal && st == HN_OK; i++) {
-            int r = first + i;
-            if ((st = hn_runtime_download(rt, r, h, x->dev[i], x->local_bytes)) != HN_OK)
+        if (hn_procs(rt))
+            st = hn_procs_xchg(rt, "--check: where the outputs are", &x->dev[0], sizeof(void *), at);
+        else
+            for (int i = 0; i < nlocal; i++)
+                at[first + i] = x->dev[i];
+        for (int r = 0; r < world && st == HN_OK; r++) {
+            if (r - first >= 0 && r - first < nlocal)
+                st = hn_runtime_download(rt, r, h, at[r], x->local_bytes);
+            else
+                st = rt->dev->copy_to_host(rt->dev_ctx, first, h, at[r], x->local_bytes);
+            if (st != HN_OK)
                 break;
             if (x->io->shard_axis >= 0) {
                 shard_move(&x->global, &x->local, x->io->shard_axis, r, h, 0);
@@ -377,7 +395,7 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
                     t.data = h;
                     c = compare(&t, ref[q], ref_t[q]);
                     snprintf(what, sizeof(what), "%s on rank %d", p->names[x->io->var], r);
-                    report(o->out, what, &c, t.dtype);
+                    report(out, what, &c, t.dtype);
                     res->checked++;
                     res->left += c.left;
                     res->passed &= c.ok;
@@ -386,20 +404,24 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
             }
         }
         hn_free(h);
+        hn_free(at);
         if (st == HN_OK && o->check && x->io->shard_axis >= 0) {
             cmp c = compare(&x->global, ref[q], ref_t[q]);
-            report(o->out, p->names[x->io->var], &c, x->global.dtype);
+            report(out, p->names[x->io->var], &c, x->global.dtype);
             res->checked++;
             res->left += c.left;
             res->passed &= c.ok;
             res->worst_rel_l2 = fmax(res->worst_rel_l2, c.left || c.nonfinite ? INFINITY : c.rel_l2);
         }
-        if (st == HN_OK && o->save_dir != NULL) {
+        if (st == HN_OK && o->save_dir != NULL && (!hn_procs(rt) || first == 0)) {
             char path[4096];
             snprintf(path, sizeof(path), "%s/%s.npy", o->save_dir, p->names[x->io->var]);
             st = hn_npy_write(path, &x->global, diag);
         }
     }
+    /* the others read this process's outputs until all are done */
+    if (st == HN_OK && hn_procs(rt))
+        st = hn_procs_xchg(rt, "--check: the outputs read", NULL, 0, NULL);
 done:
     if (ref != NULL)
         for (int q = 0; q < p->noutputs; q++)

@@ -12,6 +12,7 @@
 #include "issue.h"
 #include "params.h"
 #include "pool.h"
+#include "procs.h"
 #include "rank.h"
 #include "run_error.h"
 #include "teams.h"
@@ -111,7 +112,7 @@ static hn_status_t reference_rank(hn_rank *r, void *arg)
     const run_job *j = arg;
     hn_exec x;
     hn_status_t st, sync_st;
-    if (r->rank != 0)
+    if (r->rank != r->rt->first) /* the first rank here: rank 0 in one process */
         return HN_OK;
     r->active = r->caller;
     if ((st = body_begin(r, j, &x, NULL)) != HN_OK)
@@ -195,6 +196,8 @@ void hn_runtime_begin_run(hn_runtime *rt, const hn_program *p)
 
 hn_status_t hn_runtime_finish_run(hn_runtime *rt, hn_status_t st)
 {
+    if (hn_procs(rt))
+        return hn_procs_finish_run(rt, st);
     if (__atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
         int dead = __atomic_load_n(&rt->teams_dead, __ATOMIC_ACQUIRE);
         if (rt->graphs != NULL) {
@@ -253,6 +256,8 @@ hn_status_t hn_runtime_enter(hn_runtime *rt, uint64_t prog, int poll)
     hn_status_t st;
     if (rt->pending != HN_OK) /* its error text is still the runtime's */
         return hn_runtime_take_pending(rt);
+    if (hn_procs(rt) && hn_procs_check_lost(rt) != HN_OK)
+        return HN_ERR_PEER_LOST;
     if (rt->inflight > 0 &&
         (prog == 0 || rt->inflight_prog != prog || __atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE)) &&
         (st = hn_runtime_finish_launches(rt)) != HN_OK)

@@ -5,6 +5,7 @@
 
 #include "../core/parse.h"
 #include "../core/world.h"
+#include "procs.h"
 #include "run_error.h"
 
 void hn_format_fault(hn_strbuf *sb, const hn_program *p, int rank, int instr, const char *msg)
@@ -73,7 +74,12 @@ hn_status_t hn_run_error_init(hn_runtime *rt)
 {
     hn_status_t st;
     pthread_mutex_init(&rt->err_mu, NULL);
-    if ((st = hn_world_create_local(rt->world, rt->cfg.timeout_s, HN_RUNTIME_SHARED_BYTES, &rt->world_state)) != HN_OK)
+    if (hn_procs(rt))
+        st = hn_world_attach(rt->world, rt->cfg.timeout_s, HN_RUNTIME_SHARED_BYTES, hn_procs_world_base(rt),
+                             rt->first == 0, &rt->world_state);
+    else
+        st = hn_world_create_local(rt->world, rt->cfg.timeout_s, HN_RUNTIME_SHARED_BYTES, &rt->world_state);
+    if (st != HN_OK)
         return st;
     rt->abort_flag = hn_world_abort_word(rt->world_state);
     rt->sink.report = sink_report;
@@ -96,7 +102,10 @@ void hn_runtime_clear_error(hn_runtime *rt)
     rt->err_status = HN_OK;
     rt->err_text[0] = '\0';
     pthread_mutex_unlock(&rt->err_mu);
-    hn_world_error_clear(rt->world_state); /* and the abort word */
+    /* and the abort word; across processes only where all agree that it
+     * was read (hn_procs_finish_run) */
+    if (!hn_procs(rt))
+        hn_world_error_clear(rt->world_state);
 }
 
 const char *hn_runtime_error(const hn_runtime *rt) { return rt->err_text; }

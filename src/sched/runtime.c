@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bind.h"
 #include "config.h"
@@ -17,6 +18,7 @@
 #include "pool.h"
 #include "profile.h"
 #include "prepare.h"
+#include "procs.h"
 #include "rank.h"
 #include "run.h"
 #include "run_error.h"
@@ -82,6 +84,7 @@ static void on_deadline(hn_runtime *rt)
 
 static void teardown(hn_runtime *rt, int nthreads)
 {
+    hn_procs_quiet(rt); /* from here on, a process that goes is no failure */
     if (rt->trace != NULL) /* written while the rank threads still run */
         (void)hn_runtime_trace_stop(rt);
     if (nthreads == rt->nlocal)
@@ -95,6 +98,8 @@ static void teardown(hn_runtime *rt, int nthreads)
         rt->dev->fini(rt->dev_ctx);
     hn_pool_fini(rt);
     hn_run_error_fini(rt);
+    if (hn_procs(rt))
+        hn_procs_leave(rt); /* the world's memory, after everything in it */
     hn_cache_fini(rt);
     hn_bind_fini(rt);
     hn_free(rt->job_status);
@@ -132,9 +137,40 @@ static hn_status_t check_world(hn_runtime_config *cfg, hn_strbuf *why)
                      "(hn_runtime_config.rendezvous, HIRNODE_RENDEZVOUS)", cfg->world, cfg->ndev);
         return HN_ERR_INVALID;
     }
-    hn_sb_printf(why, "a world of %d ranks across processes needs process mode, which this build does not have; "
-                 "run all ranks in one process (world = ndev)", cfg->world);
-    return HN_ERR_UNSUPPORTED;
+    if (cfg->ndev != 1) {
+        hn_sb_printf(why, "a world across processes takes one rank per process (this one asks for %d)", cfg->ndev);
+        return HN_ERR_UNSUPPORTED;
+    }
+    return HN_OK;
+}
+
+/* What every process of a world must agree on, as text (the rendezvous
+ * compares its hash, and shows it when they differ): the build, the
+ * backend, the streams and every setting that steers a decision. */
+static void agreed_text(const hn_runtime_config *cfg, const char *backend, hn_strbuf *sb)
+{
+    static const char *const own[] = {"log", "fault", "rank", "rendezvous", "seed", NULL};
+    hn_sb_printf(sb, "hirnode %s, backend %s, %d streams, timeout %g s", hn_version(), backend, cfg->nstreams,
+                 cfg->timeout_s);
+    for (int i = 0; i < hn_settings_count(); i++) {
+        const hn_setting *set = hn_setting_at(i);
+        const char *v = getenv(set->env);
+        int mine = 0;
+        for (int k = 0; own[k] != NULL; k++)
+            mine |= strcmp(own[k], set->name) == 0;
+        if (!mine && v != NULL)
+            hn_sb_printf(sb, ", %s=%s", set->env, v);
+    }
+}
+
+/* Host memory of each emulated device in process mode: the setting, or
+ * half the machine's shared by the world (at least 64 MiB). */
+static size_t procs_host_mem(size_t set, int world)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t half = pages > 0 && page > 0 ? (size_t)pages / 2 * (size_t)page : (size_t)1 << 32;
+    size_t each = set > 0 ? set : half / (size_t)world;
+    return HN_MAX(each, (size_t)64 << 20);
 }
 
 /* The runtime of cfg_in, or an error with why (one line, no location). */
@@ -147,6 +183,8 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     hn_device_config dcfg;
     hn_status_t st = HN_OK;
     int nthreads = 0, need = 0;
+    void *arena = NULL;
+    size_t arena_bytes = 0;
     if (cfg_in == NULL || out == NULL) {
         hn_sb_printf(why, "no configuration or no place for the runtime (NULL)");
         return HN_ERR_INVALID;
@@ -194,7 +232,7 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     rt->world = cfg.world;
     rt->first = cfg.rank;
     rt->nlocal = cfg.ndev;
-    rt->cfg.rendezvous = NULL; /* the caller's; only process mode would read it */
+    rt->cfg.rendezvous = NULL; /* the caller's: read while creating only (below) */
     rt->spin_us = set.spin_us;
     rt->watchdog_grace_s = set.watchdog_grace_s;
     rt->faults = set.faults;
@@ -203,6 +241,26 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     (void)hn_replay_path_parse(set.replay, &rt->replay); /* checked with the settings */
     rt->on_deadline = on_deadline;
     hn_pool_init(rt);
+    if ((rt->dev = pick_backend(&cfg, need, why)) == NULL) {
+        st = HN_ERR_INVALID;
+        goto undo;
+    }
+    if (rt->world > rt->nlocal) {
+        hn_strbuf agreed;
+        if (strcmp(rt->dev->name, "host") != 0) {
+            hn_sb_printf(why, "a world across processes runs on the host backend in this build (the %s backend "
+                         "across processes is not built yet)", rt->dev->name);
+            st = HN_ERR_UNSUPPORTED;
+            goto undo;
+        }
+        hn_sb_init(&agreed);
+        agreed_text(&cfg, rt->dev->name, &agreed);
+        arena_bytes = procs_host_mem(set.host_mem_bytes, rt->world);
+        st = hn_procs_join(rt, cfg.rendezvous, agreed.data != NULL ? agreed.data : "", arena_bytes, &arena, &arena_bytes, why);
+        hn_sb_free(&agreed);
+        if (st != HN_OK)
+            goto undo;
+    }
     if ((st = hn_run_error_init(rt)) != HN_OK) {
         hn_sb_printf(why, "cannot make the world of %d ranks: %s", rt->world, hn_status_string(st));
         goto undo;
@@ -220,10 +278,6 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     for (int i = 0; i < rt->nlocal; i++)
         rt->devices[i] = cfg.devices != NULL ? cfg.devices[i] : rt->first + i;
     rt->cfg.devices = rt->devices; /* the copy: the caller's array may go */
-    if ((rt->dev = pick_backend(&cfg, need, why)) == NULL) {
-        st = HN_ERR_INVALID;
-        goto undo;
-    }
     rt->compute = hn_device_compute(rt->dev);
     rt->profile = hn_profile_for(rt->dev, rt->world);
     rt->default_auto = hn_default_via_auto(rt->dev->name);
@@ -234,6 +288,11 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     dcfg.seed = cfg.seed;
     dcfg.sink = &rt->sink;
     dcfg.ordinals = rt->devices;
+    dcfg.first = rt->first;
+    if (arena != NULL) {
+        dcfg.arena = &arena;
+        dcfg.arena_bytes = arena_bytes;
+    }
     if ((st = rt->dev->init(&dcfg, &rt->dev_ctx)) != HN_OK) {
         hn_sb_printf(why, "cannot start the %s backend: %s", rt->dev->name, hn_status_string(st));
         goto undo;
@@ -251,7 +310,15 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
         hn_sb_printf(why, "cannot set up the communicators: %s (the error is logged)", hn_status_string(st));
         goto undo;
     }
-    HN_INFO("runtime: %d ranks on the %s backend", rt->nlocal, rt->dev->name);
+    if (hn_procs(rt) && (st = hn_procs_watch(rt)) != HN_OK) {
+        hn_sb_printf(why, "cannot watch the other processes: %s", hn_status_string(st));
+        goto undo;
+    }
+    if (hn_procs(rt))
+        HN_INFO("runtime: rank %d of a world of %d processes on the %s backend", rt->first, rt->world,
+                rt->dev->name);
+    else
+        HN_INFO("runtime: %d ranks on the %s backend", rt->nlocal, rt->dev->name);
     *out = rt;
     return HN_OK;
 undo:

@@ -164,8 +164,16 @@ struct hn_runtime {
     /* the world holds every rank of the program (dry runs, parameters,
      * teams see it); this runtime drives ranks first .. first+nlocal-1
      * (rt->ranks[], threads, bindings, graphs, traces are that long).
-     * In this build both are the same: first 0, nlocal == world. */
+     * One process holds every rank (first 0, nlocal == world), or one
+     * rank of a world of processes (procs.c). */
     int world, first, nlocal;
+    /* process mode (procs.c): the rendezvous and the world's memory, NULL
+     * when every rank is here; world_lost once a process died; xseq the
+     * exchanges of the caller's thread so far (names them alike in every
+     * process) */
+    struct hn_rdv *rdv;
+    int world_lost;
+    uint64_t xseq;
     const hn_device_ops *dev;
     const hn_compute_ops *compute;
     void *dev_ctx;

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "pool.h"
+#include "procs.h"
 #include "teams.h"
 
 /* The communicators' settings (checked when the runtime was created). */
@@ -62,6 +63,10 @@ hn_status_t hn_teams_init(hn_runtime *rt)
             ccfg.compute = rt->compute;
             ccfg.sink = &rt->sink;
             ccfg.world = rt->world_state;
+            /* across processes streams do not wait on other processes'
+             * events: the rings order devices with flags in shared memory */
+            if (hn_procs(rt))
+                ccfg.p2p_events = 0;
             if ((st = ops->init(&ccfg, &rt->comms[rt->ncomms].world)) != HN_OK)
                 return st;
             rt->comms[rt->ncomms].ops = ops;
@@ -208,6 +213,12 @@ void hn_teams_reset(hn_runtime *rt)
 {
     for (int c = 0; c < rt->ncomms; c++)
         rt->comms[c].ops->reset(rt->comms[c].world);
+    if (!hn_procs(rt)) /* across processes: once, in recovery (procs.c) */
+        hn_teams_reset_shared(rt);
+}
+
+void hn_teams_reset_shared(hn_runtime *rt)
+{
     for (int c = 0; c < rt->ncomms; c++)
         if (rt->comms[c].ops->reset_shared != NULL)
             rt->comms[c].ops->reset_shared(rt->comms[c].world);

@@ -33,6 +33,9 @@ hn_status_t hn_teams_join_new(hn_runtime *rt);
 int hn_teams_abort(hn_runtime *rt);
 /* The communicators' state between runs, reset. */
 void hn_teams_reset(hn_runtime *rt);
+/* The communicators' state in the world's memory reset (once for the
+ * world: by rank 0 in process mode, between barriers). */
+void hn_teams_reset_shared(hn_runtime *rt);
 /* Destroys every team; how many there were. What was prepared with them
  * (graphs, prepared configurations) is the caller's to forget. */
 int hn_teams_destroy(hn_runtime *rt);

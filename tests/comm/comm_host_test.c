@@ -27,7 +27,7 @@ typedef struct harness {
 
 static void start(harness *h, int n, double timeout)
 {
-    hn_device_config dc = {n, 0, 3, &h->faults.sink, 0, NULL};
+    hn_device_config dc = {n, 0, 3, &h->faults.sink, 0, NULL, 0, NULL, 0};
     hn_comm_config cc;
     memset(h, 0, sizeof(*h));
     h->n = n;

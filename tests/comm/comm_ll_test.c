@@ -80,7 +80,7 @@ static int member_of(const world *h, int t, int r)
 
 static world *start(int n, double timeout, double delay_us)
 {
-    hn_device_config dc = {n, delay_us, 7, NULL, 0, NULL};
+    hn_device_config dc = {n, delay_us, 7, NULL, 0, NULL, 0, NULL, 0};
     hn_comm_config cc;
     world *h = calloc(1, sizeof(*h));
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);

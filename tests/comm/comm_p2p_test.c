@@ -40,7 +40,7 @@ static void *join_main(void *arg);
 /* pieces: most pieces per ring step (allgather too), of >= 512 B */
 static void start(world *h, int n, double timeout, int events, int pieces, int lanes)
 {
-    hn_device_config dc = {n, 30, 5, NULL, 0, NULL};
+    hn_device_config dc = {n, 30, 5, NULL, 0, NULL, 0, NULL, 0};
     hn_comm_config cc;
     int ranks[MAXR];
     memset(h, 0, sizeof(*h));

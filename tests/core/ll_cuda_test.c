@@ -40,7 +40,7 @@ static hn_test_faults F;
 
 static int setup_with(const hn_device_ops *dev, const hn_compute_ops *compute)
 {
-    hn_device_config cfg = {1, 0, 1, NULL, 0, NULL};
+    hn_device_config cfg = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
     G = dev;
     C = compute;
     hn_test_faults_init(&F, 60);
