@@ -15,12 +15,17 @@ int hn_test_max_ranks(void)
     return n < 8 ? n : 8;
 }
 
-/* usage: hn_tests [-v] [--backend host|cuda] [--suite NAME] */
+int hn_test_rdv_worker(int argc, char **argv);
+
+/* usage: hn_tests [-v] [--backend host|cuda] [--suite NAME]
+ * (hn_tests --rdv-worker ...: a process the rendezvous suite starts) */
 int main(int argc, char **argv)
 {
     unsigned failures;
     int verbose = 0;
     const char *only = NULL;
+    if (argc > 1 && strcmp(argv[1], "--rdv-worker") == 0)
+        return hn_test_rdv_worker(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-v") == 0)
             verbose = 1;

@@ -17,6 +17,7 @@
     HN_SUITE(fault)                                                          \
     HN_SUITE(shm)                                                            \
     HN_SUITE(world)                                                          \
+    HN_SUITE(rendezvous)                                                     \
     HN_SUITE(parse)                                                          \
     HN_SUITE(print)                                                          \
     HN_SUITE(json)                                                           \

@@ -37,6 +37,7 @@ typedef struct error_part {
 typedef struct world_block {
     uint32_t magic, version, n;
     int abort;        /* hn_fault_sink.abort_flag points here */
+    uint64_t dead[MASK_WORDS]; /* rank r's process is gone: bit r */
     hn_doorbell bell; /* rung by every change below */
     error_part err[LEVELS];
 } world_block;
@@ -220,6 +221,24 @@ int hn_world_aborted(const hn_world *w) { return __atomic_load_n(&w->b->abort, _
 
 hn_doorbell *hn_world_bell(hn_world *w) { return &w->b->bell; }
 
+void hn_world_mark_dead(hn_world *w, int rank)
+{
+    if (rank < 0 || rank >= w->n)
+        return;
+    __atomic_or_fetch(&w->b->dead[rank / 64], (uint64_t)1 << (rank % 64), __ATOMIC_ACQ_REL);
+    hn_world_abort(w);
+}
+
+int hn_world_dead_rank(const hn_world *w)
+{
+    for (int i = 0; i < MASK_WORDS; i++) {
+        uint64_t d = __atomic_load_n(&w->b->dead[i], __ATOMIC_ACQUIRE);
+        if (d != 0)
+            return i * 64 + __builtin_ctzll(d);
+    }
+    return -1;
+}
+
 /* ---- the error slot ----
  * A part per level, each written once by the post that claims it (claim
  * 0 -> 1), published by ready; the failure part beats the echo part. No
@@ -374,6 +393,9 @@ typedef struct xchg {
 static hn_status_t pause_once(xchg *x, unsigned round, uint32_t bell)
 {
     double now;
+    for (int i = 0; i < MASK_WORDS; i++)
+        if (__atomic_load_n(&x->w->b->dead[i], __ATOMIC_ACQUIRE) & x->mask[i])
+            return HN_ERR_PEER_LOST;
     if (!(x->flags & HN_WORLD_EVEN_ABORTED) && hn_world_aborted(x->w))
         return HN_ERR_ABORTED;
     now = hn_now();
@@ -471,6 +493,8 @@ static hn_status_t collect(xchg *x, void *all, uint32_t *got, int *wait)
         if (left > 0 && (st = pause_once(x, round, bell)) != HN_OK) {
             if (st == HN_ERR_TIMEOUT)
                 say_ranks(x, wait, "never came");
+            else if (st == HN_ERR_PEER_LOST)
+                say(x, "the process of rank %d died", hn_world_dead_rank(w));
             else
                 say(x, "the world was aborted while waiting");
             return st;
@@ -504,6 +528,8 @@ static hn_status_t drain(xchg *x, const uint32_t *got, int *wait)
         if (left > 0 && (st = pause_once(x, round, bell)) != HN_OK) {
             if (st == HN_ERR_TIMEOUT)
                 say_ranks(x, wait, "never finished reading");
+            else if (st == HN_ERR_PEER_LOST)
+                say(x, "the process of rank %d died", hn_world_dead_rank(w));
             else
                 say(x, "the world was aborted while waiting");
             return st;

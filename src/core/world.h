@@ -52,6 +52,13 @@ int hn_world_aborted(const hn_world *w);
  * may ring it for their own waits on world memory. */
 hn_doorbell *hn_world_bell(hn_world *w);
 
+/* Rank's process is gone (process mode: the rendezvous's watch saw it
+ * end): the world is aborted, and every exchange that waits for that rank
+ * fails at once with HN_ERR_PEER_LOST. dead_rank: the lowest such rank,
+ * -1 while none. Any thread. */
+void hn_world_mark_dead(hn_world *w, int rank);
+int hn_world_dead_rank(const hn_world *w);
+
 /* ---- the first error ----
  * One slot for the whole world. A failure (any status but HN_ERR_ABORTED)
  * beats an "aborted" echo, which a failure elsewhere causes; among equals

@@ -55,7 +55,8 @@ static void on_lost(void *ctx, int rank, const char *text)
 {
     hn_runtime *rt = ctx;
     __atomic_store_n(&rt->world_lost, 1, __ATOMIC_RELEASE);
-    hn_runtime_fail(rt, rank, -1, HN_ERR_PEER_LOST, text);
+    hn_runtime_fail(rt, rank, -1, HN_ERR_PEER_LOST, text); /* the text first: those who see dead read it */
+    hn_world_mark_dead(rt->world_state, rank);
 }
 
 hn_status_t hn_procs_watch(hn_runtime *rt) { return hn_rdv_watch(rt->rdv, on_lost, rt); }
@@ -75,6 +76,8 @@ void hn_procs_leave(hn_runtime *rt)
 hn_status_t hn_procs_check_lost(hn_runtime *rt)
 {
     hn_world_error e;
+    if (hn_world_dead_rank(rt->world_state) >= 0)
+        __atomic_store_n(&rt->world_lost, 1, __ATOMIC_RELEASE);
     if (!__atomic_load_n(&rt->world_lost, __ATOMIC_ACQUIRE))
         return HN_OK;
     if (hn_world_error_get(rt->world_state, &e) == HN_OK && e.status == HN_ERR_PEER_LOST)
@@ -87,13 +90,35 @@ hn_status_t hn_procs_check_lost(hn_runtime *rt)
 
 /* An exchange that itself failed (a process died, never came, diverged):
  * the world cannot go on together. */
+/* Whether rank q's process is stopped (a signal, a debugger): its state
+ * in /proc. */
+static int stopped(int pid)
+{
+    char path[64], buf[256], *p;
+    FILE *f;
+    size_t n;
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    if (pid <= 0 || (f = fopen(path, "r")) == NULL)
+        return 0;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    return p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
 static hn_status_t world_broken(hn_runtime *rt, hn_status_t st, const char *what, const hn_strbuf *why)
 {
     char text[900];
+    int n;
     if (hn_procs_check_lost(rt) != HN_OK)
         return HN_ERR_PEER_LOST;
-    snprintf(text, sizeof(text), "hirnode: error: rank %d, %s: %s", rt->first, what,
-             why->data != NULL ? why->data : hn_status_string(st));
+    n = snprintf(text, sizeof(text), "hirnode: error: rank %d, %s: %s", rt->first, what,
+                 why->data != NULL ? why->data : hn_status_string(st));
+    for (int q = 0; q < rt->world && n > 0 && (size_t)n < sizeof(text); q++)
+        if (q != rt->first && stopped(hn_rdv_pid(rt->rdv, q)))
+            n += snprintf(text + n, sizeof(text) - (size_t)n, "; rank %d (pid %d) is stopped", q,
+                          hn_rdv_pid(rt->rdv, q));
     hn_runtime_set_error_text(rt, text);
     if (st == HN_ERR_TIMEOUT || st == HN_ERR_MISMATCH)
         return st;
@@ -148,6 +173,10 @@ hn_status_t hn_procs_finish_run(hn_runtime *rt, hn_status_t st)
     hn_world_error e;
     hn_status_t xst;
     int failed, dead;
+    if (hn_procs_check_lost(rt) != HN_OK) { /* nobody to agree with */
+        xst = HN_ERR_PEER_LOST;
+        goto broken;
+    }
     if ((xst = any_of(rt, "the end of a run", 2,
                       st != HN_OK || __atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE), &failed)) != HN_OK)
         goto broken;
@@ -200,6 +229,12 @@ hn_status_t hn_procs_finish_run(hn_runtime *rt, hn_status_t st)
 broken:
     /* a process is gone or diverged: nothing can be agreed any more */
     __atomic_store_n(&rt->world_lost, 1, __ATOMIC_RELEASE);
+    if (rt->graphs != NULL) {
+        hn_cache_graphs_abort(rt);
+        hn_cache_graphs_drop(rt);
+    }
     hn_teams_abort(rt);
+    if (xst == HN_ERR_PEER_LOST)
+        (void)hn_procs_check_lost(rt);
     return xst;
 }
