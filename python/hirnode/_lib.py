@@ -59,6 +59,7 @@ ERR_ABORTED = -10
 ERR_DEVICE = -11
 ERR_DEVICE_LOST = -12
 ERR_BUSY = -13
+ERR_PEER_LOST = -14
 
 # hn_dtype_code: the IR's names, their element sizes
 DTYPES = ("f32", "bf16", "f16", "i32", "i64")

@@ -13,6 +13,7 @@
 #include "../core/parse.h"
 #include "eval.h"
 #include "pool.h"
+#include "procs.h"
 #include "rank.h"
 #include "teams.h"
 #include "trace.h"
@@ -668,7 +669,16 @@ hn_status_t hn_runtime_trace_start(hn_runtime *rt, const char *path)
     if ((tr = hn_calloc(1, sizeof(*tr))) == NULL)
         return HN_ERR_NOMEM;
     tr->rt = rt;
-    if ((tr->ranks = hn_calloc((size_t)rt->nlocal, sizeof(*tr->ranks))) == NULL || (tr->path = hn_strdup(path)) == NULL)
+    if ((tr->ranks = hn_calloc((size_t)rt->nlocal, sizeof(*tr->ranks))) == NULL)
+        goto undo;
+    if (hn_procs(rt) && rt->first != 0) { /* each process its own file: PATH for rank 0, PATH.rankR */
+        size_t n = strlen(path) + 32;
+        if ((tr->path = hn_malloc(n)) != NULL)
+            snprintf(tr->path, n, "%s.rank%d", path, rt->first);
+    } else {
+        tr->path = hn_strdup(path);
+    }
+    if (tr->path == NULL)
         goto undo;
     for (int i = 0; i < rt->nlocal; i++) { /* a recorder per local rank, counts per peer of the world */
         hn_trace_rank *t = &tr->ranks[i];
