@@ -15,7 +15,7 @@ package, the repository's build/, then the system's (hirnode.library_path says w
 from . import _lib
 from .errors import (AbortedError, BindingError, ClosedError, DeadlineError, DeviceError, DeviceLostError, Error,
                      ExecutionError, FileError, InvalidArgumentError, MismatchError, OutOfMemoryError, ParseError,
-                     UnsupportedError, VerifyError)
+                     PeerLostError, UnsupportedError, VerifyError)
 from .runtime import IO, Buffer, Graph, Program, Runtime, Stream, current_streams
 
 __version__ = _lib.hn_version().decode()
@@ -24,4 +24,4 @@ library_path = _lib.path
 __all__ = ["Runtime", "Program", "Graph", "Stream", "Buffer", "IO", "current_streams", "Error", "BindingError",
            "ClosedError", "InvalidArgumentError", "OutOfMemoryError", "ParseError", "VerifyError", "ExecutionError",
            "DeadlineError", "MismatchError", "UnsupportedError", "FileError", "AbortedError", "DeviceError",
-           "DeviceLostError", "library_path", "__version__"]
+           "DeviceLostError", "PeerLostError", "library_path", "__version__"]

@@ -83,9 +83,14 @@ class DeviceLostError(DeviceError):
     status = _lib.ERR_DEVICE_LOST
 
 
+class PeerLostError(Error):
+    """A process of the world died: the runtime cannot run again (close it)."""
+    status = _lib.ERR_PEER_LOST
+
+
 _BY_STATUS = {c.status: c for c in (OutOfMemoryError, InvalidArgumentError, ParseError, VerifyError, ExecutionError,
                                      DeadlineError, MismatchError, UnsupportedError, FileError, AbortedError,
-                                     DeviceError, DeviceLostError)}
+                                     DeviceError, DeviceLostError, PeerLostError)}
 
 
 def error(status, message=None):
