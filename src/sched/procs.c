@@ -49,7 +49,6 @@ hn_status_t hn_procs_join(hn_runtime *rt, const char *dir, const char *check_tex
     return HN_OK;
 }
 
-void *hn_procs_world_base(const hn_runtime *rt) { return hn_rdv_world_base(rt->rdv); }
 
 static void on_lost(void *ctx, int rank, const char *text)
 {

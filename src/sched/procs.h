@@ -17,8 +17,6 @@ static inline int hn_procs(const hn_runtime *rt) { return rt->rdv != NULL; }
  * hn_procs_leave. */
 hn_status_t hn_procs_join(hn_runtime *rt, const char *dir, const char *check_text, size_t host_mem_bytes, void **arena,
                           size_t *arena_bytes, hn_strbuf *why);
-/* Where the world's block lies (hn_world_attach's base). */
-void *hn_procs_world_base(const hn_runtime *rt);
 /* After the world is made: watch the others (a death fails the world). */
 hn_status_t hn_procs_watch(hn_runtime *rt);
 /* First thing of a teardown: goodbye said, the watch stopped. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../core/parse.h"
+#include "../core/rendezvous.h"
 #include "../core/world.h"
 #include "procs.h"
 #include "run_error.h"
@@ -75,7 +76,7 @@ hn_status_t hn_run_error_init(hn_runtime *rt)
     hn_status_t st;
     pthread_mutex_init(&rt->err_mu, NULL);
     if (hn_procs(rt))
-        st = hn_world_attach(rt->world, rt->cfg.timeout_s, HN_RUNTIME_SHARED_BYTES, hn_procs_world_base(rt),
+        st = hn_world_attach(rt->world, rt->cfg.timeout_s, HN_RUNTIME_SHARED_BYTES, hn_rdv_world_base(rt->rdv),
                              rt->first == 0, &rt->world_state);
     else
         st = hn_world_create_local(rt->world, rt->cfg.timeout_s, HN_RUNTIME_SHARED_BYTES, &rt->world_state);
