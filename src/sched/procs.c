@@ -237,3 +237,21 @@ broken:
         (void)hn_procs_check_lost(rt);
     return xst;
 }
+
+hn_status_t hn_procs_max(hn_runtime *rt, double mine, double *worst)
+{
+    double small[64], *all;
+    hn_status_t st;
+    *worst = mine;
+    if (!hn_procs(rt))
+        return HN_OK;
+    all = rt->world <= 64 ? small : hn_calloc((size_t)rt->world, sizeof(double));
+    if (all == NULL)
+        return HN_ERR_NOMEM;
+    st = hn_procs_xchg(rt, "the slowest rank's time", &mine, sizeof(mine), all);
+    for (int i = 0; st == HN_OK && i < rt->world; i++)
+        *worst = all[i] < 0 || *worst < 0 ? -1 : HN_MAX(*worst, all[i]);
+    if (all != small)
+        hn_free(all);
+    return st;
+}

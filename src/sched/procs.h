@@ -37,4 +37,9 @@ hn_status_t hn_procs_check_lost(hn_runtime *rt);
  * with the runtime's error text set. */
 hn_status_t hn_procs_xchg(hn_runtime *rt, const char *what, const void *mine, size_t bytes, void *all);
 
+/* The largest of every process's `mine` (a time; -1 anywhere: -1), for
+ * the benchmarks' slowest rank; mine itself in one process. Collective
+ * across processes. */
+hn_status_t hn_procs_max(hn_runtime *rt, double mine, double *worst);
+
 #endif

@@ -3,7 +3,7 @@
  * tool includes: the --check driver, the settings, the scheduler's
  * lowering and cost model, the machine profile and its tuner, the dry-run
  * verifier, parameters, fault plans,
- * timed runs, trace files, the latency path's algorithms, raw NCCL for
+ * timed runs (their slowest rank across processes), trace files, the latency path's algorithms, raw NCCL for
  * the collectives benchmark's baseline, and, for the issue benchmark's
  * raw baseline, the rank threads, their doorbells and device tables and
  * the replay paths. */
@@ -21,6 +21,7 @@
 #include "lower.h"
 #include "params.h"
 #include "pool.h"
+#include "procs.h"
 #include "profile.h"
 #include "rank.h"
 #include "trace.h"
