@@ -76,21 +76,16 @@ static hn_status_t settle(ncclComm_t comm, ncclResult_t r, const char *what, con
 static hn_status_t nccl_init(const hn_comm_config *cfg, hn_comm_world **out)
 {
     hn_comm_world *w = hn_calloc(1, sizeof(*w));
+    hn_status_t st;
     if (w == NULL)
         return HN_ERR_NOMEM;
     w->nranks = cfg->nranks;
     w->blocking = cfg->blocking;
     w->max_ctas = cfg->nccl_max_ctas;
     w->sink = cfg->sink;
-    w->world = cfg->world;
-    if (w->world == NULL) {
-        hn_status_t st = hn_world_create_local(cfg->nranks, cfg->sink != NULL ? cfg->sink->timeout_s : 60.0, 0,
-                                               &w->own_world);
-        if (st != HN_OK) {
-            hn_free(w);
-            return st;
-        }
-        w->world = w->own_world;
+    if ((st = hn_comm_world_of(cfg, 0, &w->world, &w->own_world)) != HN_OK) {
+        hn_free(w);
+        return st;
     }
     *out = w;
     return HN_OK;
