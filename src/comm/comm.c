@@ -1,5 +1,6 @@
 /* What every communicator shares, below the backends: the collectives'
- * names and the making of a team (team_list.h). */
+ * names, the making of a team (team_list.h), the world it exchanges
+ * through. */
 #include <string.h>
 
 #include "comm.h"
@@ -11,6 +12,17 @@ const char *hn_coll_name(hn_coll_kind k)
                                                "broadcast", "reduce",    "gather",
                                                "scatter",   "all_to_all"};
     return (unsigned)k < HN_COLL_COUNT ? names[k] : "?";
+}
+
+hn_status_t hn_comm_world_of(const hn_comm_config *cfg, size_t shared_bytes, hn_world **world, hn_world **own)
+{
+    hn_status_t st = HN_OK;
+    *own = NULL;
+    if ((*world = cfg->world) == NULL &&
+        (st = hn_world_create_local(cfg->nranks, cfg->sink != NULL ? cfg->sink->timeout_s : 60.0, shared_bytes,
+                                    own)) == HN_OK)
+        *world = *own;
+    return st;
 }
 
 void *hn_team_new(hn_team_list *l, int nranks, const int *ranks, int n, size_t team_bytes, size_t member_bytes,

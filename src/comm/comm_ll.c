@@ -6,10 +6,15 @@
  * (src/core/ll.h has the protocol and why it is safe; the compute backends
  * run it: SM kernels on CUDA, the same phases as host code on the CPU
  * backend). A team keeps, per member, a signal region and a registered
- * buffer of two slots on the member's device; a peer's are plain pointers
- * (one process, peer access enabled: no IPC). Issuing hands nothing
- * between the ranks' threads and the generation lives on the devices, so
- * calls need no host in the loop and can be captured in a CUDA graph. */
+ * buffer of two slots on the member's device. A member learns its peers'
+ * only through the world's exchanges (hn_world_xchg, on its own thread, at
+ * team_join and when team_reserve grows the buffers), never from their
+ * structs: in process mode a peer's struct lives in another process, and
+ * its device memory at the same address in every process (ll.h says what
+ * this relies on). Each process touches only the members it joined (abort,
+ * destroy). Issuing hands nothing between the ranks' threads and the
+ * generation lives on the devices, so calls need no host in the loop and
+ * can be captured in a CUDA graph. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,19 +26,29 @@
 
 #define SLOT_ALIGN 256
 #define FILL_PIECE ((size_t)1 << 20) /* host bytes of all ones a slot is cleared from at a time */
+/* what a member's exchanges on a team are about */
+enum { XCHG_JOIN = 1, XCHG_RESERVE = 2 };
 
+/* A member, as this process knows it: all but `rank` is written by the
+ * member's own thread and stays empty here for a member another process
+ * joined (so a non-NULL sig marks a member joined here). */
 typedef struct member {
     int rank;
-    hn_ll_signal *sig; /* on this member's device */
-    char *slots;       /* on this member's device: HN_LL_SLOTS slots of `slot` bytes, all ones between calls */
-    size_t slot;
-    hn_dstream *last;  /* issue side: the stream of its last call on the team */
-    hn_devent *ev;     /* issue side: orders a call after the last one when the stream changes */
+    hn_ll_signal *sig; /* its own, on its device */
+    char *slots;       /* its own, on its device: HN_LL_SLOTS slots of `slot` bytes, all ones between calls */
+    size_t slot;       /* 0: not reserved (or a reserve failed somewhere: grown anew by the next) */
+    /* every member's, as the exchanges told it (peer_sig[me] is sig) */
+    hn_ll_signal *peer_sig[HN_LL_MAX_RANKS];
+    char *peer_slots[HN_LL_MAX_RANKS];
+    uint64_t xchgs;   /* its exchanges on the team: their names */
+    hn_dstream *last; /* issue side: the stream of its last call on the team */
+    hn_devent *ev;    /* issue side: orders a call after the last one when the stream changes */
 } member;
 
 struct hn_comm_team {
     hn_comm_world *w;
     int n;
+    uint64_t id; /* the same in every process: teams are created in one order everywhere */
     member *m;
 };
 
@@ -43,6 +58,9 @@ struct hn_comm_world {
     void *dev_ctx;
     const hn_compute_ops *compute;
     const hn_fault_sink *sink;
+    hn_world *world;     /* the exchanges: the runtime's, or own_world */
+    hn_world *own_world; /* made when the config gave none (one process) */
+    uint64_t team_ids;
     hn_team_list teams;
 };
 
@@ -86,6 +104,7 @@ size_t hn_comm_ll_norm_reserve(size_t rows, size_t hidden, hn_dtype dtype, int n
 static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
 {
     hn_comm_world *w = hn_calloc(1, sizeof(*w));
+    hn_status_t st;
     if (w == NULL)
         return HN_ERR_NOMEM;
     w->n = cfg->nranks;
@@ -93,6 +112,10 @@ static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
     w->dev_ctx = cfg->dev_ctx;
     w->compute = cfg->compute;
     w->sink = cfg->sink;
+    if ((st = hn_comm_world_of(cfg, 0, &w->world, &w->own_world)) != HN_OK) {
+        hn_free(w);
+        return st;
+    }
     *out = w;
     return HN_OK;
 }
@@ -102,6 +125,7 @@ static void ll_fini(hn_comm_world *w)
     if (w == NULL)
         return;
     hn_team_list_free(&w->teams);
+    hn_world_destroy(w->own_world);
     hn_free(w);
 }
 
@@ -119,11 +143,68 @@ static hn_status_t ll_team_create(hn_comm_world *w, const int *ranks, int n, hn_
     t->m = m;
     t->n = n;
     t->w = w;
+    t->id = w->team_ids++;
     *out = t;
     return HN_OK;
 }
 
-/* On the member's thread: its signal region, zeroed, and its event. */
+/* What a member tells its team in an exchange: its status (a failure
+ * anywhere fails every member at once) and its device memory. */
+typedef struct xmember {
+    int32_t status, kind;
+    uint64_t slot;
+    uint64_t sig, slots; /* addresses, the same in every process */
+} xmember;
+
+/* Member me's exchange of `kind` on t, on its own thread: mine is its own
+ * status; on success every member's signal region (join) or registered
+ * buffer (reserve) lands in its peer_sig or peer_slots. The exchange's
+ * name counts the member's exchanges on the team, the same sequence on
+ * every member. */
+static hn_status_t team_xchg(hn_comm_team *t, int me, int kind, hn_status_t mine, const hn_origin *o)
+{
+    member *m = &t->m[me];
+    xmember own, all[HN_LL_MAX_RANKS];
+    int ranks[HN_LL_MAX_RANKS];
+    uint64_t tag = ((uint64_t)0x6c6c << 48) ^ (t->id << 24) ^ ((uint64_t)kind << 20) ^ ++m->xchgs;
+    hn_status_t st;
+    hn_strbuf why;
+    memset(&own, 0, sizeof(own));
+    own.status = mine;
+    own.kind = kind;
+    own.slot = m->slot;
+    own.sig = (uint64_t)(uintptr_t)m->sig;
+    own.slots = (uint64_t)(uintptr_t)m->slots;
+    for (int i = 0; i < t->n; i++)
+        ranks[i] = t->m[i].rank;
+    hn_sb_init(&why);
+    st = hn_world_xchg(t->w->world, ranks, t->n, me, tag, &own, sizeof(own), all, 0, &why);
+    if (st != HN_OK)
+        hn_origin_fail(o, st, "ll: %s a team of %d: %s", kind == XCHG_JOIN ? "joining" : "reserving for", t->n,
+                       why.data != NULL ? why.data : hn_status_string(st));
+    hn_sb_free(&why);
+    for (int i = 0; i < t->n && st == HN_OK; i++)
+        if (all[i].status != HN_OK) /* said by that member */
+            st = mine != HN_OK ? mine : HN_ERR_ABORTED;
+    for (int i = 0; i < t->n && st == HN_OK; i++) {
+        if (kind == XCHG_RESERVE && all[i].slot != m->slot) {
+            /* lanes are found by the slot's size: the members must agree */
+            hn_origin_fail(o, HN_ERR_RUNTIME, "ll: rank %d reserved slots of %llu bytes, rank %d of %zu",
+                           t->m[i].rank, (unsigned long long)all[i].slot, m->rank, m->slot);
+            st = HN_ERR_RUNTIME;
+        }
+    }
+    for (int i = 0; i < t->n && st == HN_OK; i++) {
+        if (kind == XCHG_JOIN)
+            m->peer_sig[i] = (hn_ll_signal *)(uintptr_t)all[i].sig;
+        else
+            m->peer_slots[i] = (char *)(uintptr_t)all[i].slots;
+    }
+    return st;
+}
+
+/* On the member's thread: its signal region, zeroed, and its event; then
+ * the team learns every member's signal region. */
 static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
 {
     hn_comm_world *w = t->w;
@@ -141,11 +222,12 @@ static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
     if (st != HN_OK) {
         if (p != NULL)
             w->dev->mem_free(w->dev_ctx, m->rank, p);
+        p = NULL;
         hn_origin_fail(o, st, "ll: cannot set up member %d of a team of %d", me, t->n);
-        return st;
     }
     m->sig = p;
-    return HN_OK;
+    /* the others wait for it in the exchange: it takes part even when it failed */
+    return team_xchg(t, me, XCHG_JOIN, st, o);
 }
 
 /* Between runs: a registered buffer of slots that hold any of the plain
@@ -158,34 +240,38 @@ static hn_status_t ll_team_reserve(hn_comm_team *t, int me, size_t bytes, const 
     size_t slot = (hn_ll_slot_bytes(t->n, bytes) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN, total = HN_LL_SLOTS * slot;
     size_t piece = total < FILL_PIECE ? total : FILL_PIECE;
     void *p = NULL, *ones = NULL;
-    hn_status_t st;
+    hn_status_t st = HN_OK;
     if (slot <= m->slot)
         return HN_OK;
     if ((ones = hn_malloc(piece)) == NULL) {
         hn_origin_fail(o, HN_ERR_NOMEM, "ll: out of host memory");
-        return HN_ERR_NOMEM;
+        st = HN_ERR_NOMEM;
+        goto tell;
     }
     memset(ones, HN_LL_CLEAR, piece);
     if ((st = w->dev->mem_alloc(w->dev_ctx, m->rank, total, &p)) != HN_OK) {
         hn_origin_fail(o, st, "ll: cannot allocate a registered buffer of %d x %zu bytes", HN_LL_SLOTS, slot);
-        goto free_ones;
+        goto tell;
     }
     for (size_t at = 0; at < total && st == HN_OK; at += piece)
         st = w->dev->copy_to_device(w->dev_ctx, m->rank, (char *)p + at, ones, total - at < piece ? total - at : piece);
     if (st != HN_OK) {
         hn_origin_fail(o, st, "ll: cannot clear a registered buffer of %zu bytes", total);
         w->dev->mem_free(w->dev_ctx, m->rank, p);
-        goto free_ones;
+        goto tell;
     }
     if (m->slots != NULL)
         w->dev->mem_free(w->dev_ctx, m->rank, m->slots);
     m->slots = p;
     m->slot = slot;
-free_ones:
+tell: /* every member grows together (the runtime reserves on all at once, by one size) and tells the others */
     hn_free(ones);
+    if ((st = team_xchg(t, me, XCHG_RESERVE, st, o)) != HN_OK)
+        m->slot = 0; /* grown again by the next reserve, on every member */
     return st;
 }
 
+/* Frees what the members joined here made (another process's have none here). */
 static void ll_team_destroy(hn_comm_team *t)
 {
     hn_comm_world *w;
@@ -220,9 +306,9 @@ static hn_status_t issue(hn_comm_team *t, int me, hn_ll_args *x, hn_dstream *s, 
     x->me = me;
     x->pdl = 1;
     x->slot = m->slot;
-    for (int p = 0; p < t->n; p++) {
-        x->sig[p] = t->m[p].sig;
-        x->slots[p] = t->m[p].slots;
+    for (int p = 0; p < t->n; p++) { /* as the exchanges told this member */
+        x->sig[p] = m->peer_sig[p];
+        x->slots[p] = m->peer_slots[p];
         x->ranks[p] = t->m[p].rank;
     }
     if (x->algo == HN_LL_AUTO) { /* the same choice on every member: equal reserves */
@@ -344,8 +430,11 @@ static hn_status_t ll_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int 
     return HN_ERR_UNSUPPORTED;
 }
 
-/* After a failure: every member's abort word is raised, so that waiting
- * blocks leave; the teams are made anew (fresh generations). */
+/* After a failure: the abort word of every member joined in this process
+ * is raised, so that its waiting blocks leave (another process raises its
+ * own members', once it sees the world's abort word: a device op for a
+ * rank this process does not drive would fail or reach the wrong GPU);
+ * the teams are made anew (fresh generations). */
 static int ll_abort(hn_comm_world *w)
 {
     static const uint32_t one = 1;

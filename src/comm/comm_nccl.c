@@ -1,6 +1,9 @@
 /* NCCL communicator. One NCCL communicator per (team, member), created on
  * the member's own rank thread with ncclCommInitRankConfig in non-blocking
- * mode (so a failing run can abort them), then warmed up. Collectives are
+ * mode (so a failing run can abort them), then warmed up; member 0 makes
+ * the team's ncclUniqueId there and hands it to the others through the
+ * world's exchange (they may live in other processes). A process touches
+ * only the communicators of the members it joined. Collectives are
  * NCCL calls on the current stream; gather, scatter and all_to_all are
  * groups of ncclSend/ncclRecv; point-to-point uses the team of all ranks.
  * Every wait polls with a deadline and gives up when another rank failed. */
@@ -24,8 +27,8 @@ typedef struct member {
 struct hn_comm_team {
     hn_comm_world *w;
     int n;
+    uint64_t seq; /* the same in every process: teams are created in one order everywhere */
     member *m;
-    ncclUniqueId id;
 };
 
 struct hn_comm_world {
@@ -33,6 +36,9 @@ struct hn_comm_world {
     int blocking;
     int max_ctas; /* 0: NCCL's default */
     const hn_fault_sink *sink;
+    hn_world *world;     /* the exchange of a team's id: the runtime's, or own_world */
+    hn_world *own_world; /* made when the config gave none (one process) */
+    uint64_t team_seqs;
     hn_team_list teams; /* with the team 0..n-1, for send/recv */
     int aborted;
 };
@@ -70,12 +76,17 @@ static hn_status_t settle(ncclComm_t comm, ncclResult_t r, const char *what, con
 static hn_status_t nccl_init(const hn_comm_config *cfg, hn_comm_world **out)
 {
     hn_comm_world *w = hn_calloc(1, sizeof(*w));
+    hn_status_t st;
     if (w == NULL)
         return HN_ERR_NOMEM;
     w->nranks = cfg->nranks;
     w->blocking = cfg->blocking;
     w->max_ctas = cfg->nccl_max_ctas;
     w->sink = cfg->sink;
+    if ((st = hn_comm_world_of(cfg, 0, &w->world, &w->own_world)) != HN_OK) {
+        hn_free(w);
+        return st;
+    }
     *out = w;
     return HN_OK;
 }
@@ -85,6 +96,7 @@ static void nccl_fini(hn_comm_world *w)
     if (w == NULL)
         return;
     hn_team_list_free(&w->teams);
+    hn_world_destroy(w->own_world);
     hn_free(w);
 }
 
@@ -93,25 +105,70 @@ static hn_status_t nccl_team_create(hn_comm_world *w, const int *ranks, int n, h
     void *m = NULL;
     hn_comm_team *t = hn_team_new(&w->teams, w->nranks, ranks, n, sizeof(hn_comm_team), sizeof(member),
                                   offsetof(member, rank), &m);
-    ncclResult_t r;
     if (t == NULL)
         return HN_ERR_NOMEM;
-    if ((r = ncclGetUniqueId(&t->id)) != ncclSuccess) {
-        hn_team_free(&w->teams, t, m);
-        return nccl_fail(r, "ncclGetUniqueId", __FILE__, __LINE__);
-    }
     t->m = m;
     t->n = n;
     t->w = w;
+    t->seq = w->team_seqs++;
     *out = t;
     return HN_OK;
+}
+
+/* What member 0 hands its team before the communicators are made: whether
+ * it got an id, and the id (the others put theirs empty). */
+typedef struct xid {
+    int32_t status, pad;
+    ncclUniqueId id;
+} xid;
+
+/* The team's ncclUniqueId into *id, on member me's thread: member 0 asks
+ * NCCL for one and every member takes member 0's from one exchange (every
+ * member of a team joins at once, on its own thread, teams in one order
+ * everywhere: no member waits for one held in an earlier team). */
+static hn_status_t team_id(hn_comm_team *t, int me, ncclUniqueId *id, const hn_origin *o)
+{
+    xid own, *all = hn_calloc((size_t)t->n, sizeof(*all));
+    int ranks[HN_WORLD_MAX_RANKS];
+    uint64_t tag = ((uint64_t)0x6e63 << 48) ^ (t->seq << 8);
+    hn_status_t st;
+    hn_strbuf why;
+    if (all == NULL) {
+        hn_origin_fail(o, HN_ERR_NOMEM, "nccl: out of host memory");
+        return HN_ERR_NOMEM;
+    }
+    memset(&own, 0, sizeof(own));
+    if (me == 0) {
+        ncclResult_t r = ncclGetUniqueId(&own.id);
+        own.status = r == ncclSuccess ? HN_OK : nccl_fail(r, "ncclGetUniqueId", __FILE__, __LINE__);
+    }
+    for (int i = 0; i < t->n; i++)
+        ranks[i] = t->m[i].rank;
+    hn_sb_init(&why);
+    /* member 0 takes part even when it has no id: the others then fail at once instead of timing out */
+    st = hn_world_xchg(t->w->world, ranks, t->n, me, tag, &own, sizeof(own), all, 0, &why);
+    if (st != HN_OK)
+        hn_origin_fail(o, st, "nccl: handing out the id of a team of %d: %s", t->n,
+                       why.data != NULL ? why.data : hn_status_string(st));
+    else if (all[0].status != HN_OK)
+        st = me == 0 ? all[0].status : HN_ERR_ABORTED; /* member 0 said why */
+    else
+        *id = all[0].id;
+    if (me == 0 && own.status != HN_OK)
+        hn_origin_fail(o, own.status, "nccl: ncclGetUniqueId failed for a team of %d", t->n);
+    hn_sb_free(&why);
+    hn_free(all);
+    return st;
 }
 
 static hn_status_t nccl_team_join(hn_comm_team *t, int me, const hn_origin *o)
 {
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclUniqueId id;
     ncclResult_t r;
     hn_status_t st;
+    if ((st = team_id(t, me, &id, o)) != HN_OK)
+        return st;
     cfg.blocking = t->w->blocking; /* either way ncclCommAbort unblocks a failed run */
     /* inside a pipeline NCCL's kernels take SMs from the GEMM beside them:
      * a cap leaves the GEMM more (HIRNODE_NCCL_MAX_CTAS) */
@@ -119,7 +176,7 @@ static hn_status_t nccl_team_join(hn_comm_team *t, int me, const hn_origin *o)
         cfg.maxCTAs = t->w->max_ctas;
         cfg.minCTAs = 1;
     }
-    r = ncclCommInitRankConfig(&t->m[me].comm, t->n, t->id, me, &cfg);
+    r = ncclCommInitRankConfig(&t->m[me].comm, t->n, id, me, &cfg);
     st = HN_NCCL_SETTLE(t->m[me].comm, r, "ncclCommInitRankConfig", t->w->sink);
     if (st != HN_OK)
         hn_origin_fail(o, st, "cannot create the NCCL communicator of a team of %d (member %d)", t->n, me);
@@ -166,6 +223,7 @@ static hn_status_t nccl_team_warmup(hn_comm_team *t, int me, hn_dstream *s, cons
     return st;
 }
 
+/* Only the members joined here have a communicator here. */
 static void nccl_team_destroy(hn_comm_team *t)
 {
     hn_comm_world *w;
@@ -316,7 +374,8 @@ static void *abort_main(void *arg)
 static int nccl_abort(hn_comm_world *w)
 {
     /* NCCL kernels of a failed run may spin forever: abort every
-     * communicator, all at once, one thread each. NCCL wants every rank of
+     * communicator of this process (another process aborts its own once
+     * it sees the world's abort word), all at once, one thread each. NCCL wants every rank of
      * a node aborted together: one after another,
      * the first abort may free memory that a peer's kernel, not yet
      * aborted, still reads. The runtime then destroys the teams and makes

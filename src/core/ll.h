@@ -93,6 +93,19 @@
  *  6. The generation: every block reads gen when it starts; the last block
  *     to finish (a counter) stores g after all have read it.
  *
+ * Whose memory a call touches, and why that holds across processes: a
+ * member reads and writes its own input, output, residual and weight
+ * (any memory of its device: no peer ever dereferences them, 5 below,
+ * and nothing publishes their addresses), and every member's signal
+ * region and registered buffer through the addresses in sig[] and
+ * slots[], which the communicator learns by exchange when the team is
+ * joined and reserved. Those two are runtime device memory (mem_alloc of
+ * the member's rank), which process mode maps at the same address in
+ * every process of the run: a peer's address is then as valid in this
+ * process as in its own. Anything a peer is to read must be such memory;
+ * a pointer into an embedder's allocation, or into a process's heap,
+ * must never reach another member.
+ *
  * A dead peer: a CUDA kernel cannot time out (a bounded spin could only
  * trap, which loses the context), so every wait also polls the member's
  * `abort` word. The host's stream sync has the run's deadline; the

@@ -12,7 +12,12 @@
  * norm in double) and the same bits on every member. The protocol's pure
  * parts: every byte pushed into a lane is read by its receiver, every
  * output element written once, whatever segments the members cut. A rank
- * that never comes times out by name; an abort releases waiting members. */
+ * that never comes times out by name; an abort releases waiting members.
+ * Members join and reserve on their own threads, at once (they exchange
+ * their addresses). Split: the ranks divided between two communicator
+ * instances over one world, as two processes would hold them, each
+ * allowed device ops on its own ranks only — every call still right, and
+ * an abort touches only its own members. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +26,7 @@
 
 #include "comm/comm.h"
 #include "core/ll.h"
+#include "core/world.h"
 #include "core/ll_ref.h"
 #include "test.h"
 
@@ -53,9 +59,26 @@ typedef struct bufs {
     int inplace, stream, scribble;
 } bufs;
 
+/* What one "process" of a split world may touch: device ops on ranks
+ * [first, first + n) only (others are counted in *bad and refused). */
+typedef struct part {
+    void *ctx;
+    int first, n;
+    int *bad;
+} part;
+
 typedef struct world {
     void *ctx;
     hn_comm_world *w;
+    /* split > 0: ranks split.. n-1 go through w2 (and its teams), ranks
+     * 0..split-1 through w; both on xw, the device ops wrapped in ops[] */
+    int split;
+    hn_comm_world *w2;
+    hn_comm_team *team2[MAXT];
+    hn_world *xw;
+    hn_device_ops ops[2];
+    part parts[2];
+    int bad; /* device ops for a rank of the other part */
     hn_test_faults faults;
     int n, nteams;
     int tn[MAXT], tranks[MAXT][MAXR];
@@ -78,7 +101,55 @@ static int member_of(const world *h, int t, int r)
     return -1;
 }
 
-static world *start(int n, double timeout, double delay_us)
+static int outside(const part *p, int dev)
+{
+    if (dev >= p->first && dev < p->first + p->n)
+        return 0;
+    __atomic_add_fetch(p->bad, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+static hn_status_t part_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
+{
+    part *p = ctx;
+    return outside(p, dev) ? HN_ERR_INVALID : D->mem_alloc(p->ctx, dev, bytes, ptr);
+}
+
+static void part_mem_free(void *ctx, int dev, void *ptr)
+{
+    part *p = ctx;
+    if (!outside(p, dev))
+        D->mem_free(p->ctx, dev, ptr);
+}
+
+static hn_status_t part_copy_to_device(void *ctx, int dev, void *dst, const void *src, size_t n)
+{
+    part *p = ctx;
+    return outside(p, dev) ? HN_ERR_INVALID : D->copy_to_device(p->ctx, dev, dst, src, n);
+}
+
+static hn_status_t part_copy_to_host(void *ctx, int dev, void *dst, const void *src, size_t n)
+{
+    part *p = ctx;
+    return outside(p, dev) ? HN_ERR_INVALID : D->copy_to_host(p->ctx, dev, dst, src, n);
+}
+
+static hn_status_t part_event_create(void *ctx, int dev, hn_devent **e)
+{
+    part *p = ctx;
+    return outside(p, dev) ? HN_ERR_INVALID : D->event_create(p->ctx, dev, e);
+}
+
+static hn_status_t part_stream_create(void *ctx, int dev, hn_dstream **s)
+{
+    part *p = ctx;
+    return outside(p, dev) ? HN_ERR_INVALID : D->stream_create(p->ctx, dev, s);
+}
+
+/* n ranks; split > 0: two communicator instances, ranks 0..split-1 and
+ * split..n-1, over one world (as two processes), each with device ops
+ * for its own ranks only. */
+static world *start_split(int n, double timeout, double delay_us, int split)
 {
     hn_device_config dc = {n, delay_us, 7, NULL, 0, NULL, 0, NULL, 0};
     hn_comm_config cc;
@@ -86,6 +157,7 @@ static world *start(int n, double timeout, double delay_us)
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     h->n = n;
     h->absent = -1;
+    h->split = split;
     hn_test_faults_init(&h->faults, timeout);
     dc.sink = &h->faults.sink;
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
@@ -95,6 +167,25 @@ static world *start(int n, double timeout, double delay_us)
     cc.dev_ctx = h->ctx;
     cc.compute = &hn_compute_host;
     cc.sink = &h->faults.sink;
+    if (split > 0) {
+        CU_ASSERT_EQUAL_FATAL(hn_world_create_local(n, timeout, 0, &h->xw), HN_OK);
+        cc.world = h->xw;
+        for (int k = 0; k < 2; k++) {
+            h->parts[k] = (part){h->ctx, k == 0 ? 0 : split, k == 0 ? split : n - split, &h->bad};
+            h->ops[k] = *D;
+            h->ops[k].mem_alloc = part_mem_alloc;
+            h->ops[k].mem_free = part_mem_free;
+            h->ops[k].copy_to_device = part_copy_to_device;
+            h->ops[k].copy_to_host = part_copy_to_host;
+            h->ops[k].event_create = part_event_create;
+            h->ops[k].stream_create = part_stream_create;
+        }
+        cc.dev = &h->ops[1];
+        cc.dev_ctx = &h->parts[1];
+        CU_ASSERT_EQUAL_FATAL(hn_comm_ll.init(&cc, &h->w2), HN_OK);
+        cc.dev = &h->ops[0];
+        cc.dev_ctx = &h->parts[0];
+    }
     CU_ASSERT_EQUAL_FATAL(hn_comm_ll.init(&cc, &h->w), HN_OK);
     for (int r = 0; r < n; r++) {
         for (int k = 0; k < NSTREAMS; k++)
@@ -103,6 +194,14 @@ static world *start(int n, double timeout, double delay_us)
         memset(h->garbage[r], 0x5b, GARBAGE);
     }
     return h;
+}
+
+static world *start(int n, double timeout, double delay_us) { return start_split(n, timeout, delay_us, 0); }
+
+/* Team t as rank r's process holds it. */
+static hn_comm_team *team_of(const world *h, int t, int r)
+{
+    return h->split > 0 && r >= h->split ? h->team2[t] : h->team[t];
 }
 
 /* The chunk bytes a team reserves for call c (what the runtime computes). */
@@ -114,22 +213,51 @@ static size_t reserve_of(const call *c, int n)
     return (c->kind == HN_COLL_ALLREDUCE ? (c->count + (size_t)n - 1) / (size_t)n : c->count) * es;
 }
 
+typedef struct joiner {
+    world *h;
+    int t, me;
+    size_t bytes;
+    hn_status_t st;
+} joiner;
+
+static void *join_main(void *arg)
+{
+    joiner *j = arg;
+    int r = j->h->tranks[j->t][j->me];
+    hn_origin o = {&j->h->faults.sink, r, 0, NULL, NULL};
+    j->st = hn_comm_ll.team_join(team_of(j->h, j->t, r), j->me, &o);
+    if (j->st == HN_OK)
+        j->st = hn_comm_ll.team_reserve(team_of(j->h, j->t, r), j->me, j->bytes, &o);
+    return NULL;
+}
+
 /* A team of the given ranks (member i is ranks[i]), joined and reserved
  * for chunks of `bytes` and every call already listed on it, as the
- * runtime does between runs. */
+ * runtime does between runs: created in every communicator instance,
+ * joined by each member on its own thread, at once. */
 static void add_team(world *h, const int *ranks, int n, size_t bytes)
 {
     int t = h->nteams++;
+    pthread_t th[MAXR];
+    joiner j[MAXR];
     h->tn[t] = n;
     memcpy(h->tranks[t], ranks, (size_t)n * sizeof(int));
     for (int c = 0; c < h->ncalls; c++)
         if (h->calls[c].team == t)
             bytes = HN_MAX(bytes, reserve_of(&h->calls[c], n));
     CU_ASSERT_EQUAL_FATAL(hn_comm_ll.team_create(h->w, ranks, n, &h->team[t]), HN_OK);
+    if (h->split > 0)
+        CU_ASSERT_EQUAL_FATAL(hn_comm_ll.team_create(h->w2, ranks, n, &h->team2[t]), HN_OK);
     for (int i = 0; i < n; i++) {
-        hn_origin o = {&h->faults.sink, ranks[i], 0, NULL, NULL};
-        CU_ASSERT_EQUAL_FATAL(hn_comm_ll.team_join(h->team[t], i, &o), HN_OK);
-        CU_ASSERT_EQUAL_FATAL(hn_comm_ll.team_reserve(h->team[t], i, bytes, &o), HN_OK);
+        j[i] = (joiner){h, t, i, bytes, HN_ERR_RUNTIME};
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, join_main, &j[i]), 0);
+    }
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        if (j[i].st != HN_OK)
+            fprintf(stderr, "\n  rank %d joins team %d: %s: %s", ranks[i], t, hn_status_string(j[i].st),
+                    h->faults.err);
+        CU_ASSERT_EQUAL_FATAL(j[i].st, HN_OK);
     }
 }
 
@@ -155,9 +283,15 @@ static void stop(world *h)
     for (int r = 0; r < h->n; r++)
         for (int k = 0; k < NSTREAMS; k++)
             D->stream_sync(h->s[r][k]);
-    for (int t = 0; t < h->nteams; t++)
+    for (int t = 0; t < h->nteams; t++) {
         hn_comm_ll.team_destroy(h->team[t]);
+        if (h->split > 0)
+            hn_comm_ll.team_destroy(h->team2[t]);
+    }
     hn_comm_ll.fini(h->w);
+    if (h->split > 0)
+        hn_comm_ll.fini(h->w2);
+    hn_world_destroy(h->xw);
     free_calls(h);
     for (int r = 0; r < h->n; r++) {
         for (int k = 0; k < NSTREAMS; k++)
@@ -262,7 +396,7 @@ static void *issue_main(void *arg)
         if (c->norm) {
             hn_norm_args a = {b->in, b->out, b->res, b->rout, b->w, c->count / c->hidden, c->hidden,
                               c->dt, EPS, c->redop, c->algo};
-            h->st[r] = hn_comm_ll_allreduce_norm(h->team[c->team], me, &a, s, &o);
+            h->st[r] = hn_comm_ll_allreduce_norm(team_of(h, c->team, r), me, &a, s, &o);
         } else {
             hn_coll_args a;
             memset(&a, 0, sizeof(a));
@@ -273,7 +407,7 @@ static void *issue_main(void *arg)
             a.dtype = c->dt;
             a.redop = c->redop;
             a.get = c->algo;
-            h->st[r] = hn_comm_ll.collective(h->team[c->team], me, &a, s, &o);
+            h->st[r] = hn_comm_ll.collective(team_of(h, c->team, r), me, &a, s, &o);
         }
         /* afterwards the rank's stream overwrites its input (as a program
          * reusing the buffer would) */
@@ -620,6 +754,61 @@ static void test_abort(void)
     aborted(1);
 }
 
+/* The ranks split between two communicator instances over one world, as
+ * two processes hold them: each instance knows only what its own members
+ * did and was told in the exchanges, and may touch only its own ranks'
+ * devices (a member that read a peer's struct would find it empty here).
+ * Teams across the split (members in another order than their ranks) and
+ * one wholly inside a part; every call right; an abort of one instance
+ * releases its own waiting members and touches no rank of the other. */
+static void test_split(void)
+{
+    {
+        world *h = start_split(5, 60, 30, 2);
+        int all[5] = {0, 1, 2, 3, 4}, mixed[3] = {4, 1, 3}, inside[3] = {2, 3, 4};
+        uint64_t seed = 0x5eed;
+        while (h->ncalls < 60) {
+            int t = (int)(hn_splitmix64(&seed) % 3);
+            h->calls[h->ncalls++] = random_call(&seed, t, 9000);
+        }
+        add_team(h, all, 5, 0);
+        add_team(h, mixed, 3, 0);
+        add_team(h, inside, 3, 0);
+        prepare(h, seed);
+        issue_all(h);
+        CU_ASSERT_EQUAL(h->faults.first, HN_OK);
+        if (h->faults.first != HN_OK)
+            fprintf(stderr, "\n  split 2 + 3: %s\n", h->faults.err);
+        for (int r = 0; r < h->n; r++)
+            CU_ASSERT_EQUAL(h->st[r], HN_OK);
+        CU_ASSERT_FALSE(check(h, "split 2 + 3"));
+        CU_ASSERT_EQUAL(h->bad, 0);
+        stop(h);
+    }
+    {
+        world *h = start_split(4, 600, 0, 2);
+        int ranks[4] = {0, 1, 2, 3};
+        pthread_t th[2];
+        issuer is[2];
+        h->calls[0] = make_call(0, 0, 0, HN_F32, HN_REDUCE_SUM, 3);
+        h->ncalls = 1;
+        add_team(h, ranks, 4, 64 * 4);
+        prepare(h, 3);
+        for (int r = 0; r < 2; r++) { /* the other part never issues: ranks 0 and 1 wait */
+            is[r] = (issuer){h, r};
+            pthread_create(&th[r], NULL, issue_main, &is[r]);
+        }
+        for (int r = 0; r < 2; r++)
+            pthread_join(th[r], NULL);
+        hn_comm_ll.abort(h->w);
+        for (int r = 0; r < 2; r++) /* returns: its own members wait no more */
+            D->stream_sync(h->s[r][h->b[r][0].stream]);
+        CU_ASSERT_EQUAL(h->faults.first, HN_OK);
+        CU_ASSERT_EQUAL(h->bad, 0);
+        stop(h);
+    }
+}
+
 /* Where each access unit of `elems` elements lands on the wire, as a
  * member cutting segments of seg_bytes sees it: unit widths written into
  * map (one entry per wire byte: the width of the unit covering it). */
@@ -783,6 +972,7 @@ void hn_suite_comm_ll(void)
         {"what the latency path refuses", test_refusals},
         {"an absent rank times out with its name", test_absent_rank},
         {"an abort releases waiting members", test_abort},
+        {"ranks split between two instances over one world: exchanged addresses, own ranks only", test_split},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("comm/comm_ll", tests);
