@@ -740,8 +740,6 @@ static void host_reset_shared(hn_comm_world *w)
         hn_comm_team *t = w->teams.teams[i];
         memset(t->slots, 0, RDV_SLOTS * t->slot_bytes);
     }
-    if (w->own_world != NULL)
-        hn_world_error_clear(w->own_world);
     hn_doorbell_ring(w->bell);
 }
 
