@@ -30,7 +30,7 @@ void hn_test_faults_init(hn_test_faults *f, double timeout_s)
 {
     memset(f, 0, sizeof(*f));
     pthread_mutex_init(&f->mu, NULL);
-    f->sink = (hn_fault_sink){faults_report, f, &f->abort, timeout_s};
+    f->sink = (hn_fault_sink){faults_report, f, &f->abort, timeout_s, NULL};
 }
 
 void hn_test_faults_fini(hn_test_faults *f) { pthread_mutex_destroy(&f->mu); }

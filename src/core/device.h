@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "shm.h"
 #include "util.h"
 
 #define HN_TENSOR_MAX_DIMS 8
@@ -23,6 +24,11 @@ typedef struct hn_fault_sink {
     void *ctx;
     const int *abort_flag; /* non-zero once any rank failed */
     double timeout_s;      /* deadline of any blocking wait */
+    /* The world's doorbell (hn_world_bell): rung by every flag write and
+     * latency-path push of the host backend, so that their waiters wake
+     * wherever they run, in this process or another one mapping the
+     * world. Not owned. NULL: a bell of this process's own. */
+    hn_doorbell *bell;
 } hn_fault_sink;
 
 /* While a run is traced, its origins carry the rank's recorder: a

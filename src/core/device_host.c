@@ -65,8 +65,9 @@ typedef struct host_ctx {
     const hn_fault_sink *sink;
     pthread_mutex_t mu;
     uint64_t nstreams;
-    pthread_mutex_t flag_mu; /* flag writes wake flag waiters */
-    pthread_cond_t flag_cv;
+    /* flag writes wake flag waiters through the sink's bell (the world's,
+     * which waiters in other processes see too), or this one without */
+    hn_doorbell own_bell;
 } host_ctx;
 
 struct hn_dstream {
@@ -173,8 +174,6 @@ static hn_status_t host_init(const hn_device_config *cfg, void **out)
     c->seed = cfg->seed;
     c->sink = cfg->sink;
     pthread_mutex_init(&c->mu, NULL);
-    pthread_mutex_init(&c->flag_mu, NULL);
-    pthread_cond_init(&c->flag_cv, NULL);
     *out = c;
     return HN_OK;
 }
@@ -185,8 +184,6 @@ static void host_fini(void *ctx)
     if (c == NULL)
         return;
     pthread_mutex_destroy(&c->mu);
-    pthread_mutex_destroy(&c->flag_mu);
-    pthread_cond_destroy(&c->flag_cv);
     for (int d = c->first; c->arenas != NULL && d < c->ndev; d++) {
         pthread_mutex_destroy(&c->arenas[d].mu);
         hn_free(c->arenas[d].b);
@@ -405,37 +402,43 @@ static uint32_t flag_value(const closure *cl)
     return cl->ep == NULL ? cl->value : cl->value + __atomic_load_n(&cl->ep[0], __ATOMIC_ACQUIRE);
 }
 
-static void run_write_flag(host_ctx *c, closure *cl)
+/* The bell a flag closure's waiters sleep on: the world's, where the sink
+ * names one, else the context's own. */
+static hn_doorbell *flag_bell(host_ctx *c, const closure *cl)
 {
-    uint32_t v = flag_value(cl);
-    pthread_mutex_lock(&c->flag_mu);
-    __atomic_store_n((uint32_t *)cl->dst, v, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&c->flag_cv);
-    pthread_mutex_unlock(&c->flag_mu);
+    const hn_fault_sink *sk = cl->origin.sink != NULL ? cl->origin.sink : c->sink;
+    return sk != NULL && sk->bell != NULL ? sk->bell : &c->own_bell;
 }
 
+static void run_write_flag(host_ctx *c, closure *cl)
+{
+    __atomic_store_n((uint32_t *)cl->dst, flag_value(cl), __ATOMIC_RELEASE);
+    hn_doorbell_ring(flag_bell(c, cl));
+}
+
+/* Sleeps on the bell in slices, so that the abort word (a plain store
+ * elsewhere) is seen within one. */
 static void run_wait_flag(host_ctx *c, closure *cl)
 {
     double start = hn_now();
     double timeout = device_wait_deadline(cl);
     uint32_t want = flag_value(cl);
-    pthread_mutex_lock(&c->flag_mu);
-    while ((int32_t)(__atomic_load_n((const uint32_t *)cl->src, __ATOMIC_ACQUIRE) - want) < 0) {
-        struct timespec ts;
+    hn_doorbell *bell = flag_bell(c, cl);
+    for (;;) {
+        uint32_t seen = hn_doorbell_read(bell);
+        if ((int32_t)(__atomic_load_n((const uint32_t *)cl->src, __ATOMIC_ACQUIRE) - want) >= 0)
+            return;
         if (hn_origin_aborted(&cl->origin) || (cl->ep != NULL && __atomic_load_n(&cl->ep[1], __ATOMIC_ACQUIRE)))
-            break;
+            return;
         if (hn_now() - start > timeout) {
-            pthread_mutex_unlock(&c->flag_mu);
             hn_origin_fail(&cl->origin, HN_ERR_TIMEOUT,
                            "a peer never signalled: flag wait timed out after %.0f s (waiting for %u, "
                            "flag is %u)", timeout, want, __atomic_load_n((const uint32_t *)cl->src,
                                                                              __ATOMIC_ACQUIRE));
             return;
         }
-        deadline_in(&ts, 0.05);
-        pthread_cond_timedwait(&c->flag_cv, &c->flag_mu, &ts);
+        (void)hn_doorbell_wait(bell, seen, 0.05);
     }
-    pthread_mutex_unlock(&c->flag_mu);
 }
 
 static hn_status_t graph_fail(hn_dgraph *g, hn_status_t st, const char *what);

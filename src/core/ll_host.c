@@ -10,52 +10,24 @@
  * are release stores and polls acquire loads, which is how C11 gives the
  * order that a kernel boundary gives on the GPU (ll.h, point 4) without a
  * standalone fence (which ThreadSanitizer does not model). */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "device.h"
 #include "ll.h"
 
 #define EMU_SMS 16 /* the emulated device's multiprocessors: blocks up to hn_ll_cap(16) */
 
-/* Waiters sleep until some member pushed (an epoch counts the pushes, so
- * none is missed), and look again every 20 ms: an abort is raised by plain
- * stores and by the run's abort flag. */
-static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake_cv = PTHREAD_COND_INITIALIZER;
-static uint64_t wake_epoch;
+/* Waiters sleep until some member pushed: on the world's doorbell (the
+ * sink's), which members in other processes ring too, or on this
+ * process's own without one. A bell counts its rings, so none is missed;
+ * they look again every 20 ms: an abort is raised by plain stores and by
+ * the run's abort flag. */
+static hn_doorbell own_bell;
 
-static uint64_t epoch_now(void)
+static hn_doorbell *push_bell(const hn_origin *o)
 {
-    uint64_t e;
-    pthread_mutex_lock(&wake_mu);
-    e = wake_epoch;
-    pthread_mutex_unlock(&wake_mu);
-    return e;
-}
-
-static void wake_all(void)
-{
-    pthread_mutex_lock(&wake_mu);
-    wake_epoch++;
-    pthread_cond_broadcast(&wake_cv);
-    pthread_mutex_unlock(&wake_mu);
-}
-
-static void sleep_past(uint64_t epoch)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 20 * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_mutex_lock(&wake_mu);
-    while (wake_epoch == epoch)
-        if (pthread_cond_timedwait(&wake_cv, &wake_mu, &ts) != 0)
-            break;
-    pthread_mutex_unlock(&wake_mu);
+    return o->sink != NULL && o->sink->bell != NULL ? o->sink->bell : &own_bell;
 }
 
 /* A unit's bytes: up to 16, as four little-endian words. */
@@ -359,6 +331,7 @@ static hn_status_t run_call(void *arg, const hn_origin *o)
     hn_ll_signal *mine = a->sig[a->me];
     int ph[HN_LL_MAX_PHASES], nph = hn_ll_phases(a, ph), left, order[HN_LL_MAX_BLOCKS];
     double timeout = o->sink != NULL ? o->sink->timeout_s : 60.0, last = hn_now();
+    hn_doorbell *bell = push_bell(o);
     uint64_t rng;
     block B[HN_LL_MAX_BLOCKS];
     /* each member cuts its own segments: 512 B, 1 KiB or 2 KiB */
@@ -375,7 +348,7 @@ static hn_status_t run_call(void *arg, const hn_origin *o)
     }
     left = c->blocks;
     while (left > 0) {
-        uint64_t epoch = epoch_now();
+        uint32_t seen = hn_doorbell_read(bell);
         int moved = 0, pushed = 0;
         for (int i = c->blocks - 1; i > 0; i--) { /* this round's order */
             int j = (int)(hn_splitmix64(&rng) % (uint64_t)(i + 1)), t = order[i];
@@ -398,7 +371,7 @@ static hn_status_t run_call(void *arg, const hn_origin *o)
             }
         }
         if (pushed)
-            wake_all();
+            hn_doorbell_ring(bell);
         if (moved) {
             last = hn_now();
             continue;
@@ -409,7 +382,7 @@ static hn_status_t run_call(void *arg, const hn_origin *o)
             report_absent(c, B, ph, o);
             return HN_ERR_TIMEOUT;
         }
-        sleep_past(epoch);
+        (void)hn_doorbell_wait(bell, seen, 0.02);
     }
     return HN_OK;
 }

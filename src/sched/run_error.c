@@ -87,6 +87,7 @@ hn_status_t hn_run_error_init(hn_runtime *rt)
     rt->sink.ctx = rt;
     rt->sink.abort_flag = rt->abort_flag;
     rt->sink.timeout_s = rt->cfg.timeout_s;
+    rt->sink.bell = hn_world_bell(rt->world_state);
     return HN_OK;
 }
 
