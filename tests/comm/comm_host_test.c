@@ -313,7 +313,7 @@ typedef struct procs {
 
 static void procs_start(procs *p, int n, double timeout, uint64_t seed)
 {
-    hn_device_config dc = {n, 30, seed, NULL, 0, NULL}; /* random stream delays */
+    hn_device_config dc = {n, 30, seed, NULL, 0, NULL, 0, NULL, 0}; /* random stream delays */
     memset(p, 0, sizeof(*p));
     p->n = n;
     p->rng = seed;
