@@ -134,11 +134,12 @@ typedef struct hn_device_config {
     const int *ordinals;
     /* Process mode: devices first .. first + ndev - 1 are this process's
      * (the ones below are other processes' ranks: never named in calls
-     * here); `dev` in the calls below is the rank. Host backend: arena
-     * (NULL: private memory) gives each of this process's devices its
+     * here); `dev` in the calls below is the rank. arena (NULL: the
+     * backend's own allocations) gives each of this process's devices its
      * memory, arena[i] for device first + i, arena_bytes each — memory
-     * every process of the world maps at the same address, so a pointer
-     * into any rank's device memory means the same everywhere. */
+     * every process of the world maps at the same address (hn_share_ops),
+     * so a pointer into any rank's device memory means the same
+     * everywhere. */
     int first;
     void *const *arena;
     size_t arena_bytes;
@@ -146,6 +147,30 @@ typedef struct hn_device_config {
 
 typedef struct hn_compute_ops hn_compute_ops;
 typedef struct hn_ll_args hn_ll_args; /* ll.h */
+
+/* What a world across processes shares of a backend's device memory
+ * (src/core/rendezvous.c): each rank's device memory is one piece that
+ * its process makes and hands to the others as a file descriptor, and
+ * every process maps every rank's piece at the same address, inside a
+ * range reserved at the same address in every process. ord: the device
+ * ordinal of the calling process's rank. Any thread, before and after
+ * the backend's init. */
+typedef struct hn_share_ops {
+    /* bytes of addresses reserved at `at` exactly (NULL: anywhere): their
+     * start, or NULL (taken, or no room) */
+    void *(*reserve)(int ord, void *at, size_t bytes);
+    void (*unreserve)(int ord, void *p, size_t bytes);
+    /* this device's memory of bytes (zeroed, whole 2 MiB): a descriptor
+     * another process can map, or -1 (errno, or the backend's log, says
+     * why); *handle keeps what unmake releases (the memory lives on while
+     * mapped anywhere) */
+    int (*make)(int ord, size_t bytes, uint64_t *handle);
+    void (*unmake)(int ord, uint64_t handle);
+    /* fd's memory at p (reserved here), readable and writable by this
+     * process's device and host where the backend allows; unmap undoes */
+    hn_status_t (*map)(int ord, int fd, void *p, size_t bytes);
+    void (*unmap)(int ord, void *p, size_t bytes);
+} hn_share_ops;
 
 typedef struct hn_device_ops {
     const char *name;
@@ -274,6 +299,8 @@ typedef struct hn_device_ops {
      * host know it exactly; the others return HN_ERR_UNSUPPORTED, and their
      * markers are placed from an epoch marker with timer_elapsed. */
     hn_status_t (*timer_host_ns)(const hn_dtimer *t, int64_t *ns);
+    /* device memory shared across processes (NULL: no process mode) */
+    const hn_share_ops *share;
 } hn_device_ops;
 
 /* Compute ops, issued on a stream. fp32 accumulation for bf16/f16. */

@@ -11,7 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "device.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
 
 typedef enum {
     CL_FN,
@@ -39,24 +44,10 @@ typedef struct closure {
     struct closure *next;
 } closure;
 
-/* A device's memory in process mode: its part of the world's range,
- * handed out first fit (blocks sorted by offset). */
-typedef struct arena_block {
-    size_t off, bytes;
-} arena_block;
-
-typedef struct arena {
-    unsigned char *base;
-    size_t bytes;
-    pthread_mutex_t mu;
-    arena_block *b;
-    int n, cap;
-} arena;
-
 typedef struct host_ctx {
     int ndev;      /* devices 0 .. ndev - 1; the first `first` are other processes' */
     int first;
-    arena *arenas; /* [ndev] (process mode), or NULL */
+    hn_arena *arenas; /* [ndev] (process mode), or NULL */
     size_t capacity; /* bytes of each emulated device */
     size_t *used;    /* per device: bytes allocated */
     int *lost;       /* per device: its "context" is lost (an injected trap) */
@@ -152,7 +143,7 @@ static hn_status_t host_init(const hn_device_config *cfg, void **out)
     c->used = hn_calloc((size_t)c->ndev, sizeof(size_t));
     c->lost = hn_calloc((size_t)c->ndev, sizeof(int));
     if (cfg->arena != NULL)
-        c->arenas = hn_calloc((size_t)c->ndev, sizeof(arena));
+        c->arenas = hn_calloc((size_t)c->ndev, sizeof(hn_arena));
     if (c->used == NULL || c->lost == NULL || (cfg->arena != NULL && c->arenas == NULL)) {
         hn_free(c->used);
         hn_free(c->lost);
@@ -163,12 +154,8 @@ static hn_status_t host_init(const hn_device_config *cfg, void **out)
     c->capacity = cfg->host_mem_bytes > 0 ? cfg->host_mem_bytes : default_capacity(cfg->ndev);
     if (c->arenas != NULL) {
         c->capacity = cfg->arena_bytes;
-        for (int i = 0; i < cfg->ndev; i++) {
-            arena *a = &c->arenas[cfg->first + i];
-            a->base = cfg->arena[i];
-            a->bytes = cfg->arena_bytes;
-            pthread_mutex_init(&a->mu, NULL);
-        }
+        for (int i = 0; i < cfg->ndev; i++)
+            hn_arena_init(&c->arenas[cfg->first + i], cfg->arena[i], cfg->arena_bytes);
     }
     c->delay_us = cfg->host_delay_us;
     c->seed = cfg->seed;
@@ -184,10 +171,8 @@ static void host_fini(void *ctx)
     if (c == NULL)
         return;
     pthread_mutex_destroy(&c->mu);
-    for (int d = c->first; c->arenas != NULL && d < c->ndev; d++) {
-        pthread_mutex_destroy(&c->arenas[d].mu);
-        hn_free(c->arenas[d].b);
-    }
+    for (int d = c->first; c->arenas != NULL && d < c->ndev; d++)
+        hn_arena_fini(&c->arenas[d]);
     hn_free(c->arenas);
     hn_free(c->used);
     hn_free(c->lost);
@@ -220,45 +205,15 @@ typedef struct block_header {
 
 enum { BLOCK_HEAP, BLOCK_MAPPED, BLOCK_ARENA };
 
-/* total bytes of a's memory, first fit: the block's start or NULL */
-static char *arena_take(arena *a, size_t total)
-{
-    size_t at = 0;
-    int i;
-    char *p = NULL;
-    pthread_mutex_lock(&a->mu);
-    for (i = 0; i < a->n; i++) {
-        if (a->b[i].off - at >= total)
-            break;
-        at = a->b[i].off + a->b[i].bytes;
-    }
-    if (a->bytes - at >= total && hn_grow((void **)&a->b, &a->cap, a->n, sizeof(*a->b)) == 0) {
-        memmove(&a->b[i + 1], &a->b[i], (size_t)(a->n - i) * sizeof(*a->b));
-        a->b[i].off = at;
-        a->b[i].bytes = total;
-        a->n++;
-        p = (char *)a->base + at;
-    }
-    pthread_mutex_unlock(&a->mu);
-    return p;
-}
-
 /* p's block back to a; its whole pages back to the system (in every
  * process that maps them: the memory is shared) */
-static void arena_give(arena *a, char *p)
+static void arena_give(hn_arena *a, char *p)
 {
-    size_t off = (size_t)((unsigned char *)p - a->base), page = 4096;
-    pthread_mutex_lock(&a->mu);
-    for (int i = 0; i < a->n; i++)
-        if (a->b[i].off == off) {
-            size_t lo = (off + page - 1) / page * page, hi = (off + a->b[i].bytes) / page * page;
-            if (hi > lo)
-                (void)madvise(a->base + lo, hi - lo, MADV_REMOVE);
-            memmove(&a->b[i], &a->b[i + 1], (size_t)(a->n - i - 1) * sizeof(*a->b));
-            a->n--;
-            break;
-        }
-    pthread_mutex_unlock(&a->mu);
+    size_t off = (size_t)((unsigned char *)p - a->base), page = 4096, bytes;
+    hn_arena_give(a, p, &bytes);
+    size_t lo = (off + page - 1) / page * page, hi = (off + bytes) / page * page;
+    if (bytes > 0 && hi > lo)
+        (void)madvise(a->base + lo, hi - lo, MADV_REMOVE);
 }
 
 static hn_status_t host_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
@@ -288,7 +243,7 @@ static hn_status_t host_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
      * under TSan its shadow's, belongs to the allocation between runs, not
      * to the first run's communication deadlines */
     if (h.mapped == BLOCK_ARENA) {
-        p = dev >= c->first ? arena_take(&c->arenas[dev], h.total) : NULL;
+        p = dev >= c->first ? hn_arena_take(&c->arenas[dev], h.total) : NULL;
     } else if (h.mapped == BLOCK_MAPPED) {
         p = mmap(NULL, h.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         if (p == MAP_FAILED)
@@ -1114,6 +1069,63 @@ static hn_status_t host_timer_host_ns(const hn_dtimer *t, int64_t *ns)
     return HN_OK;
 }
 
+/* ---- memory shared across processes: memfds, mapped at one address ---- */
+
+static void *share_reserve(int ord, void *at, size_t bytes)
+{
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (at != NULL ? MAP_FIXED_NOREPLACE : 0);
+    void *p = mmap(at, bytes, PROT_NONE, flags, -1, 0);
+    (void)ord;
+    if (p == MAP_FAILED)
+        return NULL;
+    if (at != NULL && p != at) { /* a kernel that takes the flag as a hint */
+        munmap(p, bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void share_unreserve(int ord, void *p, size_t bytes)
+{
+    (void)ord;
+    munmap(p, bytes);
+}
+
+static int share_make(int ord, size_t bytes, uint64_t *handle)
+{
+    int fd = memfd_create("hirnode-device", MFD_CLOEXEC);
+    (void)ord;
+    *handle = 0;
+    if (fd >= 0 && ftruncate(fd, (off_t)bytes) != 0) { /* sparse: backed where written */
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static void share_unmake(int ord, uint64_t handle)
+{
+    (void)ord;
+    (void)handle; /* the memfd goes with its last mapping */
+}
+
+static hn_status_t share_map(int ord, int fd, void *p, size_t bytes)
+{
+    (void)ord;
+    return mmap(p, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED ? HN_ERR_NOMEM
+                                                                                                : HN_OK;
+}
+
+static void share_unmap(int ord, void *p, size_t bytes)
+{
+    (void)ord;
+    /* back to a reservation: unreserve ends it */
+    (void)mmap(p, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+
+static const hn_share_ops host_share = {share_reserve, share_unreserve, share_make, share_unmake, share_map,
+                                        share_unmap};
+
 const hn_device_ops hn_device_host = {
     .name = "host",
     .comm = "host",
@@ -1160,4 +1172,5 @@ const hn_device_ops hn_device_host = {
     .timer_record = host_timer_record,
     .timer_elapsed = host_timer_elapsed,
     .timer_host_ns = host_timer_host_ns,
+    .share = &host_share,
 };

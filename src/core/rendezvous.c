@@ -41,8 +41,8 @@ typedef struct hello {
 } hello;
 
 typedef struct offer {
-    uint64_t addr, total;
-    int32_t pid, count; /* rank 0's pid; the memfds that come with M_FDS: world, then arenas */
+    uint64_t addr, arena, world_bytes, arenas; /* where the world's and the devices' memory go */
+    int32_t pid, count; /* rank 0's pid; the fds that come with M_FDS: world, then every rank's device memory */
 } offer;
 
 typedef struct msg {
@@ -55,8 +55,13 @@ struct hn_rdv {
     int *fd;  /* rank 0: [q] the socket to q; others: [0] the socket to rank 0 */
     int *pid; /* [q] */
     int *bye; /* [q]: said goodbye */
-    unsigned char *base;
-    size_t total, world_bytes, arena_bytes; /* the parts, rounded */
+    unsigned char *base;  /* the world's memory (host) */
+    unsigned char *arena; /* every rank's device memory, one after another */
+    size_t world_bytes, arena_bytes, arenas; /* rounded; arenas: world * arena_bytes */
+    const hn_share_ops *share;
+    int ord, mapped;     /* mapped: how many ranks' device memory is mapped */
+    uint64_t own_handle; /* this rank's device memory, as its backend keeps it */
+    int made;
     pthread_t watcher;
     int watching, quiet, wake[2];
     void (*lost)(void *, int, const char *);
@@ -267,30 +272,47 @@ static int make_memfd(const char *name, size_t bytes)
     return fd;
 }
 
-/* The parts mapped into the reserved range at base: the world, then each
- * rank's arena (fds: world, arena 0 .. world-1). */
-static int map_parts(hn_rdv *r, unsigned char *base, const int *fds)
+/* Both ranges reserved at world_at and arena_at (NULL: anywhere), and
+ * every part mapped there (fds: the world, then each rank's device
+ * memory): 0, or -1 with nothing left reserved. */
+static int map_all(hn_rdv *r, void *world_at, void *arena_at, const int *fds, unsigned char **wout,
+                   unsigned char **aout)
 {
-    if (mmap(base, r->world_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fds[0], 0) == MAP_FAILED)
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (world_at != NULL ? MAP_FIXED_NOREPLACE : 0);
+    unsigned char *w = mmap(world_at, r->world_bytes, PROT_NONE, flags, -1, 0), *a = NULL;
+    int q = 0;
+    if (w == MAP_FAILED)
         return -1;
-    for (int q = 0; q < r->world && r->arena_bytes > 0; q++)
-        if (mmap(base + r->world_bytes + (size_t)q * r->arena_bytes, r->arena_bytes, PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_FIXED, fds[1 + q], 0) == MAP_FAILED)
-            return -1;
+    if (world_at != NULL && w != world_at) /* a kernel that takes the flag as a hint */
+        goto undo_world;
+    if (mmap(w, r->world_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fds[0], 0) == MAP_FAILED)
+        goto undo_world;
+    if (r->arena_bytes > 0) {
+        if ((a = r->share->reserve(r->ord, arena_at, r->arenas)) == NULL)
+            goto undo_world;
+        for (q = 0; q < r->world; q++)
+            if (r->share->map(r->ord, fds[1 + q], a + (size_t)q * r->arena_bytes, r->arena_bytes) != HN_OK)
+                goto undo_arena;
+    }
+    *wout = w;
+    *aout = a;
     return 0;
+undo_arena:
+    while (q-- > 0)
+        r->share->unmap(r->ord, a + (size_t)q * r->arena_bytes, r->arena_bytes);
+    r->share->unreserve(r->ord, a, r->arenas);
+undo_world:
+    munmap(w, r->world_bytes);
+    return -1;
 }
 
-static void *reserve(void *at, size_t total)
+static void unmap_all(hn_rdv *r, unsigned char *w, unsigned char *a)
 {
-    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (at != NULL ? MAP_FIXED_NOREPLACE : 0);
-    void *p = mmap(at, total, PROT_NONE, flags, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    if (at != NULL && p != at) { /* a kernel that takes the flag as a hint */
-        munmap(p, total);
-        return NULL;
-    }
-    return p;
+    for (int q = 0; a != NULL && q < r->world; q++)
+        r->share->unmap(r->ord, a + (size_t)q * r->arena_bytes, r->arena_bytes);
+    if (a != NULL)
+        r->share->unreserve(r->ord, a, r->arenas);
+    munmap(w, r->world_bytes);
 }
 
 static void close_all(int *fds, int n)
@@ -373,22 +395,28 @@ static hn_status_t greet_all(hn_rdv *r, const hn_rdv_config *c, int lfd, int *ar
     return HN_OK;
 }
 
-/* Offers ranges until every process could reserve one. */
+/* Offers ranges until every process could map at them. Rank 0 maps
+ * anywhere first; a range a peer cannot take stays reserved here while the
+ * next is tried, so that it lies elsewhere. */
 static hn_status_t agree_as_first(hn_rdv *r, int *fds, double end, hn_strbuf *why)
 {
-    void *tried[OFFERS];
+    unsigned char *tried_w[OFFERS], *tried_a[OFFERS];
     int ntried = 0, sent = 0;
     hn_status_t st = HN_ERR_NOMEM;
     for (int attempt = 0; attempt < OFFERS; attempt++) {
-        unsigned char *at = reserve(NULL, r->total);
+        unsigned char *w, *a;
         offer o;
         int yes = 1;
-        if (at == NULL) {
-            hn_sb_printf(why, "rendezvous: cannot reserve %zu bytes of addresses: %s", r->total, strerror(errno));
+        if (map_all(r, NULL, NULL, fds, &w, &a) != 0) {
+            hn_sb_printf(why, "rendezvous: cannot map %zu bytes of the world's memory and %zu of the devices' "
+                         "(HIRNODE_SHARED_MEM_MIB): %s", r->world_bytes, r->arenas, strerror(errno));
             goto out;
         }
-        o.addr = (uint64_t)(uintptr_t)at;
-        o.total = r->total;
+        memset(&o, 0, sizeof(o));
+        o.addr = (uint64_t)(uintptr_t)w;
+        o.arena = (uint64_t)(uintptr_t)a;
+        o.world_bytes = r->world_bytes;
+        o.arenas = r->arenas;
         o.pid = (int32_t)getpid();
         o.count = 1 + (r->arena_bytes > 0 ? r->world : 0);
         for (int q = 1; q < r->world; q++) {
@@ -405,7 +433,7 @@ static hn_status_t agree_as_first(hn_rdv *r, int *fds, double end, hn_strbuf *wh
             if (k != 1) {
                 hn_sb_printf(why, "rendezvous: rank %d (pid %d) %s while the address range was agreed", q,
                              r->pid[q], k == 0 ? "left" : errno == ETIMEDOUT ? "did not answer" : strerror(errno));
-                munmap(at, r->total);
+                unmap_all(r, w, a);
                 st = k == 0 ? HN_ERR_PEER_LOST : k < 0 && errno == ETIMEDOUT ? HN_ERR_TIMEOUT : HN_ERR_IO;
                 goto out;
             }
@@ -413,32 +441,31 @@ static hn_status_t agree_as_first(hn_rdv *r, int *fds, double end, hn_strbuf *wh
         }
         if (yes) {
             for (int q = 1; q < r->world; q++)
-                if (send_msg(r->fd[q], M_GO, NULL, 0, NULL, 0) != 0)
+                if (send_msg(r->fd[q], M_GO, NULL, 0, NULL, 0) != 0) {
+                    unmap_all(r, w, a);
                     goto io;
-            if (map_parts(r, at, fds) != 0) {
-                hn_sb_printf(why, "rendezvous: cannot map the world's memory: %s", strerror(errno));
-                munmap(at, r->total);
-                st = HN_ERR_NOMEM;
-                goto out;
-            }
-            r->base = at;
+                }
+            r->base = w;
+            r->arena = a;
             st = HN_OK;
             goto out;
         }
         for (int q = 1; q < r->world; q++)
-            if (send_msg(r->fd[q], M_AGAIN, NULL, 0, NULL, 0) != 0)
+            if (send_msg(r->fd[q], M_AGAIN, NULL, 0, NULL, 0) != 0) {
+                unmap_all(r, w, a);
                 goto io;
-        tried[ntried++] = at; /* kept reserved, so that the next offer lies elsewhere */
+            }
+        tried_w[ntried] = w;
+        tried_a[ntried++] = a;
     }
-    hn_sb_printf(why, "rendezvous: no address range of %zu bytes was free in every process (%d tried)", r->total,
-                 OFFERS);
+    hn_sb_printf(why, "rendezvous: no address range was free in every process (%d tried)", OFFERS);
     goto out;
 io:
     hn_sb_printf(why, "rendezvous: a rank left while the address range was agreed: %s", strerror(errno));
     st = HN_ERR_IO;
 out:
     for (int i = 0; i < ntried; i++)
-        munmap(tried[i], r->total);
+        unmap_all(r, tried_w[i], tried_a[i]);
     return st;
 }
 
@@ -450,8 +477,8 @@ static hn_status_t agree_as_peer(hn_rdv *r, int *fds, double end, hn_strbuf *why
     for (;;) {
         msg m;
         offer o;
-        unsigned char *at;
-        int k = recv_msg(r->fd[0], &m, NULL, NULL, end);
+        unsigned char *w = NULL, *a = NULL;
+        int ok, k = recv_msg(r->fd[0], &m, NULL, NULL, end);
         if (k == 1 && m.type == M_NAK) {
             m.data[sizeof(m.data) - 1] = '\0';
             hn_sb_printf(why, "rendezvous: %s", (const char *)m.data);
@@ -467,23 +494,22 @@ static hn_status_t agree_as_peer(hn_rdv *r, int *fds, double end, hn_strbuf *why
                 goto lost;
             nfds += got;
         }
-        at = o.total == r->total ? reserve((void *)(uintptr_t)o.addr, r->total) : NULL;
-        if (at != NULL && map_parts(r, at, fds) != 0) {
-            munmap(at, r->total);
-            at = NULL;
-        }
-        if (send_msg(r->fd[0], at != NULL ? M_YES : M_NO, NULL, 0, NULL, 0) != 0 ||
+        ok = o.world_bytes == r->world_bytes && o.arenas == r->arenas &&
+             map_all(r, (void *)(uintptr_t)o.addr, o.arena != 0 ? (void *)(uintptr_t)o.arena : NULL, fds, &w,
+                     &a) == 0;
+        if (send_msg(r->fd[0], ok ? M_YES : M_NO, NULL, 0, NULL, 0) != 0 ||
             (k = recv_msg(r->fd[0], &m, NULL, NULL, end)) != 1 || (m.type != M_GO && m.type != M_AGAIN)) {
-            if (at != NULL)
-                munmap(at, r->total);
+            if (ok)
+                unmap_all(r, w, a);
             goto lost;
         }
-        if (m.type == M_GO && at != NULL) {
-            r->base = at;
+        if (m.type == M_GO && ok) {
+            r->base = w;
+            r->arena = a;
             return HN_OK;
         }
-        if (at != NULL)
-            munmap(at, r->total);
+        if (ok)
+            unmap_all(r, w, a);
     }
 lost:
     hn_sb_printf(why, "rendezvous: rank 0 (pid %d) %s", r->pid[0],
@@ -501,7 +527,7 @@ hn_status_t hn_rdv_join(const hn_rdv_config *c, hn_rdv **out, hn_strbuf *why)
     double end;
     int lfd = -1, *fds = NULL, nparts;
     if (c == NULL || out == NULL || c->world < 2 || c->world > HN_WORLD_MAX_RANKS || c->rank < 0 ||
-        c->rank >= c->world || !(c->timeout_s > 0) || c->world_bytes == 0) {
+        c->rank >= c->world || !(c->timeout_s > 0) || c->world_bytes == 0 || (c->arena_bytes > 0 && c->share == NULL)) {
         hn_sb_printf(why, "rendezvous: bad arguments");
         return HN_ERR_INVALID;
     }
@@ -514,7 +540,9 @@ hn_status_t hn_rdv_join(const hn_rdv_config *c, hn_rdv **out, hn_strbuf *why)
     r->rank = c->rank;
     r->world_bytes = round_up(c->world_bytes);
     r->arena_bytes = c->arena_bytes > 0 ? round_up(c->arena_bytes) : 0;
-    r->total = r->world_bytes + (size_t)c->world * r->arena_bytes;
+    r->arenas = (size_t)c->world * r->arena_bytes;
+    r->share = c->share;
+    r->ord = c->ord;
     r->wake[0] = r->wake[1] = -1;
     nparts = 1 + c->world;
     r->fd = hn_calloc((size_t)c->world, sizeof(int));
@@ -535,11 +563,13 @@ hn_status_t hn_rdv_join(const hn_rdv_config *c, hn_rdv **out, hn_strbuf *why)
             st = HN_ERR_IO;
             goto fail;
         }
-        if (c->arena_bytes > 0 && (fds[1] = make_memfd("hirnode-rank-0", r->arena_bytes)) < 0) {
-            hn_sb_printf(why, "rendezvous: cannot make rank 0's memory: %s", strerror(errno));
+        if (c->arena_bytes > 0 && (fds[1] = c->share->make(c->ord, r->arena_bytes, &r->own_handle)) < 0) {
+            hn_sb_printf(why, "rendezvous: cannot make rank 0's device memory (%zu bytes, HIRNODE_SHARED_MEM_MIB)",
+                         r->arena_bytes);
             st = HN_ERR_NOMEM;
             goto fail;
         }
+        r->made = c->arena_bytes > 0;
         st = greet_all(r, c, lfd, fds + 1, end, why);
         close(lfd);
         lfd = -1;
@@ -564,11 +594,13 @@ hn_status_t hn_rdv_join(const hn_rdv_config *c, hn_rdv **out, hn_strbuf *why)
             st = HN_ERR_TIMEOUT;
             goto fail;
         }
-        if (c->arena_bytes > 0 && (own = make_memfd("hirnode-rank", r->arena_bytes)) < 0) {
-            hn_sb_printf(why, "rendezvous: cannot make rank %d's memory: %s", c->rank, strerror(errno));
+        if (c->arena_bytes > 0 && (own = c->share->make(c->ord, r->arena_bytes, &r->own_handle)) < 0) {
+            hn_sb_printf(why, "rendezvous: cannot make rank %d's device memory (%zu bytes, HIRNODE_SHARED_MEM_MIB)",
+                         c->rank, r->arena_bytes);
             st = HN_ERR_NOMEM;
             goto fail;
         }
+        r->made = own >= 0;
         memset(&h, 0, sizeof(h));
         h.magic = RDV_MAGIC;
         h.proto = RDV_PROTO;
@@ -606,6 +638,8 @@ fail:
     hn_free(fds);
     if (r->fd != NULL)
         close_all(r->fd, c->world);
+    if (r->made)
+        r->share->unmake(r->ord, r->own_handle);
     hn_free(r->fd);
     hn_free(r->pid);
     hn_free(r->bye);
@@ -617,8 +651,7 @@ void *hn_rdv_world_base(const hn_rdv *r) { return r->base; }
 
 void *hn_rdv_arena(const hn_rdv *r, int rank)
 {
-    return r->arena_bytes > 0 && rank >= 0 && rank < r->world ? r->base + r->world_bytes + (size_t)rank * r->arena_bytes
-                                                               : NULL;
+    return r->arena != NULL && rank >= 0 && rank < r->world ? r->arena + (size_t)rank * r->arena_bytes : NULL;
 }
 
 int hn_rdv_pid(const hn_rdv *r, int rank) { return rank >= 0 && rank < r->world ? r->pid[rank] : 0; }
@@ -722,7 +755,9 @@ void hn_rdv_leave(hn_rdv *r)
     hn_rdv_quiet(r);
     close_all(r->fd, r->world);
     if (r->base != NULL)
-        munmap(r->base, r->total);
+        unmap_all(r, r->base, r->arena);
+    if (r->made)
+        r->share->unmake(r->ord, r->own_handle);
     hn_free(r->fd);
     hn_free(r->pid);
     hn_free(r->bye);

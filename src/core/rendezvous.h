@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device.h"
 #include "util.h"
 
 typedef struct hn_rdv hn_rdv;
@@ -24,13 +25,16 @@ typedef struct hn_rdv_config {
     const char *check_text; /* the same as text, for the message when it does not */
     size_t world_bytes; /* the world's shared block (rank 0 makes it) */
     size_t arena_bytes; /* each rank's device memory (0: none); each makes its own */
+    const hn_share_ops *share; /* how device memory is made, reserved and mapped (the backend's) */
+    int ord;                   /* this rank's device ordinal, for share */
 } hn_rdv_config;
 
 /* Joins the world of c, within c->timeout_s: every process of it must call
  * this with the same world, check and sizes. On success the range is
- * mapped: hn_rdv_world_base (world_bytes, zeroed by rank 0's making) and
- * hn_rdv_arena(r) for every rank r (arena_bytes each, sparse: pages are
- * backed when written). HN_ERR_TIMEOUT (a rank never came, named),
+ * mapped: hn_rdv_world_base (world_bytes of host memory, zeroed) and
+ * hn_rdv_arena(r) for every rank r (arena_bytes of device memory each,
+ * made by that rank's process through c->share, one after another in a
+ * range reserved at the same address everywhere). HN_ERR_TIMEOUT (a rank never came, named),
  * HN_ERR_MISMATCH (a greeting differs, both sides named), HN_ERR_IO,
  * HN_ERR_INVALID (a bad directory), each with why; nothing is left on
  * failure (a socket file this process made is removed). */

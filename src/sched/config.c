@@ -24,6 +24,9 @@ static const hn_setting settings[] = {
            "host backend: random delay before each piece of stream work, microseconds"),
     INT("host_mem_mib", "HIRNODE_HOST_MEM_MIB", "0", 0, (int64_t)1 << 30,
         "host backend: memory of each emulated device, MiB (0: half the machine's, shared)"),
+    INT("shared_mem_mib", "HIRNODE_SHARED_MEM_MIB", "0", 0, (int64_t)1 << 30,
+        "a world across processes: each rank's device memory the others can reach, MiB, made when the runtime "
+        "starts (0: the host backend's memory per device; cuda: 4096)"),
     INT("seed", "HIRNODE_SEED", "1", 0, INT64_MAX, "seed of generated inputs and of the random delays"),
     WORD("log", "HIRNODE_LOG", "warn", ("off", "error", "warn", "info", "debug", "trace"),
          "log level: off, error, warn, info, debug, trace"),
@@ -265,6 +268,8 @@ hn_status_t hn_settings_read_runtime(int world, hn_runtime_settings *out, hn_str
     (void)hn_setting_word("replay", &out->replay, NULL);
     (void)hn_setting_int("host_mem_mib", &mib, NULL);
     out->host_mem_bytes = (uint64_t)mib > (SIZE_MAX >> 20) ? SIZE_MAX : (size_t)mib << 20;
+    (void)hn_setting_int("shared_mem_mib", &mib, NULL);
+    out->shared_mem_bytes = (uint64_t)mib > (SIZE_MAX >> 20) ? SIZE_MAX : (size_t)mib << 20;
     (void)hn_setting_faults("fault", &out->faults, NULL);
     if (hn_fault_plan_check_ranks(&out->faults, world, why, sizeof(why)) != HN_OK) {
         hn_sb_printf(err, "HIRNODE_FAULT: %s\n", why);

@@ -61,6 +61,7 @@ typedef struct hn_runtime_settings {
     int join_spin;
     const char *replay; /* bells, jobs or caller (graph.c's hn_replay_path) */
     size_t host_mem_bytes; /* 0: the backend's default */
+    size_t shared_mem_bytes; /* a world across processes: each rank's shared device memory (0: default) */
     hn_fault_plan faults;  /* HIRNODE_FAULT, its ranks below world */
 } hn_runtime_settings;
 /* Reads them after checking every setting: HN_ERR_INVALID with one line

@@ -23,7 +23,7 @@ static uint64_t next_tag(hn_runtime *rt, unsigned what)
 /* The world's memory: the block, the board, the shared regions. */
 static size_t world_bytes(const hn_runtime *rt) { return hn_world_bytes(rt->world, HN_RUNTIME_SHARED_BYTES); }
 
-hn_status_t hn_procs_join(hn_runtime *rt, const char *dir, const char *check_text, size_t host_mem_bytes, void **arena,
+hn_status_t hn_procs_join(hn_runtime *rt, const char *dir, const char *check_text, size_t device_bytes, void **arena,
                           size_t *arena_bytes, hn_strbuf *why)
 {
     hn_rdv_config c;
@@ -40,12 +40,14 @@ hn_status_t hn_procs_join(hn_runtime *rt, const char *dir, const char *check_tex
     c.check = h;
     c.check_text = check_text;
     c.world_bytes = world_bytes(rt);
-    c.arena_bytes = host_mem_bytes;
+    c.arena_bytes = device_bytes;
+    c.share = rt->dev->share;
+    c.ord = rt->cfg.devices != NULL ? rt->cfg.devices[0] : rt->first;
     if ((st = hn_rdv_join(&c, &r, why)) != HN_OK)
         return st;
     rt->rdv = r;
     *arena = hn_rdv_arena(r, rt->first);
-    *arena_bytes = host_mem_bytes;
+    *arena_bytes = device_bytes;
     return HN_OK;
 }
 

@@ -10,12 +10,13 @@
 /* Process mode is on: rt->world > rt->nlocal. */
 static inline int hn_procs(const hn_runtime *rt) { return rt->rdv != NULL; }
 
-/* Joins the world of rt (rendezvous directory dir): maps the
- * world's memory and this rank's device memory (*arena, *arena_bytes; the
- * host backend's), within the runtime's timeout. check_text describes what
+/* Joins the world of rt (rendezvous directory dir): maps the world's
+ * memory and every rank's device memory (device_bytes each, made by the
+ * backend's share ops; this rank's into *arena, *arena_bytes), within the
+ * runtime's timeout. check_text describes what
  * every process must agree on. Before the devices start; undone by
  * hn_procs_leave. */
-hn_status_t hn_procs_join(hn_runtime *rt, const char *dir, const char *check_text, size_t host_mem_bytes, void **arena,
+hn_status_t hn_procs_join(hn_runtime *rt, const char *dir, const char *check_text, size_t device_bytes, void **arena,
                           size_t *arena_bytes, hn_strbuf *why);
 /* After the world is made: watch the others (a death fails the world). */
 hn_status_t hn_procs_watch(hn_runtime *rt);

@@ -247,15 +247,17 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     }
     if (rt->world > rt->nlocal) {
         hn_strbuf agreed;
-        if (strcmp(rt->dev->name, "host") != 0) {
-            hn_sb_printf(why, "a world across processes runs on the host backend in this build (the %s backend "
-                         "across processes is not built yet)", rt->dev->name);
+        if (rt->dev->share == NULL) {
+            hn_sb_printf(why, "the %s backend cannot share its memory with other processes (a world across "
+                         "processes)", rt->dev->name);
             st = HN_ERR_UNSUPPORTED;
             goto undo;
         }
         hn_sb_init(&agreed);
         agreed_text(&cfg, rt->dev->name, &agreed);
-        arena_bytes = procs_host_mem(set.host_mem_bytes, rt->world);
+        arena_bytes = set.shared_mem_bytes > 0                 ? set.shared_mem_bytes
+                      : strcmp(rt->dev->name, "host") == 0     ? procs_host_mem(set.host_mem_bytes, rt->world)
+                                                               : (size_t)4 << 30;
         st = hn_procs_join(rt, cfg.rendezvous, agreed.data != NULL ? agreed.data : "", arena_bytes, &arena, &arena_bytes, why);
         hn_sb_free(&agreed);
         if (st != HN_OK)

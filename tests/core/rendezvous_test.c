@@ -38,6 +38,8 @@ static void config(hn_rdv_config *c, const char *dir, int world, int rank, uint6
     c->check_text = check == 1 ? "settings one" : "settings two";
     c->world_bytes = WORLD_BYTES;
     c->arena_bytes = ARENA_BYTES;
+    c->share = hn_device_host.share;
+    c->ord = 0;
 }
 
 /* Every rank writes its pattern into its device memory, says so in the
