@@ -55,7 +55,7 @@ NVCC      := $(CUDA_HOME)/bin/nvcc
 ifeq ($(CUDA),auto)
   CUDA := $(if $(wildcard $(NVCC)),1,0)
 endif
-CUDA_SRC_C := src/core/device_cuda.c src/core/cuda_error.c src/comm/comm_nccl.c src/comm/nccl_bench.c
+CUDA_SRC_C := src/core/device_cuda.c src/core/device_cuda_share.c src/core/cuda_error.c src/comm/comm_nccl.c src/comm/nccl_bench.c
 CUDA_SRC_CU := src/core/compute_cuda.cu src/core/ll_cuda.cu
 ifeq ($(CUDA),1)
   NCCL_HOME ?= $(patsubst %/include/nccl.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h)))

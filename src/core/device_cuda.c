@@ -12,6 +12,7 @@
 
 #include <cuda.h> /* types of the stream memory operations only: no libcuda link */
 
+#include "arena.h"
 #include "cuda_check.h"
 #include "device_cuda.h"
 
@@ -22,10 +23,12 @@ static stream_value_fn write_value32, wait_value32;
 static int write_value_broken; /* peer writes fall back to a one-thread kernel */
 
 typedef struct cuda_ctx {
-    int ndev;
+    int ndev; /* device indexes (ranks) 0 .. ndev - 1; below first: other processes' */
+    int first;
     const hn_fault_sink *sink;
     cudaStream_t *io; /* per device index: synchronous copies to and from the host */
-    int *ord;         /* per device index (rank): its CUDA device ordinal */
+    int *ord;         /* per device index (rank): its CUDA device ordinal (-1: another process's) */
+    hn_arena *arenas; /* per device index: its memory shared across processes, or NULL (cudaMalloc) */
 } cuda_ctx;
 
 static int cuda_device_count(void)
@@ -67,19 +70,26 @@ static void cuda_describe(int dev, char *model, size_t n, char *cuda, size_t cn)
 static hn_status_t cuda_init(const hn_device_config *cfg, void **out)
 {
     cuda_ctx *c = hn_calloc(1, sizeof(*c));
+    int n = cfg->first + cfg->ndev;
     if (c == NULL)
         return HN_ERR_NOMEM;
-    c->io = hn_calloc((size_t)cfg->ndev, sizeof(cudaStream_t));
-    c->ord = hn_calloc((size_t)cfg->ndev, sizeof(int));
-    if (c->io == NULL || c->ord == NULL) {
+    c->io = hn_calloc((size_t)n, sizeof(cudaStream_t));
+    c->ord = hn_calloc((size_t)n, sizeof(int));
+    if (cfg->arena != NULL)
+        c->arenas = hn_calloc((size_t)n, sizeof(hn_arena));
+    if (c->io == NULL || c->ord == NULL || (cfg->arena != NULL && c->arenas == NULL)) {
         hn_free(c->io);
         hn_free(c->ord);
+        hn_free(c->arenas);
         hn_free(c);
         return HN_ERR_NOMEM;
     }
-    for (int i = 0; i < cfg->ndev; i++)
-        c->ord[i] = cfg->ordinals != NULL ? cfg->ordinals[i] : i;
-    c->ndev = cfg->ndev;
+    for (int i = 0; i < n; i++)
+        c->ord[i] = i < cfg->first ? -1 : cfg->ordinals != NULL ? cfg->ordinals[i - cfg->first] : i;
+    for (int i = 0; c->arenas != NULL && i < cfg->ndev; i++)
+        hn_arena_init(&c->arenas[cfg->first + i], cfg->arena[i], cfg->arena_bytes);
+    c->ndev = n;
+    c->first = cfg->first;
     c->sink = cfg->sink;
     *out = c;
     return HN_OK;
@@ -90,6 +100,9 @@ static void cuda_fini(void *ctx)
     cuda_ctx *c = ctx;
     if (c == NULL)
         return;
+    for (int i = c->first; c->arenas != NULL && i < c->ndev; i++)
+        hn_arena_fini(&c->arenas[i]);
+    hn_free(c->arenas);
     hn_free(c->io);
     hn_free(c->ord);
     hn_free(c);
@@ -107,7 +120,7 @@ static hn_status_t cuda_thread_init(void *ctx, int dev)
     for (int i = 0; i < c->ndev; i++) {
         int can = 0, p = c->ord[i];
         cudaError_t e;
-        if (p == me)
+        if (p == me || p < 0) /* another process's rank: its memory is mapped with access instead */
             continue;
         HN_CUDA_CHECK_GOTO(cudaDeviceCanAccessPeer(&can, me, p), st, fail);
         if (!can) {
@@ -153,15 +166,27 @@ static void cuda_thread_fini(void *ctx, int dev)
 
 static hn_status_t cuda_mem_alloc(void *ctx, int dev, size_t bytes, void **ptr)
 {
-    (void)ctx;
-    (void)dev;
+    cuda_ctx *c = ctx;
+    if (c->arenas != NULL) { /* memory the other processes of the world map at the same address */
+        if (bytes > SIZE_MAX / 2 || dev < c->first || dev >= c->ndev ||
+            (*ptr = hn_arena_take(&c->arenas[dev], (bytes + 255) / 256 * 256 + 256)) == NULL) {
+            HN_INFO("cuda device %d: the shared memory has no %zu bytes free (HIRNODE_SHARED_MEM_MIB)", dev, bytes);
+            return HN_ERR_NOMEM;
+        }
+        return HN_OK;
+    }
     return HN_CUDA_STATUS(cudaMalloc(ptr, bytes ? bytes : 1));
 }
 
 static void cuda_mem_free(void *ctx, int dev, void *ptr)
 {
-    (void)ctx;
-    (void)dev;
+    cuda_ctx *c = ctx;
+    if (c->arenas != NULL) {
+        size_t bytes;
+        if (ptr != NULL && dev >= c->first && dev < c->ndev)
+            hn_arena_give(&c->arenas[dev], ptr, &bytes);
+        return;
+    }
     (void)HN_CUDA_STATUS(cudaFree(ptr));
 }
 
@@ -683,4 +708,5 @@ const hn_device_ops hn_device_cuda = {
     .timer_record = cuda_timer_record,
     .timer_elapsed = cuda_timer_elapsed,
     .timer_host_ns = cuda_timer_host_ns,
+    .share = &hn_cuda_share,
 };

@@ -44,6 +44,8 @@ hn_status_t hn_cuda_flag_wait_rel(hn_dstream *s, const uint32_t *addr, uint32_t 
 hn_status_t hn_cuda_add_u32(hn_dstream *s, uint32_t *addr, uint32_t value);
 /* A one-thread kernel that traps (fault injection: loses the context). */
 hn_status_t hn_cuda_trap(hn_dstream *s);
+/* Device memory shared across processes (device_cuda_share.c). */
+extern const hn_share_ops hn_cuda_share;
 #ifdef __cplusplus
 }
 #endif

@@ -105,6 +105,7 @@ static void teardown(hn_runtime *rt, int nthreads)
     hn_free(rt->job_status);
     hn_free(rt->all_ranks);
     hn_free(rt->devices);
+    hn_free(rt->world_devices);
     hn_free(rt->ranks);
     hn_free(rt);
 }
@@ -314,6 +315,18 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     }
     if (hn_procs(rt) && (st = hn_procs_watch(rt)) != HN_OK) {
         hn_sb_printf(why, "cannot watch the other processes: %s", hn_status_string(st));
+        goto undo;
+    }
+    /* which ranks share a device (NCCL and the latency path take one per
+     * device): ordinals as every process numbers them, alike under one
+     * launcher */
+    if (hn_procs(rt) &&
+        ((rt->world_devices = hn_calloc((size_t)rt->world, sizeof(int))) == NULL ||
+         (st = hn_procs_xchg(rt, "the devices of the ranks", &rt->devices[0], sizeof(int), rt->world_devices)) !=
+             HN_OK)) {
+        hn_sb_printf(why, "cannot learn the other processes' devices: %s",
+                     rt->world_devices == NULL ? "out of memory" : hn_runtime_error(rt));
+        st = rt->world_devices == NULL ? HN_ERR_NOMEM : st;
         goto undo;
     }
     if (hn_procs(rt))

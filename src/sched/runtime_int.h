@@ -180,6 +180,7 @@ struct hn_runtime {
     hn_rank *ranks; /* [nlocal] */
     int *all_ranks; /* 0 .. world-1: the team of point-to-point transfers */
     int *devices;   /* [nlocal]: the device ordinal of each local rank */
+    int *world_devices; /* [world]: every rank's ordinal (a world across processes), or NULL */
     const struct hn_cost_profile *profile; /* the machine profile its lowering's model reads (profile.c) */
 
     /* the error slot and device health (run_error.c): the first error of
@@ -260,11 +261,13 @@ static inline int hn_runtime_drives(const hn_runtime *rt, int rank)
     return rank >= rt->first && rank - rt->first < rt->nlocal;
 }
 
-/* The device ordinal of global rank `rank`, -1 when this runtime does not
- * drive it (its device belongs to another process). */
+/* The device ordinal of global rank `rank` (in a world across processes,
+ * as its process numbers its devices: told at creation), -1 when unknown. */
 static inline int hn_runtime_device_of(const hn_runtime *rt, int rank)
 {
-    return hn_runtime_drives(rt, rank) ? rt->devices[rank - rt->first] : -1;
+    if (hn_runtime_drives(rt, rank))
+        return rt->devices[rank - rt->first];
+    return rt->world_devices != NULL && rank >= 0 && rank < rt->world ? rt->world_devices[rank] : -1;
 }
 
 #endif
