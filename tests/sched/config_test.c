@@ -105,6 +105,7 @@ static const struct {
     {"HIRNODE_TIMEOUT", "0", "HIRNODE_TIMEOUT: expected a number from 0.001 to 1e+06, not '0'"},
     {"HIRNODE_HOST_DELAY_US", "nan", "HIRNODE_HOST_DELAY_US: expected a number from 0 to 1e+06, not 'nan'"},
     {"HIRNODE_HOST_MEM_MIB", "1.5", "HIRNODE_HOST_MEM_MIB: expected an integer from 0 to 1073741824, not '1.5'"},
+    {"HIRNODE_SHARED_MEM_MIB", "-1", "HIRNODE_SHARED_MEM_MIB: expected an integer from 0 to 1073741824, not '-1'"},
     {"HIRNODE_SEED", "-1", "HIRNODE_SEED: expected an integer of at least 0, not '-1'"},
     {"HIRNODE_LOG", "verbose", "HIRNODE_LOG: expected off, error, warn, info, debug or trace, not 'verbose'"},
     {"HIRNODE_NCCL_BLOCKING", "yes", "HIRNODE_NCCL_BLOCKING: expected 0 or 1, not 'yes'"},
