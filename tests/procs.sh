@@ -157,10 +157,12 @@ took_under 11 "ranks deaf to SIGTERM"
 less 7.4 "$secs" && ok || bad "ranks deaf to SIGTERM: killed after $secs s, before SIGKILL's time"
 
 # SIGINT to the launcher reaches the workers; it then ends by SIGINT itself
-# (exit 130 through sh), the directory it made removed
+# (exit 130 through sh), the directory it made removed. (A command put in
+# the background by a script starts with SIGINT ignored, which the
+# launcher would respect: env gives it back its default.)
 rm -f "$t/sid"
-HIRNODE_LAUNCH_TEST=sleep setsid sh -c 'echo $$ >"$0"; exec "$@"' "$t/sid" "$cli" run --procs 3 "$prog" \
-  >"$t/out" 2>"$t/err" &
+HIRNODE_LAUNCH_TEST=sleep setsid sh -c 'echo $$ >"$0"; exec env --default-signal=INT "$@"' "$t/sid" "$cli" run \
+  --procs 3 "$prog" >"$t/out" 2>"$t/err" &
 job=$!
 for i in $(seq 1 50); do [ -s "$t/sid" ] && grep -q 'launch test: rank 0' "$t/out" && break; sleep 0.1; done
 sid=$(cat "$t/sid")
@@ -174,6 +176,21 @@ has err "hirnode: SIGINT: passed on to the workers" "SIGINT"
 [ -z "$(left_in "$sid")" ] && ok || bad "SIGINT: left running"
 dir=$(sed -n 's/^launch test: rank 0 (pid [0-9]*) in \(.*\): .*/\1/p' "$t/out")
 [ -n "$dir" ] && [ ! -e "$dir" ] && ok || bad "SIGINT: the rendezvous '$dir' is left"
+
+# started ignoring SIGHUP (nohup), the launcher does not pass it on: the
+# workers stay until SIGTERM
+rm -f "$t/sid"
+HIRNODE_LAUNCH_TEST=sleep setsid sh -c 'echo $$ >"$0"; exec nohup "$@"' "$t/sid" "$cli" run --procs 2 "$prog" \
+  >"$t/out" 2>"$t/err" &
+job=$!
+for i in $(seq 1 50); do [ -s "$t/sid" ] && [ "$(left_in "$(cat "$t/sid")" | wc -l)" = 3 ] && break; sleep 0.1; done
+sid=$(cat "$t/sid")
+kill -HUP "$sid"
+sleep 0.5
+[ "$(left_in "$sid" | wc -l)" = 3 ] && ok || bad "nohup: SIGHUP was passed on"
+kill -TERM "$sid"
+wait "$job"
+[ -z "$(left_in "$sid")" ] && ok || bad "nohup: left running after SIGTERM"
 
 # a file the launcher does not know in the directory it made: it is left,
 # and said so

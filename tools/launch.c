@@ -56,6 +56,7 @@ typedef struct launch {
     double kill_at;  /* SIGKILL then; 0: not terminated; -1: sent */
     char after[64];  /* what started the clock, for messages ("rank 0 ended") */
     int user_sig;    /* a SIGINT, SIGTERM or SIGHUP passed on; 0: none */
+    struct sigaction before[HN_ARRAY_LEN(caught)]; /* each of `caught` as the launcher began */
 } launch;
 
 /* the write end is the signal handler's; the read end the poll loop's */
@@ -265,20 +266,19 @@ static char **worker_env(int n, const char *dir, char *rank_env, char **world_en
     return env;
 }
 
-/* In the child, between fork and exec: the workers' group, death with the
- * launcher, stdin from /dev/null (a worker in a background group reading
- * the terminal would stop), ranks > 0 writing into their pipe. */
+/* In the child, between fork and exec: the signals as the launcher got
+ * them (one ignored under nohup stays ignored), the workers' group, death
+ * with the launcher, stdin from /dev/null (a worker in a background group
+ * reading the terminal would stop), ranks > 0 writing into their pipe. */
 static void __attribute__((noreturn))
-become_worker(int rank, pid_t pgid, pid_t launcher, int devnull, int out, char **argv, char **env,
+become_worker(const launch *l, int rank, pid_t launcher, int devnull, int out, char **argv, char **env,
               const sigset_t *mask)
 {
-    struct sigaction dfl;
     char msg[160];
     const char *what = "exec /proc/self/exe";
-    memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
+    pid_t pgid = l->pgid;
     for (int i = 0; i < HN_ARRAY_LEN(caught); i++)
-        sigaction(caught[i], &dfl, NULL);
+        sigaction(caught[i], &l->before[i], NULL);
     sigprocmask(SIG_SETMASK, mask, NULL);
     if (setpgid(0, rank == 0 ? 0 : pgid) != 0)
         what = "join the workers' process group";
@@ -313,7 +313,7 @@ static int start_worker(launch *l, int r, int devnull, char **argv, char **env, 
         return e;
     }
     if (pid == 0)
-        become_worker(r, l->pgid, self, devnull, fds[1], argv, env, mask);
+        become_worker(l, r, self, devnull, fds[1], argv, env, mask);
     /* the child does the same: whichever comes first, the group is set
      * before the next fork (and rank 0, unreaped until the end, holds its id) */
     if (r == 0)
@@ -714,7 +714,7 @@ int hn_cli_launch(const char *name, const hn_cli_procs *p, double timeout_s, cha
 {
     char made[] = "/tmp/hn-XXXXXX", rank_env[32], *world_env = NULL, *dir_env = NULL;
     const char *dir = p->rendezvous;
-    struct sigaction act, old[HN_ARRAY_LEN(caught)];
+    struct sigaction act;
     sigset_t block, mask;
     char **env = NULL;
     int devnull = -1, rc = HN_EXIT_FAIL, started = 0;
@@ -745,7 +745,11 @@ int hn_cli_launch(const char *name, const hn_cli_procs *p, double timeout_s, cha
     sigemptyset(&act.sa_mask);
     sigemptyset(&block);
     for (int i = 0; i < HN_ARRAY_LEN(caught); i++) {
-        sigaction(caught[i], &act, &old[i]);
+        sigaction(caught[i], NULL, &l.before[i]);
+        /* what the launcher was started ignoring (nohup: SIGHUP) it does
+         * not pass on; SIGCHLD it needs */
+        if (caught[i] == SIGCHLD || l.before[i].sa_handler != SIG_IGN)
+            sigaction(caught[i], &act, NULL);
         sigaddset(&block, caught[i]);
     }
     sigprocmask(SIG_BLOCK, &block, &mask);
@@ -769,7 +773,7 @@ int hn_cli_launch(const char *name, const hn_cli_procs *p, double timeout_s, cha
     if (started > 0)
         (void)waitpid(l.w[0].pid, NULL, 0);
     for (int i = 0; i < HN_ARRAY_LEN(caught); i++)
-        sigaction(caught[i], &old[i], NULL);
+        sigaction(caught[i], &l.before[i], NULL);
     print_outputs(&l);
     print_summary(&l);
     rc = started == l.n ? exit_code(&l) : HN_EXIT_FAIL;
