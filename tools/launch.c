@@ -111,12 +111,13 @@ static int check_rendezvous(const char *name, const char *dir)
  * else of an item without a rank, else none. ACTION: exitK (exit with K),
  * kill9 (SIGKILL itself), stop (SIGSTOP itself), sleep (until a signal
  * ends it), hang (as sleep, but deaf to SIGTERM and SIGINT), sock (bind
- * the socket rank-R.sock in the rendezvous and exit). Each first writes a
- * line to stdout (naming the rendezvous) and one to stderr. Returns -1 when this rank has
+ * the socket rank-R.sock in the rendezvous and exit), spew (20000 long lines
+ * "spew N" to stderr, more than the launcher keeps, and exit 1). Each
+ * first writes a line to stdout (naming the rendezvous) and one to stderr. Returns -1 when this rank has
  * no action, else the exit code. */
 static int launch_test_hook(const char *name, int rank)
 {
-    static const char *const actions[] = {"kill9", "stop", "sleep", "hang", "sock"};
+    static const char *const actions[] = {"kill9", "stop", "sleep", "hang", "sock", "spew"};
     const char *spec = getenv("HIRNODE_LAUNCH_TEST"), *mine = NULL, *any = NULL, *at;
     size_t mine_len = 0, any_len = 0;
     if (spec == NULL || *spec == '\0')
@@ -141,7 +142,7 @@ static int launch_test_hook(const char *name, int rank)
         }
         if (!good) {
             hn_command c = {name, "", NULL, 0, NULL, 0, NULL, NULL};
-            return hn_cli_usage_error(&c, "HIRNODE_LAUNCH_TEST: '%.*s' is not [RANK:]exitK|kill9|stop|sleep|hang|sock",
+            return hn_cli_usage_error(&c, "HIRNODE_LAUNCH_TEST: '%.*s' is not [RANK:]exitK|kill9|stop|sleep|hang|sock|spew",
                                       (int)len, at);
         }
         if (colon == NULL) {
@@ -170,6 +171,11 @@ static int launch_test_hook(const char *name, int rank)
         return (int)strtol(mine + 4, NULL, 10);
     if (memcmp(mine, "kill9", 5) == 0)
         raise(SIGKILL);
+    if (memcmp(mine, "spew", 4) == 0) {
+        for (int i = 1; i <= 20000; i++)
+            fprintf(stderr, "spew %d %s\n", i, "-------------------------------------------------");
+        return HN_EXIT_FAIL;
+    }
     if (memcmp(mine, "sock", 4) == 0) { /* what a rank leaves in the rendezvous */
         struct sockaddr_un a = {.sun_family = AF_UNIX};
         int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -277,6 +283,7 @@ become_worker(const launch *l, int rank, pid_t launcher, int devnull, int out, c
     char msg[160];
     const char *what = "exec /proc/self/exe";
     pid_t pgid = l->pgid;
+    ssize_t said;
     for (int i = 0; i < HN_ARRAY_LEN(caught); i++)
         sigaction(caught[i], &l->before[i], NULL);
     sigprocmask(SIG_SETMASK, mask, NULL);
@@ -291,8 +298,8 @@ become_worker(const launch *l, int rank, pid_t launcher, int devnull, int out, c
     else
         execve("/proc/self/exe", argv, env);
     snprintf(msg, sizeof(msg), "hirnode: rank %d: cannot %s: %s\n", rank, what, strerror(errno));
-    if (write(2, msg, strlen(msg)) < 0)
-        _exit(127);
+    said = write(2, msg, strlen(msg)); /* if not, there is nowhere else to say it */
+    (void)said;
     _exit(127);
 }
 
