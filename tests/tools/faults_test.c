@@ -220,6 +220,20 @@ static void test_fault_sweep(void)
             CU_ASSERT(t.by_kind[k] > 0);
 }
 
+/* With no faults planned, the runtime runs p to a passing --check. */
+static void passes_without_faults(hn_runtime *rt, const hn_program *p)
+{
+    hn_check_result res;
+    hn_strbuf err, diag;
+    hn_sb_init(&err);
+    hn_sb_init(&diag);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    CU_ASSERT_EQUAL(check_once(rt, p, &res, &diag), HN_OK);
+    CU_ASSERT_TRUE(res.passed);
+    hn_sb_free(&diag);
+    hn_sb_free(&err);
+}
+
 /* Faults that could never fire: a rank the runtime lacks is refused when
  * the plan is set, a line without an instruction the fault acts on when
  * the program is run (naming the lines that have one); the runtime runs
@@ -282,11 +296,7 @@ static void test_faults_that_cannot_fire(void)
         CU_ASSERT(rt->faults_fired > before); /* it fired */
         hn_sb_free(&diag);
     }
-    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
-    hn_sb_init(&diag);
-    CU_ASSERT_EQUAL(check_once(rt, p, &res, &diag), HN_OK);
-    CU_ASSERT_TRUE(res.passed);
-    hn_sb_free(&diag);
+    passes_without_faults(rt, p);
     hn_sb_free(&err);
     hn_runtime_destroy(rt);
     hn_program_destroy(p);
@@ -316,10 +326,7 @@ static void test_process_faults_refused(void)
                            "holds every rank of the world (2): it needs one rank per process (hirnode run --procs "
                            "N)\n");
     CU_ASSERT_EQUAL(rt->faults.n, 0);
-    hn_sb_init(&diag);
-    CU_ASSERT_EQUAL(check_once(rt, p, &res, &diag), HN_OK);
-    CU_ASSERT_TRUE(res.passed);
-    hn_sb_free(&diag);
+    passes_without_faults(rt, p);
     hn_runtime_destroy(rt);
     setenv("HIRNODE_FAULT", "0:4:sigstop", 1);
     rt = hn_test_runtime("host", 2, 0, TIMEOUT_S, 0);
@@ -337,11 +344,7 @@ static void test_process_faults_refused(void)
                            "--procs N)\n");
     CU_ASSERT_EQUAL(rt->faults_fired, 0);
     hn_sb_free(&diag);
-    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
-    hn_sb_init(&diag);
-    CU_ASSERT_EQUAL(check_once(rt, p, &res, &diag), HN_OK);
-    CU_ASSERT_TRUE(res.passed);
-    hn_sb_free(&diag);
+    passes_without_faults(rt, p);
     hn_sb_free(&err);
     hn_runtime_destroy(rt);
     hn_program_destroy(p);
