@@ -98,6 +98,14 @@ for d in "$t/mine" "$t/sticky"; do
 done
 made_dir=1
 
+# a world of one process runs without process mode: the worker is real
+run_case "a real worker" 0 "" --procs 1 --check "$prog"
+has out "check: passed" "a real worker"
+# kill and sigstop are refused where one process holds every rank
+run_case "kill in one process" 2 "" --procs 1 --fault 0:9:kill "$prog"
+has err "fault '0:9:kill': kill acts on the process of rank 0, and this process holds every rank" \
+  "kill in one process"
+
 # every worker ends well: exit 0, only rank 0's output, the others' dropped
 run_case "all exit 0" 0 exit0 --procs 4 "$prog"
 has out "launch test: rank 0 (pid" "all exit 0"
