@@ -164,6 +164,9 @@ for r in 1 2; do
     { bad "rank $r hung: not named"; cat "$t/err"; }
 done
 has err "hirnode: rank 0 exited with 1; ranks 1, 2 overdue, killed" "ranks 1-2 hung"
+grep -qE "^hirnode: rank 0 \(pid [0-9]+\) exited with 1$" "$t/err" && ok ||
+  { bad "ranks 1-2 hung: rank 0's failure not said at once"; cat "$t/err"; }
+has err "hirnode: the other ranks have 5.5 s to end (the timeout and 5 s)" "ranks 1-2 hung"
 took_under 9 "ranks 1-2 hung"
 # ... and by SIGKILL 2 s later when they do not take SIGTERM (rank 0 among them)
 run_case "ranks deaf to SIGTERM" 1 hang,1:exit4 --procs 3 --timeout 0.5 "$prog"

@@ -389,6 +389,20 @@ static void start_clock(launch *l, int r, const char *what)
     snprintf(l->after, sizeof(l->after), "rank %d %s", r, what);
 }
 
+static int live(const launch *l)
+{
+    int n = 0;
+    for (int r = 0; r < l->n; r++)
+        n += l->w[r].pid > 0 && (l->w[r].state == W_RUNNING || l->w[r].state == W_STOPPED);
+    return n;
+}
+
+/* After the first failure, while others run: how long they have. */
+static void grace_note(const launch *l)
+{
+    fprintf(stderr, "hirnode: the other ranks have %g s to end (the timeout and %g s)\n", l->grace_s, GRACE_EXTRA_S);
+}
+
 /* Every change of a worker's state since the last call; rank 0 is left a
  * zombie (WNOWAIT) so that the group's id stays the workers' until the
  * launcher's last kill. */
@@ -397,6 +411,7 @@ static void reap(launch *l)
     for (int r = 0; r < l->n; r++) {
         worker *w = &l->w[r];
         siginfo_t si;
+        int first;
         if (w->state == W_EXITED || w->state == W_SIGNALED)
             continue;
         memset(&si, 0, sizeof(si));
@@ -408,27 +423,39 @@ static void reap(launch *l)
         }
         if (si.si_pid == 0)
             continue;
+        first = l->deadline == 0;
         switch (si.si_code) {
         case CLD_EXITED:
             w->state = W_EXITED;
             w->code = si.si_status;
             start_clock(l, r, "ended");
+            /* the first failure is said at once: the others may take
+             * their whole grace before the end says more */
+            if (first && w->code != 0 && live(l) > 0) {
+                fprintf(stderr, "hirnode: rank %d (pid %d) exited with %d\n", r, (int)w->pid, w->code);
+                grace_note(l);
+            }
             break;
         case CLD_KILLED:
         case CLD_DUMPED:
             w->state = W_SIGNALED;
             w->code = si.si_status;
+            start_clock(l, r, "ended");
             if (!w->overdue && si.si_status != l->user_sig)
                 fprintf(stderr, "hirnode: rank %d (pid %d) was killed by signal %d (%s)%s\n", r, (int)w->pid,
                         si.si_status, strsignal(si.si_status), si.si_code == CLD_DUMPED ? ", core dumped" : "");
-            start_clock(l, r, "ended");
+            if (first && live(l) > 0)
+                grace_note(l);
             break;
         case CLD_STOPPED:
-            if (w->state != W_STOPPED)
+            if (w->state != W_STOPPED) {
+                w->state = W_STOPPED;
+                start_clock(l, r, "stopped");
                 fprintf(stderr, "hirnode: rank %d (pid %d) was stopped by signal %d (%s)\n", r, (int)w->pid,
                         si.si_status, strsignal(si.si_status));
-            w->state = W_STOPPED;
-            start_clock(l, r, "stopped");
+                if (first)
+                    grace_note(l);
+            }
             break;
         case CLD_CONTINUED:
             w->state = w->state == W_STOPPED ? W_RUNNING : w->state;
@@ -437,14 +464,6 @@ static void reap(launch *l)
             break;
         }
     }
-}
-
-static int live(const launch *l)
-{
-    int n = 0;
-    for (int r = 0; r < l->n; r++)
-        n += l->w[r].pid > 0 && (l->w[r].state == W_RUNNING || l->w[r].state == W_STOPPED);
-    return n;
 }
 
 /* The whole group: sig, and SIGCONT so that a stopped worker takes it. */
@@ -724,7 +743,7 @@ int hn_cli_launch(const char *name, const hn_cli_procs *p, double timeout_s, cha
     struct sigaction act;
     sigset_t block, mask;
     char **env = NULL;
-    int devnull = -1, rc = HN_EXIT_FAIL, started = 0;
+    int devnull = -1, rc = HN_EXIT_FAIL, started = 0, made_here;
     launch l;
     memset(&l, 0, sizeof(l));
     l.n = p->n;
@@ -733,6 +752,7 @@ int hn_cli_launch(const char *name, const hn_cli_procs *p, double timeout_s, cha
         fprintf(stderr, "%s: cannot make a rendezvous directory under /tmp: %s\n", name, strerror(errno));
         return HN_EXIT_FAIL;
     }
+    made_here = dir == made;
     if ((l.w = calloc((size_t)l.n, sizeof(worker))) == NULL ||
         (env = worker_env(l.n, dir, rank_env, &world_env, &dir_env)) == NULL) {
         fprintf(stderr, "%s: out of memory\n", name);
@@ -779,6 +799,10 @@ int hn_cli_launch(const char *name, const hn_cli_procs *p, double timeout_s, cha
     signal_group(&l, SIGKILL);
     if (started > 0)
         (void)waitpid(l.w[0].pid, NULL, 0);
+    /* nothing left to undo before the signals are given back */
+    if (made_here)
+        remove_rendezvous(dir, l.n);
+    made_here = 0;
     for (int i = 0; i < HN_ARRAY_LEN(caught); i++)
         sigaction(caught[i], &l.before[i], NULL);
     print_outputs(&l);
@@ -793,7 +817,7 @@ close_fds:
     if (devnull >= 0)
         close(devnull);
 remove_dir:
-    if (dir == made)
+    if (made_here)
         remove_rendezvous(dir, l.n);
     for (int r = 0; l.w != NULL && r < l.n; r++)
         free(l.w[r].out);
