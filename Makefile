@@ -202,8 +202,10 @@ python-test: python
 
 # the suites on the plain build, under ASan+UBSan and under TSan, the
 # Python suite (CPU backend, NumPy), then the
-# command-line checks of every example
+# command-line checks of every example; with HN_PROCS_TESTS=1 also the
+# launcher of process mode (tests/procs.sh, about 30 s)
 NPROC := $(shell nproc 2>/dev/null || echo 2)
+HN_PROCS_TESTS ?= 0
 test: check-deps
 	$(MAKE) -j$(NPROC) all
 	$(TESTS)
@@ -213,6 +215,8 @@ test: check-deps
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/hn_tests
 	$(MAKE) python-test
 	tests/examples.sh $(CLI)
+	@if [ "$(HN_PROCS_TESTS)" = 1 ]; then echo "tests/procs.sh $(CLI)"; tests/procs.sh $(CLI); \
+	else echo "tests/procs.sh: skipped (HN_PROCS_TESTS=1 runs it)"; fi
 	tests/install.sh
 	$(MAKE) fuzz-test
 	$(MAKE) check-layers

@@ -21,6 +21,7 @@
 #include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
+#include "launch.h"
 #include "options.h"
 
 #define MAX_VIAS 8
@@ -588,9 +589,11 @@ static const char bench_usage[] =
 static int bench_collectives_cli(int argc, char **argv)
 {
     bench_opts o;
+    hn_cli_procs procs = {0, NULL, 0};
     const char *ops = "all", *timing = "device", *dtype = "bf16";
     const hn_option table[] = {
         HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 1)"),
+        HN_PROCS_OPTIONS(&procs),
         HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend, "the devices (default: $HIRNODE_BACKEND, else auto)"),
         HN_CALL("--devices", "LIST", hn_cli_take_devices, &o.devices,
                 "the device ordinal of each rank, e.g. 0,0: two ranks on GPU 0\n(the latency path and p2p; "
@@ -628,8 +631,12 @@ static int bench_collectives_cli(int argc, char **argv)
     o.min = 8 << 10;
     o.hidden = 4096;
     o.warmup = -1; /* 0 .. 0 of max, iters, reps and -1 of warmup: not given */
-    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0)
+    o.cfg.ndev = 0; /* and of --gpus */
+    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0 ||
+        (rc = hn_cli_procs_setup(c.name, &procs, &o.cfg, &o.devices, 1)) >= 0)
         return rc;
+    if (procs.launcher)
+        return hn_cli_launch(c.name, &procs, o.cfg.timeout_s, argv);
     if (!hn_cli_use_devices(c.name, &o.devices, &o.cfg))
         return HN_EXIT_USAGE;
     o.ops = ops;

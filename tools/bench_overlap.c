@@ -18,6 +18,7 @@
 #include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
+#include "launch.h"
 #include "options.h"
 
 int hn_cli_bench_overlap(int argc, char **argv);
@@ -478,9 +479,11 @@ int hn_cli_bench_overlap(int argc, char **argv)
     int rc = 0, shapes_given;
     hn_status_t st;
     char *why = NULL;
+    hn_cli_procs procs = {0, NULL, 0};
     const hn_option table[] = {
         HN_CHOICE("--op", "ag_matmul|matmul_rs|matmul_ar|all", &op, "the pipelined statement (needed; all: the three)"),
         HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 2)"),
+        HN_PROCS_OPTIONS(&procs),
         HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend, "the devices (default: $HIRNODE_BACKEND, else auto)"),
         HN_CALL("--shapes", "MxKxN[,MxKxN...]", parse_shapes, &o,
                 "default 32768x16384x8192,16384x8192x8192,4096x8192x8192;\n"
@@ -499,16 +502,19 @@ int hn_cli_bench_overlap(int argc, char **argv)
     hn_command c = {"hirnode bench overlap", "", table, HN_ARRAY_LEN(table), NULL, 0, &nargs, overlap_more};
     memset(&o, 0, sizeof(o));
     hn_runtime_config_default(&o.cfg);
-    o.cfg.ndev = 2;
+    o.cfg.ndev = 0; /* --gpus not given: 2 (hn_cli_procs_setup) */
     o.dtypes[0] = HN_BF16;
     o.ndtypes = 1;
     o.iters = 5;
     o.warmup = 3;
     o.reps = 20;
-    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0)
+    if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0 ||
+        (rc = hn_cli_procs_setup(c.name, &procs, &o.cfg, NULL, 2)) >= 0)
         return rc;
     if (op == NULL)
         return hn_cli_usage_error(&c, "which --op? (ag_matmul, matmul_rs, matmul_ar or all)");
+    if (procs.launcher)
+        return hn_cli_launch(c.name, &procs, o.cfg.timeout_s, argv);
     o.all_ops = strcmp(op, "all") == 0;
     for (int k = 0; k < 3; k++)
         if (strcmp(op, op_names[k]) == 0)

@@ -7,6 +7,7 @@
 #include "../src/sched/tools.h"
 #include "hirnode/runtime.h"
 
+#include "launch.h"
 #include "options.h"
 
 int hn_cli_bench(int argc, char **argv); /* bench.c */
@@ -292,9 +293,11 @@ static int cmd_run(int argc, char **argv)
     hn_check_result res;
     hn_strbuf diag;
     hn_status_t st;
+    hn_cli_procs procs = {0, NULL, 0};
     int rc;
     const hn_option table[] = {
         CONFIG_OPTIONS(&o),
+        HN_PROCS_OPTIONS(&procs),
         HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend,
                   "the devices (default: $HIRNODE_BACKEND, else auto: cuda when\n"
                   "the machine has enough GPUs, else host, a CPU emulation)"),
@@ -315,7 +318,9 @@ static int cmd_run(int argc, char **argv)
     };
     char *why = NULL;
     init_opts(&o);
-    if ((rc = parse_opts("hirnode run", table, HN_ARRAY_LEN(table), argc, argv, &o, 1)) >= 0) {
+    o.cfg.ndev = 0; /* --gpus not given: hn_cli_procs_setup says how many */
+    if ((rc = parse_opts("hirnode run", table, HN_ARRAY_LEN(table), argc, argv, &o, 1)) >= 0 ||
+        (rc = hn_cli_procs_setup("hirnode run", &procs, &o.cfg, &o.devices, DEFAULT_RANKS)) >= 0) {
         free_opts(&o);
         return rc;
     }
@@ -326,6 +331,11 @@ static int cmd_run(int argc, char **argv)
     if ((p = load(o.file)) == NULL) {
         free_opts(&o);
         return HN_EXIT_USAGE;
+    }
+    if (procs.launcher) { /* a bad program is said once, here; the workers run it */
+        hn_program_destroy(p);
+        free_opts(&o);
+        return hn_cli_launch("hirnode run", &procs, o.cfg.timeout_s, argv);
     }
     if ((st = hn_runtime_create_ex(&o.cfg, &rt, &why)) != HN_OK) {
         /* said here, once, without a source location */

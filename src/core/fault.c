@@ -7,7 +7,7 @@
 #include "fault.h"
 
 static const char *const kind_names[HN_FAULT_KIND_COUNT] = {
-    "issue", "async", "trap", "comm", "stop", "slow", "oom",
+    "issue", "async", "trap", "comm", "stop", "slow", "oom", "kill", "sigstop",
 };
 
 const char *hn_fault_kind_name(hn_fault_kind k)
@@ -59,7 +59,7 @@ static hn_status_t parse_one(const char *s, size_t len, hn_fault *f, char *err, 
     f->ms = 200;
     if (nf < 3 || k < 0 || kpos > 3 || !number(field[0], flen[0], 0, 1 << 20, &v)) {
         snprintf(err, errlen, "fault '%.*s': expected RANK:LINE[:OCCURRENCE]:KIND[:MS] with KIND one of "
-                 "issue, async, trap, comm, stop, slow, oom", (int)len, s);
+                 "issue, async, trap, comm, stop, slow, oom, kill, sigstop", (int)len, s);
         return HN_ERR_INVALID;
     }
     f->rank = (int)v;
@@ -130,6 +130,23 @@ hn_status_t hn_fault_plan_check_ranks(const hn_fault_plan *plan, int nranks, cha
             else
                 snprintf(err, errlen, "fault '%s': rank %d does not exist (ranks 0 to %d)", text, plan->f[i].rank,
                          nranks - 1);
+            return HN_ERR_INVALID;
+        }
+    return HN_OK;
+}
+
+hn_status_t hn_fault_plan_check_process(const hn_fault_plan *plan, int world, int nlocal, char *err, size_t errlen)
+{
+    if (nlocal < world)
+        return HN_OK;
+    for (int i = 0; i < plan->n; i++)
+        if (plan->f[i].kind >= HN_FAULT_FIRST_PROCESS_KIND) {
+            char text[64];
+            hn_fault_text(&plan->f[i], text, sizeof(text));
+            snprintf(err, errlen,
+                     "fault '%s': %s acts on the process of rank %d, and this process holds every rank of the "
+                     "world (%d): it needs one rank per process (hirnode run --procs N)",
+                     text, hn_fault_kind_name(plan->f[i].kind), plan->f[i].rank, world);
             return HN_ERR_INVALID;
         }
     return HN_OK;

@@ -16,8 +16,15 @@ typedef enum hn_fault_kind {
     HN_FAULT_STOP,  /* the rank stops issuing, as if its thread hung */
     HN_FAULT_SLOW,  /* the rank sleeps before the instruction (ms; default 200) */
     HN_FAULT_OOM,   /* the allocation fails (alloc instructions) */
+    /* the kinds from here act on the rank's whole process, so they need
+     * process mode (one rank per process): */
+    HN_FAULT_KILL,    /* the process kills itself (SIGKILL), as if it crashed */
+    HN_FAULT_SIGSTOP, /* the process stops (SIGSTOP), as if the machine froze it */
     HN_FAULT_KIND_COUNT
 } hn_fault_kind;
+
+/* Kinds below it act on a rank's thread; from it on, on its process. */
+#define HN_FAULT_FIRST_PROCESS_KIND HN_FAULT_KILL
 
 #define HN_MAX_FAULTS 16
 
@@ -45,5 +52,9 @@ void hn_fault_text(const hn_fault *f, char *buf, size_t n);
  * runtime of nranks does not have ("fault '9:99:stop': rank 9 does not
  * exist (ranks 0 to 3)"). */
 hn_status_t hn_fault_plan_check_ranks(const hn_fault_plan *plan, int nranks, char *err, size_t errlen);
+/* HN_ERR_INVALID with why into err when a fault would kill or stop the
+ * process of its rank (kill, sigstop) while one process holds every rank
+ * of the world (nlocal == world): it would take every rank with it. */
+hn_status_t hn_fault_plan_check_process(const hn_fault_plan *plan, int world, int nlocal, char *err, size_t errlen);
 
 #endif

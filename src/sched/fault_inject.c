@@ -1,6 +1,7 @@
 /* Injected faults (HIRNODE_FAULT, docs/RELIABILITY.md): the evaluator sets
  * them off before it issues an instruction of a faulted line on that rank
  * (a group's members too); each kind acts as the failure it stands for. */
+#include <signal.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -12,7 +13,8 @@ hn_status_t hn_runtime_set_faults(hn_runtime *rt, const char *spec, hn_strbuf *e
     char msg[256];
     hn_fault_plan plan;
     if (hn_fault_parse(spec, &plan, msg, sizeof(msg)) != HN_OK ||
-        hn_fault_plan_check_ranks(&plan, rt->world, msg, sizeof(msg)) != HN_OK) {
+        hn_fault_plan_check_ranks(&plan, rt->world, msg, sizeof(msg)) != HN_OK ||
+        hn_fault_plan_check_process(&plan, rt->world, rt->nlocal, msg, sizeof(msg)) != HN_OK) {
         hn_sb_printf(err, "hirnode: error: %s\n", msg);
         return HN_ERR_INVALID;
     }
@@ -65,10 +67,16 @@ hn_status_t hn_faults_check_program(const hn_runtime *rt, const hn_program *p, h
     static const char *const where[] = {"", "the body's instructions are on lines",
                                         "the body communicates on lines", "", "the body allocates on lines"};
     unsigned char *marks;
+    char why[256];
     int max = 0;
     hn_status_t st = HN_OK;
     if (rt->faults.n == 0)
         return HN_OK;
+    /* a plan from HIRNODE_FAULT meets the world's processes first here */
+    if (hn_fault_plan_check_process(&rt->faults, rt->world, rt->nlocal, why, sizeof(why)) != HN_OK) {
+        hn_sb_printf(err, "%s: error: %s\n", p->filename, why);
+        return HN_ERR_INVALID;
+    }
     for (int i = 0; i < p->ninstrs; i++)
         max = HN_MAX(max, p->instrs[i]->line);
     if ((marks = hn_calloc((size_t)max + 2, 1)) == NULL)
@@ -145,6 +153,16 @@ static hn_status_t set_off(hn_exec *x, const hn_instr *in, const hn_fault *f, ch
         return HN_ERR_ABORTED;
     case HN_FAULT_SLOW:
         sleep_ms(f->ms);
+        return HN_OK;
+    case HN_FAULT_KILL:
+        /* as if the process crashed: its peers in other processes must
+         * notice (hn_fault_plan_check_process refuses it in one process) */
+        raise(SIGKILL);
+        return HN_ERR_ABORTED; /* not reached */
+    case HN_FAULT_SIGSTOP:
+        /* as if the machine froze the process; whoever continues it
+         * (SIGCONT) finds the run as its peers left it */
+        raise(SIGSTOP);
         return HN_OK;
     case HN_FAULT_OOM: {
         size_t free_b = 0, total_b = 0;

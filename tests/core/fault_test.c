@@ -90,12 +90,42 @@ static void test_text_and_ranks(void)
     CU_ASSERT_EQUAL(hn_fault_plan_check_ranks(&plan, 1, err, sizeof(err)), HN_OK);
 }
 
+/* kill and sigstop act on a rank's process: refused where one process
+ * holds every rank of the world, taken where it holds fewer */
+static void test_process_kinds(void)
+{
+    hn_fault_plan plan;
+    char err[256], text[64];
+    CU_ASSERT_EQUAL_FATAL(hn_fault_parse("1:6:kill,0:5:2:sigstop", &plan, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(plan.n, 2);
+    CU_ASSERT_EQUAL(plan.f[0].kind, HN_FAULT_KILL);
+    CU_ASSERT_EQUAL(plan.f[1].kind, HN_FAULT_SIGSTOP);
+    CU_ASSERT_EQUAL(plan.f[1].occurrence, 2);
+    hn_fault_text(&plan.f[1], text, sizeof(text));
+    CU_ASSERT_STRING_EQUAL(text, "0:5:2:sigstop");
+    CU_ASSERT(HN_FAULT_KILL >= HN_FAULT_FIRST_PROCESS_KIND && HN_FAULT_SIGSTOP >= HN_FAULT_FIRST_PROCESS_KIND);
+    CU_ASSERT(HN_FAULT_OOM < HN_FAULT_FIRST_PROCESS_KIND && HN_FAULT_STOP < HN_FAULT_FIRST_PROCESS_KIND);
+    err[0] = '\0';
+    CU_ASSERT_EQUAL(hn_fault_plan_check_process(&plan, 4, 4, err, sizeof(err)), HN_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(err, "fault '1:6:kill': kill acts on the process of rank 1, and this process holds every "
+                                "rank of the world (4): it needs one rank per process (hirnode run --procs N)");
+    CU_ASSERT_EQUAL(hn_fault_plan_check_process(&plan, 1, 1, err, sizeof(err)), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(hn_fault_plan_check_process(&plan, 4, 1, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(hn_fault_parse("1:6:sigstop", &plan, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(hn_fault_plan_check_process(&plan, 2, 2, err, sizeof(err)), HN_ERR_INVALID);
+    CU_ASSERT(strstr(err, "sigstop acts on the process of rank 1") != NULL);
+    /* the thread kinds stay good in one process */
+    CU_ASSERT_EQUAL(hn_fault_parse("0:3:stop,1:4:issue,1:4:2:slow:5", &plan, err, sizeof(err)), HN_OK);
+    CU_ASSERT_EQUAL(hn_fault_plan_check_process(&plan, 2, 2, err, sizeof(err)), HN_OK);
+}
+
 void hn_suite_fault(void)
 {
     static CU_TestInfo tests[] = {
         {"fault plans parse", test_parse},
         {"bad fault plans are refused with a reason", test_bad_specs},
         {"faults as text; ranks a runtime lacks", test_text_and_ranks},
+        {"kill and sigstop need a process of their own", test_process_kinds},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("core/fault", tests);

@@ -182,7 +182,9 @@ static void test_fault_sweep(void)
             body_instrs(&p->body, instrs, &n, 512);
             for (int s = 0; s < SAMPLES_PER_CASE && n > 0; s++) {
                 const hn_instr *in = instrs[hn_splitmix64(&rng) % (uint64_t)n];
-                hn_fault_kind k = (hn_fault_kind)(hn_splitmix64(&rng) % HN_FAULT_KIND_COUNT);
+                /* the kinds one process of every rank can take (kill and
+                 * sigstop are refused there: test_process_faults_refused) */
+                hn_fault_kind k = (hn_fault_kind)(hn_splitmix64(&rng) % HN_FAULT_FIRST_PROCESS_KIND);
                 int rank = (int)(hn_splitmix64(&rng) % (uint64_t)w);
                 if (k == HN_FAULT_STOP && stops >= STOP_SAMPLES)
                     k = HN_FAULT_ISSUE;
@@ -209,13 +211,27 @@ static void test_fault_sweep(void)
         unsetenv("HIRNODE_WATCHDOG_GRACE_S");
     }
     printf("\n  faults: %d faulted runs sampled (seeded), %d set off (", t.runs, t.fired);
-    for (int k = 0; k < HN_FAULT_KIND_COUNT; k++)
+    for (int k = 0; k < HN_FAULT_FIRST_PROCESS_KIND; k++)
         printf("%s%s %d", k ? ", " : "", hn_fault_kind_name((hn_fault_kind)k), t.by_kind[k]);
     printf("); the next run passed --check after %d of them\n", t.passed_after);
     CU_ASSERT(t.fired > t.runs / 2);
-    for (int k = 0; k < HN_FAULT_KIND_COUNT; k++)
+    for (int k = 0; k < HN_FAULT_FIRST_PROCESS_KIND; k++)
         if (k != HN_FAULT_SLOW)
             CU_ASSERT(t.by_kind[k] > 0);
+}
+
+/* With no faults planned, the runtime runs p to a passing --check. */
+static void passes_without_faults(hn_runtime *rt, const hn_program *p)
+{
+    hn_check_result res;
+    hn_strbuf err, diag;
+    hn_sb_init(&err);
+    hn_sb_init(&diag);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    CU_ASSERT_EQUAL(check_once(rt, p, &res, &diag), HN_OK);
+    CU_ASSERT_TRUE(res.passed);
+    hn_sb_free(&diag);
+    hn_sb_free(&err);
 }
 
 /* Faults that could never fire: a rank the runtime lacks is refused when
@@ -280,11 +296,55 @@ static void test_faults_that_cannot_fire(void)
         CU_ASSERT(rt->faults_fired > before); /* it fired */
         hn_sb_free(&diag);
     }
-    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    passes_without_faults(rt, p);
+    hn_sb_free(&err);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
+/* kill and sigstop would take every rank of a world one process holds:
+ * refused when the plan is set, and (HIRNODE_FAULT, read when the
+ * runtime is made) when a program is prepared; the runtime runs on. */
+static void test_process_faults_refused(void)
+{
+    static const char *text = "param N = 8\n"
+                              "input X : f32[N] replicated\n"
+                              "output Y : f32[N] replicated\n"
+                              "allreduce Y <- X\n"
+                              "reference {\n  scale Y <- X, 2.0\n}\n";
+    hn_program *p = hn_test_parse(text, NULL);
+    hn_runtime *rt = hn_test_runtime("host", 2, 0, TIMEOUT_S, 0);
+    hn_check_result res;
+    hn_strbuf err, diag;
+    char *saved = getenv("HIRNODE_FAULT") != NULL ? strdup(getenv("HIRNODE_FAULT")) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    hn_sb_init(&err);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, "1:4:kill", &err), HN_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(err.data ? err.data : "",
+                           "hirnode: error: fault '1:4:kill': kill acts on the process of rank 1, and this process "
+                           "holds every rank of the world (2): it needs one rank per process (hirnode run --procs "
+                           "N)\n");
+    CU_ASSERT_EQUAL(rt->faults.n, 0);
+    passes_without_faults(rt, p);
+    hn_runtime_destroy(rt);
+    setenv("HIRNODE_FAULT", "0:4:sigstop", 1);
+    rt = hn_test_runtime("host", 2, 0, TIMEOUT_S, 0);
+    if (saved != NULL)
+        setenv("HIRNODE_FAULT", saved, 1);
+    else
+        unsetenv("HIRNODE_FAULT");
+    free(saved);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
     hn_sb_init(&diag);
-    CU_ASSERT_EQUAL(check_once(rt, p, &res, &diag), HN_OK);
-    CU_ASSERT_TRUE(res.passed);
+    CU_ASSERT_EQUAL(check_once(rt, p, &res, &diag), HN_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(diag.data ? diag.data : "",
+                           "t.hir: error: fault '0:4:sigstop': sigstop acts on the process of rank 0, and this "
+                           "process holds every rank of the world (2): it needs one rank per process (hirnode run "
+                           "--procs N)\n");
+    CU_ASSERT_EQUAL(rt->faults_fired, 0);
     hn_sb_free(&diag);
+    passes_without_faults(rt, p);
     hn_sb_free(&err);
     hn_runtime_destroy(rt);
     hn_program_destroy(p);
@@ -295,6 +355,7 @@ void hn_suite_faults(void)
     static CU_TestInfo tests[] = {
         {"injected faults end runs by name; the next run passes", test_fault_sweep},
         {"faults on a rank or line that does not exist are refused", test_faults_that_cannot_fire},
+        {"kill and sigstop are refused where one process holds every rank", test_process_faults_refused},
         CU_TEST_INFO_NULL,
     };
     if (strcmp(hn_test_backend, "host") != 0)
