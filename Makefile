@@ -202,10 +202,11 @@ python-test: python
 
 # the suites on the plain build, under ASan+UBSan and under TSan, the
 # Python suite (CPU backend, NumPy), then the
-# command-line checks of every example; with HN_PROCS_TESTS=1 also the
-# launcher of process mode (tests/procs.sh, about 30 s)
+# command-line checks of every example (also in 2 and 4 processes), and
+# process mode's launcher and faults (tests/procs.sh, about 40 s;
+# HN_PROCS_TESTS=0 leaves it out)
 NPROC := $(shell nproc 2>/dev/null || echo 2)
-HN_PROCS_TESTS ?= 0
+HN_PROCS_TESTS ?= 1
 test: check-deps
 	$(MAKE) -j$(NPROC) all
 	$(TESTS)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of the `hirnode` command: every example with --check at
-# 1, 2, 4 and 8 ranks (also with random stream delays), exit codes, error
+# 1, 2, 4 and 8 ranks (also with random stream delays) and in 2 and 4
+# processes, exit codes, error
 # format, dump round trip, .npy save/load, traces and their summary and
 # picture.
 set -u
@@ -19,6 +20,19 @@ for f in examples/*.hir; do
   d=$(mktemp)
   "$cli" dump "$f" > "$d" && "$cli" dump "$d" | cmp -s - "$d" && ok || bad "dump of $f is not a fixed point"
   rm -f "$d"
+done
+
+# process mode: every example with --check as a world of 2 processes (with
+# and without random stream delays) and of 4, one rank each, through the
+# launcher; and in graphs
+for f in examples/*.hir; do
+  for spec in "2 0" "2 100" "4 100"; do
+    set -- $spec
+    if out=$("$cli" run --procs "$1" --check --delay "$2" --iters 2 "$f" 2>&1); then ok
+    else bad "$f --procs $1 --delay $2"; echo "$out" | tail -8; fi
+  done
+  if out=$(HIRNODE_GRAPHS=1 "$cli" run --procs 2 --check --iters 3 "$f" 2>&1); then ok
+  else bad "$f --procs 2 in graphs"; echo "$out" | tail -8; fi
 done
 
 # dump --lowered: the lowered program reads back (a fixed point without the
@@ -387,6 +401,15 @@ out=$("$cli" run --gpus 2 --check --fault 1:31:issue examples/ag_matmul_p2p.hir 
 "$cli" run --gpus 2 --fault 1:31:melt examples/ag_matmul_p2p.hir >/dev/null 2>&1; [ $? = 2 ] && ok || bad "--fault with a bad plan"
 out=$("$cli" bench issue --gpus 2 --n 200 --reps 3 --warmup 1 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -qE "^ +2  host +200 " && ok || bad "bench issue: rc=$rc $out"
+# process mode writes what one process writes: the same outputs, bit for
+# bit (reductions in team order), saved by rank 0; a trace per process
+mkdir -p "$t/one" "$t/procs"
+"$cli" run --gpus 2 --check --save "$t/one" examples/tp_mlp.hir >/dev/null &&
+  "$cli" run --procs 2 --check --save "$t/procs" examples/tp_mlp.hir >/dev/null &&
+  cmp -s "$t/one/Y.npy" "$t/procs/Y.npy" && ok || bad "--procs 2 --save differs from --gpus 2 --save"
+"$cli" run --procs 2 --iters 2 --trace "$t/ptrace.json" examples/ag_matmul_p2p.hir >/dev/null &&
+  [ -s "$t/ptrace.json" ] && [ -s "$t/ptrace.json.rank1" ] &&
+  "$cli" trace summary "$t/ptrace.json.rank1" >/dev/null && ok || bad "--procs 2 --trace: a trace per process"
 # tracing: run --trace writes a trace, trace summary and trace svg read it
 tr="$t/trace.json"
 "$cli" run --gpus 4 --iters 2 --delay 20 --trace "$tr" examples/ag_matmul_p2p.hir >/dev/null && [ -s "$tr" ] && ok || bad "run --trace"

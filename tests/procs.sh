@@ -5,7 +5,9 @@
 # named, the exit code, whose output is shown, that nothing of a run is
 # left behind (every case in a session of its own, searched after), that
 # SIGINT reaches the workers and that a launcher killed with SIGKILL takes
-# its workers with it. The runtime's own process mode is not needed here.
+# its workers with it; then real workers (the runtime across processes):
+# a rank killed or stopped mid-run named by the others, a launcher killed
+# under real workers, workers whose settings differ.
 set -u
 cli=${1:-build/hirnode}
 prog=examples/ag_linear_bf16.hir
@@ -245,6 +247,77 @@ wait "$job" 2>/dev/null
 for i in $(seq 1 20); do [ -z "$(left_in "$sid")" ] && break; sleep 0.1; done
 left=$(left_in "$sid")
 [ -z "$left" ] && ok || { bad "kill -9 of the launcher: left running after 2 s: $left"; kill -9 $left 2>/dev/null; }
+
+# ---- real workers: the runtime across processes ----
+p2p=examples/ag_matmul_p2p.hir
+# every example's --check passes through the launcher (examples.sh runs them all)
+run_case "real workers" 0 "" --procs 2 --check --iters 2 "$p2p"
+has out "run $p2p: 2 ranks (a process each) on the host backend" "real workers"
+has out "check: passed (2 comparisons)" "real workers"
+# a rank killed mid-run (its own SIGKILL at line 25): the others name it at
+# once, the launcher names the signal, nothing is left
+run_case "fault kill" 1 "" --procs 2 --check --timeout 20 --fault 1:25:kill "$p2p"
+grep -qE "error: rank 1: its process \(pid [0-9]+\) died without leaving the world" "$t/err" && ok ||
+  { bad "fault kill: rank 0 does not name rank 1"; cat "$t/err"; }
+grep -qE "^hirnode: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\)$" "$t/err" && ok ||
+  { bad "fault kill: the launcher does not name the signal"; cat "$t/err"; }
+took_under 8 "fault kill (timeout 20)"
+run_case "fault kill at 4" 1 "" --procs 4 --check --timeout 20 --fault 2:25:kill "$p2p"
+grep -qE "error: rank 2: its process \(pid [0-9]+\) died without leaving the world" "$t/err" && ok ||
+  { bad "fault kill at 4: rank 2 not named"; cat "$t/err"; }
+took_under 8 "fault kill at 4 (timeout 20)"
+# a rank that stops (SIGSTOP at line 25): named as stopped at the deadline,
+# killed by the launcher after the grace, nothing left
+run_case "fault sigstop" 1 "" --procs 4 --check --timeout 2 --fault 2:25:sigstop "$p2p"
+grep -qE "rank 2 \(pid [0-9]+\) (is stopped|was stopped by signal 19)" "$t/err" && ok ||
+  { bad "fault sigstop: rank 2 not named stopped"; cat "$t/err"; }
+took_under 25 "fault sigstop (timeout 2)"
+# a worker killed from outside during a long run (rank 1 sleeps 8 s at line 25)
+# (4 processes, 1 launcher: 5 in the session)
+rm -f "$t/sid"
+setsid sh -c 'echo $$ >"$0"; exec "$@"' "$t/sid" "$cli" run --procs 4 --timeout 30 --fault 1:25:slow:8000 "$p2p" \
+  >"$t/out" 2>"$t/err" &
+job=$!
+for i in $(seq 1 300); do [ -s "$t/sid" ] && [ "$(left_in "$(cat "$t/sid")" | wc -l)" = 5 ] && break; sleep 0.1; done
+sid=$(cat "$t/sid")
+sleep 1
+victim=$(ps -e -o sid=,pid=,args= | awk -v s="$sid" '$1 == s { print $2 }' | while read -r p; do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx HIRNODE_RANK=1 && echo "$p"; done | head -1)
+start=$(date +%s.%N)
+[ -n "$victim" ] && kill -9 "$victim"
+wait "$job"
+rc=$?
+secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+[ "$rc" = 1 ] && ok || { bad "kill -9 of rank 1: exit $rc, not 1"; cat "$t/err"; }
+grep -qF "error: rank 1: its process (pid $victim) died without leaving the world" "$t/err" && ok ||
+  { bad "kill -9 of rank 1 ($victim): not named"; cat "$t/err"; }
+took_under 5 "kill -9 of rank 1"
+[ -z "$(left_in "$sid")" ] && ok || bad "kill -9 of rank 1: left running"
+# the launcher killed with SIGKILL while real workers run: they go within 2 s
+rm -f "$t/sid"
+setsid sh -c 'echo $$ >"$0"; exec "$@"' "$t/sid" "$cli" run --procs 2 --timeout 30 --fault 0:25:slow:8000 "$p2p" \
+  >"$t/out" 2>"$t/err" &
+job=$!
+for i in $(seq 1 300); do [ -s "$t/sid" ] && [ "$(left_in "$(cat "$t/sid")" | wc -l)" = 3 ] && break; sleep 0.1; done
+sid=$(cat "$t/sid")
+sleep 0.5
+kill -9 "$sid"
+wait "$job" 2>/dev/null
+for i in $(seq 1 20); do [ -z "$(left_in "$sid")" ] && break; sleep 0.1; done
+left=$(left_in "$sid")
+[ -z "$left" ] && ok || { bad "kill -9 of a launcher of real workers: left: $left"; kill -9 $left 2>/dev/null; }
+# workers whose settings differ: named, both exit 2 (by hand, without the launcher)
+mkdir -m 0700 "$t/rv"
+for r in 0 1; do
+  lanes=1; [ "$r" = 1 ] && lanes=2
+  HIRNODE_P2P_LANES=$lanes HIRNODE_WORLD=2 HIRNODE_RANK=$r HIRNODE_RENDEZVOUS="$t/rv" HIRNODE_TIMEOUT=20 \
+    "$cli" run --gpus 1 "$p2p" >"$t/out$r" 2>"$t/err$r" &
+done
+wait
+cat "$t/err0" "$t/err1" >"$t/err"
+grep -qF "rank 1 differs from rank 0" "$t/err" && grep -qF "HIRNODE_P2P_LANES=2" "$t/err" && ok ||
+  { bad "differing settings: not named"; cat "$t/err"; }
+[ -z "$(ls "$t/rv")" ] && ok || bad "differing settings: the socket is left"
 
 echo "procs.sh: $pass passed, $fail failed"
 [ "$fail" = 0 ]

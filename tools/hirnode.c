@@ -376,9 +376,10 @@ static int cmd_run(int argc, char **argv)
     if (diag.data != NULL)
         fputs(diag.data, stderr);
     if (st == HN_OK) {
-        printf("run %s: %d ranks on the %s backend, %d iteration%s, median %.3f ms\n", o.file,
-               hn_runtime_size(rt), hn_runtime_backend(rt), o.iters, o.iters == 1 ? "" : "s",
-               res.median_s * 1e3);
+        printf("run %s: %d ranks%s on the %s backend, %d iteration%s, median %.3f ms%s\n", o.file,
+               hn_runtime_world(rt), hn_runtime_world(rt) > hn_runtime_size(rt) ? " (a process each)" : "",
+               hn_runtime_backend(rt), o.iters, o.iters == 1 ? "" : "s", res.median_s * 1e3,
+               hn_runtime_world(rt) > hn_runtime_size(rt) ? " (rank 0's)" : "");
         if (o.check)
             printf("check: %s (%d comparison%s)\n", res.passed ? "passed" : "FAILED", res.checked,
                    res.checked == 1 ? "" : "s");
@@ -395,7 +396,8 @@ static int cmd_run(int argc, char **argv)
     }
     if (o.trace != NULL) {
         if (hn_runtime_trace_stop(rt) == HN_OK) {
-            printf("trace: %s\n", o.trace);
+            printf("trace: %s%s\n", o.trace,
+                   hn_runtime_world(rt) > hn_runtime_size(rt) ? " (rank 0's; each other rank's in FILE.rankR)" : "");
         } else {
             fprintf(stderr, "hirnode: cannot write the trace to %s\n", o.trace);
             rc = rc == HN_EXIT_OK ? HN_EXIT_FAIL : rc;

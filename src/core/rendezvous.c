@@ -43,11 +43,12 @@ typedef struct hello {
 typedef struct offer {
     uint64_t addr, arena, world_bytes, arenas; /* where the world's and the devices' memory go */
     int32_t pid, count; /* rank 0's pid; the fds that come with M_FDS: world, then every rank's device memory */
+    int32_t pids[HN_WORLD_MAX_RANKS]; /* every rank's (to name a stopped one) */
 } offer;
 
 typedef struct msg {
     uint32_t type, len;
-    unsigned char data[sizeof(hello)];
+    unsigned char data[sizeof(hello) > sizeof(offer) ? sizeof(hello) : sizeof(offer)];
 } msg;
 
 struct hn_rdv {
@@ -418,6 +419,8 @@ static hn_status_t agree_as_first(hn_rdv *r, int *fds, double end, hn_strbuf *wh
         o.world_bytes = r->world_bytes;
         o.arenas = r->arenas;
         o.pid = (int32_t)getpid();
+        for (int q = 0; q < r->world; q++)
+            o.pids[q] = r->pid[q];
         o.count = 1 + (r->arena_bytes > 0 ? r->world : 0);
         for (int q = 1; q < r->world; q++) {
             if (send_msg(r->fd[q], M_OFFER, &o, sizeof(o), NULL, 0) != 0)
@@ -487,7 +490,9 @@ static hn_status_t agree_as_peer(hn_rdv *r, int *fds, double end, hn_strbuf *why
         if (k != 1 || m.type != M_OFFER || m.len != sizeof(o))
             goto lost;
         memcpy(&o, m.data, sizeof(o));
-        r->pid[0] = o.pid;
+        for (int q = 0; q < r->world; q++)
+            if (q != r->rank)
+                r->pid[q] = o.pids[q];
         while (nfds < want) {
             int got = FDS_PER_MSG;
             if (recv_msg(r->fd[0], &m, fds + nfds, &got, end) != 1 || m.type != M_FDS || got == 0)

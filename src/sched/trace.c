@@ -692,8 +692,8 @@ hn_status_t hn_runtime_trace_start(hn_runtime *rt, const char *path)
         if (t->sends == NULL || t->recvs == NULL)
             goto undo;
     }
-    if ((tr->f = fopen(path, "w")) == NULL) {
-        HN_ERROR("cannot write the trace to %s: %s", path, strerror(errno));
+    if ((tr->f = fopen(tr->path, "w")) == NULL) {
+        HN_ERROR("cannot write the trace to %s: %s", tr->path, strerror(errno));
         st = HN_ERR_IO;
         goto undo;
     }
