@@ -97,8 +97,9 @@ typedef struct result {
     long wrong; /* mismatches, -1: not measured */
 } result;
 
-/* Rank 0's output of one call against the exact result (all of it up to
- * 64 MiB, 1/97 above). */
+/* The first rank's output here (rank 0's in one process) of one call
+ * against the exact result, the same on every rank (all of it up to 64
+ * MiB, 1/97 above). */
 static long count_wrong(hn_coll_kind kind, hn_dtype dt, const char *host, size_t out, size_t chunk, int n)
 {
     size_t step = out * (size_t)hn_dtype_size(dt) > (64u << 20) ? 97 : 1;
@@ -202,6 +203,8 @@ static hn_status_t timed_replay(hn_runtime *rt, hn_graph *g, int device, double 
             return st;
         *seconds = hn_runtime_run_seconds(rt);
     }
+    if ((st = hn_procs_max(rt, *seconds, seconds)) != HN_OK) /* the slowest process's */
+        return st;
     return *seconds < 0 ? HN_ERR_RUNTIME : HN_OK;
 }
 
@@ -211,15 +214,16 @@ static hn_status_t timed_replay(hn_runtime *rt, hn_graph *g, int device, double 
 static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, const bench_op *op, const char *via, void **x,
                            void **y, void **r, void **w, result *res)
 {
-    int n = hn_runtime_size(rt);
+    /* the world's ranks make the program; this process's hold buffers */
+    int n = hn_runtime_world(rt), nl = hn_runtime_size(rt), first = hn_runtime_first_rank(rt);
     size_t es = (size_t)hn_dtype_size(o->dtype);
     size_t out = op->norm ? op->rows * op->hidden : op->kind == HN_COLL_ALLGATHER ? op->chunk * (size_t)n : op->chunk;
     hn_program *init = NULL, *main = NULL;
     double *t = calloc((size_t)o->reps, sizeof(double));
     size_t in = op->kind == HN_COLL_REDUCE_SCATTER ? op->chunk * (size_t)n : op->chunk;
     char *host = NULL, *host_r = NULL;
-    size_t *nb_of = calloc((size_t)n * 4, sizeof(size_t)); /* bytes of X, Y, R, W on each rank */
-    hn_binding b[4] = {{"X", x, nb_of}, {"Y", y, nb_of + n}, {"R", r, nb_of + 2 * n}, {"W", w, nb_of + 3 * n}};
+    size_t *nb_of = calloc((size_t)nl * 4, sizeof(size_t)); /* bytes of X, Y, R, W on each rank here */
+    hn_binding b[4] = {{"X", x, nb_of}, {"Y", y, nb_of + nl}, {"R", r, nb_of + 2 * nl}, {"W", w, nb_of + 3 * nl}};
     const char *names[] = {"ITERS"};
     int64_t iters[1];
     int nb = op->norm ? 4 : 2, calls = 1;
@@ -227,11 +231,11 @@ static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, const bench_op *
     hn_run_args init_args = {0, NULL, NULL, nb, b};
     hn_graph *g = NULL;
     hn_status_t st = programs(o, op, via, n, &init, &main);
-    for (int q = 0; q < n && nb_of != NULL; q++) {
+    for (int q = 0; q < nl && nb_of != NULL; q++) {
         nb_of[q] = in * es;
-        nb_of[n + q] = out * es;
-        nb_of[2 * n + q] = op->norm ? out * es : 0;
-        nb_of[3 * n + q] = op->norm ? op->hidden * es : 0;
+        nb_of[nl + q] = out * es;
+        nb_of[2 * nl + q] = op->norm ? out * es : 0;
+        nb_of[3 * nl + q] = op->norm ? op->hidden * es : 0;
     }
     res->wrong = -1;
     res->t = NAN;
@@ -262,7 +266,10 @@ static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, const bench_op *
         for (int k = 0; k < o->reps && st == HN_OK; k++) {
             double t0 = hn_now();
             st = hn_runtime_run(rt, main, &args);
-            t[k] = (o->device_timing ? hn_runtime_run_seconds(rt) : hn_now() - t0) / o->iters;
+            t[k] = o->device_timing ? hn_runtime_run_seconds(rt) : hn_now() - t0;
+            if (st == HN_OK) /* the slowest rank's, across processes too */
+                st = hn_procs_max(rt, t[k], &t[k]);
+            t[k] /= o->iters;
             if (st == HN_OK && t[k] < 0) {
                 fprintf(stderr, "bench: the run's timing markers were not reached\n");
                 st = HN_ERR_RUNTIME;
@@ -281,8 +288,8 @@ static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, const bench_op *
         host = malloc(out * es + 1);
         host_r = malloc(out * es + 1);
         if (st == HN_OK && host != NULL && host_r != NULL &&
-            (st = hn_runtime_download(rt, 0, host, y[0], out * es)) == HN_OK &&
-            (!op->norm || (st = hn_runtime_download(rt, 0, host_r, r[0], out * es)) == HN_OK))
+            (st = hn_runtime_download(rt, first, host, y[0], out * es)) == HN_OK &&
+            (!op->norm || (st = hn_runtime_download(rt, first, host_r, r[0], out * es)) == HN_OK))
             res->wrong = op->norm ? count_wrong_norm(o->dtype, host, host_r, out, op->hidden, n, calls)
                                   : count_wrong(op->kind, o->dtype, host, out, op->chunk, n);
     }
@@ -451,7 +458,7 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
     hn_runtime *rt = NULL;
     char *why = NULL;
     hn_status_t st = hn_runtime_create_ex(&o->cfg, &rt, &why);
-    int n, raw, rc = 0;
+    int n, nl, first, raw, rc = 0;
     if (st != HN_OK) {
         fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, why != NULL ? why : hn_status_string(st));
         hn_string_free(why);
@@ -462,7 +469,9 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
         hn_runtime_destroy(rt);
         return hn_cli_usage_error(c, "--min %zu is more than --max %zu", o->min, o->max);
     }
-    n = hn_runtime_size(rt);
+    n = hn_runtime_world(rt);
+    nl = hn_runtime_size(rt);
+    first = hn_runtime_first_rank(rt);
     if (o->trace != NULL && o->graph) {
         hn_runtime_destroy(rt);
         return hn_cli_usage_error(c, "--trace records runs, not graphs: without --graph");
@@ -477,6 +486,10 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
 #else
     raw = 0;
 #endif
+    if (nl < n) { /* raw NCCL runs every rank in this process */
+        printf("raw NCCL not measured: the ranks are processes\n");
+        raw = 0;
+    }
     for (int r = 0; raw && r < o->devices.n; r++)
         if (o->devices.ord[r] != r) { /* raw NCCL runs rank r on device r */
             printf("raw NCCL not measured: --devices maps rank %d to device %d\n", r, o->devices.ord[r]);
@@ -518,8 +531,8 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
             size_t es = (size_t)hn_dtype_size(o->dtype), in, out, total;
             result res[MAX_VIAS], rawres;
             bench_op op;
-            void **x = calloc((size_t)n, sizeof(void *)), **y = calloc((size_t)n, sizeof(void *));
-            void **r = calloc((size_t)n, sizeof(void *)), **w = calloc((size_t)n, sizeof(void *));
+            void **x = calloc((size_t)nl, sizeof(void *)), **y = calloc((size_t)nl, sizeof(void *));
+            void **r = calloc((size_t)nl, sizeof(void *)), **w = calloc((size_t)nl, sizeof(void *));
             char pick[32];
             if (!op_at(o, which, bytes, n, &op) || x == NULL || y == NULL || r == NULL || w == NULL) {
                 free(x);
@@ -532,18 +545,18 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
             out = op.kind == HN_COLL_ALLGATHER ? op.chunk * (size_t)n : op.chunk;
             total = (op.kind == HN_COLL_ALLREDUCE ? op.chunk : op.chunk * (size_t)n) * es;
             st = HN_OK;
-            for (int q = 0; q < n && st == HN_OK; q++)
-                if ((st = hn_runtime_alloc(rt, q, in * es, &x[q])) == HN_OK &&
-                    (st = hn_runtime_alloc(rt, q, out * es, &y[q])) == HN_OK && op.norm &&
-                    (st = hn_runtime_alloc(rt, q, out * es, &r[q])) == HN_OK)
-                    st = hn_runtime_alloc(rt, q, op.hidden * es, &w[q]);
+            for (int q = 0; q < nl && st == HN_OK; q++)
+                if ((st = hn_runtime_alloc(rt, first + q, in * es, &x[q])) == HN_OK &&
+                    (st = hn_runtime_alloc(rt, first + q, out * es, &y[q])) == HN_OK && op.norm &&
+                    (st = hn_runtime_alloc(rt, first + q, out * es, &r[q])) == HN_OK)
+                    st = hn_runtime_alloc(rt, first + q, op.hidden * es, &w[q]);
             for (int v = 0; v < o->nvias && st == HN_OK; v++)
                 st = run_via(rt, o, &op, o->vias[v], x, y, r, w, &res[v]);
-            for (int q = 0; q < n; q++) {
-                hn_runtime_free(rt, q, x[q]);
-                hn_runtime_free(rt, q, y[q]);
-                hn_runtime_free(rt, q, r[q]);
-                hn_runtime_free(rt, q, w[q]);
+            for (int q = 0; q < nl; q++) {
+                hn_runtime_free(rt, first + q, x[q]);
+                hn_runtime_free(rt, first + q, y[q]);
+                hn_runtime_free(rt, first + q, r[q]);
+                hn_runtime_free(rt, first + q, w[q]);
             }
             free(x);
             free(y);

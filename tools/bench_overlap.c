@@ -138,7 +138,7 @@ typedef struct measured {
  * this strategy, all ranks together. Its time is not counted. */
 static double overlap_of(hn_runtime *rt, const hn_program *p, const hn_run_args *args)
 {
-    char path[] = "/tmp/hirnode-overlap-XXXXXX";
+    char path[] = "/tmp/hirnode-overlap-XXXXXX", mine[64];
     int fd = mkstemp(path);
     hn_trace_data t;
     hn_overlap ov = {0, 0};
@@ -148,9 +148,11 @@ static double overlap_of(hn_runtime *rt, const hn_program *p, const hn_run_args 
         return -1;
     close(fd);
     hn_sb_init(&err);
+    /* across processes each writes its own file, PATH.rankR past rank 0 */
+    snprintf(mine, sizeof(mine), hn_runtime_first_rank(rt) > 0 ? "%s.rank%d" : "%s", path, hn_runtime_first_rank(rt));
     if (hn_runtime_trace_start(rt, path) == HN_OK) {
         hn_status_t st = hn_runtime_run(rt, p, args);
-        if (hn_runtime_trace_stop(rt) == HN_OK && st == HN_OK && hn_trace_load_file(path, &t, &err) == HN_OK) {
+        if (hn_runtime_trace_stop(rt) == HN_OK && st == HN_OK && hn_trace_load_file(mine, &t, &err) == HN_OK) {
             if (hn_trace_overlap(t.spans, t.nspans, -1, t.nruns - 1, &ov) == HN_OK && ov.comm > 0)
                 figure = hn_overlap_figure(&ov);
             hn_trace_data_free(&t);
@@ -158,6 +160,7 @@ static double overlap_of(hn_runtime *rt, const hn_program *p, const hn_run_args 
     }
     hn_sb_free(&err);
     remove(path);
+    remove(mine);
     return figure;
 }
 
@@ -198,7 +201,9 @@ static hn_status_t poison(hn_runtime *rt, hn_dtype dt, const long long c[2], voi
 static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shape3 *s, hn_dtype dt, int vi,
                                void **bufs[3], size_t *const sizes[3], void **baseline_out, measured *res)
 {
-    int n = hn_runtime_size(rt), gemm_alone = variants[vi].strategy == NULL;
+    /* the world's ranks shape the program; this process's hold buffers */
+    int n = hn_runtime_world(rt), nl = hn_runtime_size(rt), first = hn_runtime_first_rank(rt);
+    int gemm_alone = variants[vi].strategy == NULL;
     long long a[2], b[2], c[2];
     char stmt[512], text[2048];
     const char *dn = hn_dtype_name(dt);
@@ -261,6 +266,8 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
     st = poison(rt, dt, c, bufs[2], sizes[2]); /* so that an output not written shows */
     if (st == HN_OK)
         st = hn_tune_time(rt, p, &args, o->warmup, o->reps, &res->seconds);
+    if (st == HN_OK) /* the slowest process's, across processes */
+        st = hn_procs_max(rt, res->seconds, &res->seconds);
     if (st != HN_OK)
         fprintf(stderr, "bench overlap: %s: %s\n", variants[vi].name, hn_runtime_error(rt));
     if (st == HN_OK)
@@ -268,8 +275,8 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
     res->overlap = st == HN_OK && !gemm_alone ? overlap_of(rt, p, &args) : -1;
     /* the output of every rank against the baseline's */
     if (st == HN_OK && !gemm_alone && (host = malloc(cbytes + 1)) != NULL) {
-        for (int r = 0; r < n && st == HN_OK; r++) {
-            if ((st = hn_runtime_download(rt, r, host, bufs[2][r], cbytes)) != HN_OK)
+        for (int r = 0; r < nl && st == HN_OK; r++) {
+            if ((st = hn_runtime_download(rt, first + r, host, bufs[2][r], cbytes)) != HN_OK)
                 break;
             if (vi == BASELINE) {
                 if ((baseline_out[r] = malloc(cbytes + 1)) == NULL) {
@@ -292,7 +299,7 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
 static hn_status_t init_buffers(hn_runtime *rt, const overlap_opts *o, const shape3 *s, hn_dtype dt,
                                 void **bufs[3], size_t *const sizes[3])
 {
-    int n = hn_runtime_size(rt);
+    int n = hn_runtime_world(rt), nl = hn_runtime_size(rt), first = hn_runtime_first_rank(rt);
     long long a[2], b[2], c[2];
     char text[1024];
     const char *dn = hn_dtype_name(dt);
@@ -309,11 +316,11 @@ static hn_status_t init_buffers(hn_runtime *rt, const overlap_opts *o, const sha
     if ((p = parse(text)) == NULL)
         return HN_ERR_INVALID;
     for (int k = 0; k < 3; k++)
-        for (int r = 0; r < n; r++) {
+        for (int r = 0; r < nl; r++) {
             long long *sh = k == 0 ? a : k == 1 ? b : c;
             size_t bytes = (size_t)(sh[0] * sh[1]) * (size_t)hn_dtype_size(dt);
             sizes[k][r] = bytes;
-            if ((st = hn_runtime_alloc(rt, r, bytes, &bufs[k][r])) != HN_OK) {
+            if ((st = hn_runtime_alloc(rt, first + r, bytes, &bufs[k][r])) != HN_OK) {
                 hn_program_destroy(p);
                 return st;
             }
@@ -326,8 +333,8 @@ static hn_status_t init_buffers(hn_runtime *rt, const overlap_opts *o, const sha
 
 static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, hn_dtype dt)
 {
-    int n = hn_runtime_size(rt), rc = 0;
-    void **bufs[3], **baseline = calloc((size_t)n, sizeof(void *));
+    int n = hn_runtime_world(rt), nl = hn_runtime_size(rt), first = hn_runtime_first_rank(rt), rc = 0;
+    void **bufs[3], **baseline = calloc((size_t)nl, sizeof(void *));
     size_t *sizes[3];
     measured res[HN_ARRAY_LEN(variants)];
     double flops = 2.0 * s->M * s->N * s->K, worst = 0;
@@ -335,8 +342,8 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
     const char *dn = hn_dtype_name(dt);
     hn_status_t st = HN_OK;
     for (int k = 0; k < 3; k++) {
-        bufs[k] = calloc((size_t)n, sizeof(void *));
-        sizes[k] = calloc((size_t)n, sizeof(size_t));
+        bufs[k] = calloc((size_t)nl, sizeof(void *));
+        sizes[k] = calloc((size_t)nl, sizeof(size_t));
     }
     if (baseline == NULL || bufs[0] == NULL || bufs[1] == NULL || bufs[2] == NULL || sizes[0] == NULL ||
         sizes[1] == NULL || sizes[2] == NULL) {
@@ -414,12 +421,12 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
     fflush(stdout);
 done:
     for (int k = 0; k < 3; k++) {
-        for (int r = 0; bufs[k] != NULL && r < n; r++)
-            hn_runtime_free(rt, r, bufs[k][r]);
+        for (int r = 0; bufs[k] != NULL && r < nl; r++)
+            hn_runtime_free(rt, first + r, bufs[k][r]);
         free(bufs[k]);
         free(sizes[k]);
     }
-    for (int r = 0; baseline != NULL && r < n; r++)
+    for (int r = 0; baseline != NULL && r < nl; r++)
         free(baseline[r]);
     free(baseline);
     if (st != HN_OK && rc == 0)
@@ -539,7 +546,7 @@ int hn_cli_bench_overlap(int argc, char **argv)
         printf("# hirnode bench overlap --op %s: %d GPUs, %s backend, nstreams %d; median of %d runs of %d "
                "statements after %d warm-up runs; outputs against the sequential NCCL baseline's; the model's "
                "profile: %s\n",
-               op, hn_runtime_size(rt), hn_runtime_backend(rt), o.cfg.nstreams, o.reps, o.iters, o.warmup, what);
+               op, hn_runtime_world(rt), hn_runtime_backend(rt), o.cfg.nstreams, o.reps, o.iters, o.warmup, what);
     }
     if (o.nshapes == 0) {
         fprintf(stderr, "bench overlap: --shapes tuner: the profile in use lists no shapes\n");
