@@ -282,10 +282,10 @@ HIRNODE_PROFILE=a	b.json|HIRNODE_PROFILE: expected a file's path (below 4096 byt
 HIRNODE_WORLD=-2|HIRNODE_WORLD: expected an integer from 0 to 256, not '-2'
 HIRNODE_RANK=x|HIRNODE_RANK: expected an integer from 0 to 255, not 'x'
 VARS
-[ "$("$cli" info | grep -c ' (HIRNODE_[A-Z0-9_]*) ')" = 26 ] && ok || bad "info lists 26 settings"
-# a world larger than this process's ranks: refused once, saying why
+[ "$("$cli" info | grep -c ' (HIRNODE_[A-Z0-9_]*) ')" = 27 ] && ok || bad "info lists 27 settings"
+# several ranks of a world across processes in one process: refused once, saying why
 out=$(HIRNODE_WORLD=4 HIRNODE_RANK=1 HIRNODE_RENDEZVOUS="$t" "$cli" run --gpus 2 $p 2>&1); rc=$?
-[ $rc != 0 ] && [ "$(echo "$out" | grep -c "a world of 4 ranks across processes needs process mode")" = 1 ] \
+[ $rc != 0 ] && [ "$(echo "$out" | grep -c "a world across processes takes one rank per process (this one asks for 2)")" = 1 ] \
   && ok || bad "HIRNODE_WORLD=4 with 2 ranks: rc=$rc $out"
 out=$(HIRNODE_WORLD=2 "$cli" run --gpus 2 --check $p 2>&1) && echo "$out" | grep -q "^check: passed" \
   && ok || bad "HIRNODE_WORLD=2 with 2 ranks: $out"

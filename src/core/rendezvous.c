@@ -522,6 +522,20 @@ lost:
     return errno == ETIMEDOUT ? HN_ERR_TIMEOUT : HN_ERR_PEER_LOST;
 }
 
+/* The sockets closed, this rank's device memory released (mappings
+ * elsewhere keep it), r freed. */
+static void rdv_free(hn_rdv *r)
+{
+    if (r->fd != NULL)
+        close_all(r->fd, r->world);
+    if (r->made)
+        r->share->unmake(r->ord, r->own_handle);
+    hn_free(r->fd);
+    hn_free(r->pid);
+    hn_free(r->bye);
+    hn_free(r);
+}
+
 /* ---- join ---- */
 
 hn_status_t hn_rdv_join(const hn_rdv_config *c, hn_rdv **out, hn_strbuf *why)
@@ -554,14 +568,14 @@ hn_status_t hn_rdv_join(const hn_rdv_config *c, hn_rdv **out, hn_strbuf *why)
     r->pid = hn_calloc((size_t)c->world, sizeof(int));
     r->bye = hn_calloc((size_t)c->world, sizeof(int));
     fds = hn_calloc((size_t)nparts, sizeof(int));
+    for (int q = 0; r->fd != NULL && q < c->world; q++)
+        r->fd[q] = -1; /* none open yet: nothing for a failure below to close */
+    for (int i = 0; fds != NULL && i < nparts; i++)
+        fds[i] = -1;
     if (r->fd == NULL || r->pid == NULL || r->bye == NULL || fds == NULL) {
         st = HN_ERR_NOMEM;
         goto fail;
     }
-    for (int q = 0; q < c->world; q++)
-        r->fd[q] = -1;
-    for (int i = 0; i < nparts; i++)
-        fds[i] = -1;
     r->pid[c->rank] = (int)getpid();
     if (c->rank == 0) {
         if ((lfd = listen_at(&sa, c->world, why)) < 0) {
@@ -641,14 +655,7 @@ fail:
     if (fds != NULL)
         close_all(fds, nparts);
     hn_free(fds);
-    if (r->fd != NULL)
-        close_all(r->fd, c->world);
-    if (r->made)
-        r->share->unmake(r->ord, r->own_handle);
-    hn_free(r->fd);
-    hn_free(r->pid);
-    hn_free(r->bye);
-    hn_free(r);
+    rdv_free(r);
     return st;
 }
 
@@ -758,13 +765,7 @@ void hn_rdv_leave(hn_rdv *r)
     if (r == NULL)
         return;
     hn_rdv_quiet(r);
-    close_all(r->fd, r->world);
     if (r->base != NULL)
         unmap_all(r, r->base, r->arena);
-    if (r->made)
-        r->share->unmake(r->ord, r->own_handle);
-    hn_free(r->fd);
-    hn_free(r->pid);
-    hn_free(r->bye);
-    hn_free(r);
+    rdv_free(r);
 }
