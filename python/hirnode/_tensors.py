@@ -56,7 +56,8 @@ _capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 def _prefix(slot, r):
-    return "%s: error: binding '%s' on rank %d: " % (slot.filename, slot.name, r)
+    """r: the index in the per-rank lists; the rank is the runtime's first + r."""
+    return "%s: error: binding '%s' on rank %d: " % (slot.filename, slot.name, slot.first + r)
 
 
 def _shape_text(dtype, shape):
@@ -87,17 +88,17 @@ def refuse(slot, r, kind, dtype, shape, contiguous, device, writable=True):
         extra = ""
         if slot.dtype == "bf16" and kind == "a NumPy array":
             extra = " (NumPy has no bfloat16: bind a torch tensor, a DLPack producer or an ml_dtypes array)"
-        raise BindingError(p + "expected %s, got %s: wrong dtype%s" % (want, what, extra), slot.name, r)
+        raise BindingError(p + "expected %s, got %s: wrong dtype%s" % (want, what, extra), slot.name, slot.first + r)
     if shape is None or tuple(shape) != slot.shapes[r]:
         raise BindingError(p + "expected %s (the rank's %s), got %s: wrong shape" %
-                           (want, "shard" if slot.shard_axis >= 0 else "copy", what), slot.name, r)
+                           (want, "shard" if slot.shard_axis >= 0 else "copy", what), slot.name, slot.first + r)
     if not contiguous:
         raise BindingError(p + "%s is not contiguous (row-major, no gaps): make a contiguous copy "
-                           "(torch: .contiguous(), NumPy: numpy.ascontiguousarray)" % what, slot.name, r)
+                           "(torch: .contiguous(), NumPy: numpy.ascontiguousarray)" % what, slot.name, slot.first + r)
     if not writable and slot.is_output:
-        raise BindingError(p + "%s is read-only, and '%s' is an output" % (what, slot.name), slot.name, r)
+        raise BindingError(p + "%s is read-only, and '%s' is an output" % (what, slot.name), slot.name, slot.first + r)
     if device is None or not slot.device_ok(device, r):
-        raise BindingError(p + "%s %s, but %s" % (what, _device_text(device), slot.device_need(r)), slot.name, r)
+        raise BindingError(p + "%s %s, but %s" % (what, _device_text(device), slot.device_need(r)), slot.name, slot.first + r)
     raise AssertionError("refuse() called on a binding that fits")
 
 
@@ -160,12 +161,12 @@ def _numpy(a, slot, r, keep):
 
 def _buffer(b, slot, r, keep):
     if b.ptr is None:
-        raise BindingError(_prefix(slot, r) + "the Buffer was freed", slot.name, r)
+        raise BindingError(_prefix(slot, r) + "the Buffer was freed", slot.name, slot.first + r)
     if b._state is not slot.state:
-        raise BindingError(_prefix(slot, r) + "the Buffer belongs to another runtime", slot.name, r)
-    if b.rank != r:
+        raise BindingError(_prefix(slot, r) + "the Buffer belongs to another runtime", slot.name, slot.first + r)
+    if b.rank != slot.first + r:
         raise BindingError(_prefix(slot, r) + "a Buffer of rank %d (each rank's binding is memory of that rank)"
-                           % b.rank, slot.name, r)
+                           % b.rank, slot.name, slot.first + r)
     if b.dtype is not None and (b.dtype != slot.dtype or b.shape != slot.shapes[r]):
         refuse(slot, r, "a Buffer", b.dtype, b.shape, True, slot.device_of(r))
     slot.bytes[r] = b.nbytes  # its own size: the library checks it against the tensor's
@@ -201,7 +202,7 @@ def read_dlpack(cap, slot, r, kind):
                                slot.name, r)
         dl, flags = m.dl_tensor, m.flags
     else:
-        raise BindingError(_prefix(slot, r) + "__dlpack__ gave no unconsumed DLPack capsule", slot.name, r)
+        raise BindingError(_prefix(slot, r) + "__dlpack__ gave no unconsumed DLPack capsule", slot.name, slot.first + r)
     code = (dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)
     dtype = _DL_DTYPES.get(code, "dlpack(code %d, bits %d, lanes %d)" % code)
     ndim = dl.ndim
@@ -235,7 +236,7 @@ def _cuda_array_interface(t, slot, r, keep):
                            "%r): bind the tensor through DLPack (__dlpack__)" % (slot.name, cai["typestr"]),
                            slot.name, r)
     if cai.get("mask") is not None:
-        raise BindingError(_prefix(slot, r) + "a masked array (__cuda_array_interface__ mask)", slot.name, r)
+        raise BindingError(_prefix(slot, r) + "a masked array (__cuda_array_interface__ mask)", slot.name, slot.first + r)
     itemsize = _lib.DTYPE_SIZE.get(dtype, 1)
     contiguous = _is_c_contiguous(shape, cai.get("strides"), itemsize, True)
     device = cuda_device_of(t, ptr)
@@ -251,7 +252,7 @@ def _array_interface(t, slot, r, keep):
     data = ai.get("data")
     if not isinstance(data, tuple):
         raise BindingError(_prefix(slot, r) + "a %s whose __array_interface__ has no address (a buffer object): "
-                           "pass a NumPy array" % type(t).__name__, slot.name, r)
+                           "pass a NumPy array" % type(t).__name__, slot.name, slot.first + r)
     ptr, readonly = data
     shape = tuple(ai["shape"])
     dtype = _interface_dtype(ai["typestr"])
@@ -312,7 +313,7 @@ def cuda_device_of(t, ptr):
 def _not_a_tensor(t, slot, r, keep):
     raise BindingError(_prefix(slot, r) + "a %s.%s is no tensor hirnode can bind (it takes torch tensors, NumPy "
                        "arrays, hirnode Buffers, and objects with __dlpack__, __cuda_array_interface__ or "
-                       "__array_interface__)" % (type(t).__module__, type(t).__qualname__), slot.name, r)
+                       "__array_interface__)" % (type(t).__module__, type(t).__qualname__), slot.name, slot.first + r)
 
 
 def inspector(tp, buffer_type):

@@ -189,6 +189,7 @@ class _Slot:
         self.nbytes = [io.nbytes for io in per_rank]
         self.cuda = state.cuda
         self.devices = state.devices
+        self.first = state.first
         self.data = (ctypes.c_void_p * n)()
         self.bytes = (ctypes.c_size_t * n)(*self.nbytes)
         self.sized = False  # bytes[] holds a Buffer's size, not the tensor's
@@ -227,7 +228,7 @@ class _Slot:
 
     def device_need(self, r):
         if self.cuda:
-            return "rank %d runs on cuda:%d" % (r, self.devices[r])
+            return "rank %d runs on cuda:%d" % (self.first + r, self.devices[r])
         return "the host backend takes host memory (NumPy arrays, CPU tensors)"
 
 
@@ -237,7 +238,7 @@ class _Config:
         self.params = dict(params) if params else None
         pa = _Params(params)
         n = state.n
-        per_rank = [program._io(n, state.nstreams, pa, r) for r in range(n)]
+        per_rank = [program._io(state.world, state.nstreams, pa, state.first + r) for r in range(n)]
         self.io = per_rank[0]
         self.slots = [_Slot(state, program.filename, [per_rank[r][k] for r in range(n)])
                       for k in range(len(self.io))]
@@ -306,10 +307,12 @@ class _State:
 
     def __init__(self, handle, nstreams):
         self.handle = handle
-        self.n = _lib.hn_runtime_size(handle)
+        self.n = _lib.hn_runtime_size(handle)  # the ranks driven here: first .. first + n - 1
+        self.world = _lib.hn_runtime_world(handle)
+        self.first = _lib.hn_runtime_first_rank(handle)
         self.backend = _lib.hn_runtime_backend(handle).decode()
         self.cuda = self.backend == "cuda"
-        self.devices = [_lib.hn_runtime_device(handle, r) for r in range(self.n)]
+        self.devices = [_lib.hn_runtime_device(handle, self.first + r) for r in range(self.n)]
         self.nstreams = nstreams
         self.configs = {}
         self.pending = []  # (kind, rank, handle, keep) to give back on the caller's thread
@@ -325,7 +328,7 @@ class _State:
             elif kind == "buffer":
                 _lib.hn_runtime_free(self.handle, rank, h)
             else:
-                self.streams[rank].discard(h)
+                self.streams[rank - self.first].discard(h)
                 _lib.hn_runtime_stream_destroy(self.handle, rank, h)
 
     def forget(self, program):
@@ -354,14 +357,19 @@ class Runtime(_Closing):
     """One thread per rank and the device and comm backends (hn_runtime).
 
     Runtime(ranks=1, backend=None, devices=None, nstreams=None, timeout=None, graphs=None,
-            host_delay_us=None, seed=None)
+            host_delay_us=None, seed=None, world=None, rank=None, rendezvous=None)
     backend: 'auto', 'cuda' or 'host' (None: $HIRNODE_BACKEND, else auto); devices: the device
     ordinal of each rank (None: rank r on device r; ranks defaults to len(devices)). The other
     arguments are hn_runtime_config's (None: its default). A context manager; close() destroys it.
+    world, rank, rendezvous: one rank of a world of processes (ranks=1 here; rank is this
+    process's; rendezvous a directory every process reaches) — every process makes the same
+    collective calls in the same order (run, sync, capture, close: hirnode/runtime.h's
+    contract). Ranks in the calls that take one are the world's: first_rank .. first_rank +
+    size - 1 are this runtime's; lists of one entry per rank hold those.
     """
 
     def __init__(self, ranks=None, backend=None, devices=None, nstreams=None, timeout=None, graphs=None,
-                 host_delay_us=None, seed=None):
+                 host_delay_us=None, seed=None, world=None, rank=None, rendezvous=None):
         cfg = _default_config()
         if devices is not None:
             devices = [operator.index(d) for d in devices]
@@ -382,6 +390,13 @@ class Runtime(_Closing):
                 setattr(cfg, name, value)
         if graphs is not None:
             cfg.graphs = 1 if graphs else 0
+        if world is not None:
+            cfg.world = operator.index(world)
+        if rank is not None:
+            cfg.rank = operator.index(rank)
+        rendezvous_b = os.fsencode(rendezvous) if rendezvous is not None else None
+        if rendezvous_b is not None:
+            cfg.rendezvous = rendezvous_b
         out, diag = ctypes.c_void_p(), ctypes.c_void_p()
         st = _lib.hn_runtime_create_ex(ctypes.byref(cfg), ctypes.byref(out), ctypes.byref(diag))
         msg = _lib.take_string(diag.value)
@@ -404,9 +419,21 @@ class Runtime(_Closing):
 
     @property
     def size(self):
-        """The number of ranks."""
+        """The number of ranks this runtime drives (of a world of processes: 1)."""
         self._h()
         return self._s.n
+
+    @property
+    def world(self):
+        """The ranks of the whole run (size, unless the world spans processes)."""
+        self._h()
+        return self._s.world
+
+    @property
+    def first_rank(self):
+        """The first rank this runtime drives (0 unless the world spans processes)."""
+        self._h()
+        return self._s.first
 
     @property
     def backend(self):
@@ -422,7 +449,7 @@ class Runtime(_Closing):
     def device(self, rank):
         """The device ordinal rank `rank` runs on."""
         self._h()
-        return self._s.devices[self._rank(rank)]
+        return self._s.devices[self._rank(rank) - self._s.first]
 
     @property
     def devices(self):
@@ -444,8 +471,10 @@ class Runtime(_Closing):
             r = operator.index(rank) if not isinstance(rank, bool) else -1
         except TypeError:
             r = -1
-        if not 0 <= r < self._s.n:
-            raise InvalidArgumentError("hirnode: error: rank %r out of range [0, %d)" % (rank, self._s.n))
+        first, n = self._s.first, self._s.n
+        if not first <= r < first + n:
+            raise InvalidArgumentError("hirnode: error: rank %r out of range [%d, %d)%s" %
+                                       (rank, first, first + n, " (the ranks this process drives)" if first else ""))
         return r
 
     def _fail(self, st, call=None):
@@ -465,10 +494,11 @@ class Runtime(_Closing):
 
     # -- programs --
 
-    def io(self, program, params=None, rank=0):
-        """program.io at this runtime's configuration (its size and nstreams)."""
+    def io(self, program, params=None, rank=None):
+        """program.io at this runtime's configuration (its world and nstreams), as `rank` (default:
+        the first this runtime drives) holds it."""
         self._h()
-        return program.io(self._s.n, self._s.nstreams, params, rank)
+        return program.io(self._s.world, self._s.nstreams, params, self._s.first if rank is None else rank)
 
     def _config(self, program, params):
         state = self._s
@@ -680,7 +710,7 @@ class Runtime(_Closing):
         st = _lib.hn_runtime_stream_create(h, rank, ctypes.byref(out))
         if st:
             raise self._fail(st, "stream_create(%d)" % rank)
-        self._s.streams[rank].add(out.value)
+        self._s.streams[rank - self._s.first].add(out.value)
         return Stream(self._s, rank, out.value)
 
     def stream_destroy(self, stream):
@@ -712,13 +742,15 @@ def _keep(bindings, capsules):
 
 
 def _stream_handle(state, s, r):
-    """The native handle of what was given as rank r's stream, checked where it can be."""
+    """The native handle of what was given as streams[r], the stream of rank first + r, checked
+    where it can be."""
+    rank = state.first + r
     if s is None:
         return None
     if isinstance(s, Stream):
-        if s._state is not state or s.rank != r or s.handle is None:
+        if s._state is not state or s.rank != rank or s.handle is None:
             raise InvalidArgumentError("hirnode: error: streams[%d]: %s, not a live stream of rank %d of this runtime"
-                                       % (r, s, r))
+                                       % (r, s, rank))
         return s.handle
     if isinstance(s, int) and not isinstance(s, bool):
         h = s
@@ -731,7 +763,7 @@ def _stream_handle(state, s, r):
             dev = getattr(s.device, "index", None)
         if dev is not None and dev != state.devices[r]:
             raise InvalidArgumentError("hirnode: error: streams[%d]: a stream of cuda:%d, but rank %d runs on cuda:%d"
-                                       % (r, dev, r, state.devices[r]))
+                                       % (r, dev, rank, state.devices[r]))
         h = s.cuda_stream
     else:
         raise InvalidArgumentError("hirnode: error: streams[%d]: an int handle, a hirnode.Stream or an object with "
@@ -740,7 +772,7 @@ def _stream_handle(state, s, r):
         return h or 1  # 0, CUDA's default stream, is cudaStreamLegacy (NULL would mean the runtime's own)
     if h not in state.streams[r]:  # the host backend's handles are its own objects: only those it made
         raise InvalidArgumentError("hirnode: error: streams[%d]: %#x is no stream of rank %d made by stream_create "
-                                   "(the host backend takes only those)" % (r, h, r))
+                                   "(the host backend takes only those)" % (r, h, rank))
     return h
 
 

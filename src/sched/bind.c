@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bind.h"
+#include "procs.h"
 #include "params.h"
 
 _Static_assert(HN_MAX_DIMS == HN_TENSOR_MAX_DIMS, "the public limit on dimensions is the IR's");
@@ -216,8 +217,17 @@ hn_status_t hn_bind_check(hn_runtime *rt, const hn_program *p, const int64_t *pa
                              hn_dtype_name(io->type.dtype));
                 goto refuse;
             }
+            /* across processes the others reach only this rank's shared device
+             * memory (communicators read and write peers' buffers there) */
+            if ((room = block_room(rk, a)) == SIZE_MAX && hn_procs(rt)) {
+                const hn_io *io = io_at(p, k);
+                hn_sb_printf(diag, "%s: error: binding '%s' on rank %d: %p is no memory of hn_runtime_alloc; in a "
+                             "world across processes every binding must be (the other processes reach only "
+                             "that memory)\n", p->filename, p->names[io->var], r, (void *)a);
+                goto refuse;
+            }
             /* inside a block of hn_runtime_alloc: its end bounds what is given */
-            if ((room = block_room(rk, a)) < want) {
+            if (room < want) {
                 say_needed(diag, rt, p, params, k, r, want);
                 hn_sb_printf(diag, "%zu given, but the block from hn_runtime_alloc it points into ends %zu bytes "
                              "after it\n", given, room);

@@ -1,0 +1,81 @@
+"""A world of processes from Python (the host backend): every rank a process of its own with a
+Runtime(world=, rank=, rendezvous=), buffers of Runtime.alloc bound, the MLP step against
+NumPy eagerly and replayed from a capture, a bound NumPy array refused (other processes cannot
+reach it), and a process that dies named by the others."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from helpers import HERE
+
+WORKER = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from helpers import MLP, hirnode, mlp_inputs, np
+world, rank, rendezvous, mode = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+rt = hirnode.Runtime(backend="host", world=world, rank=rank, rendezvous=rendezvous, timeout=30)
+assert (rt.size, rt.world, rt.first_rank) == (1, world, rank), (rt.size, rt.world, rt.first_rank)
+p = hirnode.Program.parse(MLP, "mlp.hir")
+b, ref = mlp_inputs(world, seed=11)
+bufs = {}
+for name, parts in b.items():
+    a = parts[rank]
+    bufs[name] = rt.alloc(rank, dtype="f32", shape=a.shape)
+    rt.upload(bufs[name], a)
+m = ref.shape[0] // world
+want = ref[rank * m:(rank + 1) * m]
+if mode == "die":
+    if rank == 1:
+        os._exit(0)  # gone without a goodbye
+    try:
+        rt.run(p, bufs)
+        rt.run(p, bufs)
+    except hirnode.PeerLostError as e:
+        sys.exit(0 if "died without leaving the world" in str(e) else 3)
+    sys.exit(4)
+rt.run(p, bufs)
+ok = np.allclose(rt.download(bufs["Y"]), want, rtol=1e-4, atol=1e-4)
+rt.upload(bufs["Y"], np.full(want.shape, np.nan, np.float32))
+g = rt.capture(p, bufs)
+g.replay()
+rt.sync()
+ok = ok and np.allclose(rt.download(bufs["Y"]), want, rtol=1e-4, atol=1e-4)
+g.destroy()
+try:
+    rt.run(p, {k: parts[rank] for k, parts in b.items()})
+    refused = False
+except hirnode.InvalidArgumentError as e:
+    refused = "no memory of hn_runtime_alloc" in str(e)
+rt.close()
+sys.exit(0 if ok and refused else 1)
+"""
+
+
+class ProcessWorld(unittest.TestCase):
+    def world(self, n, mode):
+        with tempfile.TemporaryDirectory(prefix="hn-py-") as d:
+            env = dict(os.environ)
+            for v in ("HIRNODE_WORLD", "HIRNODE_RANK", "HIRNODE_RENDEZVOUS"):
+                env.pop(v, None)
+            procs = [subprocess.Popen([sys.executable, "-c", WORKER, HERE, str(n), str(r), d, mode], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(n)]
+            out = [p.communicate(timeout=120)[0].decode(errors="replace") for p in procs]
+            codes = [p.returncode for p in procs]
+            self.assertEqual(os.listdir(d), [], "the rendezvous left files")
+        return codes, out
+
+    def test_mlp_across_2_and_4_processes(self):
+        for n in (2, 4):
+            codes, out = self.world(n, "run")
+            self.assertEqual(codes, [0] * n, "\n".join(out))
+
+    def test_a_process_that_dies_is_named(self):
+        codes, out = self.world(2, "die")
+        self.assertEqual(codes, [0, 0], "\n".join(out))
+
+
+if __name__ == "__main__":
+    unittest.main()
