@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make install into a temporary prefix: headers, libhirnode.so (soname) and
 # .a, hirnode.pc, the CLI; only the public API's hn_* symbols exported;
-# examples/embed/serve.c and server.c built with pkg-config and run (host
+# examples/embed/serve.c, server.c and workers.c built with pkg-config and run (host
 # backend), and
 # README's embedding commands run as written; make uninstall leaves nothing
 # behind.
@@ -33,6 +33,14 @@ out=$(LD_LIBRARY_PATH="$lib" HIRNODE_BACKEND=host "$prefix/server" 2 16 2>&1); r
 [ $rc = 0 ] && echo "$out" | grep -q "^check: ok" && echo "$out" | grep -q "^a short buffer: invalid argument: .*binding 'X' on rank 1: 4096 bytes needed (f32\[32, 32\]), 4092 given" \
   && ok || bad "server: rc=$rc $out"
 echo "$out" | grep "rebind took" | sed 's/^/  /'
+# a worker process per rank, each embedding one rank of a world of processes
+if cc -std=c11 -Wall -Wextra -Werror -O2 examples/embed/workers.c $(pkg-config --cflags --libs hirnode) -lm -o "$prefix/workers" 2>"$prefix/cc.log"; then ok
+else bad "the workers example does not build against the installed library: $(cat "$prefix/cc.log")"; fi
+for n in 2 4; do
+  out=$(LD_LIBRARY_PATH="$lib" HIRNODE_BACKEND=host "$prefix/workers" "$n" 30 2>&1); rc=$?
+  [ $rc = 0 ] && echo "$out" | grep -q "^check: ok ($n workers)" && [ "$(echo "$out" | grep -c ': ok$')" = "$n" ] \
+    && ok || bad "workers $n: rc=$rc $out"
+done
 # README's embedding commands as they are written there, HOME in a
 # temporary folder (what they install and build goes there and is removed)
 home=$(mktemp -d)
@@ -44,7 +52,7 @@ HOME="$home" make -s uninstall PREFIX="$home/hirnode" >/dev/null
 rm -f serve
 rm -rf "$home"
 make -s uninstall PREFIX="$prefix" >/dev/null
-rm -f "$prefix/serve" "$prefix/server" "$prefix/cc.log"
+rm -f "$prefix/serve" "$prefix/server" "$prefix/workers" "$prefix/cc.log"
 [ -z "$(find "$prefix" -mindepth 1)" ] && ok || bad "uninstall left $(find "$prefix" -mindepth 1 | head -5)"
 rm -rf "$prefix"
 echo "install: $pass passed, $fail failed"
