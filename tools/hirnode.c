@@ -339,7 +339,11 @@ static int cmd_run(int argc, char **argv)
     }
     if ((st = hn_runtime_create_ex(&o.cfg, &rt, &why)) != HN_OK) {
         /* said here, once, without a source location */
-        fprintf(stderr, "hirnode: cannot start %d ranks: %s\n", o.cfg.ndev, why != NULL ? why : hn_status_string(st));
+        if (o.cfg.world > o.cfg.ndev)
+            fprintf(stderr, "hirnode: rank %d of a world of %d processes cannot start: %s\n", o.cfg.rank, o.cfg.world,
+                    why != NULL ? why : hn_status_string(st));
+        else
+            fprintf(stderr, "hirnode: cannot start %d ranks: %s\n", o.cfg.ndev, why != NULL ? why : hn_status_string(st));
         hn_string_free(why);
         hn_program_destroy(p);
         free_opts(&o);
