@@ -24,7 +24,7 @@
 
 extern char **environ;
 
-#define GRACE_EXTRA_S 5.0  /* past the run's timeout: the others' time after the first end */
+#define GRACE_EXTRA_S 5.0  /* past twice the run's timeout: the others' time after the first end */
 #define KILL_AFTER_S 2.0   /* from SIGTERM to SIGKILL */
 #define DRAIN_S 1.0        /* output still in the pipes after the last worker ended */
 #define OUT_KEEP (256 << 10) /* bytes of a rank's output kept, at most ... */
@@ -51,7 +51,7 @@ typedef struct launch {
     int n;
     worker *w;
     pid_t pgid;     /* the workers' process group: rank 0's pid */
-    double grace_s; /* timeout + GRACE_EXTRA_S */
+    double grace_s; /* 2 * timeout + GRACE_EXTRA_S */
     double deadline; /* the others must have ended by then; 0: nothing ended yet */
     double kill_at;  /* SIGKILL then; 0: not terminated; -1: sent */
     char after[64];  /* what started the clock, for messages ("rank 0 ended") */
@@ -400,7 +400,8 @@ static int live(const launch *l)
 /* After the first failure, while others run: how long they have. */
 static void grace_note(const launch *l)
 {
-    fprintf(stderr, "hirnode: the other ranks have %g s to end (the timeout and %g s)\n", l->grace_s, GRACE_EXTRA_S);
+    fprintf(stderr, "hirnode: the other ranks have %g s to end (twice the timeout and %g s)\n", l->grace_s,
+            GRACE_EXTRA_S);
 }
 
 /* Every change of a worker's state since the last call; rank 0 is left a
@@ -747,7 +748,10 @@ int hn_cli_launch(const char *name, const hn_cli_procs *p, double timeout_s, cha
     launch l;
     memset(&l, 0, sizeof(l));
     l.n = p->n;
-    l.grace_s = timeout_s + GRACE_EXTRA_S;
+    /* a rank waiting for a stopped one fails at its deadline, then waits
+     * as long again for it at the end of the run (where all agree on the
+     * outcome) before it names it: twice the timeout */
+    l.grace_s = 2 * timeout_s + GRACE_EXTRA_S;
     if (dir == NULL && (dir = mkdtemp(made)) == NULL) {
         fprintf(stderr, "%s: cannot make a rendezvous directory under /tmp: %s\n", name, strerror(errno));
         return HN_EXIT_FAIL;

@@ -42,7 +42,8 @@ int hn_cli_procs_setup(const char *name, hn_cli_procs *p, struct hn_runtime_conf
  * process group of their own that dies with the launcher. Rank 0 writes
  * to the launcher's stdout and stderr; the others' output is kept and
  * printed ("rank R: ...") when rank 0 or that rank failed. After the first
- * worker ends (or stops), the others get timeout_s + 5 s; then SIGTERM, and
+ * worker ends (or stops), the others get 2 * timeout_s + 5 s (a wait for a
+ * stopped rank times out in the run and again where the run ends); then SIGTERM, and
  * SIGKILL 2 s later. SIGINT, SIGTERM and SIGHUP are passed on to the
  * workers. A worker killed by a signal, stopped or overdue is named on
  * stderr. Returns the exit code: rank 0's when every worker exited with a

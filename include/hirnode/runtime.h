@@ -72,21 +72,24 @@ typedef struct hn_runtime_config {
 } hn_runtime_config;
 
 /* A world across processes (world > ndev; ndev 1: one rank per process,
- * on one machine; the host backend in this build): every process creates
- * its runtime with the same world, its own rank, the same rendezvous
+ * on one machine; the host and CUDA backends): every process creates its
+ * runtime with the same world, its own rank, the same rendezvous
  * directory (this user's, not writable by others; rank 0 listens there on
  * a Unix socket, removed once all came), the same backend and settings
  * (compared: a difference is named). Device memory of every rank is
- * mapped at the same address in every process. The contract: every
- * process makes the same sequence of these calls with the same programs
- * and parameters — create, run, run_reference, sync and a query that
- * finds the work done, capture and rebind, destroy; each ends together
- * in every process, and returns the same first error of the world there.
- * Launches and replays are each process's own. A process that dies is
- * named by the others at once (HN_ERR_PEER_LOST from then on: destroy the
- * runtime); one that stops is named at the deadline. Bindings a peer
- * reads or writes (via p2p, ll) must be runtime memory (hn_runtime_alloc
- * or the program's own). */
+ * mapped at the same address in every process (CUDA: one allocation of
+ * $HIRNODE_SHARED_MEM_MIB per rank, made at create; NCCL from an id handed
+ * over at the first collective). The contract: every process makes the
+ * same sequence of these calls with the same programs and parameters —
+ * create, run, run_reference, sync and a query that finds the work done,
+ * capture and rebind; each ends together in every process, and returns
+ * the same first error of the world there. Launches and replays are each
+ * process's own; destroy says goodbye and does not wait for the others (a
+ * process still in a call with it then waits out its deadline). A process
+ * that dies is named by the others at once (HN_ERR_PEER_LOST from then
+ * on: destroy the runtime); one that stops is named at the deadline.
+ * Every binding must be memory of hn_runtime_alloc (refused otherwise:
+ * the other processes reach nothing else). */
 
 /* Defaults: 1 rank, the settings' values ($HIRNODE_BACKEND, ...), devices
  * NULL. */
@@ -99,10 +102,11 @@ void hn_runtime_config_default(hn_runtime_config *cfg);
  * ndev or above 256, ranks rank .. rank+ndev-1 outside the world, a world
  * larger than ndev without a rendezvous, a rendezvous directory that is
  * missing, another user's or writable by anyone. HN_ERR_UNSUPPORTED for
- * several ranks per process in a world across processes, or a world
- * across processes on the CUDA backend (not built yet). Across processes
- * also HN_ERR_TIMEOUT (a process never came: named), HN_ERR_MISMATCH
- * (another world size, build or setting: named). */
+ * several ranks per process in a world across processes, or a backend
+ * that cannot share its memory. Across processes also HN_ERR_TIMEOUT (a
+ * process never came: named), HN_ERR_MISMATCH (another world size, build
+ * or setting: named), HN_ERR_NOMEM (its device memory could not be made
+ * or mapped: HIRNODE_SHARED_MEM_MIB). */
 hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out);
 /* Like hn_runtime_create, but on failure the reason goes to the caller,
  * not to the log: *diag (when diag is not NULL) receives one line without

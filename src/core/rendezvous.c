@@ -236,6 +236,25 @@ static int listen_at(const struct sockaddr_un *sa, int world, hn_strbuf *why)
         }
         if (probe >= 0)
             close(probe);
+        {
+            struct stat st;
+            if (lstat(sa->sun_path, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+                hn_sb_printf(why, "rendezvous: %s is there and is no socket (not removed)", sa->sun_path);
+                return -1;
+            }
+        }
+        if (attempt == 0) { /* a world's rank 0 between bind and listen refuses too: look once more */
+            struct timespec ts = {0, 50000000};
+            nanosleep(&ts, NULL);
+            probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+            if (probe >= 0 && connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0) {
+                close(probe);
+                hn_sb_printf(why, "rendezvous: %s is in use by another world", sa->sun_path);
+                return -1;
+            }
+            if (probe >= 0)
+                close(probe);
+        }
         unlink(sa->sun_path); /* stale: its world is gone */
     }
     hn_sb_printf(why, "rendezvous: cannot listen on %s: %s", sa->sun_path, strerror(errno));
@@ -474,6 +493,28 @@ out:
 
 /* ---- the others ---- */
 
+/* What rank 0 said instead of the next step (k: recv_msg's result):
+ * its refusal's text, or why it cannot be heard. */
+static hn_status_t peer_failed(hn_rdv *r, int k, msg *m, hn_strbuf *why)
+{
+    if (k == 1 && m->type == M_NAK) {
+        m->data[sizeof(m->data) - 1] = '\0';
+        hn_sb_printf(why, "rendezvous: %s", (const char *)m->data);
+        return HN_ERR_MISMATCH;
+    }
+    if (k < 0 && errno == ETIMEDOUT) {
+        hn_sb_printf(why, "rendezvous: rank 0 (pid %d) did not answer in time", r->pid[0]);
+        return HN_ERR_TIMEOUT;
+    }
+    if (k == 1) {
+        hn_sb_printf(why, "rendezvous: rank 0 (pid %d) sent what this rank did not expect (message %u)", r->pid[0],
+                     m->type);
+        return HN_ERR_IO;
+    }
+    hn_sb_printf(why, "rendezvous: rank 0 (pid %d) left before the world was made", r->pid[0]);
+    return HN_ERR_PEER_LOST;
+}
+
 static hn_status_t agree_as_peer(hn_rdv *r, int *fds, double end, hn_strbuf *why)
 {
     int nfds = 0, want = 1 + (r->arena_bytes > 0 ? r->world : 0);
@@ -482,31 +523,29 @@ static hn_status_t agree_as_peer(hn_rdv *r, int *fds, double end, hn_strbuf *why
         offer o;
         unsigned char *w = NULL, *a = NULL;
         int ok, k = recv_msg(r->fd[0], &m, NULL, NULL, end);
-        if (k == 1 && m.type == M_NAK) {
-            m.data[sizeof(m.data) - 1] = '\0';
-            hn_sb_printf(why, "rendezvous: %s", (const char *)m.data);
-            return HN_ERR_MISMATCH;
-        }
         if (k != 1 || m.type != M_OFFER || m.len != sizeof(o))
-            goto lost;
+            return peer_failed(r, k, &m, why);
         memcpy(&o, m.data, sizeof(o));
         for (int q = 0; q < r->world; q++)
             if (q != r->rank)
                 r->pid[q] = o.pids[q];
         while (nfds < want) {
             int got = FDS_PER_MSG;
-            if (recv_msg(r->fd[0], &m, fds + nfds, &got, end) != 1 || m.type != M_FDS || got == 0)
-                goto lost;
+            if ((k = recv_msg(r->fd[0], &m, fds + nfds, &got, end)) != 1 || m.type != M_FDS || got == 0)
+                return peer_failed(r, k == 1 && m.type == M_FDS ? 0 : k, &m, why);
             nfds += got;
         }
         ok = o.world_bytes == r->world_bytes && o.arenas == r->arenas &&
              map_all(r, (void *)(uintptr_t)o.addr, o.arena != 0 ? (void *)(uintptr_t)o.arena : NULL, fds, &w,
                      &a) == 0;
-        if (send_msg(r->fd[0], ok ? M_YES : M_NO, NULL, 0, NULL, 0) != 0 ||
-            (k = recv_msg(r->fd[0], &m, NULL, NULL, end)) != 1 || (m.type != M_GO && m.type != M_AGAIN)) {
+        if (send_msg(r->fd[0], ok ? M_YES : M_NO, NULL, 0, NULL, 0) != 0)
+            k = 0;
+        else
+            k = recv_msg(r->fd[0], &m, NULL, NULL, end);
+        if (k != 1 || (m.type != M_GO && m.type != M_AGAIN)) {
             if (ok)
                 unmap_all(r, w, a);
-            goto lost;
+            return peer_failed(r, k, &m, why);
         }
         if (m.type == M_GO && ok) {
             r->base = w;
@@ -516,10 +555,6 @@ static hn_status_t agree_as_peer(hn_rdv *r, int *fds, double end, hn_strbuf *why
         if (ok)
             unmap_all(r, w, a);
     }
-lost:
-    hn_sb_printf(why, "rendezvous: rank 0 (pid %d) %s", r->pid[0],
-                 errno == ETIMEDOUT ? "did not answer in time" : "left before the world was made");
-    return errno == ETIMEDOUT ? HN_ERR_TIMEOUT : HN_ERR_PEER_LOST;
 }
 
 /* The sockets closed, this rank's device memory released (mappings
@@ -668,6 +703,32 @@ void *hn_rdv_arena(const hn_rdv *r, int rank)
 
 int hn_rdv_pid(const hn_rdv *r, int rank) { return rank >= 0 && rank < r->world ? r->pid[rank] : 0; }
 
+int hn_rdv_stopped(const hn_rdv *r, int rank)
+{
+    char path[64], buf[256], *p;
+    FILE *f;
+    size_t n;
+    int pid = hn_rdv_pid(r, rank);
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    if (pid <= 0 || (f = fopen(path, "r")) == NULL)
+        return 0;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    return p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+void hn_rdv_say_stopped(const hn_rdv *r, char *text, size_t cap)
+{
+    size_t n = strlen(text);
+    for (int q = 0; q < r->world && n < cap; q++)
+        if (q != r->rank && hn_rdv_stopped(r, q)) {
+            int k = snprintf(text + n, cap - n, "; rank %d (pid %d) is stopped", q, r->pid[q]);
+            n = k > 0 ? n + (size_t)k : n;
+        }
+}
+
 /* ---- the watch ---- */
 
 static void *watch(void *arg)
@@ -746,9 +807,8 @@ void hn_rdv_quiet(hn_rdv *r)
     if (r == NULL || r->quiet)
         return;
     r->quiet = 1;
-    for (int q = 0; q < r->world; q++)
-        if (r->fd[q] >= 0)
-            (void)send_msg(r->fd[q], M_BYE, NULL, 0, NULL, 0);
+    /* the watch first: it closes the sockets of peers that went, so the
+     * goodbyes below go only to sockets it left open */
     if (r->watching) {
         char one = 1;
         ssize_t ignored = write(r->wake[1], &one, 1);
@@ -758,6 +818,9 @@ void hn_rdv_quiet(hn_rdv *r)
         close(r->wake[1]);
         r->watching = 0;
     }
+    for (int q = 0; q < r->world; q++)
+        if (r->fd[q] >= 0)
+            (void)send_msg(r->fd[q], M_BYE, NULL, 0, NULL, 0);
 }
 
 void hn_rdv_leave(hn_rdv *r)

@@ -42,6 +42,12 @@ hn_status_t hn_rdv_join(const hn_rdv_config *c, hn_rdv **out, hn_strbuf *why);
 void *hn_rdv_world_base(const hn_rdv *r);
 void *hn_rdv_arena(const hn_rdv *r, int rank);
 int hn_rdv_pid(const hn_rdv *r, int rank);
+/* Whether rank's process is stopped (a signal, a debugger: /proc says T). */
+int hn_rdv_stopped(const hn_rdv *r, int rank);
+/* "; rank Q (pid P) is stopped" appended to text (cap bytes) for every
+ * other rank whose process is stopped: what a timeout waiting for them
+ * adds. */
+void hn_rdv_say_stopped(const hn_rdv *r, char *text, size_t cap);
 
 /* Watches the sockets on a thread of its own: a peer whose connection
  * ends without goodbye is reported once through lost (on that thread),

@@ -640,9 +640,13 @@ hn_status_t hn_world_shared(hn_world *w, uint64_t key, size_t bytes, void **out)
     if (w->attached) {
         /* Each process frees its view of a region when it is done with
          * it, at its own pace: a part handed out again could be in use in
-         * one process while another still frees (zeroes) it. So parts are
-         * never reused across processes; their pages go back to the
-         * system at free. */
+         * one process while another still frees it. So parts are never
+         * reused across processes. Their pages go back to the system at
+         * the first free anywhere (zero in every process from then on):
+         * the runtime frees a region only where every process is done
+         * with it (teams are destroyed together after a failure, and at
+         * destroy), so a process that breaks the contract times out, it
+         * does not read another's live state. */
         at = w->bump;
         i = w->nregions;
     } else {

@@ -359,7 +359,7 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
      * lies (device memory is at the same address in every process) and
      * compares alike; rank 0's reports and saves. */
     if (hn_procs(rt) && first != 0)
-        out = getenv("HN_DBG") ? stderr : NULL;
+        out = NULL;
     for (int k = p->ninputs; k < nio && st == HN_OK; k++) {
         io_buf *x = &b[k];
         int q = k - p->ninputs;

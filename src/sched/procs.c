@@ -91,35 +91,14 @@ hn_status_t hn_procs_check_lost(hn_runtime *rt)
 
 /* An exchange that itself failed (a process died, never came, diverged):
  * the world cannot go on together. */
-/* Whether rank q's process is stopped (a signal, a debugger): its state
- * in /proc. */
-static int stopped(int pid)
-{
-    char path[64], buf[256], *p;
-    FILE *f;
-    size_t n;
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    if (pid <= 0 || (f = fopen(path, "r")) == NULL)
-        return 0;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    p = strrchr(buf, ')'); /* "pid (comm) S ..." */
-    return p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
-}
-
 static hn_status_t world_broken(hn_runtime *rt, hn_status_t st, const char *what, const hn_strbuf *why)
 {
     char text[900];
-    int n;
     if (hn_procs_check_lost(rt) != HN_OK)
         return HN_ERR_PEER_LOST;
-    n = snprintf(text, sizeof(text), "hirnode: error: rank %d, %s: %s", rt->first, what,
-                 why->data != NULL ? why->data : hn_status_string(st));
-    for (int q = 0; q < rt->world && n > 0 && (size_t)n < sizeof(text); q++)
-        if (q != rt->first && stopped(hn_rdv_pid(rt->rdv, q)))
-            n += snprintf(text + n, sizeof(text) - (size_t)n, "; rank %d (pid %d) is stopped", q,
-                          hn_rdv_pid(rt->rdv, q));
+    snprintf(text, sizeof(text), "hirnode: error: rank %d, %s: %s", rt->first, what,
+             why->data != NULL ? why->data : hn_status_string(st));
+    hn_rdv_say_stopped(rt->rdv, text, sizeof(text));
     hn_runtime_set_error_text(rt, text);
     if (st == HN_ERR_TIMEOUT || st == HN_ERR_MISMATCH)
         return st;

@@ -48,6 +48,15 @@ void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const 
     hn_format_fault(&sb, rt->err_prog, rank, instr, msg);
     pthread_mutex_unlock(&rt->err_mu);
     text = sb.data ? sb.data : msg;
+    if (hn_procs(rt) && st == HN_ERR_TIMEOUT) { /* a wait for another process: is it stopped? */
+        char more[HN_WORLD_ERROR_TEXT];
+        snprintf(more, sizeof(more), "%s", text);
+        hn_rdv_say_stopped(rt->rdv, more, sizeof(more));
+        hn_sb_free(&sb);
+        hn_sb_init(&sb);
+        hn_sb_append(&sb, more);
+        text = sb.data ? sb.data : msg;
+    }
     /* the world's slot decides: the first real failure wins over the
      * "aborted" echoes it causes; the winner's text is copied here (an
      * echo never over a failure, though the two may copy out of order) */

@@ -151,8 +151,8 @@ static hn_status_t check_world(hn_runtime_config *cfg, hn_strbuf *why)
 static void agreed_text(const hn_runtime_config *cfg, const char *backend, hn_strbuf *sb)
 {
     static const char *const own[] = {"log", "fault", "rank", "rendezvous", "seed", NULL};
-    hn_sb_printf(sb, "hirnode %s, backend %s, %d streams, timeout %g s", hn_version(), backend, cfg->nstreams,
-                 cfg->timeout_s);
+    hn_sb_printf(sb, "hirnode %s, backend %s, %d streams, timeout %g s, graphs %d", hn_version(), backend,
+                 cfg->nstreams, cfg->timeout_s, cfg->graphs);
     for (int i = 0; i < hn_settings_count(); i++) {
         const hn_setting *set = hn_setting_at(i);
         const char *v = getenv(set->env);
