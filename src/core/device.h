@@ -170,6 +170,10 @@ typedef struct hn_share_ops {
      * process's device and host where the backend allows; unmap undoes */
     hn_status_t (*map)(int ord, int fd, void *p, size_t bytes);
     void (*unmap)(int ord, void *p, size_t bytes);
+    /* how much of a device's memory a world of `world` processes shares
+     * when HIRNODE_SHARED_MEM_MIB does not say (host_mem_bytes: the host
+     * backend's setting, 0: its default) */
+    size_t (*default_bytes)(int world, size_t host_mem_bytes);
 } hn_share_ops;
 
 typedef struct hn_device_ops {

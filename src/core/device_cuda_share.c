@@ -183,5 +183,13 @@ static void share_unmap(int ord, void *p, size_t bytes)
         (void)check(drv.unmap((CUdeviceptr)(uintptr_t)p, bytes), "cuMemUnmap", ord);
 }
 
-const hn_share_ops hn_cuda_share = {share_reserve, share_unreserve, share_make, share_unmake, share_map,
-                                    share_unmap};
+/* made in full when the runtime starts, so a fixed amount: 4 GiB */
+static size_t share_default_bytes(int world, size_t host_mem_bytes)
+{
+    (void)world;
+    (void)host_mem_bytes;
+    return (size_t)4 << 30;
+}
+
+const hn_share_ops hn_cuda_share = {share_reserve, share_unreserve, share_make,         share_unmake,
+                                    share_map,     share_unmap,     share_default_bytes};

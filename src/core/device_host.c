@@ -1123,8 +1123,14 @@ static void share_unmap(int ord, void *p, size_t bytes)
     (void)mmap(p, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
 }
 
-static const hn_share_ops host_share = {share_reserve, share_unreserve, share_make, share_unmake, share_map,
-                                        share_unmap};
+/* each device's capacity, as in one process of `world` devices */
+static size_t share_default_bytes(int world, size_t host_mem_bytes)
+{
+    return host_mem_bytes > 0 ? host_mem_bytes : default_capacity(world);
+}
+
+static const hn_share_ops host_share = {share_reserve, share_unreserve, share_make,         share_unmake,
+                                        share_map,     share_unmap,     share_default_bytes};
 
 const hn_device_ops hn_device_host = {
     .name = "host",

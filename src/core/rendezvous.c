@@ -211,12 +211,23 @@ static int same_user(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && cr.uid == getuid();
 }
 
+/* Whether a world listens on sa (a connection is taken). */
+static int answers(const struct sockaddr_un *sa)
+{
+    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), live;
+    if (probe < 0)
+        return 0;
+    live = connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
+    close(probe);
+    return live;
+}
+
 /* Rank 0's listening socket; a socket file left by a world that ended is
  * replaced, a live one refused. */
 static int listen_at(const struct sockaddr_un *sa, int world, hn_strbuf *why)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
-        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), probe;
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (fd < 0)
             break;
         if (bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0) {
@@ -228,14 +239,10 @@ static int listen_at(const struct sockaddr_un *sa, int world, hn_strbuf *why)
         close(fd);
         if (errno != EADDRINUSE)
             break;
-        probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        if (probe >= 0 && connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0) {
-            close(probe);
+        if (answers(sa)) {
             hn_sb_printf(why, "rendezvous: %s is in use by another world", sa->sun_path);
             return -1;
         }
-        if (probe >= 0)
-            close(probe);
         {
             struct stat st;
             if (lstat(sa->sun_path, &st) != 0 || !S_ISSOCK(st.st_mode)) {
@@ -246,14 +253,10 @@ static int listen_at(const struct sockaddr_un *sa, int world, hn_strbuf *why)
         if (attempt == 0) { /* a world's rank 0 between bind and listen refuses too: look once more */
             struct timespec ts = {0, 50000000};
             nanosleep(&ts, NULL);
-            probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-            if (probe >= 0 && connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0) {
-                close(probe);
+            if (answers(sa)) {
                 hn_sb_printf(why, "rendezvous: %s is in use by another world", sa->sun_path);
                 return -1;
             }
-            if (probe >= 0)
-                close(probe);
         }
         unlink(sa->sun_path); /* stale: its world is gone */
     }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bind.h"
 #include "config.h"
@@ -164,16 +163,6 @@ static void agreed_text(const hn_runtime_config *cfg, const char *backend, hn_st
     }
 }
 
-/* Host memory of each emulated device in process mode: the setting, or
- * half the machine's shared by the world (at least 64 MiB). */
-static size_t procs_host_mem(size_t set, int world)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    size_t half = pages > 0 && page > 0 ? (size_t)pages / 2 * (size_t)page : (size_t)1 << 32;
-    size_t each = set > 0 ? set : half / (size_t)world;
-    return HN_MAX(each, (size_t)64 << 20);
-}
-
 /* The runtime of cfg_in, or an error with why (one line, no location). */
 static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_strbuf *why)
 {
@@ -256,9 +245,8 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
         }
         hn_sb_init(&agreed);
         agreed_text(&cfg, rt->dev->name, &agreed);
-        arena_bytes = set.shared_mem_bytes > 0                 ? set.shared_mem_bytes
-                      : strcmp(rt->dev->name, "host") == 0     ? procs_host_mem(set.host_mem_bytes, rt->world)
-                                                               : (size_t)4 << 30;
+        arena_bytes = set.shared_mem_bytes > 0 ? set.shared_mem_bytes
+                                               : rt->dev->share->default_bytes(rt->world, set.host_mem_bytes);
         st = hn_procs_join(rt, cfg.rendezvous, agreed.data != NULL ? agreed.data : "", arena_bytes, &arena, &arena_bytes, why);
         hn_sb_free(&agreed);
         if (st != HN_OK)
