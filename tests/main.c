@@ -17,7 +17,7 @@ int hn_test_max_ranks(void)
 
 int hn_test_rdv_worker(int argc, char **argv);
 
-/* usage: hn_tests [-v] [--backend host|cuda] [--suite NAME]
+/* usage: hn_tests [-v] [--backend host|cuda] [--suite NAME[,NAME...]]
  * (hn_tests --rdv-worker ...: a process the rendezvous suite starts) */
 int main(int argc, char **argv)
 {
@@ -47,13 +47,18 @@ int main(int argc, char **argv)
 #undef HN_SUITE
     CU_basic_set_mode(verbose ? CU_BRM_VERBOSE : CU_BRM_NORMAL);
     if (only != NULL) {
-        CU_pSuite suite = CU_get_suite(only);
-        if (suite == NULL) {
-            fprintf(stderr, "hn_tests: no suite '%s'\n", only);
-            CU_cleanup_registry();
-            return 2;
+        /* several suites, comma-separated, run in the order named */
+        char names[1024], *save = NULL;
+        snprintf(names, sizeof(names), "%s", only);
+        for (char *name = strtok_r(names, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
+            CU_pSuite suite = CU_get_suite(name);
+            if (suite == NULL) {
+                fprintf(stderr, "hn_tests: no suite '%s'\n", name);
+                CU_cleanup_registry();
+                return 2;
+            }
+            CU_basic_run_suite(suite);
         }
-        CU_basic_run_suite(suite);
     } else {
         CU_basic_run_tests();
     }

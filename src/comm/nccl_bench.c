@@ -278,13 +278,21 @@ void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong)
         }
         hn_free(host);
     }
+    /* every rank's graph before any communicator: a graph that captured
+     * NCCL calls holds a reference on its communicator, and
+     * ncclCommDestroy waits until every such reference is given back
+     * (destroying the communicators first waited forever) */
+    for (int i = 0; i < h->n && h->rs != NULL; i++)
+        if (h->rs[i].graph != NULL) {
+            cudaSetDevice(i);
+            cudaGraphExecDestroy(h->rs[i].graph);
+            h->rs[i].graph = NULL;
+        }
     for (int i = 0; i < h->n; i++) {
         cudaSetDevice(i);
         if (h->comms != NULL && h->comms[i] != NULL)
             ncclCommDestroy(h->comms[i]);
         if (h->rs != NULL) {
-            if (h->rs[i].graph != NULL)
-                cudaGraphExecDestroy(h->rs[i].graph);
             cudaFree(h->rs[i].send);
             cudaFree(h->rs[i].recv);
             if (h->rs[i].s != NULL)
