@@ -17,13 +17,13 @@ int hn_test_max_ranks(void)
 
 int hn_test_rdv_worker(int argc, char **argv);
 
-/* usage: hn_tests [-v] [--backend host|cuda] [--suite NAME[,NAME...]]
+/* usage: hn_tests [-v] [--backend host|cuda] [--suite NAME[,NAME...] [--test NAME-PREFIX]]
  * (hn_tests --rdv-worker ...: a process the rendezvous suite starts) */
 int main(int argc, char **argv)
 {
     unsigned failures;
     int verbose = 0;
-    const char *only = NULL;
+    const char *only = NULL, *test = NULL;
     if (argc > 1 && strcmp(argv[1], "--rdv-worker") == 0)
         return hn_test_rdv_worker(argc, argv);
     for (int i = 1; i < argc; i++) {
@@ -33,6 +33,8 @@ int main(int argc, char **argv)
             hn_test_backend = argv[++i];
         else if (strcmp(argv[i], "--suite") == 0 && i + 1 < argc)
             only = argv[++i];
+        else if (strcmp(argv[i], "--test") == 0 && i + 1 < argc)
+            test = argv[++i];
     }
     if (hn_test_max_ranks() < 1) {
         fprintf(stderr, "hn_tests: backend '%s' has no devices\n", hn_test_backend);
@@ -57,7 +59,15 @@ int main(int argc, char **argv)
                 CU_cleanup_registry();
                 return 2;
             }
-            CU_basic_run_suite(suite);
+            if (test != NULL) { /* one test of the suite, by its name's start */
+                for (CU_pTest t = suite->pTest; t != NULL; t = t->pNext)
+                    if (strncmp(t->pName, test, strlen(test)) == 0) {
+                        CU_basic_run_test(suite, t);
+                        break;
+                    }
+            } else {
+                CU_basic_run_suite(suite);
+            }
         }
     } else {
         CU_basic_run_tests();
