@@ -90,6 +90,11 @@ for mode in "" --graph; do
   [ $rc = 0 ] && [ "$(echo "$out" | grep -cE '^\| [0-9]+ \| .* \| 0 \| .* \| 0 \| .* \| 0 \| .* \| 0 \| nccl \|$')" = 3 ] &&
     ok || bad "bench collectives --op allreduce_rmsnorm $mode: rc=$rc $out"
 done
+# without --gpus: every device (2 on the host backend), so that busbw is not 0; units in the headings
+out=$("$cli" bench collectives --backend host --op allreduce --min 8K --max 8K --iters 2 --warmup 1 --reps 1 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^# allreduce, 2 ranks, " &&
+  echo "$out" | grep -qE "^ +bytes +ll \(µs\) busbw \(GB/s\) #wrong +nccl \(µs\) busbw \(GB/s\) #wrong " &&
+  ok || bad "bench collectives' default ranks and units: rc=$rc $out"
 "$cli" bench collectives --graph --trace /dev/null >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bench collectives --graph --trace"
 "$cli" bench collectives --timing wall >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bench collectives --timing takes device or host"
 # on the host backend the benches take host-sized defaults and say what they do
@@ -110,7 +115,9 @@ out=$("$cli" tune --backend host --gpus 2 -o "$t/p.json" 2>"$t/tune.err"); rc=$?
   echo "$out" | grep -q "^the model's largest error on these pipelines: " &&
   grep -q '^tune: \[1/[0-9]*\] GEMM bf16 32x128x128$' "$t/tune.err" && grep -q "^tune: \[\([0-9]*\)/\1\] the model's fit$" "$t/tune.err" &&
   ok || bad "tune: rc=$rc $out $(cat "$t/tune.err")"
-"$cli" tune --backend host --gpus 2 --size tiny -o "$t/tiny.json" >/dev/null 2>&1 && ok || bad "tune --size tiny"
+out=$("$cli" tune --backend host --gpus 2 --size tiny -o "$t/tiny.json" 2>/dev/null); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -qE "^while traffic overlaps it, a GEMM loses this share of its speed \(100 %: overlapping gains nothing\): copy engines ([0-9]+ %|100 % \(together [0-9.]+ s slower per s of traffic than in turn\)|not measured), " &&
+  ok || bad "tune --size tiny: rc=$rc $out"
 if command -v python3 >/dev/null; then
   python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["version"] == 1 and d["machine"]["count"] == 2' "$t/p.json" &&
     ok || bad "the profile is not JSON to python"
@@ -328,6 +335,17 @@ env_error HIRNODE_FAULT=1:2:comm "allgather.hir: error: fault '1:2:comm': line 2
   run --gpus 2 $p
 # one default rank count: run, check and dump --lowered at 8
 "$cli" check examples/allreduce.hir | grep -q "ok (8 ranks)" && ok || bad "check's default ranks"
+"$cli" check --gpus 1 examples/allreduce.hir | grep -q "ok (1 rank)$" && ok || bad "check at 1 rank: plural"
+# --check names the error its tolerance bounds, and run --help says it
+out=$("$cli" run --gpus 2 --check examples/allreduce.hir 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -qE "^check S on rank 0: rel l2 err [0-9.e+-]+ \(must be at most 1e-05 for f32\); max abs err [0-9.e+-]+, max rel err [0-9.e+-]+: ok$" &&
+  ok || bad "run --check's lines: rc=$rc $out"
+"$cli" run --help | grep -q "relative L2 error ||out - ref|| / ||ref|| must be at most 1e-5" && ok || bad "run --help: the tolerance"
+# a program without instructions: a warning, not a silent ok
+printf 'output S : f32[8] replicated\n' >"$t/empty.hir"
+out=$("$cli" check "$t/empty.hir" 2>&1); rc=$?
+[ $rc = 0 ] && [ "$out" = "$t/empty.hir: warning: no instructions: the program does nothing" ] && ok ||
+  bad "check of an empty program: rc=$rc $out"
 "$cli" run examples/allreduce.hir | grep -q ": 8 ranks on the " && ok || bad "run's default ranks"
 "$cli" dump --lowered examples/tp_mlp.hir | grep -q "^# examples/tp_mlp.hir lowered for 8 ranks" && ok || bad "dump --lowered's default ranks"
 # a program the verifier rejects: exit 2
@@ -407,6 +425,11 @@ mkdir -p "$t/one" "$t/procs"
 "$cli" run --gpus 2 --check --save "$t/one" examples/tp_mlp.hir >/dev/null &&
   "$cli" run --procs 2 --check --save "$t/procs" examples/tp_mlp.hir >/dev/null &&
   cmp -s "$t/one/Y.npy" "$t/procs/Y.npy" && ok || bad "--procs 2 --save differs from --gpus 2 --save"
+# a program every rank refuses alike: said once (by rank 0), no grace for ranks that end at once
+printf 'output S : f32[8] replicated\noutput T : f32[4] replicated\ncopy S <- T\n' >"$t/mismatch.hir"
+out=$("$cli" run --procs 2 --backend host "$t/mismatch.hir" 2>&1); rc=$?
+[ $rc = 2 ] && [ "$(echo "$out" | grep -c "mismatch.hir:3:1: error: all ranks: copy S <- T")" = 1 ] &&
+  ! echo "$out" | grep -q "to end" && ok || bad "--procs 2 with a program that does not verify: rc=$rc $out"
 "$cli" run --procs 2 --iters 2 --trace "$t/ptrace.json" examples/ag_matmul_p2p.hir >/dev/null &&
   [ -s "$t/ptrace.json" ] && [ -s "$t/ptrace.json.rank1" ] &&
   "$cli" trace summary "$t/ptrace.json.rank1" >/dev/null && ok || bad "--procs 2 --trace: a trace per process"
@@ -419,6 +442,10 @@ fi
 out=$("$cli" trace summary "$tr" 2>&1) && echo "$out" | grep -q "^run 1 (the last" && echo "$out" | grep -q "^overlap: [0-9.]*% of the communications' time" \
   && echo "$out" | grep -q "^critical path of run 1: " && echo "$out" | grep -q "^    3  stream 2 " && ok || bad "trace summary: $out"
 "$cli" trace summary "$tr" --run all | grep -q "^critical path of run 0: " && ok || bad "trace summary --run all"
+# a trace that cannot be written: exit 2, said once, without the runtime's source location
+out=$("$cli" run --trace /proc/nope.json examples/allreduce.hir 2>&1); rc=$?
+[ $rc = 2 ] && [ "$out" = "hirnode: cannot write the trace to /proc/nope.json: No such file or directory" ] && ok ||
+  bad "run --trace /proc/nope.json: rc=$rc $out"
 # a group lowered from a pipelined statement is named by it, once (which
 # spans the critical path crosses depends on timing: any line may name it)
 "$cli" run --gpus 2 --trace "$t/rs.json" examples/matmul_reduce_scatter.hir >/dev/null &&

@@ -3,13 +3,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hirnode/runtime.h"
 #include "test.h"
 
+/* Before each test: a capture that a fatal assertion left open. */
+static void capture_setup(void) { hn_test_capture_release(); }
+
 void hn_test_add_suite(const char *name, CU_TestInfo *tests)
 {
-    CU_SuiteInfo suites[] = {{name, NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+    CU_SuiteInfo suites[] = {{name, NULL, NULL, capture_setup, NULL, tests}, CU_SUITE_INFO_NULL};
     CU_register_suites(suites);
 }
 
@@ -89,4 +93,58 @@ int hn_test_each_program(const char *dir, void (*fn)(const char *path, hn_progra
     }
     closedir(d);
     return count;
+}
+
+static FILE *capture_file;
+static int capture_saved[2] = {-1, -1};
+
+void hn_test_capture_release(void)
+{
+    char *left;
+    if (capture_file == NULL)
+        return;
+    left = hn_test_capture_end();
+    fputs(left, stderr); /* the context of the failure that left it open */
+    free(left);
+}
+
+void hn_test_capture_begin(void)
+{
+    hn_test_capture_release();
+    fflush(stdout);
+    fflush(stderr);
+    capture_file = tmpfile();
+    if (capture_file == NULL)
+        return; /* then the text shows, and the assertions on it fail */
+    for (int i = 0; i < 2; i++) {
+        capture_saved[i] = dup(1 + i);
+        dup2(fileno(capture_file), 1 + i);
+    }
+}
+
+char *hn_test_capture_end(void)
+{
+    char *text = NULL;
+    long n;
+    fflush(stdout);
+    fflush(stderr);
+    if (capture_file == NULL)
+        return strdup("");
+    for (int i = 0; i < 2; i++) {
+        dup2(capture_saved[i], 1 + i);
+        close(capture_saved[i]);
+        capture_saved[i] = -1;
+    }
+    /* written through the descriptor, not the stream: its end is the size */
+    n = (long)lseek(fileno(capture_file), 0, SEEK_END);
+    text = malloc((size_t)(n > 0 ? n : 0) + 1);
+    if (text != NULL) {
+        size_t got = 0;
+        if (n > 0 && pread(fileno(capture_file), text, (size_t)n, 0) == n)
+            got = (size_t)n;
+        text[got] = '\0';
+    }
+    fclose(capture_file);
+    capture_file = NULL;
+    return text != NULL ? text : strdup("");
 }

@@ -72,6 +72,7 @@ int main(int argc, char **argv)
     } else {
         CU_basic_run_tests();
     }
+    hn_test_capture_release();
     failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
     CU_cleanup_registry();
     return failures ? 1 : 0;

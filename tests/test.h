@@ -93,4 +93,16 @@ hn_runtime *hn_test_runtime(const char *backend, int n, double delay_us, double 
  * one does not load) and destroyed after; returns how many there were. */
 int hn_test_each_program(const char *dir, void (*fn)(const char *path, hn_program *p, void *arg), void *arg);
 
+/* What a call prints that the test expects (an error it provokes, a usage
+ * block): between hn_test_capture_begin() and hn_test_capture_end() the
+ * process's stdout and stderr (every thread's: the file descriptors) go to
+ * a temporary file; _end puts them back and returns what was written,
+ * NUL-terminated (caller frees; "" when it cannot be read), so the test can
+ * assert it and a passing run shows only what failed. Not nested. */
+void hn_test_capture_begin(void);
+char *hn_test_capture_end(void);
+/* Ends a capture that a fatal assertion left open, writing what it caught
+ * to stderr (the suites run it before each test, main at the end). */
+void hn_test_capture_release(void);
+
 #endif

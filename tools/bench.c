@@ -345,23 +345,38 @@ static void auto_pick(hn_coll_kind kind, size_t chunk, hn_dtype dt, int n, char 
              v == HN_VIA_LL ? (hn_via_ll_algo(kind, chunk, dt, n) == HN_LL_TWOSHOT ? "/2shot" : "/1shot") : "");
 }
 
+/* A right-aligned heading of `width` columns (µ is one column, two bytes). */
+static void cell(int width, const char *text)
+{
+    int cols = 0;
+    for (const char *c = text; *c; c++)
+        cols += ((unsigned char)*c & 0xC0) != 0x80;
+    printf(" %*s%s", cols < width ? width - cols : 0, "", text);
+}
+
 static void print_header(const bench_opts *o, int raw)
 {
     if (o->nvias == 1) { /* the layout of earlier versions */
-        if (o->markdown)
-            printf("| bytes | hirnode µs | algbw GB/s | busbw GB/s | #wrong | nccl µs | algbw | busbw | #wrong | "
-                   "busbw ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-        else
-            printf("%12s %12s %9s %9s %7s %12s %9s %9s %7s %7s\n", "bytes", "hirnode(us)", "algbw", "busbw",
-                   "#wrong", "nccl(us)", "algbw", "busbw", "#wrong", "ratio");
+        if (o->markdown) {
+            printf("| bytes | hirnode (µs) | algbw (GB/s) | busbw (GB/s) | #wrong | nccl (µs) | algbw (GB/s) | "
+                   "busbw (GB/s) | #wrong | busbw ratio |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        } else {
+            static const char *const heads[] = {"hirnode (µs)", "algbw (GB/s)", "busbw (GB/s)", "#wrong",
+                                                "nccl (µs)", "algbw (GB/s)", "busbw (GB/s)", "#wrong", "ratio"};
+            static const int widths[] = {12, 12, 12, 7, 12, 12, 12, 7, 7};
+            printf("%12s", "bytes");
+            for (int i = 0; i < HN_ARRAY_LEN(heads); i++)
+                cell(widths[i], heads[i]);
+            printf("\n");
+        }
         return;
     }
     if (o->markdown) {
         printf("| bytes |");
         for (int v = 0; v < o->nvias; v++)
-            printf(" %s µs | busbw | #wrong |", o->vias[v]);
+            printf(" %s (µs) | busbw (GB/s) | #wrong |", o->vias[v]);
         if (raw)
-            printf(" raw NCCL µs | busbw | #wrong |");
+            printf(" raw NCCL (µs) | busbw (GB/s) | #wrong |");
         for (int v = 0; raw && v < o->nvias; v++)
             printf(" %s × NCCL |", o->vias[v]);
         printf(" auto picks |\n|---:|");
@@ -373,14 +388,20 @@ static void print_header(const bench_opts *o, int raw)
     printf("%12s", "bytes");
     for (int v = 0; v < o->nvias; v++) {
         char name[48];
-        snprintf(name, sizeof(name), "%s(us)", o->vias[v]);
+        snprintf(name, sizeof(name), "%s", o->vias[v]);
         for (char *c = name; *c; c++)
             if (*c == ' ')
                 *c = '-';
-        printf(" %14s %8s %6s", name, "busbw", "#wrong");
+        snprintf(name + strlen(name), sizeof(name) - strlen(name), " (µs)");
+        cell(14, name);
+        cell(12, "busbw (GB/s)");
+        cell(6, "#wrong");
     }
-    if (raw)
-        printf(" %14s %8s %6s", "raw-nccl(us)", "busbw", "#wrong");
+    if (raw) {
+        cell(14, "raw-nccl (µs)");
+        cell(12, "busbw (GB/s)");
+        cell(6, "#wrong");
+    }
     for (int v = 0; raw && v < o->nvias; v++) {
         char name[48];
         snprintf(name, sizeof(name), "x%s", o->vias[v]);
@@ -399,17 +420,17 @@ static void print_row(const bench_opts *o, hn_coll_kind kind, int n, size_t tota
         double a_hn = total / res[0].t / 1e9, b_hn = a_hn * factor(kind, n);
         double a_raw = total / rawres->t / 1e9, b_raw = a_raw * factor(kind, n);
         printf(o->markdown ? "| %zu | %.1f | %.1f | %.1f | %ld | %.1f | %.1f | %.1f | %ld | %.3f |\n"
-                           : "%12zu %12.1f %9.1f %9.1f %7ld %12.1f %9.1f %9.1f %7ld %7.3f\n",
+                           : "%12zu %12.1f %12.1f %12.1f %7ld %12.1f %12.1f %12.1f %7ld %7.3f\n",
                total, res[0].t * 1e6, a_hn, b_hn, res[0].wrong, rawres->t * 1e6, a_raw, b_raw, rawres->wrong,
                n > 1 ? b_hn / b_raw : a_hn / a_raw);
         return;
     }
     printf(o->markdown ? "| %zu |" : "%12zu", total);
     for (int v = 0; v < o->nvias; v++)
-        printf(o->markdown ? " %.2f | %.1f | %ld |" : " %14.2f %8.1f %6ld", res[v].t * 1e6,
+        printf(o->markdown ? " %.2f | %.1f | %ld |" : " %14.2f %12.1f %6ld", res[v].t * 1e6,
                total / res[v].t / 1e9 * factor(kind, n), res[v].wrong);
     if (raw)
-        printf(o->markdown ? " %.2f | %.1f | %ld |" : " %14.2f %8.1f %6ld", rawres->t * 1e6,
+        printf(o->markdown ? " %.2f | %.1f | %ld |" : " %14.2f %12.1f %6ld", rawres->t * 1e6,
                total / rawres->t / 1e9 * factor(kind, n), rawres->wrong);
     for (int v = 0; raw && v < o->nvias; v++)
         printf(o->markdown ? " %.2f |" : " %10.2f", rawres->t / res[v].t);
@@ -460,7 +481,7 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
     hn_status_t st = hn_runtime_create_ex(&o->cfg, &rt, &why);
     int n, nl, first, raw, rc = 0;
     if (st != HN_OK) {
-        fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, why != NULL ? why : hn_status_string(st));
+        fprintf(stderr, "bench: cannot start %d rank%s: %s\n", o->cfg.ndev, o->cfg.ndev == 1 ? "" : "s", why != NULL ? why : hn_status_string(st));
         hn_string_free(why);
         return st == HN_ERR_INVALID ? 2 : 1;
     }
@@ -477,7 +498,7 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
         return hn_cli_usage_error(c, "--trace records runs, not graphs: without --graph");
     }
     if (o->trace != NULL && hn_runtime_trace_start(rt, o->trace) != HN_OK) {
-        fprintf(stderr, "bench: cannot write a trace to %s\n", o->trace);
+        fprintf(stderr, "bench: %s\n", hn_runtime_error(rt));
         hn_runtime_destroy(rt);
         return 2;
     }
@@ -487,19 +508,20 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
     raw = 0;
 #endif
     if (nl < n) { /* raw NCCL runs every rank in this process */
-        printf("raw NCCL not measured: the ranks are processes\n");
+        fprintf(stderr, "bench collectives: raw NCCL not measured: the ranks are processes\n");
         raw = 0;
     }
     for (int r = 0; raw && r < o->devices.n; r++)
         if (o->devices.ord[r] != r) { /* raw NCCL runs rank r on device r */
-            printf("raw NCCL not measured: --devices maps rank %d to device %d\n", r, o->devices.ord[r]);
+            fprintf(stderr, "bench collectives: raw NCCL not measured: --devices maps rank %d to device %d\n", r,
+                    o->devices.ord[r]);
             raw = 0;
         }
     for (int which = 0; which < HN_ARRAY_LEN(op_names) && rc == 0; which++) {
         const char *name = op_names[which];
         if (strcmp(o->ops, "all") == 0 ? which == 3 : strcmp(o->ops, name) != 0) /* all: the collectives */
             continue;
-        printf("# %s, %d ranks, %s, %s backend via", name, n, hn_dtype_name(o->dtype), hn_runtime_backend(rt));
+        printf("# %s, %d rank%s, %s, %s backend via", name, n, n == 1 ? "" : "s", hn_dtype_name(o->dtype), hn_runtime_backend(rt));
         for (int v = 0; v < o->nvias; v++)
             printf("%s %s", v ? "," : "", o->vias[v]);
         if (o->graph)
@@ -599,13 +621,35 @@ static const char bench_usage[] =
     "  issue        the cost of issuing one instruction beside a plain launch loop\n"
     "hirnode bench COMMAND --help lists its options.\n";
 
+/* Ranks when neither --gpus nor --procs says: every device of the backend
+ * (auto: the GPUs when there are at least two), else 2 on the host backend,
+ * so that the collectives move data (one rank moves none: busbw 0). */
+static int default_ranks(const hn_runtime_config *cfg, const hn_cli_devices *devices)
+{
+    const char *name = cfg->backend != NULL ? cfg->backend : "auto";
+    const hn_device_ops *const *all = hn_device_backends();
+    const hn_device_ops *d;
+    if (devices->n > 0)
+        return devices->n; /* a rank for each ordinal named */
+    if (strcmp(name, "auto") == 0) {
+        for (int i = 0; all[i] != NULL; i++)
+            if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() >= 2)
+                return HN_MIN(all[i]->device_count(), 256);
+        return 2;
+    }
+    if (strcmp(name, "host") == 0 || (d = hn_device_find(name)) == NULL)
+        return 2;
+    return HN_MAX(HN_MIN(d->device_count(), 256), 1);
+}
+
 static int bench_collectives_cli(int argc, char **argv)
 {
     bench_opts o;
     hn_cli_procs procs = {0, NULL, 0};
     const char *ops = "all", *timing = "device", *dtype = "bf16";
     const hn_option table[] = {
-        HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 1)"),
+        HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256,
+               "ranks, one per device (default: every GPU of the backend;\n2 on the host backend)"),
         HN_PROCS_OPTIONS(&procs),
         HN_CHOICE("--backend", "auto|cuda|host", &o.cfg.backend, "the devices (default: $HIRNODE_BACKEND, else auto)"),
         HN_CALL("--devices", "LIST", hn_cli_take_devices, &o.devices,
@@ -646,7 +690,7 @@ static int bench_collectives_cli(int argc, char **argv)
     o.warmup = -1; /* 0 .. 0 of max, iters, reps and -1 of warmup: not given */
     o.cfg.ndev = 0; /* and of --gpus */
     if ((rc = hn_cli_parse(&c, argc, argv, 3)) >= 0 || (rc = hn_cli_check_settings(&c)) >= 0 ||
-        (rc = hn_cli_procs_setup(c.name, &procs, &o.cfg, &o.devices, 1)) >= 0)
+        (rc = hn_cli_procs_setup(c.name, &procs, &o.cfg, &o.devices, default_ranks(&o.cfg, &o.devices))) >= 0)
         return rc;
     if (procs.launcher)
         return hn_cli_launch(c.name, &procs, o.cfg.timeout_s, argv);

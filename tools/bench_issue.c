@@ -156,7 +156,7 @@ static int bench_issue(const issue_opts *o)
         hn_program_parse(text, strlen(text), "issue.hir", &p, NULL) != HN_OK)
         goto done;
     if ((st = hn_runtime_create_ex(&o->cfg, &rt, &why)) != HN_OK) {
-        fprintf(stderr, "bench: cannot start %d ranks: %s\n", o->cfg.ndev, why != NULL ? why : hn_status_string(st));
+        fprintf(stderr, "bench: cannot start %d rank%s: %s\n", o->cfg.ndev, o->cfg.ndev == 1 ? "" : "s", why != NULL ? why : hn_status_string(st));
         hn_string_free(why);
         goto done;
     }
@@ -178,8 +178,8 @@ static int bench_issue(const issue_opts *o)
     if ((st = hn_runtime_capture(rt, p, &args, NULL, &graph)) != HN_OK ||
         (st = hn_runtime_exec_all(rt, plain_capture_on_rank, &rj)) != HN_OK)
         goto failed;
-    fprintf(stderr, "bench issue: %d ranks on the %s backend, %d instructions per run, %d repetitions\n",
-            o->cfg.ndev, hn_runtime_backend(rt), o->n, o->reps);
+    fprintf(stderr, "bench issue: %d rank%s on the %s backend, %d instructions per run, %d repetitions\n",
+            o->cfg.ndev, o->cfg.ndev == 1 ? "" : "s", hn_runtime_backend(rt), o->n, o->reps);
     for (int k = -o->warmup; k < o->reps; k++) {
         double t0 = hn_now(), t1, t2, t3;
         if ((st = hn_runtime_run(rt, p, &args)) != HN_OK)

@@ -528,7 +528,7 @@ int hn_cli_bench_overlap(int argc, char **argv)
             o.op = (bench_op)k;
     shapes_given = o.nshapes > 0 || o.tuner;
     if ((st = hn_runtime_create_ex(&o.cfg, &rt, &why)) != HN_OK) {
-        fprintf(stderr, "bench overlap: cannot start %d ranks: %s\n", o.cfg.ndev, why != NULL ? why : hn_status_string(st));
+        fprintf(stderr, "bench overlap: cannot start %d rank%s: %s\n", o.cfg.ndev, o.cfg.ndev == 1 ? "" : "s", why != NULL ? why : hn_status_string(st));
         hn_string_free(why);
         return st == HN_ERR_INVALID ? 2 : 1;
     }

@@ -212,7 +212,8 @@ static int cmd_dump(int argc, char **argv)
     }
     if (o.lowered) {
         /* comments: the parser reads the program back without them */
-        printf("# %s lowered for %d ranks, nstreams = %d", o.file, o.cfg.ndev, o.cfg.nstreams);
+        printf("# %s lowered for %d rank%s, nstreams = %d", o.file, o.cfg.ndev, o.cfg.ndev == 1 ? "" : "s",
+               o.cfg.nstreams);
         for (int i = 0; i < p->nparams; i++)
             printf("%s %s = %lld", i ? "," : ";", p->names[p->params[i].var], (long long)params[i]);
         printf("\n");
@@ -237,6 +238,16 @@ static int cmd_dump(int argc, char **argv)
     free(params);
     free_opts(&o);
     return text != NULL ? HN_EXIT_OK : HN_EXIT_FAIL;
+}
+
+/* A program without instructions does nothing: said (on stderr), not
+ * hidden behind an "ok". 1 when it said so. */
+static int warn_empty(const char *file, const hn_program *p)
+{
+    if (p->body.n > 0)
+        return 0;
+    fprintf(stderr, "%s: warning: no instructions: the program does nothing\n", file);
+    return 1;
 }
 
 static int cmd_check(int argc, char **argv)
@@ -275,8 +286,8 @@ static int cmd_check(int argc, char **argv)
         st = hn_verify_run(p, o.cfg.ndev, o.cfg.nstreams, params, &diag, NULL);
     if (diag.data != NULL)
         fputs(diag.data, stderr);
-    if (st == HN_OK)
-        printf("%s: ok (%d ranks)\n", o.file, o.cfg.ndev);
+    if (st == HN_OK && !warn_empty(o.file, p))
+        printf("%s: ok (%d rank%s)\n", o.file, o.cfg.ndev, o.cfg.ndev == 1 ? "" : "s");
     hn_sb_free(&diag);
     free(params);
     hn_program_destroy(p);
@@ -303,7 +314,11 @@ static int cmd_run(int argc, char **argv)
                   "the machine has enough GPUs, else host, a CPU emulation)"),
         HN_INT("--iters", "K", &o.iters, 1, 1000000, "runs to time (default 1); the median is printed"),
         HN_INT64("--seed", "X", &o.seed, 0, INT64_MAX, "seed of the generated inputs (default: $HIRNODE_SEED)"),
-        HN_FLAG("--check", &o.check, "compare the outputs with the reference block"),
+        HN_FLAG("--check", &o.check,
+                "compare the outputs with the reference block: each output's\n"
+                "relative L2 error ||out - ref|| / ||ref|| must be at most 1e-5\n"
+                "(f32), 2e-3 (f16) or 1.6e-2 (bf16), 0 for integers; the largest\n"
+                "absolute and relative element errors are shown beside it"),
         HN_TEXT("--load", "DIR", &o.load_dir, "read global inputs from DIR/<input>.npy"),
         HN_TEXT("--save", "DIR", &o.save_dir, "write gathered outputs to DIR/<output>.npy"),
         HN_DOUBLE("--delay", "US", &o.cfg.host_delay_us, 0, 1e6,
@@ -332,6 +347,8 @@ static int cmd_run(int argc, char **argv)
         free_opts(&o);
         return HN_EXIT_USAGE;
     }
+    if (o.cfg.world <= o.cfg.ndev) /* the launcher or a process of its own: not each worker again */
+        warn_empty(o.file, p);
     if (procs.launcher) { /* a bad program is said once, here; the workers run it */
         hn_program_destroy(p);
         free_opts(&o);
@@ -343,7 +360,7 @@ static int cmd_run(int argc, char **argv)
             fprintf(stderr, "hirnode: rank %d of a world of %d processes cannot start: %s\n", o.cfg.rank, o.cfg.world,
                     why != NULL ? why : hn_status_string(st));
         else
-            fprintf(stderr, "hirnode: cannot start %d ranks: %s\n", o.cfg.ndev, why != NULL ? why : hn_status_string(st));
+            fprintf(stderr, "hirnode: cannot start %d rank%s: %s\n", o.cfg.ndev, o.cfg.ndev == 1 ? "" : "s", why != NULL ? why : hn_status_string(st));
         hn_string_free(why);
         hn_program_destroy(p);
         free_opts(&o);
@@ -359,7 +376,7 @@ static int cmd_run(int argc, char **argv)
         return HN_EXIT_USAGE;
     }
     if (o.trace != NULL && hn_runtime_trace_start(rt, o.trace) != HN_OK) {
-        fprintf(stderr, "hirnode: cannot write a trace to %s\n", o.trace);
+        fprintf(stderr, "hirnode: %s\n", hn_runtime_error(rt));
         hn_sb_free(&diag);
         hn_runtime_destroy(rt);
         hn_program_destroy(p);
@@ -377,11 +394,14 @@ static int cmd_run(int argc, char **argv)
     co.values = o.values;
     co.out = stdout;
     st = hn_check_run(rt, p, &co, &res, &diag);
-    if (diag.data != NULL)
+    /* a program's static errors are the same in every process (each
+     * verifies the whole world): rank 0 says them, once */
+    if (diag.data != NULL && !(st == HN_ERR_VERIFY && hn_runtime_first_rank(rt) > 0))
         fputs(diag.data, stderr);
     if (st == HN_OK) {
-        printf("run %s: %d ranks%s on the %s backend, %d iteration%s, median %.3f ms%s\n", o.file,
-               hn_runtime_world(rt), hn_runtime_world(rt) > hn_runtime_size(rt) ? " (a process each)" : "",
+        printf("run %s: %d rank%s%s on the %s backend, %d iteration%s, median %.3f ms%s\n", o.file,
+               hn_runtime_world(rt), hn_runtime_world(rt) == 1 ? "" : "s",
+               hn_runtime_world(rt) > hn_runtime_size(rt) ? " (a process each)" : "",
                hn_runtime_backend(rt), o.iters, o.iters == 1 ? "" : "s", res.median_s * 1e3,
                hn_runtime_world(rt) > hn_runtime_size(rt) ? " (rank 0's)" : "");
         if (o.check)

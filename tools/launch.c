@@ -27,6 +27,7 @@ extern char **environ;
 #define GRACE_EXTRA_S 5.0  /* past twice the run's timeout: the others' time after the first end */
 #define KILL_AFTER_S 2.0   /* from SIGTERM to SIGKILL */
 #define DRAIN_S 1.0        /* output still in the pipes after the last worker ended */
+#define NOTE_AFTER_S 1.0   /* a first failure is said when others still run this long after it */
 #define OUT_KEEP (256 << 10) /* bytes of a rank's output kept, at most ... */
 #define OUT_HEAD (32 << 10)  /* ... of which the first ones always (a failure to start says why there) */
 #define SOCK_NAME "/rank-255.sock" /* the longest name a rank's socket takes in the rendezvous */
@@ -55,6 +56,8 @@ typedef struct launch {
     double deadline; /* the others must have ended by then; 0: nothing ended yet */
     double kill_at;  /* SIGKILL then; 0: not terminated; -1: sent */
     char after[64];  /* what started the clock, for messages ("rank 0 ended") */
+    double note_at;  /* the first failed exit is said then if others still run; 0: none pending */
+    int note_rank;   /* ... that rank's */
     int user_sig;    /* a SIGINT, SIGTERM or SIGHUP passed on; 0: none */
     struct sigaction before[HN_ARRAY_LEN(caught)]; /* each of `caught` as the launcher began */
 } launch;
@@ -430,11 +433,12 @@ static void reap(launch *l)
             w->state = W_EXITED;
             w->code = si.si_status;
             start_clock(l, r, "ended");
-            /* the first failure is said at once: the others may take
-             * their whole grace before the end says more */
+            /* the first failure is said soon (the others may take their
+             * whole grace before the end says more), but not when they
+             * end at once too: then the summary says it, once */
             if (first && w->code != 0 && live(l) > 0) {
-                fprintf(stderr, "hirnode: rank %d (pid %d) exited with %d\n", r, (int)w->pid, w->code);
-                grace_note(l);
+                l->note_at = now_s() + NOTE_AFTER_S;
+                l->note_rank = r;
             }
             break;
         case CLD_KILLED:
@@ -525,6 +529,8 @@ static int wait_ms(const launch *l, double drain_until)
         next = l->kill_at;
     if (drain_until > 0 && (next == 0 || drain_until < next))
         next = drain_until;
+    if (l->note_at > 0 && (next == 0 || l->note_at < next))
+        next = l->note_at;
     if (next == 0)
         return -1;
     return next <= t ? 0 : (int)HN_MIN((next - t) * 1e3 + 1, 1e9);
@@ -546,6 +552,14 @@ static void gather(launch *l)
             break;
         if (alive == 0 && drain_until == 0)
             drain_until = now_s() + DRAIN_S;
+        if (l->note_at > 0 && now_s() >= l->note_at) {
+            const worker *w = &l->w[l->note_rank];
+            l->note_at = 0;
+            if (alive > 0) {
+                fprintf(stderr, "hirnode: rank %d (pid %d) exited with %d\n", l->note_rank, (int)w->pid, w->code);
+                grace_note(l);
+            }
+        }
         if (l->deadline > 0 && l->kill_at == 0 && now_s() >= l->deadline)
             end_overdue(l);
         if (l->kill_at > 0 && now_s() >= l->kill_at) {

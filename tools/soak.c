@@ -279,14 +279,14 @@ static int soak(const soak_opts *o)
         return HN_EXIT_FAIL;
     }
     if ((st = hn_runtime_create_ex(&o->cfg, &s.rt, &diag)) != HN_OK) {
-        fprintf(stderr, "hirnode soak: cannot start %d ranks: %s\n", s.n, diag != NULL ? diag : hn_status_string(st));
+        fprintf(stderr, "hirnode soak: cannot start %d rank%s: %s\n", s.n, s.n == 1 ? "" : "s", diag != NULL ? diag : hn_status_string(st));
         hn_string_free(diag);
         hn_program_destroy(s.p);
         return st == HN_ERR_INVALID ? HN_EXIT_USAGE : HN_EXIT_FAIL;
     }
-    printf("soak: the MLP step of examples/embed/serve.c on %d ranks (%s backend): %lld launches, then %lld "
+    printf("soak: the MLP step of examples/embed/serve.c on %d rank%s (%s backend): %lld launches, then %lld "
            "replays; a sync every %lld, %d samples after %lld of warm-up; at most %g %% or %g B per op\n",
-           s.n, hn_runtime_backend(s.rt), (long long)o->launches, (long long)o->replays, (long long)o->window,
+           s.n, s.n == 1 ? "" : "s", hn_runtime_backend(s.rt), (long long)o->launches, (long long)o->replays, (long long)o->window,
            o->samples, (long long)o->warmup, o->max_growth, o->per_op);
     if ((st = step_make(&s)) != HN_OK) {
         fprintf(stderr, "hirnode soak: buffers: %s %s\n", hn_status_string(st), hn_runtime_error(s.rt));

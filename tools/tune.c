@@ -118,12 +118,20 @@ static void summary(const hn_cost_profile *p, const char *path)
                p->gemm_tflops_at_1t[d], -p->gemm_gamma[d]);
     printf("a chunk more %.2f us, a stream more %.2f us, local copies %.0f GB/s\n", p->coef.chunk_s * 1e6,
            p->coef.stream_s * 1e6, p->hbm_bytes_per_s / 1e9);
-    printf("a GEMM loses per second of traffic beside it:");
-    for (int k = 0; k < HN_TRAFFIC_COUNT; k++)
-        if (p->interference[k] >= 0)
-            printf(" %s %.3f s,", traffic[k], p->interference[k]);
+    /* interference: GEMM seconds lost per second of traffic beside it, that
+     * is the share of its speed lost while they overlap; at 1 and above,
+     * overlapping the two gains nothing over running them in turn */
+    printf("while traffic overlaps it, a GEMM loses this share of its speed (100 %%: overlapping gains nothing):");
+    for (int k = 0; k < HN_TRAFFIC_COUNT; k++) {
+        double i = p->interference[k];
+        printf("%s %s ", k > 0 ? "," : "", traffic[k]);
+        if (i < 0)
+            printf("not measured");
+        else if (i <= 1)
+            printf("%.0f %%", i * 100);
         else
-            printf(" %s -,", traffic[k]);
+            printf("100 %% (together %.2f s slower per s of traffic than in turn)", i - 1);
+    }
     printf("\nkappa gather %.4g / %.4g, reduce %.4g / %.4g (NCCL / copy engines); tau gather %.2f / %.2f us, reduce "
            "%.2f / %.2f us; sequential %.2f us\n",
            p->coef.kappa[0][0], p->coef.kappa[0][1], p->coef.kappa[1][0], p->coef.kappa[1][1], p->coef.tau_s[0][0] * 1e6,

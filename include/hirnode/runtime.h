@@ -323,7 +323,8 @@ hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_ar
  * per rank, a track per stream and p2p copy lane) and frees it. Without a
  * trace, a run pays one predictable branch per instruction.
  * start opens (creates or truncates) `path` at once: HN_ERR_IO if it
- * cannot, HN_ERR_INVALID if a trace is running already. The caller keeps
+ * cannot, HN_ERR_INVALID if a trace is running already; hn_runtime_error
+ * says which (nothing is logged: the caller says it). The caller keeps
  * ownership of `path` (it is copied). Thread safety as for every call on
  * the runtime: between runs, from one caller thread at a time.
  * hn_runtime_destroy stops (and writes) a trace still running. */

@@ -725,8 +725,7 @@ class Runtime(_Closing):
             raise InvalidArgumentError("hirnode: error: trace_start: an empty path")
         st = _lib.hn_runtime_trace_start(h, os.fsencode(path))
         if st:
-            raise self._fail(st, "trace_start(%r)%s" % (os.fspath(path), ", a trace is running already"
-                                                         if st == _lib.ERR_INVALID else ""))
+            raise self._fail(st)  # hn_runtime_error says why: running already, cannot write
 
     def trace_stop(self):
         st = _lib.hn_runtime_trace_stop(self._h())

@@ -53,9 +53,14 @@ void hn_log_emit(hn_log_level_t level, const char *file, int line,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    /* one fprintf per event so lines from rank threads do not interleave */
-    fprintf(stderr, "hirnode %s %s:%d: %s\n", tags[level],
-            base ? base + 1 : file, line, msg);
+    /* one fprintf per event so lines from rank threads do not interleave;
+     * the runtime's own source location only for its developers (debug and
+     * trace): errors and warnings a user reads carry none */
+    if (hn_log_level() >= HN_LOG_DEBUG)
+        fprintf(stderr, "hirnode %s %s:%d: %s\n", tags[level],
+                base ? base + 1 : file, line, msg);
+    else
+        fprintf(stderr, "hirnode %s: %s\n", tags[level], msg);
 }
 
 static long alloc_fail_at;   /* 0: off */

@@ -18,7 +18,9 @@ typedef enum hn_log_level {
     HN_LOG_TRACE,
 } hn_log_level_t;
 
-/* Level from HIRNODE_LOG (error|warn|info|debug|trace), read once. */
+/* Level from HIRNODE_LOG (error|warn|info|debug|trace), read once.
+ * A line reads "hirnode error: MESSAGE"; at debug and trace it also names
+ * the runtime's source ("hirnode error trace.c:696: MESSAGE"). */
 hn_log_level_t hn_log_level(void);
 void hn_log_set_level(hn_log_level_t level);
 void hn_log_emit(hn_log_level_t level, const char *file, int line,

@@ -79,6 +79,9 @@ static int is_poison(hn_dtype t, const void *buf, int64_t i)
     }
 }
 
+/* The bound on an output's relative L2 error, ||out - ref|| / ||ref||
+ * (the one error that decides; the largest absolute and relative errors
+ * of single elements are reported beside it). `run --help` says it too. */
 static double tolerance(hn_dtype t)
 {
     switch (t) {
@@ -222,8 +225,13 @@ static void report(FILE *f, const char *what, const cmp *c, hn_dtype t)
 {
     if (f == NULL)
         return;
-    fprintf(f, "check %s: max abs err %.3g, max rel err %.3g, rel l2 err %.3g (tol %.3g)", what, c->max_abs,
-            c->max_rel, c->rel_l2, tolerance(t));
+    /* the rel l2 err decides (the tolerance bounds it); the others inform */
+    if (tolerance(t) > 0)
+        fprintf(f, "check %s: rel l2 err %.3g (must be at most %.3g for %s); max abs err %.3g, max rel err %.3g", what,
+                c->rel_l2, tolerance(t), hn_dtype_name(t), c->max_abs, c->max_rel);
+    else
+        fprintf(f, "check %s: rel l2 err %.3g (must be 0 for %s: exact); max abs err %.3g, max rel err %.3g", what,
+                c->rel_l2, hn_dtype_name(t), c->max_abs, c->max_rel);
     if (c->left > 0)
         fprintf(f, ", %lld of %lld elements left at the poison (never written)", (long long)c->left,
                 (long long)c->n);

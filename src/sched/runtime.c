@@ -34,8 +34,8 @@ static const hn_device_ops *too_few(const hn_device_ops *d, const hn_runtime_con
     const char *visible = strcmp(d->name, "host") != 0 ? getenv("CUDA_VISIBLE_DEVICES") : NULL;
     int count = d->device_count();
     if (cfg->devices == NULL)
-        hn_sb_printf(why, "backend '%s' has %d device%s, %d ranks asked", d->name, count, count == 1 ? "" : "s",
-                     cfg->ndev);
+        hn_sb_printf(why, "backend '%s' has %d device%s, %d rank%s asked", d->name, count, count == 1 ? "" : "s",
+                     cfg->ndev, cfg->ndev == 1 ? "" : "s");
     else
         hn_sb_printf(why, "backend '%s' has %d device%s, device %d asked", d->name, count, count == 1 ? "" : "s",
                      need - 1);
@@ -58,7 +58,7 @@ static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, int need,
         for (int i = 0; cfg->devices != NULL && all[i] != NULL; i++)
             if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() > 0)
                 return too_few(all[i], cfg, need, why);
-        HN_INFO("no GPU backend has %d devices; using the host (CPU emulation) backend", need);
+        HN_INFO("no GPU backend has %d device%s; using the host (CPU emulation) backend", need, need == 1 ? "" : "s");
         return &hn_device_host;
     }
     if ((d = hn_device_find(name)) == NULL) {
@@ -321,7 +321,7 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
         HN_INFO("runtime: rank %d of a world of %d processes on the %s backend", rt->first, rt->world,
                 rt->dev->name);
     else
-        HN_INFO("runtime: %d ranks on the %s backend", rt->nlocal, rt->dev->name);
+        HN_INFO("runtime: %d rank%s on the %s backend", rt->nlocal, rt->nlocal == 1 ? "" : "s", rt->dev->name);
     *out = rt;
     return HN_OK;
 undo:

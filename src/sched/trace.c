@@ -15,6 +15,7 @@
 #include "pool.h"
 #include "procs.h"
 #include "rank.h"
+#include "run_error.h"
 #include "teams.h"
 #include "trace.h"
 
@@ -662,12 +663,17 @@ hn_status_t hn_runtime_trace_start(hn_runtime *rt, const char *path)
     hn_status_t st = HN_ERR_NOMEM;
     if (rt == NULL || path == NULL || *path == '\0')
         return HN_ERR_INVALID;
+    /* why it fails goes to hn_runtime_error (said once, by the caller) */
     if (rt->trace != NULL) {
-        HN_ERROR("a trace is running already (to %s)", rt->trace->path);
+        char text[512];
+        snprintf(text, sizeof(text), "a trace is running already (to %s)", rt->trace->path);
+        hn_runtime_set_error_text(rt, text);
         return HN_ERR_INVALID;
     }
-    if ((tr = hn_calloc(1, sizeof(*tr))) == NULL)
+    if ((tr = hn_calloc(1, sizeof(*tr))) == NULL) {
+        hn_runtime_set_error_text(rt, "cannot start a trace: out of memory");
         return HN_ERR_NOMEM;
+    }
     tr->rt = rt;
     if ((tr->ranks = hn_calloc((size_t)rt->nlocal, sizeof(*tr->ranks))) == NULL)
         goto undo;
@@ -693,7 +699,9 @@ hn_status_t hn_runtime_trace_start(hn_runtime *rt, const char *path)
             goto undo;
     }
     if ((tr->f = fopen(tr->path, "w")) == NULL) {
-        HN_ERROR("cannot write the trace to %s: %s", tr->path, strerror(errno));
+        char text[512];
+        snprintf(text, sizeof(text), "cannot write the trace to %s: %s", tr->path, strerror(errno));
+        hn_runtime_set_error_text(rt, text);
         st = HN_ERR_IO;
         goto undo;
     }
@@ -701,6 +709,8 @@ hn_status_t hn_runtime_trace_start(hn_runtime *rt, const char *path)
     rt->trace = tr;
     return HN_OK;
 undo:
+    if (st == HN_ERR_NOMEM)
+        hn_runtime_set_error_text(rt, "cannot start a trace: out of memory");
     trace_free(tr);
     return st;
 }

@@ -638,10 +638,15 @@ hn_status_t hn_tune(const hn_tune_opts *o, hn_cost_profile *out, hn_strbuf *err)
     t.err = err;
     if ((t.p = hn_calloc(1, sizeof(*t.p))) == NULL)
         return HN_ERR_NOMEM;
-    if ((st = hn_runtime_create(&o->cfg, &t.rt)) != HN_OK) {
-        hn_sb_printf(err, "cannot start %d ranks: %s", o->cfg.ndev, hn_status_string(st));
-        hn_free(t.p);
-        return st;
+    {
+        char *why = NULL; /* said once, in err: not logged as well */
+        if ((st = hn_runtime_create_ex(&o->cfg, &t.rt, &why)) != HN_OK) {
+            hn_sb_printf(err, "cannot start %d rank%s: %s", o->cfg.ndev, o->cfg.ndev == 1 ? "" : "s",
+                         why != NULL ? why : hn_status_string(st));
+            hn_string_free(why);
+            hn_free(t.p);
+            return st;
+        }
     }
     t.n = hn_runtime_size(t.rt);
     t.z = &sizings[o->size != HN_TUNE_AUTO ? o->size

@@ -1,6 +1,7 @@
 /* Tests of src/core/device_host.c: asynchrony, stream order, events and
  * cross-device waits, random delays. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -276,12 +277,14 @@ static void test_capture_launch(void)
     uint32_t *mem; /* [0] epoch, [1] abort, [2] a flag */
     int v = 0;
     counter a = {&v, 1}, b = {&v, 100};
+    char *said;
     CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &s), HN_OK);
     CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &side), HN_OK);
     CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &other), HN_OK);
     CU_ASSERT_EQUAL_FATAL(D->event_create(ctx, 0, &fork), HN_OK);
     CU_ASSERT_EQUAL_FATAL(D->event_create(ctx, 0, &join), HN_OK);
     CU_ASSERT_EQUAL_FATAL(D->mem_alloc(ctx, 0, 16, (void **)&mem), HN_OK);
+    hn_test_capture_begin(); /* the errors below are expected: their text is checked */
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_ERR_INVALID); /* once */
     fork_join_work(s, side, fork, join, mem, &a, &b);
@@ -289,6 +292,10 @@ static void test_capture_launch(void)
     /* that failed the capture: a fresh one */
     CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_ERR_INVALID);
     CU_ASSERT_PTR_NULL(g);
+    said = hn_test_capture_end();
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "host device 0: the stream is being captured already"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "capture: a stream being captured was synchronized"));
+    free(said);
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
     fork_join_work(s, side, fork, join, mem, &a, &b);
     CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_OK);
@@ -309,6 +316,7 @@ static void test_capture_launch(void)
 
     /* a stream left unjoined, a wait on an event recorded outside */
     CU_ASSERT_EQUAL(D->event_record(join, other), HN_OK);
+    hn_test_capture_begin();
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
     CU_ASSERT_EQUAL(D->stream_wait_event(s, join, NULL), HN_ERR_INVALID);
     CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_ERR_INVALID);
@@ -319,6 +327,11 @@ static void test_capture_launch(void)
     CU_ASSERT_EQUAL(D->capture_end(s, &g), HN_ERR_INVALID);
     CU_ASSERT_PTR_NULL(g);
     CU_ASSERT_EQUAL(D->capture_end(side, &g), HN_ERR_INVALID); /* not capturing any more */
+    said = hn_test_capture_end();
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "capture: a captured wait on an event recorded outside the capture"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "capture: a stream of the capture was not joined back into its origin"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "capture_end on a stream that did not begin a capture"));
+    free(said);
     CU_ASSERT_EQUAL(v, 304);
     D->mem_free(ctx, 0, mem);
     D->event_destroy(fork);
@@ -341,6 +354,7 @@ static void test_capture_update(void)
     uint32_t *mem; /* [0] epoch, [1] abort, [2] a flag */
     int v = 0, w = 0;
     counter a = {&v, 1}, b = {&v, 100}, c = {&w, 1000}, d = {&w, 10000};
+    char *said;
     CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &s), HN_OK);
     CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &side), HN_OK);
     CU_ASSERT_EQUAL_FATAL(D->stream_create(ctx, 0, &other), HN_OK);
@@ -371,11 +385,16 @@ static void test_capture_update(void)
     CU_ASSERT_EQUAL(D->launch_host(s, bump, &a, NULL, NULL), HN_OK);
     CU_ASSERT_EQUAL(D->capture_update(s, g), HN_ERR_UNSUPPORTED);
     /* a failed capture: its error, the graph unchanged */
+    hn_test_capture_begin();
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
     fork_join_work(s, side, fork, join, mem, &a, &b);
     CU_ASSERT_EQUAL(D->stream_sync(s), HN_ERR_INVALID);
     CU_ASSERT_EQUAL(D->capture_update(s, g), HN_ERR_INVALID);
     CU_ASSERT_EQUAL(D->capture_update(s, g), HN_ERR_INVALID); /* not capturing */
+    said = hn_test_capture_end();
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "capture: a stream being captured was synchronized"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "on a stream that did not begin a capture"));
+    free(said);
     CU_ASSERT_EQUAL(D->graph_launch(g, s), HN_OK);
     CU_ASSERT_EQUAL(D->stream_sync(s), HN_OK);
     CU_ASSERT_EQUAL(v, 101);

@@ -167,16 +167,22 @@ static void test_world_shares_memory(void)
 static void test_other_settings_named(void)
 {
     char *dir = make_dir();
-    pid_t pid = spawn_worker("other", dir, 2, 1);
+    char *said;
+    pid_t pid;
     hn_rdv_config c;
     hn_rdv *r = NULL;
     hn_strbuf why;
+    hn_test_capture_begin(); /* the worker says why it stopped: expected */
+    pid = spawn_worker("other", dir, 2, 1);
     config(&c, dir, 2, 0, 1);
     hn_sb_init(&why);
     CU_ASSERT_EQUAL(hn_rdv_join(&c, &r, &why), HN_ERR_MISMATCH);
+    CU_ASSERT_EQUAL(reap(pid), 3); /* the worker was told too */
+    said = hn_test_capture_end();
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "rdv worker 1: rendezvous: rank 1 differs from rank 0: settings two"));
+    free(said);
     CU_ASSERT_PTR_NOT_NULL_FATAL(why.data);
     CU_ASSERT_PTR_NOT_NULL(strstr(why.data, "rank 1 differs from rank 0: settings two (rank 0: settings one)"));
-    CU_ASSERT_EQUAL(reap(pid), 3); /* the worker was told too */
     hn_sb_free(&why);
     remove_dir(dir);
 }

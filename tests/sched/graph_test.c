@@ -283,6 +283,7 @@ static void test_bells_wake_sleepers(void)
     hn_run_args a[2];
     hn_graph *gr = NULL;
     float y[2][256], g[256 * 8];
+    char *said;
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     setenv("HIRNODE_SPIN_US", "0", 1);
     rt = hn_test_runtime(NULL, n, 20, 30, 0);
@@ -319,7 +320,11 @@ static void test_bells_wake_sleepers(void)
     hn_runtime_config_default(&cfg);
     cfg.backend = hn_test_backend;
     rt = NULL;
+    hn_test_capture_begin();
     CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_ERR_INVALID);
+    said = hn_test_capture_end();
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "HIRNODE_REPLAY: expected bells, jobs or caller, not 'threads'"));
+    free(said);
     CU_ASSERT_PTR_NULL(rt);
     unsetenv("HIRNODE_REPLAY");
 }
@@ -401,16 +406,22 @@ static void test_cannot_capture(void)
     hn_binding b = {"Y", y, sz};
     hn_run_args a = {0, NULL, NULL, 1, &b};
     hn_graph *g = NULL;
+    char *said;
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
     for (int r = 0; r < n; r++)
         CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(host), &y[r]), HN_OK);
+    hn_test_capture_begin(); /* the failed captures are logged: checked, not shown */
     CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &g), HN_ERR_UNSUPPORTED);
     CU_ASSERT_PTR_NULL(g);
     CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "t.hir:4:1: error: rank"));
     CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "host_sync cannot be captured"));
     for (int k = 0; k < 4; k++) /* the second would be captured: it fails, and runs eagerly */
         CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK);
+    said = hn_test_capture_end();
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "capture: a stream of the capture was not joined back into its origin"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "hirnode warn: graphs: the configuration could not be captured"));
+    free(said);
     CU_ASSERT_PTR_NULL(rt->graphs);
     for (int r = 0; r < n; r++) {
         CU_ASSERT_EQUAL(hn_runtime_download(rt, r, host, y[r], sizeof(host)), HN_OK);

@@ -15,6 +15,7 @@ static void test_create_destroy(void)
 {
     hn_runtime_config cfg;
     hn_runtime *rt = NULL;
+    char *said;
     for (int n = 1; n <= hn_test_max_ranks(); n *= 2) {
         rt = hn_test_runtime(NULL, n, 0, 10, 0);
         CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
@@ -25,11 +26,16 @@ static void test_create_destroy(void)
     hn_runtime_config_default(&cfg);
     cfg.backend = "nonesuch";
     rt = NULL;
+    hn_test_capture_begin(); /* the refusals are logged: checked, not shown */
     CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_ERR_INVALID);
     CU_ASSERT_PTR_NULL(rt);
     cfg.backend = hn_test_backend;
     cfg.ndev = 0;
     CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_ERR_INVALID);
+    said = hn_test_capture_end();
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "hirnode error: unknown backend 'nonesuch'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "hirnode error: rank count 0 out of range [1, 256]"));
+    free(said);
 }
 
 /* A runtime of n host ranks with world, first rank and rendezvous as

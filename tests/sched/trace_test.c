@@ -99,7 +99,15 @@ static void test_exact_spans(void)
         CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, 256, &y[r]), HN_OK);
     CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &args), HN_OK); /* before the trace: not in it */
     CU_ASSERT_EQUAL_FATAL(hn_runtime_trace_start(rt, path), HN_OK);
-    CU_ASSERT_EQUAL(hn_runtime_trace_start(rt, path), HN_ERR_INVALID); /* one at a time */
+    {
+        char *said;
+        hn_test_capture_begin();
+        CU_ASSERT_EQUAL(hn_runtime_trace_start(rt, path), HN_ERR_INVALID); /* one at a time */
+        said = hn_test_capture_end();
+        CU_ASSERT_STRING_EQUAL(said, ""); /* said once: to the caller, not logged too */
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "a trace is running already (to "));
+        free(said);
+    }
     CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &args), HN_OK);
     CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &args), HN_OK);
     CU_ASSERT_EQUAL_FATAL(hn_runtime_trace_stop(rt), HN_OK);
@@ -251,7 +259,16 @@ static void test_failed_run_and_destroy(void)
     rt = hn_test_runtime(NULL, nr, 0, 1, 0);
     for (int r = 0; r < nr; r++)
         hn_runtime_alloc(rt, r, 64, &y[r]);
-    CU_ASSERT_EQUAL(hn_runtime_trace_start(rt, "/nonexistent-dir/x.json"), HN_ERR_IO);
+    {
+        char *said;
+        hn_test_capture_begin();
+        CU_ASSERT_EQUAL(hn_runtime_trace_start(rt, "/nonexistent-dir/x.json"), HN_ERR_IO);
+        said = hn_test_capture_end();
+        CU_ASSERT_STRING_EQUAL(said, ""); /* said once: to the caller, not logged too */
+        CU_ASSERT_STRING_EQUAL(hn_runtime_error(rt),
+                               "cannot write the trace to /nonexistent-dir/x.json: No such file or directory");
+        free(said);
+    }
     CU_ASSERT_EQUAL(hn_runtime_trace_start(NULL, path), HN_ERR_INVALID);
     CU_ASSERT_EQUAL_FATAL(hn_runtime_trace_start(rt, path), HN_OK);
     {

@@ -4,6 +4,7 @@
  * refused (exit 2) leaving nothing half-set that matters. Messages go to
  * stderr; tests/examples.sh checks their text through the command. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../tools/options.c"
@@ -93,7 +94,15 @@ static void test_refused(void)
         const char *args[2];
         int nargs = 0;
         opts o;
-        int rc = parse(&o, args, &nargs, bad[i]);
+        int rc;
+        char *said;
+        hn_test_capture_begin(); /* the message is expected: checked, not shown */
+        rc = parse(&o, args, &nargs, bad[i]);
+        said = hn_test_capture_end();
+        /* one message naming the command, then where the options are listed */
+        CU_ASSERT_EQUAL(strncmp(said, "hirnode test: ", 14), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(said, "\n(hirnode test --help lists the options)\n"));
+        free(said);
         if (rc != HN_EXIT_USAGE)
             fprintf(stderr, "\n  case %d (%s ...): %d\n", i, bad[i][0], rc);
         CU_ASSERT_EQUAL(rc, HN_EXIT_USAGE);
@@ -107,9 +116,19 @@ static void test_help(void)
     const char *args[2];
     int nargs = 0;
     opts o;
+    char *said;
     /* usage on stdout, exit 0, whatever comes after */
+    hn_test_capture_begin();
     CU_ASSERT_EQUAL(parse(&o, args, &nargs, argv), HN_EXIT_OK);
+    said = hn_test_capture_end();
+    CU_ASSERT_EQUAL(strncmp(said, "usage: hirnode test [options] FILE...\n", 38), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "\noptions:\n"));
+    free(said);
+    hn_test_capture_begin();
     CU_ASSERT_EQUAL(parse(&o, args, &nargs, (const char *const[]){"--help", NULL}), HN_EXIT_OK);
+    said = hn_test_capture_end();
+    CU_ASSERT_EQUAL(strncmp(said, "usage: hirnode test [options] FILE...\n", 38), 0);
+    free(said);
 }
 
 void hn_suite_options(void)
