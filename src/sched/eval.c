@@ -392,8 +392,14 @@ hn_status_t hn_exec_block(hn_exec *x, const hn_block *b)
                         HN_DRY_RUN_BUDGET);
         if (x->r != NULL)
             __atomic_store_n(&x->r->current_instr, in->id, __ATOMIC_RELAXED);
-        if (!x->dry && !x->reference && x->rt->faults.n > 0 && inject_faults(x, in) != HN_OK)
-            return x->status != HN_OK ? x->status : HN_ERR_ABORTED;
+        if (!x->dry && !x->reference && x->rt->faults.n > 0) {
+            if (inject_faults(x, in) != HN_OK)
+                return x->status != HN_OK ? x->status : HN_ERR_ABORTED;
+            if (x->fault_skip) { /* an injected skip: not issued at all */
+                x->fault_skip = 0;
+                continue;
+            }
+        }
         /* tracing off costs this one branch */
         if ((x->trace != NULL ? hn_trace_exec(x, in, dispatch[in->op]) : dispatch[in->op](x, in)) != HN_OK)
             return x->status != HN_OK ? x->status : HN_ERR_RUNTIME;

@@ -83,6 +83,14 @@ static void on_deadline(hn_runtime *rt)
 
 static void teardown(hn_runtime *rt, int nthreads)
 {
+    if (__atomic_load_n(&rt->stuck, __ATOMIC_ACQUIRE)) {
+        /* a rank thread never came back from a call on its device (the
+         * runtime said it is lost): it may still use the runtime, its
+         * streams and buffers, so all of it is left as it is */
+        HN_WARN("the runtime is lost (%s): its rank threads and memory are left behind", rt->lost_text);
+        hn_pool_stop(rt, nthreads);
+        return;
+    }
     hn_procs_quiet(rt); /* from here on, a process that goes is no failure */
     if (rt->trace != NULL) /* written while the rank threads still run */
         (void)hn_runtime_trace_stop(rt);

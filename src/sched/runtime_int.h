@@ -209,6 +209,10 @@ struct hn_runtime {
     double spin_us;   /* how long idle threads spin before they sleep */
     int join_spin;    /* the caller spins until a run ends */
     double watchdog_grace_s; /* the watchdog barks at timeout + this */
+    /* a rank thread (or its device's work) did not end after the watchdog
+     * aborted everything: the runtime is lost (lost_text says who), and
+     * teardown leaves that thread, and what it may still use, alone */
+    int stuck;
     void (*on_deadline)(hn_runtime *rt); /* the watchdog's hook, after it named the busy ranks */
 
     /* timed runs (run_timing.c) */
