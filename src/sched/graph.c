@@ -336,6 +336,7 @@ static hn_status_t replay_on_rank(hn_rank *r, void *arg)
     if (st == HN_OK) {
         r->active = s;
         r->follow = rt->dev->stream_native(s);
+        __atomic_store_n(&r->replayed, j->g->id, __ATOMIC_RELAXED); /* (the watchdog reads it) */
     } else {
         hn_runtime_fail(rt, r->rank, -1, st, "cannot launch the rank's graph");
     }

@@ -5,7 +5,6 @@
  * past a run's deadline a watchdog names the ranks still busy. */
 #include <sched.h>
 #include <stdio.h>
-#include <string.h>
 #include <time.h>
 
 #include "pool.h"
@@ -120,11 +119,24 @@ static void bark(hn_runtime *rt, const int *busy)
 {
     for (int i = 0; i < rt->nlocal; i++)
         if (busy[i]) {
-            char msg[128];
-            snprintf(msg, sizeof(msg), "rank %d is still busy after %.0f s: the watchdog aborts the run",
-                     rt->ranks[i].rank, rt->cfg.timeout_s);
-            hn_runtime_fail(rt, rt->ranks[i].rank, __atomic_load_n(&rt->ranks[i].current_instr, __ATOMIC_RELAXED),
-                            HN_ERR_TIMEOUT, msg);
+            hn_rank *r = &rt->ranks[i];
+            char msg[256];
+            int instr = __atomic_load_n(&r->current_instr, __ATOMIC_RELAXED);
+            uint64_t g = __atomic_load_n(&r->replayed, __ATOMIC_RELAXED);
+            int comm = __atomic_load_n(&r->last_comm, __ATOMIC_RELAXED);
+            const char *what = "";
+            char waits[96];
+            if (instr < 0 && g != 0) { /* between instructions: waiting for its device's work */
+                snprintf(waits, sizeof(waits), " (it waits for its replay of graph %llu to finish)",
+                         (unsigned long long)g);
+                what = waits;
+            } else if (instr < 0 && comm >= 0) {
+                instr = comm;
+                what = " (it waits for the work issued up to this communication, its last, to finish)";
+            }
+            snprintf(msg, sizeof(msg), "rank %d is still busy after %.0f s%s: the watchdog aborts the run", r->rank,
+                     rt->cfg.timeout_s, what);
+            hn_runtime_fail(rt, r->rank, instr, HN_ERR_TIMEOUT, msg);
         }
     if (rt->on_deadline != NULL)
         rt->on_deadline(rt);
@@ -153,12 +165,8 @@ static hn_status_t give_up(hn_runtime *rt, const int *busy, const char *in_what)
                  "still in %s %.0f s past the deadline (%.0f s) after the run was aborted: the runtime is lost "
                  "and refuses further runs (destroy it; restart the process to use the devices again)",
                  in_what, rt->watchdog_grace_s + AFTER_BARK_S, rt->cfg.timeout_s);
+    /* the end of the run adds it to what the watchdog named */
     snprintf(rt->lost_text, sizeof(rt->lost_text), "%s", text);
-    /* after what the watchdog named */
-    pthread_mutex_lock(&rt->err_mu);
-    k = strlen(rt->err_text);
-    snprintf(rt->err_text + k, sizeof(rt->err_text) - k, "%s%s", k > 0 ? "\n" : "", text);
-    pthread_mutex_unlock(&rt->err_mu);
     __atomic_store_n(&rt->stuck, 1, __ATOMIC_RELEASE);
     rt->lost = 1;
     return HN_ERR_DEVICE_LOST;
@@ -237,10 +245,8 @@ hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched)
     hn_status_t st = HN_OK;
     double deadline;
     int barked = !watched;
-    if (__atomic_load_n(&rt->stuck, __ATOMIC_ACQUIRE)) { /* a thread never came back: no job can start */
-        hn_runtime_set_error_text(rt, rt->lost_text);
+    if (__atomic_load_n(&rt->stuck, __ATOMIC_ACQUIRE)) /* a thread never came back: no job can start */
         return HN_ERR_DEVICE_LOST;
-    }
     pthread_mutex_lock(&rt->mu);
     rt->job_fn = fn;
     rt->job_arg = arg;
@@ -311,6 +317,7 @@ hn_status_t hn_pool_start(hn_runtime *rt, int *nthreads)
         r->rt = rt;
         r->local = *nthreads;
         r->rank = rt->first + r->local;
+        r->last_comm = -1;
         if (pthread_create(&r->thread, NULL, rank_main, r) != 0) {
             HN_ERROR("cannot start the thread of rank %d", r->rank);
             return HN_ERR_RUNTIME;
