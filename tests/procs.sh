@@ -272,6 +272,15 @@ run_case "fault sigstop" 1 "" --procs 4 --check --timeout 2 --fault 2:25:sigstop
 grep -qE "rank 2 \(pid [0-9]+\) (is stopped|was stopped by signal 19)" "$t/err" && ok ||
   { bad "fault sigstop: rank 2 not named stopped"; cat "$t/err"; }
 took_under 25 "fault sigstop (timeout 2)"
+# a peer that never arrives (skip: rank 1 leaves out a collective) on the
+# latency path and on the rings across processes: named by what waited,
+# within the deadline (2 s; generous bound for loaded cores under TSan)
+run_case "fault skip via ll" 1 "" --procs 2 --check --timeout 2 --fault 1:20:skip examples/decode_allreduce_ll.hir
+has err "rank 0: allgather Z <- G[0] via ll: ll allgather (one-shot, generation 7): rank 1 never arrived" "fault skip via ll"
+took_under 12 "fault skip via ll (timeout 2)"
+run_case "fault skip via p2p" 1 "" --procs 2 --check --timeout 2 --fault 1:16:skip examples/allgather_p2p.hir
+has err "error: rank 0: group { ... }: a peer never signalled" "fault skip via p2p"
+took_under 12 "fault skip via p2p (timeout 2)"
 # a worker killed from outside during a long run (rank 1 sleeps 8 s at line 25)
 # (4 processes, 1 launcher: 5 in the session)
 rm -f "$t/sid"

@@ -325,7 +325,11 @@ static int cmd_run(int argc, char **argv)
                   "host backend: random delay up to US microseconds\nbefore each piece of stream work"),
         HN_DOUBLE("--timeout", "S", &o.cfg.timeout_s, 0.001, 1e6, "seconds any wait may last (default 60)"),
         HN_TEXT("--fault", "SPEC", &o.fault,
-                "inject faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... (docs/RELIABILITY.md)"),
+                "inject faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... (docs/RELIABILITY.md);\n"
+                "KIND issue, async, trap, comm, stop, slow[:MS], oom, skip (the rank\n"
+                "does not issue that communication: its peers wait for it until\n"
+                "the deadline; a graph is captured whole and the rank skips its\n"
+                "replays), and with --procs kill, sigstop"),
         HN_TEXT("--trace", "FILE", &o.trace, "record every run: Chrome trace-event JSON (Perfetto)"),
         HN_CALL("--devices", "LIST", hn_cli_take_devices, &o.devices,
                 "the device ordinal of each rank, e.g. 0,2,1,3 (default: rank r\non device r; "

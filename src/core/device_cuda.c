@@ -190,12 +190,39 @@ static void cuda_mem_free(void *ctx, int dev, void *ptr)
     (void)HN_CUDA_STATUS(cudaFree(ptr));
 }
 
+/* Polls the io stream until its copy is done: within the deadline, and
+ * within a second once the run is aborted (a copy that raises an abort word
+ * may queue behind a kernel that never ends, where streams share a
+ * hardware queue: cudaStreamSynchronize would wait for it for ever). */
+static hn_status_t io_wait(cuda_ctx *c, int dev)
+{
+    const hn_fault_sink *sink = c->sink;
+    double start = hn_now(), timeout = sink != NULL ? sink->timeout_s : 60.0;
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(c->io[dev]);
+        double limit = timeout;
+        if (e == cudaSuccess)
+            return HN_OK;
+        if (e != cudaErrorNotReady)
+            return HN_CUDA_STATUS(e);
+        if (sink != NULL && sink->abort_flag != NULL && __atomic_load_n(sink->abort_flag, __ATOMIC_ACQUIRE))
+            limit = timeout < 1.0 ? timeout : 1.0;
+        if (hn_now() - start > limit) {
+            (void)cudaGetLastError();
+            HN_ERROR("device %d: a copy to or from the host did not finish within %.0f s (its queue is blocked)",
+                     c->ord[dev], limit);
+            return HN_ERR_TIMEOUT;
+        }
+        sched_yield();
+    }
+}
+
 static hn_status_t cuda_copy_sync(void *ctx, int dev, void *dst, const void *src, size_t n)
 {
     cuda_ctx *c = ctx;
     hn_status_t st;
     HN_CUDA_CHECK_GOTO(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, c->io[dev]), st, fail);
-    HN_CUDA_CHECK_GOTO(cudaStreamSynchronize(c->io[dev]), st, fail);
+    st = io_wait(c, dev);
 fail:
     return st;
 }

@@ -376,7 +376,10 @@ static void run_write_flag(host_ctx *c, closure *cl)
 static void run_wait_flag(host_ctx *c, closure *cl)
 {
     double start = hn_now();
-    double timeout = device_wait_deadline(cl);
+    /* the run's deadline itself: a flag is what a peer's part signals, so
+     * its wait is the one that knows what never came (an event wait after
+     * it only echoes) */
+    double timeout = cl->origin.sink ? cl->origin.sink->timeout_s : 60.0;
     uint32_t want = flag_value(cl);
     hn_doorbell *bell = flag_bell(c, cl);
     for (;;) {

@@ -7,7 +7,7 @@
 #include "fault.h"
 
 static const char *const kind_names[HN_FAULT_KIND_COUNT] = {
-    "issue", "async", "trap", "comm", "stop", "slow", "oom", "kill", "sigstop",
+    "issue", "async", "trap", "comm", "stop", "slow", "oom", "kill", "sigstop", "skip",
 };
 
 const char *hn_fault_kind_name(hn_fault_kind k)
@@ -59,7 +59,7 @@ static hn_status_t parse_one(const char *s, size_t len, hn_fault *f, char *err, 
     f->ms = 200;
     if (nf < 3 || k < 0 || kpos > 3 || !number(field[0], flen[0], 0, 1 << 20, &v)) {
         snprintf(err, errlen, "fault '%.*s': expected RANK:LINE[:OCCURRENCE]:KIND[:MS] with KIND one of "
-                 "issue, async, trap, comm, stop, slow, oom, kill, sigstop", (int)len, s);
+                 "issue, async, trap, comm, stop, slow, oom, skip, kill, sigstop", (int)len, s);
         return HN_ERR_INVALID;
     }
     f->rank = (int)v;
@@ -140,7 +140,7 @@ hn_status_t hn_fault_plan_check_process(const hn_fault_plan *plan, int world, in
     if (nlocal < world)
         return HN_OK;
     for (int i = 0; i < plan->n; i++)
-        if (plan->f[i].kind >= HN_FAULT_FIRST_PROCESS_KIND) {
+        if (HN_FAULT_IS_PROCESS_KIND(plan->f[i].kind)) {
             char text[64];
             hn_fault_text(&plan->f[i], text, sizeof(text));
             snprintf(err, errlen,

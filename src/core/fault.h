@@ -20,11 +20,17 @@ typedef enum hn_fault_kind {
      * process mode (one rank per process): */
     HN_FAULT_KILL,    /* the process kills itself (SIGKILL), as if it crashed */
     HN_FAULT_SIGSTOP, /* the process stops (SIGSTOP), as if the machine froze it */
+    /* a rank's thread again (after the process kinds, so that the kinds
+     * before HN_FAULT_FIRST_PROCESS_KIND stay those a sweep samples): */
+    HN_FAULT_SKIP, /* the rank does not issue the communication: its peers wait for it in vain; a capture
+                      takes the program whole, and the rank does not launch its part of the replays */
     HN_FAULT_KIND_COUNT
 } hn_fault_kind;
 
-/* Kinds below it act on a rank's thread; from it on, on its process. */
+/* Kinds below it act on a rank's thread; from it to HN_FAULT_SIGSTOP, on
+ * its process. */
 #define HN_FAULT_FIRST_PROCESS_KIND HN_FAULT_KILL
+#define HN_FAULT_IS_PROCESS_KIND(k) ((k) >= HN_FAULT_FIRST_PROCESS_KIND && (k) <= HN_FAULT_SIGSTOP)
 
 #define HN_MAX_FAULTS 16
 

@@ -564,7 +564,7 @@ hn_status_t hn_world_xchg(hn_world *w, const int *ranks, int n, int me, uint64_t
     x.bytes = bytes;
     x.flags = flags;
     x.why = why;
-    x.end = hn_now() + w->timeout_s;
+    x.end = hn_now() + w->timeout_s + ((flags & HN_WORLD_PATIENT) ? 1.0 : 0.0);
     got = n <= 16 ? got_small : hn_calloc((size_t)n, sizeof(*got));
     wait = n <= 16 ? wait_small : hn_calloc((size_t)n, sizeof(*wait));
     if (got == NULL || wait == NULL) {

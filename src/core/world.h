@@ -101,6 +101,10 @@ void hn_world_error_clear(hn_world *w);
  * given-up one may still be seen). HN_ERR_INVALID for bad arguments.
  * hn_world_barrier is an exchange of no bytes. */
 #define HN_WORLD_EVEN_ABORTED 1u
+/* HN_WORLD_PATIENT: a second more than the timeout before a member that
+ * never came is named (the end of a run: a member whose own wait for a
+ * peer timed out at the deadline names the cause, which beats the echo) */
+#define HN_WORLD_PATIENT 2u
 hn_status_t hn_world_xchg(hn_world *w, const int *ranks, int n, int me, uint64_t tag, const void *mine,
                           size_t bytes, void *all, unsigned flags, hn_strbuf *why);
 hn_status_t hn_world_barrier(hn_world *w, const int *ranks, int n, int me, uint64_t tag, unsigned flags,

@@ -56,8 +56,8 @@ static const hn_setting settings[] = {
      "the machine profile `hirnode tune` wrote (default: $XDG_CACHE_HOME/hirnode/profile-<GPU>-x<N>.json)"},
     {"fault", "HIRNODE_FAULT", "", HN_SET_FAULTS, NULL, 0, 0, 0, 0,
      "injected faults: RANK:LINE[:OCCURRENCE]:KIND[:MS],... with KIND issue, async, trap, comm, stop, slow, oom, "
-     "and with one rank per process (hirnode run --procs) kill (SIGKILL) or sigstop (SIGSTOP)"},
-    NUMBER("watchdog_grace_s", "HIRNODE_WATCHDOG_GRACE_S", "5", 0, 1e6,
+     "skip, and with one rank per process (hirnode run --procs) kill (SIGKILL) or sigstop (SIGSTOP)"},
+    NUMBER("watchdog_grace_s", "HIRNODE_WATCHDOG_GRACE_S", "1", 0, 1e6,
            "seconds past the timeout before the watchdog names the ranks still busy and aborts the run"),
     NUMBER("spin_us", "HIRNODE_SPIN_US", "500", 0, 1e7,
            "microseconds idle rank threads spin for the next run before sleeping"),

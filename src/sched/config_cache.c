@@ -10,6 +10,7 @@
 #include "lower.h"
 #include "pool.h"
 #include "rank.h"
+#include "teams.h"
 
 static int same_params(const int64_t *a, int na, const hn_program *p, const int64_t *params)
 {
@@ -248,6 +249,35 @@ void hn_cache_graphs_drop(hn_runtime *rt)
             }
         invalidate(g, "a failure stopped a run of the runtime");
     }
+}
+
+/* seconds the streams have to drain once every abort word is raised (a
+ * kernel leaves within microseconds of seeing its word; the host
+ * backend's waits within their 50 ms slices) */
+#define DRAIN_S 1.0
+
+hn_status_t hn_cache_abort_all(hn_runtime *rt, int *dead)
+{
+    double until;
+    hn_status_t st;
+    if (rt->graphs != NULL)
+        hn_cache_graphs_abort(rt);
+    *dead = hn_teams_abort(rt);
+    until = hn_now() + DRAIN_S;
+    if ((st = hn_pool_exec(rt, hn_rank_drain, &until, 1)) != HN_OK) {
+        if (!rt->lost) { /* (the end of the run adds lost_text to the error) */
+            snprintf(rt->lost_text, sizeof(rt->lost_text),
+                     "hirnode: error: the devices' work did not end within %.0f s after the run was aborted (a "
+                     "kernel that never sees its abort word): the runtime is lost and refuses further runs "
+                     "(destroy it; restart the process to use the devices again)", DRAIN_S);
+            rt->lost = 1;
+            __atomic_store_n(&rt->stuck, 1, __ATOMIC_RELEASE); /* nothing of the device freed: it would wait */
+        }
+        return HN_ERR_DEVICE_LOST;
+    }
+    if (rt->graphs != NULL)
+        hn_cache_graphs_drop(rt);
+    return HN_OK;
 }
 
 /* ---- forget ---- */

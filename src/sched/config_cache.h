@@ -43,6 +43,17 @@ hn_graph *hn_cache_auto_victim(hn_runtime *rt);
  * their backend graphs once every stream of the runtime is idle. */
 void hn_cache_graphs_abort(hn_runtime *rt);
 void hn_cache_graphs_drop(hn_runtime *rt);
+/* After a failure, before anything that could wait on a device (a graph's
+ * or a communicator's destruction frees device memory, which waits for
+ * every kernel): every device-side wait released first — the graphs'
+ * abort words, every communicator aborted (the latency path's abort
+ * words, the rings' flags, ncclCommAbort) —, then every rank's streams
+ * drained within a bound, then the graphs dropped. Whether the teams are
+ * dead (to be made anew) into *dead. A stream that does not drain (a
+ * kernel that never sees an abort word) makes the runtime lost (its text
+ * says which ranks), and nothing that would wait on it is done: HN_OK
+ * only when every stream drained. */
+hn_status_t hn_cache_abort_all(hn_runtime *rt, int *dead);
 
 /* Forgets what is kept for program p (NULL: for every program), or with
  * HN_FORGET_ALL_BUT for every program but p: its prepared configurations

@@ -390,10 +390,19 @@ hn_status_t hn_exec_block(hn_exec *x, const hn_block *b)
         if (x->dry && --x->budget < 0)
             return fail(x, in, HN_ERR_VERIFY, "the dry run gave up after %d instructions",
                         HN_DRY_RUN_BUDGET);
-        if (x->r != NULL)
+        if (x->r != NULL) {
             __atomic_store_n(&x->r->current_instr, in->id, __ATOMIC_RELAXED);
-        if (!x->dry && !x->reference && x->rt->faults.n > 0 && inject_faults(x, in) != HN_OK)
-            return x->status != HN_OK ? x->status : HN_ERR_ABORTED;
+            if ((hn_op_table[in->op].flags & HN_OPF_COMM) && x->graph == NULL)
+                __atomic_store_n(&x->r->last_comm, in->id, __ATOMIC_RELAXED);
+        }
+        if (!x->dry && !x->reference && x->rt->faults.n > 0) {
+            if (inject_faults(x, in) != HN_OK)
+                return x->status != HN_OK ? x->status : HN_ERR_ABORTED;
+            if (x->fault_skip) { /* an injected skip: not issued at all */
+                x->fault_skip = 0;
+                continue;
+            }
+        }
         /* tracing off costs this one branch */
         if ((x->trace != NULL ? hn_trace_exec(x, in, dispatch[in->op]) : dispatch[in->op](x, in)) != HN_OK)
             return x->status != HN_OK ? x->status : HN_ERR_RUNTIME;

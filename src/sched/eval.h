@@ -41,6 +41,7 @@ typedef struct hn_exec {
     hn_comm_log *log;     /* dry run: communications issued */
     unsigned streams_used; /* dry run: bit k, pool stream k is used */
     int fault_seen[HN_MAX_FAULTS]; /* per injected fault: matches so far */
+    int fault_skip;       /* a skip fault matched the instruction: it is not issued */
     hn_trace_rank *trace; /* a traced run: this rank's recorder, else NULL */
     const hn_trace_hook *trace_hook; /* ... and its hook, in every origin */
     const hn_graph_ctx *graph;       /* a capture: the graph's state of this rank, in every origin */

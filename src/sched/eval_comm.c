@@ -422,6 +422,7 @@ hn_status_t hn_exec_GROUP(hn_exec *x, const hn_instr *in)
 {
     hn_p2p_op stack_ops[16], *ops = stack_ops;
     hn_status_t st = HN_OK;
+    int nops = 0;
     if (no_comm_in_reference(x, in) != HN_OK)
         return x->status;
     if (in->body.n > HN_ARRAY_LEN(stack_ops) &&
@@ -436,11 +437,13 @@ hn_status_t hn_exec_GROUP(hn_exec *x, const hn_instr *in)
         else if (!x->dry && !x->reference && x->rt->faults.n > 0 &&
                  inject_faults(x, in->body.items[i]) != HN_OK) /* its members are instructions too */
             st = x->status != HN_OK ? x->status : HN_ERR_ABORTED;
+        else if (x->fault_skip) /* an injected skip: this member is not posted */
+            x->fault_skip = 0;
         else
-            st = p2p_op(x, in->body.items[i], &ops[i]);
+            st = p2p_op(x, in->body.items[i], &ops[nops++]);
     }
-    if (st == HN_OK && in->body.n > 0)
-        st = post_p2p(x, in, in->body.items[0]->via, ops, in->body.n);
+    if (st == HN_OK && nops > 0)
+        st = post_p2p(x, in, in->body.items[0]->via, ops, nops);
     if (ops != stack_ops)
         hn_free(ops);
     return st;

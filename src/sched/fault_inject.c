@@ -84,7 +84,7 @@ hn_status_t hn_faults_check_program(const hn_runtime *rt, const hn_program *p, h
     mark_lines(&p->body, marks, max);
     for (int i = 0; i < rt->faults.n && st == HN_OK; i++) {
         const hn_fault *f = &rt->faults.f[i];
-        int need = f->kind == HN_FAULT_COMM ? LINE_COMM : f->kind == HN_FAULT_OOM ? LINE_ALLOC : LINE_ANY;
+        int need = f->kind == HN_FAULT_COMM || f->kind == HN_FAULT_SKIP ? LINE_COMM : f->kind == HN_FAULT_OOM ? LINE_ALLOC : LINE_ANY;
         char text[64];
         if (f->line <= max && (marks[f->line] & need))
             continue;
@@ -118,9 +118,11 @@ static hn_status_t set_off(hn_exec *x, const hn_instr *in, const hn_fault *f, ch
     hn_dstream *s;
     hn_origin o;
     hn_status_t st;
-    if ((f->kind == HN_FAULT_COMM && !(hn_op_table[in->op].flags & HN_OPF_COMM)) ||
+    if (((f->kind == HN_FAULT_COMM || f->kind == HN_FAULT_SKIP) && !(hn_op_table[in->op].flags & HN_OPF_COMM)) ||
         (f->kind == HN_FAULT_OOM && in->op != HN_OP_ALLOC))
         return HN_OK; /* communications only; allocations only */
+    if (f->kind == HN_FAULT_SKIP && x->graph != NULL)
+        return HN_OK; /* captured whole: the rank skips its replays instead (hn_faults_skip_replay) */
     __atomic_add_fetch(&rt->faults_fired, 1, __ATOMIC_RELAXED);
     switch (f->kind) {
     case HN_FAULT_ISSUE:
@@ -151,6 +153,12 @@ static hn_status_t set_off(hn_exec *x, const hn_instr *in, const hn_fault *f, ch
         while (!__atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE))
             sleep_ms(1);
         return HN_ERR_ABORTED;
+    case HN_FAULT_SKIP:
+        /* as if the rank lost its part of a collective: the peers (on the
+         * latency path, the rings, NCCL) wait for it until the deadline
+         * names it */
+        x->fault_skip = 1;
+        return HN_OK;
     case HN_FAULT_SLOW:
         sleep_ms(f->ms);
         return HN_OK;
@@ -192,4 +200,14 @@ hn_status_t hn_faults_set_off(hn_exec *x, const hn_instr *in, char *msg, size_t 
             return st;
     }
     return HN_OK;
+}
+
+int hn_faults_skip_replay(hn_runtime *rt, int rank)
+{
+    for (int i = 0; i < rt->faults.n; i++)
+        if (rt->faults.f[i].kind == HN_FAULT_SKIP && rt->faults.f[i].rank == rank) {
+            __atomic_add_fetch(&rt->faults_fired, 1, __ATOMIC_RELAXED);
+            return 1;
+        }
+    return 0;
 }

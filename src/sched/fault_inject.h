@@ -19,8 +19,15 @@ hn_status_t hn_faults_check_program(const hn_runtime *rt, const hn_program *p, h
 /* Sets off the faults of this rank that match instruction `in` (its line;
  * its occurrence counted in x->fault_seen), on the rank's thread before
  * `in` is issued. HN_OK: issue it (perhaps after a fault was set off
- * beside it); otherwise it is not issued and msg says why (empty: the rank
+ * beside it), unless x->fault_skip was set (a skip fault: the rank goes on
+ * as if it had issued it, its peers wait for it in vain); otherwise it is not issued and msg says why (empty: the rank
  * was held until the run's abort, no error of its own). */
 hn_status_t hn_faults_set_off(hn_exec *x, const hn_instr *in, char *msg, size_t cap);
+
+/* Whether a skip fault of the plan names this rank: a graph is captured
+ * whole (skip faults do not fire in a capture), and such a rank does not
+ * launch its part of any replay while the plan holds, so its peers' parts
+ * wait for it in vain (on the caller's or the rank's thread). */
+int hn_faults_skip_replay(hn_runtime *rt, int rank);
 
 #endif

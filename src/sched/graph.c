@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config_cache.h"
+#include "fault_inject.h"
 #include "graph.h"
 #include "issue.h"
 #include "pool.h"
@@ -177,6 +178,17 @@ static hn_status_t capture(hn_runtime *rt, const hn_program *p, const int64_t *p
     return HN_OK;
 }
 
+/* Whether every injected fault is a skip: the one kind a capture takes
+ * (captured whole; the rank it names then skips its replays, so that its
+ * peers' parts of every replay wait for it). */
+static int only_skips(const hn_fault_plan *plan)
+{
+    for (int i = 0; i < plan->n; i++)
+        if (plan->f[i].kind != HN_FAULT_SKIP)
+            return 0;
+    return 1;
+}
+
 hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run_args *args, void *const *streams,
                                hn_graph **out)
 {
@@ -187,9 +199,9 @@ hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run
     *out = NULL;
     if ((st = hn_runtime_enter(rt, 0, 1)) != HN_OK)
         return st;
-    if (rt->trace != NULL || rt->faults.n > 0) {
+    if (rt->trace != NULL || !only_skips(&rt->faults)) {
         snprintf(rt->err_text, sizeof(rt->err_text), "hirnode: error: a graph cannot be captured %s",
-                 rt->trace != NULL ? "while tracing" : "with injected faults (HIRNODE_FAULT)");
+                 rt->trace != NULL ? "while tracing" : "with injected faults (HIRNODE_FAULT) other than skip");
         return HN_ERR_UNSUPPORTED;
     }
     if ((st = hn_runtime_resolve(rt, p, args, &rs)) != HN_OK)
@@ -311,7 +323,10 @@ static hn_status_t replay_on_rank(hn_rank *r, void *arg)
     hn_runtime *rt = r->rt;
     const void *previous = r->follow;
     hn_dstream *s;
-    hn_status_t st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->local] : NULL, &s);
+    hn_status_t st;
+    if (rt->faults.n > 0 && hn_faults_skip_replay(rt, r->rank))
+        return HN_OK; /* an injected skip: this rank's part never comes */
+    st = hn_rank_launch_stream(r, j->streams != NULL ? j->streams[r->local] : NULL, &s);
     if (st == HN_OK)
         st = hn_rank_launch_follow(r, s, previous);
     if (st == HN_OK)
@@ -321,6 +336,7 @@ static hn_status_t replay_on_rank(hn_rank *r, void *arg)
     if (st == HN_OK) {
         r->active = s;
         r->follow = rt->dev->stream_native(s);
+        __atomic_store_n(&r->replayed, j->g->id, __ATOMIC_RELAXED); /* (the watchdog reads it) */
     } else {
         hn_runtime_fail(rt, r->rank, -1, st, "cannot launch the rank's graph");
     }

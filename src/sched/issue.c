@@ -65,6 +65,10 @@ static hn_status_t body_begin(hn_rank *r, const run_job *j, hn_exec *x, const hn
     x->rt = rt;
     x->r = r;
     x->graph = graph;
+    if (graph == NULL) { /* issued work, not a capture: a sync names it */
+        __atomic_store_n(&r->last_comm, -1, __ATOMIC_RELAXED); /* (the watchdog reads them) */
+        __atomic_store_n(&r->replayed, 0, __ATOMIC_RELAXED);
+    }
     x->poison = j->poison;
     x->reference = j->reference;
     x->promote = j->reference;
@@ -199,13 +203,13 @@ hn_status_t hn_runtime_finish_run(hn_runtime *rt, hn_status_t st)
     if (hn_procs(rt))
         return hn_procs_finish_run(rt, st);
     if (__atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE) || st != HN_OK) {
-        int dead = __atomic_load_n(&rt->teams_dead, __ATOMIC_ACQUIRE);
-        if (rt->graphs != NULL) {
-            hn_cache_graphs_abort(rt);
-            hn_cache_graphs_drop(rt);
-        }
-        dead |= hn_teams_abort(rt);
-        if (dead) {
+        int dead = __atomic_load_n(&rt->teams_dead, __ATOMIC_ACQUIRE), aborted = 0;
+        /* every device-side wait released and the streams drained before
+         * anything waits on a device; if they did not drain, the runtime
+         * is lost and the teams stay as they are */
+        hn_status_t drained = hn_cache_abort_all(rt, &aborted);
+        dead |= aborted;
+        if (dead && drained == HN_OK) {
             /* their flags and barriers go with the teams; the next run
              * prepares its configuration, and makes its teams, again */
             hn_teams_destroy(rt);

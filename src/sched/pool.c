@@ -119,14 +119,57 @@ static void bark(hn_runtime *rt, const int *busy)
 {
     for (int i = 0; i < rt->nlocal; i++)
         if (busy[i]) {
-            char msg[128];
-            snprintf(msg, sizeof(msg), "rank %d is still busy after %.0f s: the watchdog aborts the run",
-                     rt->ranks[i].rank, rt->cfg.timeout_s);
-            hn_runtime_fail(rt, rt->ranks[i].rank, __atomic_load_n(&rt->ranks[i].current_instr, __ATOMIC_RELAXED),
-                            HN_ERR_TIMEOUT, msg);
+            hn_rank *r = &rt->ranks[i];
+            char msg[256];
+            int instr = __atomic_load_n(&r->current_instr, __ATOMIC_RELAXED);
+            uint64_t g = __atomic_load_n(&r->replayed, __ATOMIC_RELAXED);
+            int comm = __atomic_load_n(&r->last_comm, __ATOMIC_RELAXED);
+            const char *what = "";
+            char waits[96];
+            if (instr < 0 && g != 0) { /* between instructions: waiting for its device's work */
+                snprintf(waits, sizeof(waits), " (it waits for its replay of graph %llu to finish)",
+                         (unsigned long long)g);
+                what = waits;
+            } else if (instr < 0 && comm >= 0) {
+                instr = comm;
+                what = " (it waits for the work issued up to this communication, its last, to finish)";
+            }
+            snprintf(msg, sizeof(msg), "rank %d is still busy after %.0f s%s: the watchdog aborts the run", r->rank,
+                     rt->cfg.timeout_s, what);
+            hn_runtime_fail(rt, r->rank, instr, HN_ERR_TIMEOUT, msg);
         }
     if (rt->on_deadline != NULL)
         rt->on_deadline(rt);
+}
+
+/* How long the ranks have to end after the watchdog aborted everything
+ * (their waits poll the abort word every few ms) before the runtime says
+ * it is lost rather than wait on: the deadline holds at timeout + grace +
+ * this. */
+#define AFTER_BARK_S 1.0
+
+/* Past the watchdog and its patience, ranks busy[i] still did not end: a
+ * thread blocked in a call that nothing can end (a driver call on a device
+ * whose work never finishes). The runtime is lost: every later call is
+ * refused, and teardown leaves those threads alone. */
+static hn_status_t give_up(hn_runtime *rt, const int *busy, const char *in_what)
+{
+    char text[sizeof(rt->lost_text)];
+    size_t k = 0;
+    k += (size_t)snprintf(text, sizeof(text), "hirnode: error: ");
+    for (int i = 0; i < rt->nlocal && k < sizeof(text); i++)
+        if (busy[i])
+            k += (size_t)snprintf(text + k, sizeof(text) - k, "rank %d, ", rt->ranks[i].rank);
+    if (k < sizeof(text))
+        snprintf(text + k, sizeof(text) - k,
+                 "still in %s %.0f s past the deadline (%.0f s) after the run was aborted: the runtime is lost "
+                 "and refuses further runs (destroy it; restart the process to use the devices again)",
+                 in_what, rt->watchdog_grace_s + AFTER_BARK_S, rt->cfg.timeout_s);
+    /* the end of the run adds it to what the watchdog named */
+    snprintf(rt->lost_text, sizeof(rt->lost_text), "%s", text);
+    __atomic_store_n(&rt->stuck, 1, __ATOMIC_RELEASE);
+    rt->lost = 1;
+    return HN_ERR_DEVICE_LOST;
 }
 
 static void watchdog(hn_runtime *rt)
@@ -160,6 +203,7 @@ hn_status_t hn_pool_answers(hn_runtime *rt, int from, int to)
 {
     double deadline = 0;
     hn_status_t st = HN_OK;
+    int barked = 0;
     for (int i = from; i < to; i++) {
         hn_rank *r = &rt->ranks[i];
         for (unsigned k = 1; __atomic_load_n(&r->bell_done, __ATOMIC_ACQUIRE) != r->bell; k++) {
@@ -176,11 +220,16 @@ hn_status_t hn_pool_answers(hn_runtime *rt, int from, int to)
                 for (int q = 0; b != NULL && q < rt->nlocal; q++)
                     b[q] = q >= from && q < to && __atomic_load_n(&rt->ranks[q].bell_done, __ATOMIC_ACQUIRE) !=
                                                       rt->ranks[q].bell;
-                if (b != NULL)
+                if (b != NULL && barked) /* aborted, and still no answer: never wait on */
+                    st = give_up(rt, b, "a replay's launch");
+                else if (b != NULL)
                     bark(rt, b);
                 if (b != busy)
                     hn_free(b);
-                deadline = now + 3600;
+                if (b == NULL || barked)
+                    return b == NULL ? HN_ERR_NOMEM : st;
+                barked = 1;
+                deadline = now + AFTER_BARK_S;
             }
             sched_yield();
         }
@@ -196,6 +245,8 @@ hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched)
     hn_status_t st = HN_OK;
     double deadline;
     int barked = !watched;
+    if (__atomic_load_n(&rt->stuck, __ATOMIC_ACQUIRE)) /* a thread never came back: no job can start */
+        return HN_ERR_DEVICE_LOST;
     pthread_mutex_lock(&rt->mu);
     rt->job_fn = fn;
     rt->job_arg = arg;
@@ -226,11 +277,23 @@ hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched)
             break;
         }
         pthread_mutex_unlock(&rt->mu);
-        if (!barked) {
-            watchdog(rt);
-            barked = 1;
+        if (barked) { /* aborted, and still busy: never wait on */
+            int busy[256], *b = rt->nlocal <= 256 ? busy : hn_calloc((size_t)rt->nlocal, sizeof(int));
+            if (b == NULL)
+                return HN_ERR_NOMEM;
+            pthread_mutex_lock(&rt->mu);
+            for (int i = 0; i < rt->nlocal; i++)
+                b[i] = rt->job_status[i] == JOB_BUSY;
+            pthread_mutex_unlock(&rt->mu);
+            st = give_up(rt, b, "their job");
+            if (b != busy)
+                hn_free(b);
+            return st;
         }
-        deadline = hn_now() + 3600;
+        watchdog(rt);
+        barked = 1;
+        /* unwatched jobs wait as long as they take (they wait on no peer) */
+        deadline = hn_now() + (watched ? AFTER_BARK_S : 3600);
     }
     for (int i = 0; i < rt->nlocal; i++)
         if (rt->job_status[i] != HN_OK && (st == HN_OK || st == HN_ERR_ABORTED))
@@ -254,6 +317,7 @@ hn_status_t hn_pool_start(hn_runtime *rt, int *nthreads)
         r->rt = rt;
         r->local = *nthreads;
         r->rank = rt->first + r->local;
+        r->last_comm = -1;
         if (pthread_create(&r->thread, NULL, rank_main, r) != 0) {
             HN_ERROR("cannot start the thread of rank %d", r->rank);
             return HN_ERR_RUNTIME;
@@ -269,7 +333,10 @@ void hn_pool_stop(hn_runtime *rt, int nthreads)
     pthread_cond_broadcast(&rt->cv_job);
     pthread_mutex_unlock(&rt->mu);
     for (int i = 0; i < nthreads; i++)
-        pthread_join(rt->ranks[i].thread, NULL);
+        if (__atomic_load_n(&rt->stuck, __ATOMIC_ACQUIRE))
+            pthread_detach(rt->ranks[i].thread); /* it may never return: left, with what it uses */
+        else
+            pthread_join(rt->ranks[i].thread, NULL);
 }
 
 void hn_pool_fini(hn_runtime *rt)

@@ -133,7 +133,10 @@ static hn_status_t any_of(hn_runtime *rt, const char *what, unsigned kind, int m
     hn_status_t st;
     if (all == NULL)
         return HN_ERR_NOMEM;
-    st = xchg(rt, what, kind, HN_WORLD_EVEN_ABORTED, &v, sizeof(v), all);
+    /* the end of a run (kind 2) waits a second past the deadline: a peer
+     * still in its run ends it at the deadline naming what it waited for,
+     * which is the error, not that it came late here */
+    st = xchg(rt, what, kind, HN_WORLD_EVEN_ABORTED | (kind == 2 ? HN_WORLD_PATIENT : 0u), &v, sizeof(v), all);
     *any = 0;
     for (int i = 0; st == HN_OK && i < rt->world; i++)
         *any |= all[i] != 0;
@@ -151,7 +154,7 @@ static hn_status_t any_of(hn_runtime *rt, const char *what, unsigned kind, int m
 hn_status_t hn_procs_finish_run(hn_runtime *rt, hn_status_t st)
 {
     hn_world_error e;
-    hn_status_t xst;
+    hn_status_t xst, drained;
     int failed, dead;
     if (hn_procs_check_lost(rt) != HN_OK) { /* nobody to agree with */
         xst = HN_ERR_PEER_LOST;
@@ -165,14 +168,16 @@ hn_status_t hn_procs_finish_run(hn_runtime *rt, hn_status_t st)
         return st;
     }
     dead = __atomic_load_n(&rt->teams_dead, __ATOMIC_ACQUIRE);
-    if (rt->graphs != NULL) {
-        hn_cache_graphs_abort(rt);
-        hn_cache_graphs_drop(rt);
+    {
+        /* abort words first, the streams drained, then the graphs dropped
+         * (config_cache.c); a process whose streams did not drain is lost */
+        int aborted = 0;
+        drained = hn_cache_abort_all(rt, &aborted);
+        dead |= aborted;
     }
-    dead |= hn_teams_abort(rt);
     if ((xst = any_of(rt, "recovery: the communicators' state", 3, dead, &dead)) != HN_OK)
         goto broken;
-    if (dead) {
+    if (dead && drained == HN_OK) {
         hn_teams_destroy(rt);
         hn_cache_forget(rt, NULL, 0, "the communicators were made anew after a failure");
     }
@@ -209,11 +214,10 @@ hn_status_t hn_procs_finish_run(hn_runtime *rt, hn_status_t st)
 broken:
     /* a process is gone or diverged: nothing can be agreed any more */
     __atomic_store_n(&rt->world_lost, 1, __ATOMIC_RELEASE);
-    if (rt->graphs != NULL) {
-        hn_cache_graphs_abort(rt);
-        hn_cache_graphs_drop(rt);
+    {
+        int aborted;
+        (void)hn_cache_abort_all(rt, &aborted);
     }
-    hn_teams_abort(rt);
     if (xst == HN_ERR_PEER_LOST)
         (void)hn_procs_check_lost(rt);
     return xst;

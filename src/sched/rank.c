@@ -2,6 +2,7 @@
  * of streams made between runs, the events that join them and order
  * launches, and the caching allocator (the same alloc returns the same
  * address run after run: peers cache pointers to it). */
+#include <sched.h>
 #include <string.h>
 
 #include "rank.h"
@@ -140,15 +141,50 @@ hn_status_t hn_rank_sync_all(hn_rank *r)
     for (int i = 0; i < HN_MAX_STREAMS; i++)
         if (r->streams[i] != NULL && (s2 = rt->dev->stream_sync(r->streams[i])) != HN_OK)
             st = s2;
-    /* named after the last instruction issued: the fault is in work
-     * issued up to there */
-    if (st == HN_ERR_TIMEOUT)
+    /* named after what waits: the graph a replay launched, else the last
+     * communication issued (a collective whose peer never came; the
+     * device cannot say more), else the last instruction issued */
+    uint64_t replayed = __atomic_load_n(&r->replayed, __ATOMIC_RELAXED);
+    int comm = __atomic_load_n(&r->last_comm, __ATOMIC_RELAXED);
+    if (st == HN_ERR_TIMEOUT && replayed != 0) {
+        char msg[200];
+        snprintf(msg, sizeof(msg),
+                 "a replay of graph %llu did not finish before the deadline (%.0f s): a communication in it waits "
+                 "for a peer's part that never came, or a kernel before it never ended",
+                 (unsigned long long)replayed, rt->cfg.timeout_s);
+        hn_runtime_fail(rt, r->rank, -1, st, msg);
+    } else if (st == HN_ERR_TIMEOUT && comm >= 0) {
+        char msg[200];
+        snprintf(msg, sizeof(msg),
+                 "the work issued up to here did not finish before the deadline (%.0f s): this communication (the "
+                 "rank's last) or one before it waits for a peer that never came, or a kernel before it never ended",
+                 rt->cfg.timeout_s);
+        hn_runtime_fail(rt, r->rank, comm, st, msg);
+    } else if (st == HN_ERR_TIMEOUT)
         hn_runtime_fail(rt, r->rank, __atomic_load_n(&r->current_instr, __ATOMIC_RELAXED), st,
                         "the run's work issued up to here did not finish before the deadline");
     else if (st != HN_OK && st != HN_ERR_ABORTED)
         hn_runtime_fail(rt, r->rank, __atomic_load_n(&r->current_instr, __ATOMIC_RELAXED), st,
                         "the device failed in work issued up to here (its error is logged above)");
     return st;
+}
+
+static int idle(hn_runtime *rt, hn_dstream *s) { return s == NULL || rt->dev->stream_query(s) != HN_ERR_BUSY; }
+
+hn_status_t hn_rank_drain(hn_rank *r, void *arg)
+{
+    hn_runtime *rt = r->rt;
+    double until = *(const double *)arg;
+    for (;;) {
+        int all = idle(rt, r->caller);
+        for (int i = 0; i < HN_MAX_STREAMS && all; i++)
+            all = idle(rt, r->streams[i]);
+        if (all)
+            return HN_OK;
+        if (hn_now() > until)
+            return HN_ERR_TIMEOUT;
+        sched_yield();
+    }
 }
 
 hn_status_t hn_rank_fini(hn_rank *r, void *arg)

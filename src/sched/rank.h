@@ -35,6 +35,12 @@ hn_status_t hn_rank_sync_all(hn_rank *r);
 /* Job: the end of the launches in flight on this rank (every stream
  * synchronised, the caller stream current again, no launch to follow). */
 hn_status_t hn_rank_sync_job(hn_rank *r, void *arg);
+/* Job, after a failure once every abort word is raised: polls the rank's
+ * streams (the caller stream and the pool's) until they are idle or the
+ * time *(const double *)arg (hn_now's clock) has passed; HN_ERR_TIMEOUT
+ * then (a kernel that never ends: nothing may wait on the device). Reports
+ * nothing. */
+hn_status_t hn_rank_drain(hn_rank *r, void *arg);
 
 /* A launch's stream on rank r: the embedder's (native; adopted, the handle
  * kept for the next launch on the same stream) or, for NULL, the

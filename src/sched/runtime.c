@@ -84,10 +84,21 @@ static void on_deadline(hn_runtime *rt)
 static void teardown(hn_runtime *rt, int nthreads)
 {
     hn_procs_quiet(rt); /* from here on, a process that goes is no failure */
-    if (rt->trace != NULL) /* written while the rank threads still run */
+    if (rt->trace != NULL && !rt->stuck) /* written while the rank threads still run */
         (void)hn_runtime_trace_stop(rt);
-    if (nthreads == rt->nlocal)
+    if (nthreads == rt->nlocal && !rt->stuck) {
+        hn_runtime_collect_launches(rt); /* within the deadline, or the runtime is lost (stuck) */
         hn_graphs_free(rt); /* on the rank threads, before the teams */
+    }
+    if (__atomic_load_n(&rt->stuck, __ATOMIC_ACQUIRE)) {
+        /* a rank thread never came back from a call on its device, or the
+         * device's work never ended after the abort (the runtime said it
+         * is lost): freeing device memory would wait for that work, and
+         * the thread may still use the runtime, so all of it is left */
+        HN_WARN("%s: its rank threads and memory are left behind", rt->lost_text);
+        hn_pool_stop(rt, nthreads);
+        return;
+    }
     /* communicators go before streams and buffers */
     hn_teams_fini(rt);
     if (nthreads == rt->nlocal)

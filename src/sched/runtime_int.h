@@ -66,6 +66,11 @@ typedef struct hn_rank {
     hn_block_cache *blocks;
     int nblocks, blocks_cap;
     int current_instr; /* what the evaluator is issuing (for the watchdog) */
+    /* what a sync past the deadline names: the last communication issued
+     * by the rank's last run or launch (-1 none), or the graph its last
+     * replay launched (0: none since) */
+    int last_comm;
+    uint64_t replayed;
     hn_dtimer *run_mark[2]; /* timed runs (run_timing.c): the body's start and end */
     double run_seconds;     /* ... and the time between them in the last run, or -1 */
     int capturing;          /* a capture began on `active` and has not ended (graph.c) */
@@ -209,6 +214,10 @@ struct hn_runtime {
     double spin_us;   /* how long idle threads spin before they sleep */
     int join_spin;    /* the caller spins until a run ends */
     double watchdog_grace_s; /* the watchdog barks at timeout + this */
+    /* a rank thread (or its device's work) did not end after the watchdog
+     * aborted everything: the runtime is lost (lost_text says who), and
+     * teardown leaves that thread, and what it may still use, alone */
+    int stuck;
     void (*on_deadline)(hn_runtime *rt); /* the watchdog's hook, after it named the busy ranks */
 
     /* timed runs (run_timing.c) */

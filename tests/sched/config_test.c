@@ -120,7 +120,7 @@ static const struct {
     {"HIRNODE_P2P_PIECE_KIB", "4M", "HIRNODE_P2P_PIECE_KIB: expected an integer from 1 to 1073741824, not '4M'"},
     {"HIRNODE_P2P_LANES", "5", "HIRNODE_P2P_LANES: expected an integer from 1 to 4, not '5'"},
     {"HIRNODE_FAULT", "1:17:melt", "HIRNODE_FAULT: fault '1:17:melt': expected RANK:LINE[:OCCURRENCE]:KIND[:MS] "
-                                   "with KIND one of issue, async, trap, comm, stop, slow, oom, kill, sigstop"},
+                                   "with KIND one of issue, async, trap, comm, stop, slow, oom, skip, kill, sigstop"},
     {"HIRNODE_WATCHDOG_GRACE_S", "-1", "HIRNODE_WATCHDOG_GRACE_S: expected a number from 0 to 1e+06, not '-1'"},
     {"HIRNODE_SPIN_US", "inf", "HIRNODE_SPIN_US: expected a number from 0 to 1e+07, not 'inf'"},
     {"HIRNODE_JOIN_SPIN", "on", "HIRNODE_JOIN_SPIN: expected 0 or 1, not 'on'"},

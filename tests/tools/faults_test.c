@@ -350,12 +350,174 @@ static void test_process_faults_refused(void)
     hn_program_destroy(p);
 }
 
+/* A peer that never arrives (the skip fault: rank 1 does not issue the
+ * allreduce of line 5), on the latency path and on the p2p rings, eagerly
+ * (a run; a launch and its sync) and inside a graph's replay (the capture
+ * took the skip, so the replay of rank 1 lacks the collective rank 0's
+ * waits for): each must end within the deadline plus a bound, with an
+ * error naming a rank and the instruction or graph, and the runtime must
+ * then run the program right (eagerly and in a new graph), or say that it
+ * is lost (a GPU whose kernels cannot be stopped; never on the host
+ * backend). The bound is generous (TSan, 2 loaded cores); the promise is
+ * T + 2 s. On CUDA: hn_tests --backend cuda --suite faults. */
+#define SKIP_T 2.0
+#define SKIP_BOUND 8.0
+
+static const char *skip_text(const char *via)
+{
+    static char text[512];
+    snprintf(text, sizeof(text),
+             "param N = 1024\n"                                /* 1 */
+             "input  X : f32[N] replicated\n"                  /* 2 */
+             "output Y : f32[N] replicated\n"                  /* 3 */
+             "copy Y <- X\n"                                   /* 4 */
+             "allreduce Y <- Y op sum via %s\n"                /* 5 */
+             "scale Y <- Y, 0.5\n"                             /* 6 */
+             "reference {\n  copy Y <- X\n}\n", via);
+    return text;
+}
+
+typedef struct skip_bufs {
+    int n;
+    void *x[8], *y[8];
+    size_t bytes[8];
+    hn_binding bind[2];
+    hn_run_args a;
+} skip_bufs;
+
+static void skip_bufs_make(hn_runtime *rt, skip_bufs *b, int n)
+{
+    float x[1024];
+    for (int i = 0; i < 1024; i++)
+        x[i] = (float)(i % 13) - 6.0f;
+    b->n = n;
+    for (int r = 0; r < n; r++) {
+        b->bytes[r] = sizeof(x);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x), &b->x[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(x), &b->y[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->x[r], x, sizeof(x)), HN_OK);
+    }
+    b->bind[0] = (hn_binding){"X", b->x, b->bytes};
+    b->bind[1] = (hn_binding){"Y", b->y, b->bytes};
+    b->a = (hn_run_args){0, NULL, NULL, 2, b->bind};
+}
+
+/* every rank's Y is X · n · 0.5, exactly (small integers) */
+static int skip_right(hn_runtime *rt, const skip_bufs *b)
+{
+    int ok = 1;
+    for (int r = 0; r < b->n; r++) {
+        float y[1024];
+        CU_ASSERT_EQUAL(hn_runtime_download(rt, r, y, b->y[r], sizeof(y)), HN_OK);
+        for (int i = 0; i < 1024; i++)
+            ok &= y[i] == ((float)(i % 13) - 6.0f) * (float)b->n * 0.5f;
+    }
+    return ok;
+}
+
+/* The failure st of a call that took `took` seconds: named, in time. */
+static void skip_failed(hn_runtime *rt, hn_status_t st, double took, const char *what)
+{
+    const char *text = hn_runtime_error(rt);
+    int named = strstr(text, "rank ") != NULL && (strstr(text, "t.hir:") != NULL || strstr(text, "graph") != NULL);
+    printf("\n  %s: %s after %.2f s (deadline %.0f s): '%s'", what, hn_status_string(st), took, SKIP_T, text);
+    CU_ASSERT_NOT_EQUAL(st, HN_OK);
+    CU_ASSERT_TRUE(named);
+    CU_ASSERT(took < SKIP_T + SKIP_BOUND);
+}
+
+/* HN_OK, or (a GPU only) that the runtime says it is lost: 1 if usable. */
+static int usable_after(hn_runtime *rt, hn_status_t st, const char *what)
+{
+    if (st == HN_ERR_DEVICE_LOST && strcmp(hn_test_backend, "host") != 0) {
+        fprintf(stderr, "\n  %s: the runtime says it is lost: %s\n", what, hn_runtime_error(rt));
+        return 0;
+    }
+    if (st != HN_OK)
+        fprintf(stderr, "\n  %s: %s '%s'\n", what, hn_status_string(st), hn_runtime_error(rt));
+    CU_ASSERT_EQUAL(st, HN_OK);
+    return st == HN_OK;
+}
+
+static void skip_case(const char *via, int mode)
+{
+    static const char *const modes[] = {"a run", "a launch", "a replay"};
+    hn_program *p = hn_test_parse(skip_text(via), NULL);
+    hn_runtime *rt = hn_test_runtime(NULL, 2, 0, SKIP_T, 0);
+    hn_graph *g = NULL;
+    hn_strbuf err;
+    skip_bufs b;
+    char what[96];
+    double t0;
+    hn_status_t st;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    snprintf(what, sizeof(what), "via %s, rank 1 skips the allreduce in %s", via, modes[mode]);
+    hn_sb_init(&err);
+    skip_bufs_make(rt, &b, 2);
+    CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &b.a), HN_OK); /* prepared, teams made: the deadline is the waits' */
+    CU_ASSERT_TRUE(skip_right(rt, &b));
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_set_faults(rt, "1:5:skip", &err), HN_OK);
+    if (mode == 2 && (st = hn_runtime_capture(rt, p, &b.a, NULL, &g)) != HN_OK) /* it takes a skip */
+        fprintf(stderr, "\n  %s: the capture: %s '%s'\n", what, hn_status_string(st), hn_runtime_error(rt));
+    CU_ASSERT_FATAL(mode != 2 || g != NULL);
+    t0 = hn_now();
+    if (mode == 0) {
+        st = hn_runtime_run(rt, p, &b.a);
+    } else {
+        st = mode == 1 ? hn_runtime_launch(rt, p, &b.a, NULL) : hn_runtime_replay(rt, g, NULL);
+        if (st == HN_OK)
+            st = hn_runtime_sync(rt);
+    }
+    skip_failed(rt, st, hn_now() - t0, what);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    if (g != NULL) { /* the failure made it unusable */
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, g, NULL), HN_ERR_INVALID);
+        hn_runtime_graph_destroy(rt, g);
+        g = NULL;
+    }
+    /* the runtime runs the program right afterwards, eagerly and replayed */
+    if (usable_after(rt, hn_runtime_run(rt, p, &b.a), what)) {
+        CU_ASSERT_TRUE(skip_right(rt, &b));
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &b.a, NULL, &g), HN_OK);
+        for (int k = 0; k < 3; k++)
+            CU_ASSERT_EQUAL(hn_runtime_replay(rt, g, NULL), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+        CU_ASSERT_TRUE(skip_right(rt, &b));
+        hn_runtime_graph_destroy(rt, g);
+    }
+    for (int r = 0; r < 2; r++) {
+        hn_runtime_free(rt, r, b.x[r]);
+        hn_runtime_free(rt, r, b.y[r]);
+    }
+    hn_sb_free(&err);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
+static void peer_never_arrives(const char *via)
+{
+    hn_log_level_t level = hn_log_level();
+    if (hn_test_max_ranks() < 2)
+        return;
+    hn_log_set_level(HN_LOG_OFF); /* the failures are expected; the test reads what they say */
+    for (int mode = 0; mode < 3; mode++)
+        skip_case(via, mode);
+    hn_log_set_level(level);
+}
+
+static void test_ll_peer_never_arrives(void) { peer_never_arrives("ll"); }
+static void test_p2p_peer_never_arrives(void) { peer_never_arrives("p2p"); }
+
 void hn_suite_faults(void)
 {
     static CU_TestInfo tests[] = {
         {"injected faults end runs by name; the next run passes", test_fault_sweep},
         {"faults on a rank or line that does not exist are refused", test_faults_that_cannot_fire},
         {"kill and sigstop are refused where one process holds every rank", test_process_faults_refused},
+        {"an ll peer that never arrives (run, launch, replay) ends by name within the deadline; the runtime runs on",
+         test_ll_peer_never_arrives},
+        {"... a p2p peer", test_p2p_peer_never_arrives},
         CU_TEST_INFO_NULL,
     };
     if (strcmp(hn_test_backend, "host") != 0)
