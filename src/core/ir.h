@@ -113,14 +113,17 @@ typedef enum hn_binop {
 } hn_binop;
 
 typedef struct hn_expr hn_expr;
+/* One node: 40 bytes (a program of millions of them stays small). */
 struct hn_expr {
-    hn_expr_kind kind;
-    hn_binop op;
-    int64_t ival;
-    double fval;
-    int var;
     hn_expr *a, *b;
+    union {
+        int64_t ival; /* HN_EX_INT */
+        double fval;  /* HN_EX_FLOAT */
+    };
+    int var;          /* HN_EX_VAR */
     int line, col;
+    unsigned char kind; /* hn_expr_kind */
+    unsigned char op;   /* hn_binop */
 };
 
 /* Values the evaluator needs; `vals` is indexed by variable slot. */
@@ -182,13 +185,17 @@ const char *hn_backend_name(hn_backend_kind b);
 const char *hn_via_variant(hn_backend_kind b, int get);
 
 /* A tensor operand: a variable, optionally indexed `t[i][j]` (each index
- * selects along the leading axis). */
+ * selects along the leading axis). The indices are an array of exactly
+ * nidx (at most HN_MAX_DIMS), NULL when none: most operands have none,
+ * and an instruction holds up to six operands. */
 typedef struct hn_tref {
     int var;
     int nidx;
-    hn_expr *idx[HN_MAX_DIMS];
+    hn_expr **idx;
     int line, col;
 } hn_tref;
+/* Appends an index to t (taking e); -1 when out of memory (e freed). */
+int hn_tref_push_idx(hn_tref *t, hn_expr *e);
 
 typedef struct hn_type {
     hn_dtype dtype;
@@ -201,6 +208,8 @@ typedef struct hn_arg {
     hn_tref t;
     hn_expr *e;
 } hn_arg;
+
+#define HN_MAX_ARGS 4 /* operands an instruction has in args */
 
 typedef struct hn_instr hn_instr;
 
@@ -233,12 +242,16 @@ struct hn_instr {
     hn_expr **team; /* list members, or range start, count[, stride] */
     int wait_var;   /* `wait name`; -1 = the last communication */
     int nargs;
-    hn_arg args[4];
+    hn_arg *args;   /* nargs of them (at most HN_MAX_ARGS), NULL when none */
     hn_block body, orelse;
     int else_if; /* orelse is one `if`, written `else if` */
 };
 
 hn_instr *hn_instr_new(hn_op op, int line, int col);
+/* Appends an operand (zeroed, t.var = -1) to in->args: it, or NULL when
+ * out of memory or when in has HN_MAX_ARGS already. Earlier pointers into
+ * in->args may move. */
+hn_arg *hn_instr_push_arg(hn_instr *in);
 void hn_instr_free(hn_instr *in);
 int hn_block_push(hn_block *b, hn_instr *in);
 /* Deep copies (NULL when out of memory); origin and ids are kept. */
@@ -270,6 +283,8 @@ typedef struct hn_program {
     char *filename;
     char **names;
     int nvars, names_cap;
+    int *name_slots; /* open addressing over names: var + 1, 0 = empty (ir.c) */
+    int name_slots_cap; /* a power of two, more than twice nvars; 0 = none yet */
     hn_param *params;
     int nparams, params_cap;
     hn_io *inputs;
@@ -294,6 +309,8 @@ void hn_prog_free(hn_program *p);
 /* Slot of `name`, created if new; -1 when out of memory. */
 int hn_prog_var(hn_program *p, const char *name, int len);
 int hn_prog_find_var(const hn_program *p, const char *name);
+/* Slot of name[0..len), or -1 if the program has no such variable. */
+int hn_prog_lookup_var(const hn_program *p, const char *name, int len);
 int hn_prog_add_param(hn_program *p, int var, hn_expr *value, int line, int col);
 int hn_prog_add_io(hn_program *p, int is_output, int var, hn_type *type,
                    int shard_axis, int line, int col);

@@ -281,7 +281,7 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
     const char *what = hn_op_table[in->op].keyword;
     int members[256], n = 0, me = -1, get;
     hn_tensor t[5]; /* out, res_out, input, residual, weight */
-    const hn_tref *tr[5] = {&in->a, &in->args[0].t, &in->b, &in->args[1].t, &in->args[2].t};
+    const hn_tref *tr[5];
     double eps = HN_NORM_EPS;
     size_t count, hidden;
     hn_backend_kind via;
@@ -290,6 +290,11 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
         return x->status;
     if (in->nargs != 3)
         return fail(x, in, HN_ERR_RUNTIME, "%s takes Y, R <- X, R, W", what);
+    tr[0] = &in->a;
+    tr[1] = &in->args[0].t;
+    tr[2] = &in->b;
+    tr[3] = &in->args[1].t;
+    tr[4] = &in->args[2].t;
     for (int i = 0; i < 5; i++) {
         if (tensor_of(x, in, tr[i], &t[i]) != HN_OK || need_contiguous(x, in, &t[i], norm_names[i]) != HN_OK)
             return x->status;
