@@ -367,13 +367,26 @@ int hn_tref_clone(hn_tref *dst, const hn_tref *src)
     return 0;
 }
 
+int hn_type_push_dim(hn_type *t, hn_expr *e)
+{
+    hn_expr **grown;
+    if (e == NULL || t->ndim >= HN_MAX_DIMS ||
+        (grown = hn_realloc(t->shape, (size_t)(t->ndim + 1) * sizeof(*grown))) == NULL) {
+        hn_expr_free(e);
+        return -1;
+    }
+    t->shape = grown;
+    t->shape[t->ndim++] = e;
+    return 0;
+}
+
 int hn_type_clone(hn_type *dst, const hn_type *src)
 {
     *dst = *src;
+    dst->ndim = 0;
+    dst->shape = NULL;
     for (int i = 0; i < src->ndim; i++)
-        dst->shape[i] = NULL;
-    for (int i = 0; i < src->ndim; i++)
-        if ((dst->shape[i] = hn_expr_clone(src->shape[i])) == NULL) {
+        if (hn_type_push_dim(dst, hn_expr_clone(src->shape[i])) != 0) {
             hn_type_clear(dst);
             return -1;
         }
@@ -410,6 +423,7 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     /* own nothing yet, so that a failure half-way frees only copies */
     c->a.nidx = c->b.nidx = c->type.ndim = c->nteam = c->nargs = 0;
     c->a.idx = c->b.idx = NULL;
+    c->type.shape = NULL;
     c->args = NULL;
     c->team = NULL;
     c->sref_index = NULL;
@@ -458,6 +472,8 @@ void hn_type_clear(hn_type *t)
 {
     for (int i = 0; i < t->ndim; i++)
         hn_expr_free(t->shape[i]);
+    hn_free(t->shape);
+    t->shape = NULL;
     t->ndim = 0;
 }
 

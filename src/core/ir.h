@@ -197,11 +197,15 @@ typedef struct hn_tref {
 /* Appends an index to t (taking e); -1 when out of memory (e freed). */
 int hn_tref_push_idx(hn_tref *t, hn_expr *e);
 
+/* The dimensions are an array of exactly ndim (at most HN_MAX_DIMS),
+ * NULL when none. */
 typedef struct hn_type {
     hn_dtype dtype;
     int ndim;
-    hn_expr *shape[HN_MAX_DIMS];
+    hn_expr **shape;
 } hn_type;
+/* Appends a dimension to t (taking e); -1 when out of memory (e freed). */
+int hn_type_push_dim(hn_type *t, hn_expr *e);
 
 typedef struct hn_arg {
     int is_tensor;

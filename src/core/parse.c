@@ -355,6 +355,7 @@ static int tref(parser *ps, hn_tref *t)
 /* shape := '[' [expr {',' expr}] ']' */
 static int shape(parser *ps, hn_type *ty)
 {
+    hn_expr *e;
     if (!expect_punct(ps, HN_P_LBRACK))
         return 0;
     if (accept_punct(ps, HN_P_RBRACK))
@@ -364,9 +365,12 @@ static int shape(parser *ps, hn_type *ty)
             error_at(ps, &ps->tok, "too many dimensions (at most %d)", HN_MAX_DIMS);
             return 0;
         }
-        if ((ty->shape[ty->ndim] = expr(ps)) == NULL)
+        if ((e = expr(ps)) == NULL)
             return 0;
-        ty->ndim++;
+        if (hn_type_push_dim(ty, e) != 0) {
+            oom(ps);
+            return 0;
+        }
     } while (accept_punct(ps, HN_P_COMMA));
     return expect_punct(ps, HN_P_RBRACK);
 }
