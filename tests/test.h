@@ -40,6 +40,7 @@
     HN_SUITE(trace_svg)                                                      \
     HN_SUITE(lower)                                                          \
     HN_SUITE(lowered)                                                        \
+    HN_SUITE(memory)                                                         \
     HN_SUITE(cost)                                                           \
     HN_SUITE(config)                                                         \
     HN_SUITE(profile)                                                        \

@@ -401,9 +401,18 @@ static void run_wait_flag(host_ctx *c, closure *cl)
 
 static hn_status_t graph_fail(hn_dgraph *g, hn_status_t st, const char *what);
 
+/* Work a stream holds queued at most before its issuer waits for room, as
+ * a GPU's launch queue does: a loop of millions of instructions issued
+ * faster than they run otherwise queued them all (3 GB for 2.4 million
+ * trips of a 4-instruction loop on 2 ranks). A stream's own worker, or
+ * another's, never waits: work that issues work must not wait on itself. */
+#define HOST_QUEUE_MAX 65536
+static __thread int is_worker;
+
 static void *worker(void *arg)
 {
     hn_dstream *s = arg;
+    is_worker = 1;
     for (;;) {
         closure *cl;
         pthread_mutex_lock(&s->mu);
@@ -557,6 +566,8 @@ static hn_status_t graph_append(hn_dgraph *g, gop_kind kind, int stream, int eve
 static hn_status_t enqueue(hn_dstream *s, closure *cl)
 {
     pthread_mutex_lock(&s->mu);
+    while (!is_worker && s->capture == NULL && !s->stop && s->issued - s->completed >= HOST_QUEUE_MAX)
+        pthread_cond_wait(&s->cv_done, &s->mu);
     if (s->capture != NULL) { /* captured, not run */
         hn_dgraph *g = s->capture;
         int idx = s->cap_idx;

@@ -341,26 +341,52 @@ hn_instr *hn_instr_new(hn_op op, int line, int col)
     return in;
 }
 
+int hn_tref_push_idx(hn_tref *t, hn_expr *e)
+{
+    hn_expr **grown;
+    if (e == NULL || t->nidx >= HN_MAX_DIMS ||
+        (grown = hn_realloc(t->idx, (size_t)(t->nidx + 1) * sizeof(*grown))) == NULL) {
+        hn_expr_free(e);
+        return -1;
+    }
+    t->idx = grown;
+    t->idx[t->nidx++] = e;
+    return 0;
+}
+
 int hn_tref_clone(hn_tref *dst, const hn_tref *src)
 {
     *dst = *src;
+    dst->nidx = 0;
+    dst->idx = NULL;
     for (int i = 0; i < src->nidx; i++)
-        dst->idx[i] = NULL;
-    for (int i = 0; i < src->nidx; i++)
-        if ((dst->idx[i] = hn_expr_clone(src->idx[i])) == NULL) {
+        if (hn_tref_push_idx(dst, hn_expr_clone(src->idx[i])) != 0) {
             hn_tref_clear(dst);
             return -1;
         }
     return 0;
 }
 
+int hn_type_push_dim(hn_type *t, hn_expr *e)
+{
+    hn_expr **grown;
+    if (e == NULL || t->ndim >= HN_MAX_DIMS ||
+        (grown = hn_realloc(t->shape, (size_t)(t->ndim + 1) * sizeof(*grown))) == NULL) {
+        hn_expr_free(e);
+        return -1;
+    }
+    t->shape = grown;
+    t->shape[t->ndim++] = e;
+    return 0;
+}
+
 int hn_type_clone(hn_type *dst, const hn_type *src)
 {
     *dst = *src;
+    dst->ndim = 0;
+    dst->shape = NULL;
     for (int i = 0; i < src->ndim; i++)
-        dst->shape[i] = NULL;
-    for (int i = 0; i < src->ndim; i++)
-        if ((dst->shape[i] = hn_expr_clone(src->shape[i])) == NULL) {
+        if (hn_type_push_dim(dst, hn_expr_clone(src->shape[i])) != 0) {
             hn_type_clear(dst);
             return -1;
         }
@@ -396,6 +422,9 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     *c = *in;
     /* own nothing yet, so that a failure half-way frees only copies */
     c->a.nidx = c->b.nidx = c->type.ndim = c->nteam = c->nargs = 0;
+    c->a.idx = c->b.idx = NULL;
+    c->type.shape = NULL;
+    c->args = NULL;
     c->team = NULL;
     c->sref_index = NULL;
     memset(c->e, 0, sizeof(c->e));
@@ -413,12 +442,12 @@ hn_instr *hn_instr_clone(const hn_instr *in)
             ok = (c->team[i] = hn_expr_clone(in->team[i])) != NULL;
     }
     for (int i = 0; i < in->nargs && ok; i++) {
-        c->args[i] = in->args[i];
-        c->args[i].t.nidx = 0;
-        c->args[i].e = NULL;
-        c->nargs++;
-        ok = hn_tref_clone(&c->args[i].t, &in->args[i].t) == 0 &&
-             expr_slot_clone(&c->args[i].e, in->args[i].e) == 0;
+        hn_arg *arg = hn_instr_push_arg(c);
+        ok = arg != NULL;
+        if (ok) {
+            arg->is_tensor = in->args[i].is_tensor;
+            ok = hn_tref_clone(&arg->t, &in->args[i].t) == 0 && expr_slot_clone(&arg->e, in->args[i].e) == 0;
+        }
     }
     ok = ok && block_clone(&c->body, &in->body) == 0;
     ok = ok && block_clone(&c->orelse, &in->orelse) == 0;
@@ -433,6 +462,8 @@ void hn_tref_clear(hn_tref *t)
 {
     for (int i = 0; i < t->nidx; i++)
         hn_expr_free(t->idx[i]);
+    hn_free(t->idx);
+    t->idx = NULL;
     t->nidx = 0;
     t->var = -1;
 }
@@ -441,6 +472,8 @@ void hn_type_clear(hn_type *t)
 {
     for (int i = 0; i < t->ndim; i++)
         hn_expr_free(t->shape[i]);
+    hn_free(t->shape);
+    t->shape = NULL;
     t->ndim = 0;
 }
 
@@ -469,9 +502,23 @@ void hn_instr_free(hn_instr *in)
         hn_tref_clear(&in->args[i].t);
         hn_expr_free(in->args[i].e);
     }
+    hn_free(in->args);
     hn_block_free(&in->body);
     hn_block_free(&in->orelse);
     hn_free(in);
+}
+
+hn_arg *hn_instr_push_arg(hn_instr *in)
+{
+    hn_arg *grown, *arg;
+    if (in->nargs >= HN_MAX_ARGS ||
+        (grown = hn_realloc(in->args, (size_t)(in->nargs + 1) * sizeof(*grown))) == NULL)
+        return NULL;
+    in->args = grown;
+    arg = &in->args[in->nargs++];
+    memset(arg, 0, sizeof(*arg));
+    arg->t.var = -1;
+    return arg;
 }
 
 int hn_block_push(hn_block *b, hn_instr *in)
@@ -513,6 +560,7 @@ void hn_prog_free(hn_program *p)
     for (int i = 0; i < p->nvars; i++)
         hn_free(p->names[i]);
     hn_free(p->names);
+    hn_free(p->name_slots);
     for (int i = 0; i < p->nparams; i++)
         hn_expr_free(p->params[i].value);
     hn_free(p->params);
@@ -538,25 +586,81 @@ int hn_prog_add_origin(hn_program *p, const char *text)
     return p->norigins++;
 }
 
+/* Names are found through a hash table (name_slots), so that a program of
+ * a million names parses in linear time, not quadratic. */
+static uint32_t name_hash(const char *s, int len)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (int i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+static int name_is(const char *name, const char *s, int len)
+{
+    return strncmp(name, s, (size_t)len) == 0 && name[len] == '\0';
+}
+
+int hn_prog_lookup_var(const hn_program *p, const char *name, int len)
+{
+    uint32_t mask;
+    if (p->name_slots_cap == 0)
+        return -1;
+    mask = (uint32_t)p->name_slots_cap - 1;
+    for (uint32_t h = name_hash(name, len) & mask;; h = (h + 1) & mask) {
+        int v = p->name_slots[h] - 1;
+        if (v < 0)
+            return -1;
+        if (name_is(p->names[v], name, len))
+            return v;
+    }
+}
+
 int hn_prog_find_var(const hn_program *p, const char *name)
 {
-    for (int i = 0; i < p->nvars; i++)
-        if (strcmp(p->names[i], name) == 0)
-            return i;
-    return -1;
+    return hn_prog_lookup_var(p, name, (int)strlen(name));
+}
+
+static void slot_insert(int *slots, int cap, const char *name, int var)
+{
+    uint32_t mask = (uint32_t)cap - 1, h = name_hash(name, (int)strlen(name)) & mask;
+    while (slots[h] != 0)
+        h = (h + 1) & mask;
+    slots[h] = var + 1;
+}
+
+/* Room for one more name in the table: at most half full. */
+static int slots_reserve(hn_program *p)
+{
+    int cap = p->name_slots_cap ? p->name_slots_cap : 64;
+    int *slots;
+    while (cap < 2 * (p->nvars + 1))
+        cap *= 2;
+    if (cap == p->name_slots_cap)
+        return 0;
+    if ((slots = hn_calloc((size_t)cap, sizeof(int))) == NULL)
+        return -1;
+    for (int v = 0; v < p->nvars; v++)
+        slot_insert(slots, cap, p->names[v], v);
+    hn_free(p->name_slots);
+    p->name_slots = slots;
+    p->name_slots_cap = cap;
+    return 0;
 }
 
 int hn_prog_var(hn_program *p, const char *name, int len)
 {
     char *copy;
-    for (int i = 0; i < p->nvars; i++)
-        if ((int)strlen(p->names[i]) == len && strncmp(p->names[i], name, (size_t)len) == 0)
-            return i;
-    if (hn_grow((void **)&p->names, &p->names_cap, p->nvars, sizeof(*p->names)) != 0)
+    int var = hn_prog_lookup_var(p, name, len);
+    if (var >= 0)
+        return var;
+    if (slots_reserve(p) != 0 ||
+        hn_grow((void **)&p->names, &p->names_cap, p->nvars, sizeof(*p->names)) != 0)
         return -1;
     if ((copy = hn_strndup(name, (size_t)len)) == NULL)
         return -1;
     p->names[p->nvars] = copy;
+    slot_insert(p->name_slots, p->name_slots_cap, copy, p->nvars);
     return p->nvars++;
 }
 

@@ -334,14 +334,18 @@ static int tref(parser *ps, hn_tref *t)
         return 0;
     while (is_punct(ps, HN_P_LBRACK)) {
         hn_token lb = ps->tok;
+        hn_expr *e;
         if (t->nidx == HN_MAX_DIMS) {
             error_at(ps, &lb, "too many indices (at most %d)", HN_MAX_DIMS);
             return 0;
         }
         next(ps);
-        if ((t->idx[t->nidx] = expr(ps)) == NULL)
+        if ((e = expr(ps)) == NULL)
             return 0;
-        t->nidx++;
+        if (hn_tref_push_idx(t, e) != 0) {
+            oom(ps);
+            return 0;
+        }
         if (!expect_punct(ps, HN_P_RBRACK))
             return 0;
     }
@@ -351,6 +355,7 @@ static int tref(parser *ps, hn_tref *t)
 /* shape := '[' [expr {',' expr}] ']' */
 static int shape(parser *ps, hn_type *ty)
 {
+    hn_expr *e;
     if (!expect_punct(ps, HN_P_LBRACK))
         return 0;
     if (accept_punct(ps, HN_P_RBRACK))
@@ -360,9 +365,12 @@ static int shape(parser *ps, hn_type *ty)
             error_at(ps, &ps->tok, "too many dimensions (at most %d)", HN_MAX_DIMS);
             return 0;
         }
-        if ((ty->shape[ty->ndim] = expr(ps)) == NULL)
+        if ((e = expr(ps)) == NULL)
             return 0;
-        ty->ndim++;
+        if (hn_type_push_dim(ty, e) != 0) {
+            oom(ps);
+            return 0;
+        }
     } while (accept_punct(ps, HN_P_COMMA));
     return expect_punct(ps, HN_P_RBRACK);
 }
@@ -476,14 +484,16 @@ static int pipe_lookup(const char *kw, const hn_token *nested)
 static int arg_operand(parser *ps, hn_instr *in)
 {
     hn_arg *arg;
-    if (in->nargs == HN_ARRAY_LEN(in->args)) {
+    if (in->nargs == HN_MAX_ARGS) {
         error_at(ps, &ps->tok, "too many operands");
         return 0;
     }
     /* counted before it is parsed, so that a half-parsed operand is freed */
-    arg = &in->args[in->nargs++];
+    if ((arg = hn_instr_push_arg(in)) == NULL) {
+        oom(ps);
+        return 0;
+    }
     arg->is_tensor = 1;
-    arg->t.var = -1;
     return tref(ps, &arg->t);
 }
 
@@ -665,6 +675,7 @@ static int coll(parser *ps, hn_instr *in)
     int flags = hn_op_table[in->op].flags, nout = lt != NULL ? (int)(lt - sig) : 0;
     int nin = lt != NULL ? (int)strlen(lt + 1) : 0;
     int seen_op = 0, seen_root = 0, seen_team = 0, seen_via = 0, seen_eps = 0;
+    hn_arg *arg;
     if (!tref(ps, &in->a))
         return 0;
     for (int i = 0; i < nout; i++)
@@ -692,9 +703,12 @@ static int coll(parser *ps, hn_instr *in)
             }
             become_pipelined(in, op);
             /* the input becomes the one operand */
-            in->args[0].is_tensor = 1;
-            in->args[0].t = in->b;
-            in->nargs = 1;
+            if ((arg = hn_instr_push_arg(in)) == NULL) {
+                oom(ps);
+                return 0;
+            }
+            arg->is_tensor = 1;
+            arg->t = in->b;
             memset(&in->b, 0, sizeof(in->b));
             in->b.var = -1;
             return pipe_options(ps, in);
@@ -775,8 +789,10 @@ static int compute(parser *ps, hn_instr *in)
                 return 0;
         }
         /* counted before it is parsed, so that a half-parsed operand is freed */
-        arg = &in->args[in->nargs++];
-        arg->t.var = -1;
+        if ((arg = hn_instr_push_arg(in)) == NULL) {
+            oom(ps);
+            return 0;
+        }
         if (*s == 't') {
             arg->is_tensor = 1;
             if (!tref(ps, &arg->t))
@@ -899,10 +915,8 @@ static int unknown_word(parser *ps, int before_word)
     hn_token after;
     if (ps->tok.kind != HN_T_IDENT || is_reserved(ps->tok.s, ps->tok.len))
         return 0;
-    for (int i = 0; i < ps->prog->nvars; i++)
-        if ((int)strlen(ps->prog->names[i]) == ps->tok.len &&
-            strncmp(ps->prog->names[i], ps->tok.s, (size_t)ps->tok.len) == 0)
-            return 0;
+    if (hn_prog_lookup_var(ps->prog, ps->tok.s, ps->tok.len) >= 0)
+        return 0;
     after = peek2(ps);
     if (before_word)
         return after.kind == HN_T_IDENT;

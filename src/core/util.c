@@ -3,9 +3,12 @@
  * they name. */
 #include "util.h"
 
+#include <malloc.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -81,25 +84,62 @@ static int alloc_should_fail(void)
     return ++alloc_count >= alloc_fail_at;
 }
 
+/* signed: a block that some code allocated with plain malloc and hands
+ * to hn_free takes off what was never counted */
+static int64_t alloc_live, alloc_peak;
+
+static void *counted(void *p)
+{
+    if (p != NULL) {
+        int64_t live = __atomic_add_fetch(&alloc_live, (int64_t)malloc_usable_size(p), __ATOMIC_RELAXED);
+        int64_t peak = __atomic_load_n(&alloc_peak, __ATOMIC_RELAXED);
+        while (live > peak &&
+               !__atomic_compare_exchange_n(&alloc_peak, &peak, live, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+    }
+    return p;
+}
+
+static void uncount(void *p)
+{
+    if (p != NULL)
+        __atomic_sub_fetch(&alloc_live, (int64_t)malloc_usable_size(p), __ATOMIC_RELAXED);
+}
+
+int64_t hn_alloc_live(void) { return __atomic_load_n(&alloc_live, __ATOMIC_RELAXED); }
+int64_t hn_alloc_peak(void) { return __atomic_load_n(&alloc_peak, __ATOMIC_RELAXED); }
+
+int64_t hn_alloc_peak_reset(void)
+{
+    int64_t live = hn_alloc_live();
+    __atomic_store_n(&alloc_peak, live, __ATOMIC_RELAXED);
+    return live;
+}
+
 void *hn_malloc(size_t size)
 {
     if (alloc_should_fail())
         return NULL;
-    return malloc(size ? size : 1);
+    return counted(malloc(size ? size : 1));
 }
 
 void *hn_calloc(size_t n, size_t size)
 {
     if (alloc_should_fail())
         return NULL;
-    return calloc(n ? n : 1, size ? size : 1);
+    return counted(calloc(n ? n : 1, size ? size : 1));
 }
 
 void *hn_realloc(void *ptr, size_t size)
 {
+    int64_t before = ptr != NULL ? (int64_t)malloc_usable_size(ptr) : 0;
+    void *p;
     if (alloc_should_fail())
         return NULL;
-    return realloc(ptr, size ? size : 1);
+    if ((p = realloc(ptr, size ? size : 1)) == NULL)
+        return NULL;
+    __atomic_sub_fetch(&alloc_live, before, __ATOMIC_RELAXED);
+    return counted(p);
 }
 
 char *hn_strndup(const char *s, size_t n)
@@ -114,7 +154,11 @@ char *hn_strndup(const char *s, size_t n)
 
 char *hn_strdup(const char *s) { return hn_strndup(s, strlen(s)); }
 
-void hn_free(void *ptr) { free(ptr); }
+void hn_free(void *ptr)
+{
+    uncount(ptr);
+    free(ptr);
+}
 
 int hn_grow(void **arr, int *cap, int need, size_t elem)
 {

@@ -50,6 +50,14 @@ void hn_free(void *ptr);
  * since the last call (to size sweeps). Not thread-safe: tests only. */
 long hn_alloc_fail_after(long n);
 
+/* Bytes held through these functions (malloc's usable sizes), now and at
+ * the most since the last hn_alloc_peak_reset (which returns the bytes
+ * held then): to test that a program costs memory in proportion to its
+ * size. Any thread. */
+int64_t hn_alloc_live(void);
+int64_t hn_alloc_peak(void);
+int64_t hn_alloc_peak_reset(void);
+
 /* Growable string. */
 typedef struct hn_strbuf {
     char *data;

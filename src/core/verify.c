@@ -28,7 +28,31 @@ typedef struct vstate {
     int in_reference;
     const hn_instr *stream_loop; /* the stream-parallel loop around, if any */
     int nomem;
+    /* what a nested block changed, to undo when it ends: names defined
+     * inside a block are not visible after it (a copy of every name per
+     * block made a program of many blocks and names quadratic) */
+    struct undo {
+        int var;
+        sym old;
+    } *undo;
+    int nundo, undo_cap;
+    int depth; /* of blocks: 1 is the body's (or the reference's) own */
 } vstate;
+
+/* v->syms[var] is about to change: kept to be undone at the end of the
+ * block, unless it is the outermost (nothing reads its names after it). */
+static sym *touch(vstate *v, int var)
+{
+    if (v->depth > 1) {
+        if (hn_grow((void **)&v->undo, &v->undo_cap, v->nundo, sizeof(*v->undo)) != 0) {
+            v->nomem = 1;
+        } else {
+            v->undo[v->nundo].var = var;
+            v->undo[v->nundo++].old = v->syms[var];
+        }
+    }
+    return &v->syms[var];
+}
 
 static void err(vstate *v, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -93,6 +117,7 @@ static void define(vstate *v, const hn_instr *in, int var, kind k, int dtype, in
             kind_name[k]);
         return;
     }
+    s = touch(v, var);
     s->k = k;
     s->dtype = dtype >= 0 ? (hn_dtype)dtype : HN_F32;
     s->owned = owned;
@@ -220,7 +245,7 @@ static void instr(vstate *v, const hn_instr *in)
         if (v->syms[in->a.var].k != K_TENSOR || !v->syms[in->a.var].owned) {
             err(v, in->line, in->col, "'%s' is not an allocation of this program", nm(v, in->a.var));
         } else {
-            v->syms[in->a.var].k = K_NONE;
+            touch(v, in->a.var)->k = K_NONE;
         }
         break;
     case HN_FORM_VIEW:
@@ -258,7 +283,7 @@ static void instr(vstate *v, const hn_instr *in)
             err(v, in->line, in->col, "cannot use '%s' as a loop variable", nm(v, in->dst));
             break;
         }
-        v->syms[in->dst].k = K_INT;
+        touch(v, in->dst)->k = K_INT;
         v->syms[in->dst].fixed = 1;
         if (in->on_streams) {
             const hn_instr *outer = v->stream_loop;
@@ -355,16 +380,15 @@ static void instr(vstate *v, const hn_instr *in)
 static void block(vstate *v, const hn_block *b)
 {
     /* names defined inside a block are not visible after it */
-    sym *saved = hn_malloc((size_t)v->p->nvars * sizeof(sym) + 1);
-    if (saved == NULL) {
-        v->nomem = 1;
-        return;
-    }
-    memcpy(saved, v->syms, (size_t)v->p->nvars * sizeof(sym));
+    int mark = v->nundo;
+    v->depth++;
     for (int i = 0; i < b->n; i++)
         instr(v, b->items[i]);
-    memcpy(v->syms, saved, (size_t)v->p->nvars * sizeof(sym));
-    hn_free(saved);
+    while (v->nundo > mark) {
+        v->nundo--;
+        v->syms[v->undo[v->nundo].var] = v->undo[v->nundo].old;
+    }
+    v->depth--;
 }
 
 static void init_scope(vstate *v)
@@ -419,5 +443,6 @@ hn_status_t hn_verify_static(const hn_program *p, hn_strbuf *diag)
         block(&v, &p->reference);
     }
     hn_free(v.syms);
+    hn_free(v.undo);
     return v.nomem ? HN_ERR_NOMEM : v.errors ? HN_ERR_VERIFY : HN_OK;
 }

@@ -422,6 +422,7 @@ hn_status_t hn_exec_prepare(hn_exec *x, const hn_program *p, int rank, int world
     x->nstreams = nstreams;
     x->cur = HN_CALLER_STREAM;
     x->last_comm = -1;
+    x->last_event = -1;
     x->err_instr = -1;
     x->budget = HN_DRY_RUN_BUDGET;
     x->records = HN_DRY_RUN_RECORDS;
@@ -444,6 +445,8 @@ void hn_exec_release(hn_exec *x)
     hn_free(x->vals);
     hn_free(x->ivals);
     hn_free(x->occurrence);
+    hn_free(x->event_of);
+    x->event_of = NULL;
     x->vals = NULL;
     x->ivals = NULL;
     x->occurrence = NULL;

@@ -20,7 +20,8 @@ typedef struct hn_value {
     hn_tensor t;   /* tensors */
     int owned;     /* tensor came from alloc (may be freed) */
     int stream;    /* streams: HN_CALLER_STREAM or pool index */
-    int comm;      /* communications: event index, -1 = nothing to wait for */
+    int comm;      /* communications: its number in the run, -1 = nothing to wait for */
+    int event;     /* ... and its event (hn_rank's comm_events), -1 = none */
 } hn_value;
 /* Per-run evaluation state of one rank. */
 typedef struct hn_exec {
@@ -35,8 +36,16 @@ typedef struct hn_exec {
     hn_value *vals;
     int64_t *ivals;
     int cur;              /* current stream */
-    int last_comm;        /* event index of the last communication, -1 none */
-    int comm_next;        /* next free comm event */
+    int last_comm;        /* number of the last communication, -1 none */
+    int last_event;       /* ... and its event, -1 none */
+    int comm_next;        /* number of the next communication */
+    /* a real run with `wait`s: the event of each communication instruction
+     * (by id; -1 none yet), one per instruction however often it runs: a
+     * wait captures the record made just before it, and a later record
+     * does not change earlier waits, so a loop of millions of
+     * communications needs no more events than it has instructions */
+    int *event_of;
+    int nevents;
     int *occurrence;      /* per instruction: allocs so far this run */
     hn_comm_log *log;     /* dry run: communications issued */
     unsigned streams_used; /* dry run: bit k, pool stream k is used */

@@ -58,20 +58,31 @@ static hn_status_t team_of(hn_exec *x, const hn_instr *in, int *out, int cap, in
 
 static hn_status_t record_comm(hn_exec *x, const hn_instr *in, hn_dstream *s)
 {
-    int idx = x->comm_next++;
+    int idx = x->comm_next++, event = -1;
     /* the event only serves a later `wait`: none, no event on the stream */
     if (!x->dry && x->p->has_wait) {
         hn_devent *ev;
-        hn_status_t st = hn_rank_comm_event(x->r, idx, &ev);
-        if (st != HN_OK)
+        hn_status_t st;
+        if (x->event_of == NULL) {
+            if ((x->event_of = hn_malloc((size_t)x->p->ninstrs * sizeof(int) + 1)) == NULL)
+                return fail(x, in, HN_ERR_NOMEM, "out of memory");
+            for (int i = 0; i < x->p->ninstrs; i++)
+                x->event_of[i] = -1;
+        }
+        if (x->event_of[in->id] < 0)
+            x->event_of[in->id] = x->nevents++;
+        event = x->event_of[in->id];
+        if ((st = hn_rank_comm_event(x->r, event, &ev)) != HN_OK)
             return fail(x, in, st, "cannot create an event");
         if (issued(x, in, x->rt->dev->event_record(ev, s), "event record") != HN_OK)
             return x->status;
     }
     x->last_comm = idx;
+    x->last_event = event;
     if (in->dst >= 0) {
         x->vals[in->dst].kind = HN_V_COMM;
         x->vals[in->dst].comm = idx;
+        x->vals[in->dst].event = event;
     }
     return HN_OK;
 }
@@ -110,6 +121,7 @@ static hn_status_t member_of(hn_exec *x, const hn_instr *in, int *members, int *
     if (*me < 0 && in->dst >= 0) {
         x->vals[in->dst].kind = HN_V_COMM;
         x->vals[in->dst].comm = -1;
+        x->vals[in->dst].event = -1;
     }
     return HN_OK;
 }
@@ -281,7 +293,7 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
     const char *what = hn_op_table[in->op].keyword;
     int members[256], n = 0, me = -1, get;
     hn_tensor t[5]; /* out, res_out, input, residual, weight */
-    const hn_tref *tr[5] = {&in->a, &in->args[0].t, &in->b, &in->args[1].t, &in->args[2].t};
+    const hn_tref *tr[5];
     double eps = HN_NORM_EPS;
     size_t count, hidden;
     hn_backend_kind via;
@@ -290,6 +302,11 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
         return x->status;
     if (in->nargs != 3)
         return fail(x, in, HN_ERR_RUNTIME, "%s takes Y, R <- X, R, W", what);
+    tr[0] = &in->a;
+    tr[1] = &in->args[0].t;
+    tr[2] = &in->b;
+    tr[3] = &in->args[1].t;
+    tr[4] = &in->args[2].t;
     for (int i = 0; i < 5; i++) {
         if (tensor_of(x, in, tr[i], &t[i]) != HN_OK || need_contiguous(x, in, &t[i], norm_names[i]) != HN_OK)
             return x->status;
@@ -451,7 +468,7 @@ hn_status_t hn_exec_GROUP(hn_exec *x, const hn_instr *in)
 
 hn_status_t hn_exec_WAIT(hn_exec *x, const hn_instr *in)
 {
-    int idx = x->last_comm;
+    int idx = x->last_comm, event = x->last_event;
     hn_dstream *s;
     hn_origin o;
     if (in->wait_var >= 0) {
@@ -459,12 +476,13 @@ hn_status_t hn_exec_WAIT(hn_exec *x, const hn_instr *in)
         if (v->kind != HN_V_COMM)
             return fail(x, in, HN_ERR_RUNTIME, "'%s' is not a communication", vname(x, in->wait_var));
         idx = v->comm;
+        event = v->event;
     }
-    if (idx < 0 || x->dry)
+    if (idx < 0 || event < 0 || x->dry)
         return HN_OK;
     o = origin_of(x, in);
     if (cur_stream(x, in, &s) != HN_OK ||
-        issued(x, in, x->rt->dev->stream_wait_event(s, x->r->comm_events[idx], &o), "wait") != HN_OK)
+        issued(x, in, x->rt->dev->stream_wait_event(s, x->r->comm_events[event], &o), "wait") != HN_OK)
         return x->status;
     return HN_OK;
 }

@@ -73,16 +73,16 @@ static void test_builder(void)
                        "  allreduce B <- A op max team range(0, world)\n"
                        "}\n";
     hn_program *b = hn_prog_new("built"), *p = hn_test_parse(text, NULL);
-    hn_type ty = {HN_F32, 1, {NULL}};
+    hn_type ty = {HN_F32, 0, NULL};
     hn_instr *loop, *ar;
     int n = hn_prog_var(b, "N", 1), a = hn_prog_var(b, "A", 1), out = hn_prog_var(b, "B", 1);
     char *printed;
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_EQUAL(hn_prog_add_param(b, n, hn_ex_int(8), 1, 1), 0);
-    ty.shape[0] = hn_ex_var(n);
+    CU_ASSERT_EQUAL(hn_type_push_dim(&ty, hn_ex_var(n)), 0);
     CU_ASSERT_EQUAL(hn_prog_add_io(b, 0, a, &ty, -1, 2, 1), 0);
-    ty.shape[0] = hn_ex_var(n);
-    ty.ndim = 1;
+    ty.dtype = HN_F32;
+    CU_ASSERT_EQUAL(hn_type_push_dim(&ty, hn_ex_var(n)), 0);
     CU_ASSERT_EQUAL(hn_prog_add_io(b, 1, out, &ty, -1, 3, 1), 0);
     loop = hn_instr_new(HN_OP_FOR, 5, 1);
     loop->dst = hn_prog_var(b, "i", 1);

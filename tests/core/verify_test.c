@@ -75,8 +75,7 @@ static void test_builder_operands(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     al->dst = t;
     al->type.dtype = HN_F32;
-    al->type.ndim = 1;
-    al->type.shape[0] = hn_ex_int(8);
+    CU_ASSERT_EQUAL(hn_type_push_dim(&al->type, hn_ex_int(8)), 0);
     nr->a.var = t;
     nr->b.var = t;
     CU_ASSERT_EQUAL(hn_block_push(&p->body, al), 0);
