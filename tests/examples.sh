@@ -399,6 +399,11 @@ rmdir "$t/Y.npy"; mv "$t/Y.good" "$t/Y.npy"
 # --check; `hirnode info` lists the setting; bench issue has the replay table
 out=$(HIRNODE_GRAPHS=1 "$cli" run --gpus 4 --iters 4 --delay 20 --check examples/tp_mlp.hir 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "^check: passed" && ok || bad "HIRNODE_GRAPHS=1 run: rc=$rc $out"
+# the rings' copies inside graphs by SM kernels (HIRNODE_P2P_GRAPH_COPY=kernel): the same results
+for f in examples/ag_matmul_p2p.hir examples/matmul_reduce_scatter.hir; do
+  out=$(HIRNODE_P2P_GRAPH_COPY=kernel HIRNODE_GRAPHS=1 "$cli" run --gpus 4 --iters 3 --delay 20 --check "$f" 2>&1); rc=$?
+  [ $rc = 0 ] && echo "$out" | grep -q "^check: passed" && ok || bad "HIRNODE_P2P_GRAPH_COPY=kernel $f: rc=$rc $out"
+done
 out=$(HIRNODE_GRAPHS=1 "$cli" run --gpus 2 --iters 3 --check examples/chunked_collectives.hir 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q "^check: passed" && ok || bad "HIRNODE_GRAPHS=1 chunked_collectives: rc=$rc $out"
 "$cli" info 2>&1 | grep -q "HIRNODE_GRAPHS" && ok || bad "info does not list HIRNODE_GRAPHS"

@@ -63,6 +63,7 @@ typedef struct hn_comm_config {
     int p2p_pieces;                /* p2p: most pieces per reduce-scatter ring step (0: the default) */
     int p2p_ag_pieces;             /* p2p: most pieces per allgather ring step (0, 1: whole steps) */
     int p2p_lanes;                 /* p2p: side streams that copy (0: one) */
+    int p2p_graph_kernel_copy;     /* p2p: copies inside captures by SM kernels, not copy engines */
     size_t p2p_piece_min;          /* p2p: smallest piece, bytes (0: the default) */
     const hn_fault_sink *sink;
     /* what the ranks share (src/core/world.h): exchanges at team joins,

@@ -53,6 +53,7 @@ static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
     w->compute = cfg->compute;
     w->sink = cfg->sink;
     w->events = cfg->p2p_events;
+    w->graph_kernel_copy = cfg->p2p_graph_kernel_copy;
     w->pieces = cfg->p2p_pieces > 0 ? cfg->p2p_pieces : PIECES_DEFAULT;
     if (w->pieces > PIECES_MAX)
         w->pieces = PIECES_MAX;

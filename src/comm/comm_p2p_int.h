@@ -111,6 +111,7 @@ struct hn_comm_world {
     const hn_compute_ops *compute;
     const hn_fault_sink *sink;
     int pieces, ag_pieces, lanes, events;
+    int graph_kernel_copy; /* copies inside captures by SM kernels (the compute table's copy) */
     size_t piece_min;
     hn_team_list teams; /* the team of all ranks carries the pair flags */
     uint64_t *send_seq, *recv_seq; /* [src * n + dst], issue side */

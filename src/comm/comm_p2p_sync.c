@@ -99,7 +99,22 @@ void hn_p2p_copy_on(ctx *c, hn_dstream *s, void *dst, const void *src, size_t by
         return;
     if (lane >= 0)
         hn_origin_lane_mark(c->o, s, lane, bytes, 0);
-    c->st = c->w->dev->memcpy_async(dst, src, bytes, s, c->o);
+    if (c->w->graph_kernel_copy && c->o != NULL && c->o->graph != NULL && bytes % 4 == 0 &&
+        (uintptr_t)dst % 4 == 0 && (uintptr_t)src % 4 == 0) {
+        /* the whole copy as 32-bit words by an SM kernel (exact for any bits) */
+        hn_tensor d, t;
+        memset(&d, 0, sizeof(d));
+        d.dtype = HN_I32;
+        d.ndim = 1;
+        d.shape[0] = (int64_t)(bytes / 4);
+        d.stride[0] = 1;
+        t = d;
+        d.data = dst;
+        t.data = (void *)src;
+        c->st = c->w->compute->copy(s, &d, &t, c->o);
+    } else {
+        c->st = c->w->dev->memcpy_async(dst, src, bytes, s, c->o);
+    }
     if (lane >= 0 && c->st == HN_OK)
         hn_origin_lane_mark(c->o, s, lane, bytes, 1);
 }

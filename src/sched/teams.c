@@ -27,6 +27,8 @@ static void comm_settings(hn_comm_config *ccfg)
     ccfg->p2p_ag_pieces = (int)v;
     (void)hn_setting_int("p2p_lanes", &v, NULL);
     ccfg->p2p_lanes = (int)v;
+    (void)hn_setting_word("p2p_graph_copy", &sync, NULL);
+    ccfg->p2p_graph_kernel_copy = strcmp(sync, "kernel") == 0;
     (void)hn_setting_int("p2p_piece_kib", &v, NULL);
     ccfg->p2p_piece_min = (size_t)v << 10;
 }
