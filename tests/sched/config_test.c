@@ -115,6 +115,7 @@ static const struct {
     {"HIRNODE_AUTO_LL", "true", "HIRNODE_AUTO_LL: expected auto, 1 or 0, not 'true'"},
     {"HIRNODE_NCCL_MAX_CTAS", "-1", "HIRNODE_NCCL_MAX_CTAS: expected an integer from 0 to 128, not '-1'"},
     {"HIRNODE_P2P_SYNC", "flag", "HIRNODE_P2P_SYNC: expected events or flags, not 'flag'"},
+    {"HIRNODE_P2P_GRAPH_COPY", "sm", "HIRNODE_P2P_GRAPH_COPY: expected engine or kernel, not 'sm'"},
     {"HIRNODE_P2P_PIECES", "0", "HIRNODE_P2P_PIECES: expected an integer from 1 to 64, not '0'"},
     {"HIRNODE_P2P_AG_PIECES", "65", "HIRNODE_P2P_AG_PIECES: expected an integer from 1 to 64, not '65'"},
     {"HIRNODE_P2P_PIECE_KIB", "4M", "HIRNODE_P2P_PIECE_KIB: expected an integer from 1 to 1073741824, not '4M'"},
