@@ -8,7 +8,8 @@
 #include "lex.h"
 #include "parse.h"
 
-#define MAX_DEPTH 200 /* nesting of expressions and blocks */
+#define MAX_DEPTH 200       /* nesting of expressions */
+#define MAX_BLOCK_DEPTH 200 /* nesting of blocks, counted apart: a condition deep in blocks is no deep expression */
 
 typedef struct parser {
     hn_lexer lx;
@@ -18,7 +19,8 @@ typedef struct parser {
     hn_strbuf *diag;
     int failed;
     int nomem;
-    int depth;
+    int depth;       /* expressions being parsed, one inside the other */
+    int block_depth; /* blocks being parsed, one inside the other */
     int in_group;
 } parser;
 
@@ -936,7 +938,7 @@ static void unknown_instruction(parser *ps, int defining)
     for (int i = 0; i < HN_OP_COUNT; i++)
         if (!defining || (hn_op_table[i].flags & (HN_OPF_DEF | HN_OPF_COMM)))
             words[n++] = hn_op_table[i].keyword;
-    for (int i = 0; !defining && ps->depth == 0 && i < HN_ARRAY_LEN(decls); i++)
+    for (int i = 0; !defining && ps->block_depth == 0 && i < HN_ARRAY_LEN(decls); i++)
         words[n++] = decls[i];
     describe(&ps->tok, what, sizeof(what));
     near = hn_nearest_word(ps->tok.s, (size_t)ps->tok.len, words, n);
@@ -1027,8 +1029,8 @@ static int block(parser *ps, hn_block *b)
     hn_token open = ps->tok;
     if (!expect_punct(ps, HN_P_LBRACE))
         return 0;
-    if (++ps->depth > MAX_DEPTH) {
-        error_at(ps, &open, "blocks nested too deeply");
+    if (++ps->block_depth > MAX_BLOCK_DEPTH) {
+        error_at(ps, &open, "blocks nested too deeply (at most %d)", MAX_BLOCK_DEPTH);
         return 0;
     }
     for (;;) {
@@ -1050,7 +1052,7 @@ static int block(parser *ps, hn_block *b)
             return 0;
         }
     }
-    ps->depth--;
+    ps->block_depth--;
     return 1;
 }
 

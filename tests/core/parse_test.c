@@ -173,6 +173,51 @@ static void test_deep_nesting(void)
     free(text);
 }
 
+/* Blocks count their own nesting, apart from expressions': 5000 nested
+ * `if`s are blocks nested too deeply, and a condition inside 150 blocks
+ * may itself be 150 deep. */
+static void test_deep_blocks(void)
+{
+    hn_strbuf sb;
+    char *diag = NULL;
+    hn_program *p;
+    hn_sb_init(&sb);
+    for (int i = 0; i < 5000; i++)
+        hn_sb_append(&sb, "if rank == 0 {\n");
+    hn_sb_append(&sb, "x = 1\n");
+    for (int i = 0; i < 5000; i++)
+        hn_sb_append(&sb, "}\n");
+    CU_ASSERT_FALSE_FATAL(sb.failed);
+    CU_ASSERT_PTR_NULL(hn_test_parse(sb.data, &diag));
+    CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, "blocks nested too deeply") : NULL);
+    CU_ASSERT_PTR_NULL(diag != NULL ? strstr(diag, "expression") : NULL);
+    /* the block past the limit is named: line 201 opens it */
+    CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, ":201:") : NULL);
+    hn_string_free(diag);
+    hn_sb_free(&sb);
+    hn_sb_init(&sb);
+    for (int i = 0; i < 150; i++)
+        hn_sb_append(&sb, "if rank == 0 {\n");
+    hn_sb_append(&sb, "x = ");
+    for (int i = 0; i < 150; i++)
+        hn_sb_append(&sb, "(");
+    hn_sb_append(&sb, "1");
+    for (int i = 0; i < 150; i++)
+        hn_sb_append(&sb, ")");
+    hn_sb_append(&sb, "\n");
+    for (int i = 0; i < 150; i++)
+        hn_sb_append(&sb, "}\n");
+    CU_ASSERT_FALSE_FATAL(sb.failed);
+    diag = NULL;
+    p = hn_test_parse(sb.data, &diag);
+    CU_ASSERT_PTR_NOT_NULL(p);
+    if (p == NULL && diag != NULL)
+        fputs(diag, stderr);
+    hn_prog_free(p);
+    hn_string_free(diag);
+    hn_sb_free(&sb);
+}
+
 static const char *tokens[] = {"{", "}", "(", ")", "[", "]", ",", "<-", "..", "=", "\n", "0", "-1", "99999",
                                "world", "rank", "allgather", "group", "send", "recv", "for", "if", "else",
                                "alloc", "f32", "1.5", "#", "wait", "stream(", "team", "root", "op sum"};
@@ -294,6 +339,7 @@ void hn_suite_parse(void)
         {"good programs", test_good},
         {"bad programs and error positions", test_bad},
         {"deep nesting", test_deep_nesting},
+        {"deep blocks: a limit of their own", test_deep_blocks},
         {"1000 mutated examples", test_mutations},
         {"allocation failures", test_alloc_failures},
         CU_TEST_INFO_NULL,
