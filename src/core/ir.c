@@ -1,6 +1,7 @@
 /* Host IR construction, destruction, equality and scalar evaluation. */
 #include "ir.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,14 +45,112 @@ const char *hn_via_variant(hn_backend_kind b, int get)
     return "";
 }
 
+/* ---- the node pool ---- */
+
+/* Chunks that a parser fills one after the other, freed all at once with
+ * their program: millions of small nodes without a malloc header each (and
+ * without malloc's rounding). */
+#define POOL_CHUNK ((size_t)1 << 20)
+
+typedef struct pool_chunk {
+    struct pool_chunk *prev;
+    size_t used, size;
+    max_align_t data[];
+} pool_chunk;
+
+struct hn_node_pool {
+    pool_chunk *top;
+};
+
+/* The pool that this thread's parser fills, or NULL. */
+static _Thread_local struct hn_node_pool *cur_pool;
+
+/* n zeroed bytes of the current pool (8-byte aligned), or NULL when out of
+ * memory or when no pool is being filled. */
+static void *pool_take(size_t n)
+{
+    struct hn_node_pool *pl = cur_pool;
+    pool_chunk *c;
+    void *p;
+    if (pl == NULL)
+        return NULL;
+    n = (n + 7) & ~(size_t)7;
+    c = pl->top;
+    if (c == NULL || c->size - c->used < n) {
+        int big = n > POOL_CHUNK / 4;
+        size_t size = big ? n : POOL_CHUNK - sizeof(pool_chunk) - 64;
+        if ((c = hn_malloc(sizeof(pool_chunk) + size)) == NULL)
+            return NULL;
+        c->used = 0;
+        c->size = size;
+        if (big && pl->top != NULL) { /* a chunk of its own, behind the one being filled */
+            c->prev = pl->top->prev;
+            pl->top->prev = c;
+        } else {
+            c->prev = pl->top;
+            pl->top = c;
+        }
+    }
+    p = (char *)c->data + c->used;
+    c->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+static void pool_free(struct hn_node_pool *pl)
+{
+    if (pl == NULL)
+        return;
+    while (pl->top != NULL) {
+        pool_chunk *c = pl->top;
+        pl->top = c->prev;
+        hn_free(c);
+    }
+    hn_free(pl);
+}
+
+int hn_prog_pool_begin(hn_program *p)
+{
+    if (p->pool == NULL && (p->pool = hn_calloc(1, sizeof(*p->pool))) == NULL)
+        return -1;
+    cur_pool = p->pool;
+    return 0;
+}
+
+void hn_prog_pool_end(hn_program *p)
+{
+    if (cur_pool != NULL && cur_pool == p->pool)
+        cur_pool = NULL;
+}
+
+int hn_block_seal(hn_block *b)
+{
+    hn_instr **items;
+    if (cur_pool == NULL || b->cap < 0)
+        return 0;
+    if (b->n == 0) {
+        hn_free(b->items);
+        memset(b, 0, sizeof(*b));
+        return 0;
+    }
+    if ((items = pool_take((size_t)b->n * sizeof(*items))) == NULL)
+        return -1;
+    memcpy(items, b->items, (size_t)b->n * sizeof(*items));
+    hn_free(b->items);
+    b->items = items;
+    b->cap = -1;
+    return 0;
+}
+
 /* ---- expressions ---- */
 
 static hn_expr *ex_new(hn_expr_kind kind)
 {
-    hn_expr *e = hn_calloc(1, sizeof(*e));
+    hn_expr *e = cur_pool != NULL ? pool_take(sizeof(*e)) : hn_calloc(1, sizeof(*e));
     if (e != NULL) {
         e->kind = kind;
         e->var = -1;
+        e->pooled = cur_pool != NULL;
     }
     return e;
 }
@@ -120,10 +219,11 @@ hn_expr *hn_expr_clone(const hn_expr *e)
     hn_expr *c;
     if (e == NULL)
         return NULL;
-    c = ex_new(e->kind);
+    c = hn_calloc(1, sizeof(*c)); /* a copy is the caller's, never in a pool */
     if (c == NULL)
         return NULL;
     *c = *e;
+    c->pooled = 0;
     c->a = NULL;
     c->b = NULL;
     if ((e->a && (c->a = hn_expr_clone(e->a)) == NULL) ||
@@ -140,7 +240,8 @@ void hn_expr_free(hn_expr *e)
         return;
     hn_expr_free(e->a);
     hn_expr_free(e->b);
-    hn_free(e);
+    if (!e->pooled)
+        hn_free(e);
 }
 
 int hn_expr_equal(const hn_expr *a, const hn_expr *b)
@@ -322,9 +423,10 @@ hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,
 
 hn_instr *hn_instr_new(hn_op op, int line, int col)
 {
-    hn_instr *in = hn_calloc(1, sizeof(*in));
+    hn_instr *in = cur_pool != NULL ? pool_take(sizeof(*in)) : hn_calloc(1, sizeof(*in));
     if (in == NULL)
         return NULL;
+    in->pooled = cur_pool != NULL;
     in->op = op;
     in->line = line;
     in->col = col;
@@ -420,6 +522,7 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     if (c == NULL)
         return NULL;
     *c = *in;
+    c->pooled = 0; /* a copy is the caller's, never in a pool */
     /* own nothing yet, so that a failure half-way frees only copies */
     c->a.nidx = c->b.nidx = c->type.ndim = c->nteam = c->nargs = 0;
     c->a.idx = c->b.idx = NULL;
@@ -481,7 +584,8 @@ void hn_block_free(hn_block *b)
 {
     for (int i = 0; i < b->n; i++)
         hn_instr_free(b->items[i]);
-    hn_free(b->items);
+    if (b->cap >= 0) /* else the items lie in a pool */
+        hn_free(b->items);
     memset(b, 0, sizeof(*b));
 }
 
@@ -505,7 +609,8 @@ void hn_instr_free(hn_instr *in)
     hn_free(in->args);
     hn_block_free(&in->body);
     hn_block_free(&in->orelse);
-    hn_free(in);
+    if (!in->pooled)
+        hn_free(in);
 }
 
 hn_arg *hn_instr_push_arg(hn_instr *in)
@@ -523,7 +628,18 @@ hn_arg *hn_instr_push_arg(hn_instr *in)
 
 int hn_block_push(hn_block *b, hn_instr *in)
 {
-    if (in == NULL || hn_grow((void **)&b->items, &b->cap, b->n, sizeof(*b->items)) != 0)
+    if (in == NULL)
+        return -1;
+    if (b->cap < 0) { /* the items lie in a pool: copy them out first */
+        hn_instr **items = NULL;
+        int cap = 0;
+        if (hn_grow((void **)&items, &cap, b->n, sizeof(*items)) != 0)
+            return -1;
+        memcpy(items, b->items, (size_t)b->n * sizeof(*items));
+        b->items = items;
+        b->cap = cap;
+    }
+    if (hn_grow((void **)&b->items, &b->cap, b->n, sizeof(*b->items)) != 0)
         return -1;
     b->items[b->n++] = in;
     return 0;
@@ -557,7 +673,9 @@ void hn_prog_free(hn_program *p)
 {
     if (p == NULL)
         return;
-    for (int i = 0; i < p->nvars; i++)
+    if (cur_pool != NULL && cur_pool == p->pool)
+        cur_pool = NULL;
+    for (int i = p->npooled_names; i < p->nvars; i++) /* the others lie in the pool */
         hn_free(p->names[i]);
     hn_free(p->names);
     hn_free(p->name_slots);
@@ -573,6 +691,7 @@ void hn_prog_free(hn_program *p)
         hn_free(p->origins[i]);
     hn_free(p->origins);
     hn_free(p->filename);
+    pool_free(p->pool); /* last: the nodes freed above may lie in it */
     hn_free(p);
 }
 
@@ -657,8 +776,14 @@ int hn_prog_var(hn_program *p, const char *name, int len)
     if (slots_reserve(p) != 0 ||
         hn_grow((void **)&p->names, &p->names_cap, p->nvars, sizeof(*p->names)) != 0)
         return -1;
-    if ((copy = hn_strndup(name, (size_t)len)) == NULL)
+    if (cur_pool != NULL && cur_pool == p->pool && p->npooled_names == p->nvars) {
+        if ((copy = pool_take((size_t)len + 1)) == NULL)
+            return -1;
+        memcpy(copy, name, (size_t)len);
+        p->npooled_names++; /* names 0..npooled_names-1 lie in the pool */
+    } else if ((copy = hn_strndup(name, (size_t)len)) == NULL) {
         return -1;
+    }
     p->names[p->nvars] = copy;
     slot_insert(p->name_slots, p->name_slots_cap, copy, p->nvars);
     return p->nvars++;

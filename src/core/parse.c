@@ -864,7 +864,13 @@ static int instr_body(parser *ps, hn_instr *in)
             }
             in->else_if = 1;
             next(ps);
-            return instr_body(ps, elif);
+            if (!instr_body(ps, elif))
+                return 0;
+            if (hn_block_seal(&in->orelse) != 0) {
+                oom(ps);
+                return 0;
+            }
+            return 1;
         }
         return block(ps, &in->orelse);
     case HN_FORM_COLL: return coll(ps, in);
@@ -1053,6 +1059,10 @@ static int block(parser *ps, hn_block *b)
         }
     }
     ps->block_depth--;
+    if (hn_block_seal(b) != 0) { /* its items, exactly, in the program's pool */
+        oom(ps);
+        return 0;
+    }
     return 1;
 }
 
@@ -1201,7 +1211,14 @@ hn_status_t hn_parse(const char *text, size_t len, const char *filename,
         return HN_ERR_NOMEM;
     }
     hn_lex_init(&ps.lx, text, len);
-    program(&ps);
+    /* the program's nodes in its pool: no malloc header each */
+    if (hn_prog_pool_begin(ps.prog) != 0)
+        oom(&ps);
+    else
+        program(&ps);
+    if (!ps.failed && hn_block_seal(&ps.prog->body) != 0)
+        oom(&ps);
+    hn_prog_pool_end(ps.prog);
     if (!ps.failed && hn_prog_finish(ps.prog) != HN_OK)
         oom(&ps);
     if (ps.failed) {
