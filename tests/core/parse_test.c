@@ -218,6 +218,34 @@ static void test_deep_blocks(void)
     hn_sb_free(&sb);
 }
 
+/* A parsed program's nodes lie in its pool: a copy of one is the caller's,
+ * and a block of pooled items still takes pushes (nothing leaks, nothing
+ * is freed twice: valgrind or ASan tell). */
+static void test_pooled_nodes(void)
+{
+    hn_program *p = hn_test_parse("x = 1 + rank\nif x > 0 {\n  y = x * 2\n} else if x < 0 {\n  y = 0\n}\n", NULL);
+    hn_instr *c, *in;
+    hn_expr *e;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL_FATAL(p->body.n, 2);
+    CU_ASSERT(p->body.items[0]->pooled && p->body.items[0]->e[0]->pooled);
+    c = hn_instr_clone(p->body.items[1]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT(!c->pooled && !c->e[0]->pooled && !c->body.items[0]->pooled);
+    CU_ASSERT_EQUAL(c->orelse.n, 1);
+    e = hn_expr_clone(p->body.items[0]->e[0]);
+    CU_ASSERT(e != NULL && !e->pooled && hn_expr_equal(e, p->body.items[0]->e[0]));
+    hn_expr_free(e);
+    /* pushes onto blocks whose items lie in the pool */
+    CU_ASSERT_EQUAL(hn_block_push(&p->body, c), 0);
+    in = hn_instr_new(HN_OP_HOST_SYNC, 1, 1);
+    CU_ASSERT_EQUAL(hn_block_push(&p->body.items[1]->body, in), 0);
+    CU_ASSERT_EQUAL(p->body.n, 3);
+    CU_ASSERT_EQUAL(p->body.items[1]->body.n, 2);
+    CU_ASSERT_EQUAL(hn_prog_finish(p), HN_OK);
+    hn_prog_free(p);
+}
+
 static const char *tokens[] = {"{", "}", "(", ")", "[", "]", ",", "<-", "..", "=", "\n", "0", "-1", "99999",
                                "world", "rank", "allgather", "group", "send", "recv", "for", "if", "else",
                                "alloc", "f32", "1.5", "#", "wait", "stream(", "team", "root", "op sum"};
@@ -340,6 +368,7 @@ void hn_suite_parse(void)
         {"bad programs and error positions", test_bad},
         {"deep nesting", test_deep_nesting},
         {"deep blocks: a limit of their own", test_deep_blocks},
+        {"a parsed program's nodes in its pool", test_pooled_nodes},
         {"1000 mutated examples", test_mutations},
         {"allocation failures", test_alloc_failures},
         CU_TEST_INFO_NULL,
