@@ -60,6 +60,12 @@ typedef struct pool_chunk {
 
 struct hn_node_pool {
     pool_chunk *top;
+    /* while parsing: the leaves that stand for a value alone (numbers,
+     * world, nstreams), one node per value, shared by every use (their
+     * positions name nothing: messages take the enclosing ones) */
+    hn_expr **leaves; /* open addressing, at most half full */
+    int nleaves, leaves_cap;
+    hn_expr *world, *nstreams;
 };
 
 /* The pool that this thread's parser fills, or NULL. */
@@ -97,10 +103,19 @@ static void *pool_take(size_t n)
     return p;
 }
 
+static void leaves_free(struct hn_node_pool *pl)
+{
+    hn_free(pl->leaves);
+    pl->leaves = NULL;
+    pl->nleaves = pl->leaves_cap = 0;
+    pl->world = pl->nstreams = NULL;
+}
+
 static void pool_free(struct hn_node_pool *pl)
 {
     if (pl == NULL)
         return;
+    leaves_free(pl);
     while (pl->top != NULL) {
         pool_chunk *c = pl->top;
         pl->top = c->prev;
@@ -119,8 +134,10 @@ int hn_prog_pool_begin(hn_program *p)
 
 void hn_prog_pool_end(hn_program *p)
 {
-    if (cur_pool != NULL && cur_pool == p->pool)
+    if (cur_pool != NULL && cur_pool == p->pool) {
+        leaves_free(cur_pool); /* the program is built: nothing more to share */
         cur_pool = NULL;
+    }
 }
 
 int hn_block_seal(hn_block *b)
@@ -155,20 +172,71 @@ static hn_expr *ex_new(hn_expr_kind kind)
     return e;
 }
 
-hn_expr *hn_ex_int(int64_t v)
+static uint64_t leaf_bits(const hn_expr *e)
 {
-    hn_expr *e = ex_new(HN_EX_INT);
-    if (e != NULL)
-        e->ival = v;
+    uint64_t bits;
+    memcpy(&bits, &e->ival, sizeof(bits)); /* ival and fval share it */
+    return bits;
+}
+
+static uint32_t leaf_hash(hn_expr_kind kind, uint64_t bits)
+{
+    bits ^= (uint64_t)kind * 0x9e3779b97f4a7c15u;
+    bits *= 0xff51afd7ed558ccdu;
+    return (uint32_t)(bits >> 32);
+}
+
+/* The slot of the leaf (kind, bits) in pl's table: it, or an empty one. */
+static hn_expr **leaf_slot(struct hn_node_pool *pl, hn_expr_kind kind, uint64_t bits)
+{
+    uint32_t mask = (uint32_t)pl->leaves_cap - 1;
+    for (uint32_t h = leaf_hash(kind, bits) & mask;; h = (h + 1) & mask) {
+        hn_expr *e = pl->leaves[h];
+        if (e == NULL || (e->kind == kind && leaf_bits(e) == bits))
+            return &pl->leaves[h];
+    }
+}
+
+/* A number (kind HN_EX_INT or HN_EX_FLOAT, value bits): the pool's node
+ * for it while parsing, else a node of its own. */
+static hn_expr *ex_number(hn_expr_kind kind, uint64_t bits)
+{
+    struct hn_node_pool *pl = cur_pool;
+    hn_expr **slot, *e;
+    if (pl != NULL && 2 * (pl->nleaves + 1) > pl->leaves_cap) { /* grow: at most half full */
+        int cap = pl->leaves_cap ? 2 * pl->leaves_cap : 1024;
+        hn_expr **old = pl->leaves;
+        int oldcap = pl->leaves_cap;
+        if ((pl->leaves = hn_calloc((size_t)cap, sizeof(*pl->leaves))) == NULL) {
+            pl->leaves = old;
+            return NULL;
+        }
+        pl->leaves_cap = cap;
+        for (int i = 0; i < oldcap; i++)
+            if (old[i] != NULL)
+                *leaf_slot(pl, (hn_expr_kind)old[i]->kind, leaf_bits(old[i])) = old[i];
+        hn_free(old);
+    }
+    if (pl != NULL && *(slot = leaf_slot(pl, kind, bits)) != NULL)
+        return *slot;
+    if ((e = ex_new(kind)) == NULL)
+        return NULL;
+    memcpy(&e->ival, &bits, sizeof(bits));
+    if (pl != NULL) {
+        e->pooled = 2; /* shared */
+        *slot = e;
+        pl->nleaves++;
+    }
     return e;
 }
 
+hn_expr *hn_ex_int(int64_t v) { return ex_number(HN_EX_INT, (uint64_t)v); }
+
 hn_expr *hn_ex_float(double v)
 {
-    hn_expr *e = ex_new(HN_EX_FLOAT);
-    if (e != NULL)
-        e->fval = v;
-    return e;
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof(bits));
+    return ex_number(HN_EX_FLOAT, bits);
 }
 
 hn_expr *hn_ex_var(int var)
@@ -179,7 +247,24 @@ hn_expr *hn_ex_var(int var)
     return e;
 }
 
-hn_expr *hn_ex_leaf(hn_expr_kind kind) { return ex_new(kind); }
+hn_expr *hn_ex_leaf(hn_expr_kind kind)
+{
+    /* world and nstreams: one node each while parsing (rank keeps its
+     * own: 'rank' is not allowed here names its position) */
+    hn_expr **one = cur_pool == NULL ? NULL
+                    : kind == HN_EX_WORLD    ? &cur_pool->world
+                    : kind == HN_EX_NSTREAMS ? &cur_pool->nstreams
+                                             : NULL;
+    hn_expr *e;
+    if (one != NULL && *one != NULL)
+        return *one;
+    e = ex_new(kind);
+    if (one != NULL && e != NULL) {
+        e->pooled = 2; /* shared */
+        *one = e;
+    }
+    return e;
+}
 
 hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a)
 {

@@ -125,7 +125,9 @@ struct hn_expr {
     int line, col;
     unsigned char kind; /* hn_expr_kind */
     unsigned char op;   /* hn_binop */
-    unsigned char pooled; /* in a program's pool: hn_expr_free leaves it there */
+    unsigned char pooled; /* in a program's pool: hn_expr_free leaves it there;
+                           * 2: a leaf shared by its uses (numbers, world,
+                           * nstreams), positionless */
 };
 
 /* Values the evaluator needs; `vals` is indexed by variable slot. */

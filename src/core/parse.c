@@ -183,7 +183,7 @@ static hn_expr *expr_prec(parser *ps, int minprec);
 
 static hn_expr *located(hn_expr *e, int line, int col)
 {
-    if (e != NULL && e->line == 0) {
+    if (e != NULL && e->line == 0 && e->pooled != 2) { /* a shared leaf has no position */
         e->line = line;
         e->col = col;
     }

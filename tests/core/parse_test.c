@@ -244,6 +244,18 @@ static void test_pooled_nodes(void)
     CU_ASSERT_EQUAL(p->body.items[1]->body.n, 2);
     CU_ASSERT_EQUAL(hn_prog_finish(p), HN_OK);
     hn_prog_free(p);
+    /* numbers, world and nstreams: one node per value, shared by its uses */
+    p = hn_test_parse("a = 3 + world\nb = 3 * world - 0 + nstreams\nc = -3 + rank\n", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_EQUAL(p->body.items[0]->e[0]->a, p->body.items[1]->e[0]->a->a->a);
+    CU_ASSERT_PTR_EQUAL(p->body.items[0]->e[0]->b, p->body.items[1]->e[0]->a->a->b);
+    CU_ASSERT_PTR_EQUAL(p->body.items[0]->e[0]->a, p->body.items[2]->e[0]->a->a);
+    CU_ASSERT_EQUAL(p->body.items[0]->e[0]->a->ival, 3);
+    CU_ASSERT_EQUAL(p->body.items[0]->e[0]->a->pooled, 2);
+    CU_ASSERT_EQUAL(p->body.items[0]->e[0]->a->line, 0); /* positionless */
+    CU_ASSERT_EQUAL(p->body.items[2]->e[0]->b->pooled, 1); /* rank keeps its position */
+    CU_ASSERT_EQUAL(p->body.items[2]->e[0]->b->col, 10);
+    hn_prog_free(p);
 }
 
 static const char *tokens[] = {"{", "}", "(", ")", "[", "]", ",", "<-", "..", "=", "\n", "0", "-1", "99999",
