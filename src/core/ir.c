@@ -51,6 +51,13 @@ const char *hn_via_variant(hn_backend_kind b, int get)
  * their program: millions of small nodes without a malloc header each (and
  * without malloc's rounding). */
 #define POOL_CHUNK ((size_t)1 << 20)
+/* -DHN_POOL_DEBUG: every node a block of its own, of its size (valgrind
+ * or ASan then see a read past the parts a pooled instruction has) */
+#ifdef HN_POOL_DEBUG
+#define POOL_DEBUG 1
+#else
+#define POOL_DEBUG 0
+#endif
 
 typedef struct pool_chunk {
     struct pool_chunk *prev;
@@ -82,8 +89,8 @@ static void *pool_take(size_t n)
         return NULL;
     n = (n + 7) & ~(size_t)7;
     c = pl->top;
-    if (c == NULL || c->size - c->used < n) {
-        int big = n > POOL_CHUNK / 4;
+    if (c == NULL || c->size - c->used < n || POOL_DEBUG) {
+        int big = n > POOL_CHUNK / 4 || POOL_DEBUG;
         size_t size = big ? n : POOL_CHUNK - sizeof(pool_chunk) - 64;
         if ((c = hn_malloc(sizeof(pool_chunk) + size)) == NULL)
             return NULL;
@@ -506,18 +513,56 @@ hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,
 
 /* ---- instructions ---- */
 
+/* The tier of the parts a form has (hn_instr.pooled); a compute op that
+ * may become pipelined (matmul C <- allgather(A), B pipelined()) has all. */
+static int tier_of(hn_op op)
+{
+    switch (hn_op_table[op].form) {
+    case HN_FORM_LET:
+    case HN_FORM_IF:
+    case HN_FORM_FOR:
+    case HN_FORM_STREAM:
+    case HN_FORM_BARE:
+    case HN_FORM_CURRENT_STREAM:
+    case HN_FORM_WAIT:
+    case HN_FORM_GROUP: return HN_POOL_SHORT;
+    case HN_FORM_FREE:
+    case HN_FORM_SELECT:
+    case HN_FORM_CHUNK:
+    case HN_FORM_TRANSPOSE:
+    case HN_FORM_STREAMREF:
+    case HN_FORM_P2P: return HN_POOL_OPERANDS;
+    case HN_FORM_COMPUTE:
+        for (int k = 0; k < HN_OP_COUNT; k++)
+            if (hn_op_table[k].form == HN_FORM_PIPELINED && strcmp(hn_op_table[k].keyword, hn_op_table[op].keyword) == 0)
+                return HN_POOL_ALL;
+        return HN_POOL_OPERANDS;
+    default: return HN_POOL_ALL;
+    }
+}
+
+static size_t tier_bytes(int tier)
+{
+    return tier == HN_POOL_SHORT      ? offsetof(hn_instr, a)
+           : tier == HN_POOL_OPERANDS ? offsetof(hn_instr, type)
+                                      : sizeof(hn_instr);
+}
+
 hn_instr *hn_instr_new(hn_op op, int line, int col)
 {
-    hn_instr *in = cur_pool != NULL ? pool_take(sizeof(*in)) : hn_calloc(1, sizeof(*in));
+    int tier = cur_pool != NULL ? tier_of(op) : 0;
+    hn_instr *in = tier ? pool_take(tier_bytes(tier)) : hn_calloc(1, sizeof(*in));
     if (in == NULL)
         return NULL;
-    in->pooled = cur_pool != NULL;
+    in->pooled = (unsigned char)tier;
     in->op = op;
     in->line = line;
     in->col = col;
     in->dst = -1;
-    in->a.var = -1;
-    in->b.var = -1;
+    if (hn_instr_has_operands(in))
+        in->a.var = -1;
+    if (hn_instr_has_all(in))
+        in->b.var = -1;
     in->sref_var = -1;
     in->wait_var = -1;
     in->id = -1;
@@ -606,8 +651,14 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     int ok = 1;
     if (c == NULL)
         return NULL;
-    *c = *in;
-    c->pooled = 0; /* a copy is the caller's, never in a pool */
+    /* a copy is the caller's, never in a pool, with every part; those that
+     * in has not are as hn_instr_new makes them */
+    memcpy(c, in, tier_bytes(in->pooled));
+    c->pooled = 0;
+    if (!hn_instr_has_operands(in))
+        c->a.var = -1;
+    if (!hn_instr_has_all(in))
+        c->b.var = -1;
     /* own nothing yet, so that a failure half-way frees only copies */
     c->a.nidx = c->b.nidx = c->type.ndim = c->nteam = c->nargs = 0;
     c->a.idx = c->b.idx = NULL;
@@ -618,18 +669,22 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     memset(c->e, 0, sizeof(c->e));
     memset(&c->body, 0, sizeof(c->body));
     memset(&c->orelse, 0, sizeof(c->orelse));
-    ok = hn_tref_clone(&c->a, &in->a) == 0;
-    ok = ok && hn_tref_clone(&c->b, &in->b) == 0;
-    ok = ok && hn_type_clone(&c->type, &in->type) == 0;
+    if (hn_instr_has_operands(in)) {
+        ok = hn_tref_clone(&c->a, &in->a) == 0;
+        ok = ok && expr_slot_clone(&c->sref_index, in->sref_index) == 0;
+    }
+    if (hn_instr_has_all(in)) {
+        ok = ok && hn_tref_clone(&c->b, &in->b) == 0;
+        ok = ok && hn_type_clone(&c->type, &in->type) == 0;
+    }
     for (int i = 0; i < 3 && ok; i++)
         ok = expr_slot_clone(&c->e[i], in->e[i]) == 0;
-    ok = ok && expr_slot_clone(&c->sref_index, in->sref_index) == 0;
-    if (ok && in->nteam > 0) {
+    if (ok && in->nteam > 0 && hn_instr_has_all(in)) {
         ok = (c->team = hn_calloc((size_t)in->nteam, sizeof(*c->team))) != NULL;
         for (int i = 0; i < in->nteam && ok; i++, c->nteam++)
             ok = (c->team[i] = hn_expr_clone(in->team[i])) != NULL;
     }
-    for (int i = 0; i < in->nargs && ok; i++) {
+    for (int i = 0; i < in->nargs && ok && hn_instr_has_operands(in); i++) {
         hn_arg *arg = hn_instr_push_arg(c);
         ok = arg != NULL;
         if (ok) {
@@ -678,20 +733,24 @@ void hn_instr_free(hn_instr *in)
 {
     if (in == NULL)
         return;
-    hn_tref_clear(&in->a);
-    hn_tref_clear(&in->b);
-    hn_type_clear(&in->type);
     for (int i = 0; i < 3; i++)
         hn_expr_free(in->e[i]);
-    hn_expr_free(in->sref_index);
-    for (int i = 0; i < in->nteam; i++)
-        hn_expr_free(in->team[i]);
-    hn_free(in->team);
-    for (int i = 0; i < in->nargs; i++) {
-        hn_tref_clear(&in->args[i].t);
-        hn_expr_free(in->args[i].e);
+    if (hn_instr_has_operands(in)) {
+        hn_tref_clear(&in->a);
+        hn_expr_free(in->sref_index);
+        for (int i = 0; i < in->nargs; i++) {
+            hn_tref_clear(&in->args[i].t);
+            hn_expr_free(in->args[i].e);
+        }
+        hn_free(in->args);
     }
-    hn_free(in->args);
+    if (hn_instr_has_all(in)) {
+        hn_tref_clear(&in->b);
+        hn_type_clear(&in->type);
+        for (int i = 0; i < in->nteam; i++)
+            hn_expr_free(in->team[i]);
+        hn_free(in->team);
+    }
     hn_block_free(&in->body);
     hn_block_free(&in->orelse);
     if (!in->pooled)
@@ -701,7 +760,7 @@ void hn_instr_free(hn_instr *in)
 hn_arg *hn_instr_push_arg(hn_instr *in)
 {
     hn_arg *grown, *arg;
-    if (in->nargs >= HN_MAX_ARGS ||
+    if (in->nargs >= HN_MAX_ARGS || !hn_instr_has_operands(in) ||
         (grown = hn_realloc(in->args, (size_t)(in->nargs + 1) * sizeof(*grown))) == NULL)
         return NULL;
     in->args = grown;
@@ -1016,11 +1075,20 @@ static int type_eq(const eq_ctx *c, const hn_type *a, const hn_type *b)
 
 static int block_eq(const eq_ctx *c, const hn_block *a, const hn_block *b);
 
+/* An instruction's parts, or what one without them holds (hn_instr_new). */
+static const hn_tref no_tref = {-1, 0, NULL, 0, 0};
+static const hn_type no_type;
+
+static const hn_tref *part_a(const hn_instr *in) { return hn_instr_has_operands(in) ? &in->a : &no_tref; }
+static const hn_tref *part_b(const hn_instr *in) { return hn_instr_has_all(in) ? &in->b : &no_tref; }
+static const hn_type *part_type(const hn_instr *in) { return hn_instr_has_all(in) ? &in->type : &no_type; }
+static const hn_expr *part_sref(const hn_instr *in) { return hn_instr_has_operands(in) ? in->sref_index : NULL; }
+
 static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
 {
-    if (a->op != b->op || !name_equal(c, a->dst, b->dst) || !tref_eq(c, &a->a, &b->a) ||
-        !tref_eq(c, &a->b, &b->b) || !type_eq(c, &a->type, &b->type) ||
-        !name_equal(c, a->sref_var, b->sref_var) || !expr_eq(c, a->sref_index, b->sref_index) ||
+    if (a->op != b->op || !name_equal(c, a->dst, b->dst) || !tref_eq(c, part_a(a), part_a(b)) ||
+        !tref_eq(c, part_b(a), part_b(b)) || !type_eq(c, part_type(a), part_type(b)) ||
+        !name_equal(c, a->sref_var, b->sref_var) || !expr_eq(c, part_sref(a), part_sref(b)) ||
         a->redop != b->redop || a->via != b->via || a->get != b->get || a->team_kind != b->team_kind ||
         a->strategy != b->strategy || a->protocol != b->protocol || a->on_streams != b->on_streams ||
         a->nteam != b->nteam || !name_equal(c, a->wait_var, b->wait_var) ||
@@ -1029,6 +1097,7 @@ static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
     for (int i = 0; i < 3; i++)
         if (!expr_eq(c, a->e[i], b->e[i]))
             return 0;
+    /* nteam and nargs are 0 where the parts are missing */
     for (int i = 0; i < a->nteam; i++)
         if (!expr_eq(c, a->team[i], b->team[i]))
             return 0;

@@ -229,7 +229,12 @@ typedef struct hn_block {
 } hn_block;
 
 /* Ints first, then the small enumerations as bytes, then the pointers:
- * no padding, 192 bytes (a program of millions of instructions). */
+ * no padding, 192 bytes (a program of millions of instructions). The
+ * parts come in three tiers, so that a parsed instruction lies in its
+ * program's pool at the size of its form (`pooled`): every instruction has
+ * the first (up to e), most the second (a, args, sref_index: hn_instr_has_operands),
+ * a few the third (type, b, team: hn_instr_has_all); one that is not in a
+ * pool has all three. A form reads only its own parts (parse.c says which). */
 struct hn_instr {
     hn_op op;
     int id;         /* program-wide, in print order */
@@ -240,8 +245,8 @@ struct hn_instr {
     int nteam;
     int wait_var;   /* `wait name`; -1 = the last communication */
     unsigned char nargs;     /* at most HN_MAX_ARGS */
-    unsigned char pooled;    /* in a program's pool (hn_instr_free leaves it there); its
-                              * expressions too, its arrays not */
+    unsigned char pooled;    /* 0, or in a program's pool (hn_instr_free leaves it there), with
+                              * its expressions (not its arrays), at the size HN_POOL_* */
     unsigned char redop;     /* hn_redop */
     unsigned char via;       /* hn_backend_kind */
     unsigned char get;       /* the protocol's variant: via p2p: the receiver pulls (1) or the sender
@@ -251,15 +256,24 @@ struct hn_instr {
     unsigned char on_streams; /* `for ... on streams`: iterations go to stream(i % nstreams) */
     unsigned char team_kind; /* hn_team_kind */
     unsigned char else_if;   /* orelse is one `if`, written `else if` */
-    hn_tref a;      /* out / free target / view source / p2p buffer */
-    hn_tref b;      /* collective input */
-    hn_type type;   /* alloc type; view shape */
-    hn_expr *e[3];  /* form-specific: see parse.c (pipelined: chunks, streams; NULL = auto) */
-    hn_expr *sref_index; /* ... or stream(expr) */
-    hn_expr **team; /* list members, or range start, count[, stride] */
-    hn_arg *args;   /* nargs of them (at most HN_MAX_ARGS), NULL when none */
     hn_block body, orelse;
+    hn_expr *e[3];  /* form-specific: see parse.c (pipelined: chunks, streams; NULL = auto) */
+    /* the second tier */
+    hn_tref a;      /* out / free target / view source / p2p buffer */
+    hn_arg *args;   /* nargs of them (at most HN_MAX_ARGS), NULL when none */
+    hn_expr *sref_index; /* ... or stream(expr) */
+    /* the third tier */
+    hn_type type;   /* alloc type; view shape */
+    hn_tref b;      /* collective input */
+    hn_expr **team; /* list members, or range start, count[, stride] */
 };
+
+/* hn_instr.pooled: the parts a pooled instruction has */
+enum { HN_POOL_ALL = 1, HN_POOL_OPERANDS = 2, HN_POOL_SHORT = 3 };
+/* a, args and sref_index */
+static inline int hn_instr_has_operands(const hn_instr *in) { return in->pooled != HN_POOL_SHORT; }
+/* type, b and team */
+static inline int hn_instr_has_all(const hn_instr *in) { return in->pooled == 0 || in->pooled == HN_POOL_ALL; }
 
 hn_instr *hn_instr_new(hn_op op, int line, int col);
 /* Appends an operand (zeroed, t.var = -1) to in->args: it, or NULL when

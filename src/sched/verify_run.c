@@ -441,18 +441,22 @@ static void last_instr(int *last, const hn_instr *in, int i)
         last[in->sref_var] = i;
     if (in->wait_var >= 0)
         last[in->wait_var] = i;
-    last_tref(last, &in->a, i);
-    last_tref(last, &in->b, i);
-    for (int k = 0; k < in->type.ndim; k++)
-        last_expr(last, in->type.shape[k], i);
     for (int k = 0; k < 3; k++)
         last_expr(last, in->e[k], i);
-    last_expr(last, in->sref_index, i);
-    for (int k = 0; k < in->nteam; k++)
-        last_expr(last, in->team[k], i);
-    for (int k = 0; k < in->nargs; k++) {
-        last_tref(last, &in->args[k].t, i);
-        last_expr(last, in->args[k].e, i);
+    if (hn_instr_has_operands(in)) {
+        last_tref(last, &in->a, i);
+        last_expr(last, in->sref_index, i);
+        for (int k = 0; k < in->nargs; k++) {
+            last_tref(last, &in->args[k].t, i);
+            last_expr(last, in->args[k].e, i);
+        }
+    }
+    if (hn_instr_has_all(in)) {
+        last_tref(last, &in->b, i);
+        for (int k = 0; k < in->type.ndim; k++)
+            last_expr(last, in->type.shape[k], i);
+        for (int k = 0; k < in->nteam; k++)
+            last_expr(last, in->team[k], i);
     }
     last_block(last, &in->body, i);
     last_block(last, &in->orelse, i);

@@ -244,6 +244,37 @@ static void test_pooled_nodes(void)
     CU_ASSERT_EQUAL(p->body.items[1]->body.n, 2);
     CU_ASSERT_EQUAL(hn_prog_finish(p), HN_OK);
     hn_prog_free(p);
+    /* a pooled instruction has the parts of its form: a copy has them all */
+    p = hn_test_parse("input X : f32[4, 4] replicated\nk = 2\nT = alloc f32[4]\nr = select X, 0, k\n"
+                      "free T\nfor i in 0 .. 2 { wait }\n", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL_FATAL(p->body.n, 5);
+    CU_ASSERT_EQUAL(p->body.items[0]->pooled, HN_POOL_SHORT);
+    CU_ASSERT_EQUAL(p->body.items[1]->pooled, HN_POOL_ALL);
+    CU_ASSERT_EQUAL(p->body.items[2]->pooled, HN_POOL_OPERANDS);
+    CU_ASSERT_EQUAL(p->body.items[3]->pooled, HN_POOL_OPERANDS);
+    CU_ASSERT_EQUAL(p->body.items[4]->pooled, HN_POOL_SHORT);
+    CU_ASSERT_FALSE(hn_instr_has_operands(p->body.items[0]) || hn_instr_has_all(p->body.items[2]));
+    CU_ASSERT_PTR_NULL(hn_instr_push_arg(p->body.items[0]));
+    for (int i = 0; i < p->body.n; i++) {
+        hn_instr *k = hn_instr_clone(p->body.items[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+        CU_ASSERT(hn_instr_has_operands(k) && hn_instr_has_all(k));
+        CU_ASSERT_EQUAL(k->b.var, -1);
+        CU_ASSERT_PTR_NULL(k->team);
+        if (i == 0 || i == 4) {
+            CU_ASSERT_EQUAL(k->a.var, -1);
+            CU_ASSERT_PTR_NULL(k->args);
+            CU_ASSERT_PTR_NULL(k->sref_index);
+        }
+        if (i == 2) {
+            CU_ASSERT_EQUAL(k->a.var, p->body.items[2]->a.var);
+            CU_ASSERT_EQUAL(k->type.ndim, 0);
+        }
+        CU_ASSERT_EQUAL(k->body.n, p->body.items[i]->body.n);
+        hn_instr_free(k);
+    }
+    hn_prog_free(p);
     /* numbers, world and nstreams: one node per value, shared by its uses */
     p = hn_test_parse("a = 3 + world\nb = 3 * world - 0 + nstreams\nc = -3 + rank\n", NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
