@@ -72,7 +72,7 @@ struct hn_node_pool {
      * positions name nothing: messages take the enclosing ones) */
     hn_expr **leaves; /* open addressing, at most half full */
     int nleaves, leaves_cap;
-    hn_expr *world, *nstreams;
+    hn_expr *rank, *world, *nstreams;
 };
 
 /* The pool that this thread's parser fills, or NULL. */
@@ -115,7 +115,7 @@ static void leaves_free(struct hn_node_pool *pl)
     hn_free(pl->leaves);
     pl->leaves = NULL;
     pl->nleaves = pl->leaves_cap = 0;
-    pl->world = pl->nstreams = NULL;
+    pl->rank = pl->world = pl->nstreams = NULL;
 }
 
 static void pool_free(struct hn_node_pool *pl)
@@ -254,11 +254,12 @@ hn_expr *hn_ex_var(int var)
     return e;
 }
 
-hn_expr *hn_ex_leaf(hn_expr_kind kind)
+/* The pool's one node for rank, world or nstreams while parsing, else a
+ * node of its own. */
+hn_expr *hn_ex_leaf_shared(hn_expr_kind kind)
 {
-    /* world and nstreams: one node each while parsing (rank keeps its
-     * own: 'rank' is not allowed here names its position) */
     hn_expr **one = cur_pool == NULL ? NULL
+                    : kind == HN_EX_RANK     ? &cur_pool->rank
                     : kind == HN_EX_WORLD    ? &cur_pool->world
                     : kind == HN_EX_NSTREAMS ? &cur_pool->nstreams
                                              : NULL;
@@ -271,6 +272,13 @@ hn_expr *hn_ex_leaf(hn_expr_kind kind)
         *one = e;
     }
     return e;
+}
+
+hn_expr *hn_ex_leaf(hn_expr_kind kind)
+{
+    /* world and nstreams: one node each while parsing; rank a node of its
+     * own (hn_ex_leaf_shared: where no message may name its position) */
+    return kind == HN_EX_RANK ? ex_new(kind) : hn_ex_leaf_shared(kind);
 }
 
 hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a)
@@ -530,8 +538,8 @@ static int tier_of(hn_op op)
     case HN_FORM_SELECT:
     case HN_FORM_CHUNK:
     case HN_FORM_TRANSPOSE:
-    case HN_FORM_STREAMREF:
     case HN_FORM_P2P: return HN_POOL_OPERANDS;
+    case HN_FORM_STREAMREF: return HN_POOL_STREAMREF;
     case HN_FORM_COMPUTE:
         for (int k = 0; k < HN_OP_COUNT; k++)
             if (hn_op_table[k].form == HN_FORM_PIPELINED && strcmp(hn_op_table[k].keyword, hn_op_table[op].keyword) == 0)
@@ -543,9 +551,10 @@ static int tier_of(hn_op op)
 
 static size_t tier_bytes(int tier)
 {
-    return tier == HN_POOL_SHORT      ? offsetof(hn_instr, a)
-           : tier == HN_POOL_OPERANDS ? offsetof(hn_instr, type)
-                                      : sizeof(hn_instr);
+    return tier == HN_POOL_SHORT       ? offsetof(hn_instr, a)
+           : tier == HN_POOL_OPERANDS  ? offsetof(hn_instr, sref_index)
+           : tier == HN_POOL_STREAMREF ? offsetof(hn_instr, type)
+                                       : sizeof(hn_instr);
 }
 
 hn_instr *hn_instr_new(hn_op op, int line, int col)
@@ -561,9 +570,10 @@ hn_instr *hn_instr_new(hn_op op, int line, int col)
     in->dst = -1;
     if (hn_instr_has_operands(in))
         in->a.var = -1;
+    if (hn_instr_has_streamref(in))
+        in->sref_var = -1;
     if (hn_instr_has_all(in))
         in->b.var = -1;
-    in->sref_var = -1;
     in->wait_var = -1;
     in->id = -1;
     in->origin = -1;
@@ -657,6 +667,8 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     c->pooled = 0;
     if (!hn_instr_has_operands(in))
         c->a.var = -1;
+    if (!hn_instr_has_streamref(in))
+        c->sref_var = -1;
     if (!hn_instr_has_all(in))
         c->b.var = -1;
     /* own nothing yet, so that a failure half-way frees only copies */
@@ -669,10 +681,10 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     memset(c->e, 0, sizeof(c->e));
     memset(&c->body, 0, sizeof(c->body));
     memset(&c->orelse, 0, sizeof(c->orelse));
-    if (hn_instr_has_operands(in)) {
+    if (hn_instr_has_operands(in))
         ok = hn_tref_clone(&c->a, &in->a) == 0;
+    if (hn_instr_has_streamref(in))
         ok = ok && expr_slot_clone(&c->sref_index, in->sref_index) == 0;
-    }
     if (hn_instr_has_all(in)) {
         ok = ok && hn_tref_clone(&c->b, &in->b) == 0;
         ok = ok && hn_type_clone(&c->type, &in->type) == 0;
@@ -735,9 +747,10 @@ void hn_instr_free(hn_instr *in)
         return;
     for (int i = 0; i < 3; i++)
         hn_expr_free(in->e[i]);
+    if (hn_instr_has_streamref(in))
+        hn_expr_free(in->sref_index);
     if (hn_instr_has_operands(in)) {
         hn_tref_clear(&in->a);
-        hn_expr_free(in->sref_index);
         for (int i = 0; i < in->nargs; i++) {
             hn_tref_clear(&in->args[i].t);
             hn_expr_free(in->args[i].e);
@@ -1082,13 +1095,14 @@ static const hn_type no_type;
 static const hn_tref *part_a(const hn_instr *in) { return hn_instr_has_operands(in) ? &in->a : &no_tref; }
 static const hn_tref *part_b(const hn_instr *in) { return hn_instr_has_all(in) ? &in->b : &no_tref; }
 static const hn_type *part_type(const hn_instr *in) { return hn_instr_has_all(in) ? &in->type : &no_type; }
-static const hn_expr *part_sref(const hn_instr *in) { return hn_instr_has_operands(in) ? in->sref_index : NULL; }
+static const hn_expr *part_sref(const hn_instr *in) { return hn_instr_has_streamref(in) ? in->sref_index : NULL; }
+static int part_sref_var(const hn_instr *in) { return hn_instr_has_streamref(in) ? in->sref_var : -1; }
 
 static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
 {
     if (a->op != b->op || !name_equal(c, a->dst, b->dst) || !tref_eq(c, part_a(a), part_a(b)) ||
         !tref_eq(c, part_b(a), part_b(b)) || !type_eq(c, part_type(a), part_type(b)) ||
-        !name_equal(c, a->sref_var, b->sref_var) || !expr_eq(c, part_sref(a), part_sref(b)) ||
+        !name_equal(c, part_sref_var(a), part_sref_var(b)) || !expr_eq(c, part_sref(a), part_sref(b)) ||
         a->redop != b->redop || a->via != b->via || a->get != b->get || a->team_kind != b->team_kind ||
         a->strategy != b->strategy || a->protocol != b->protocol || a->on_streams != b->on_streams ||
         a->nteam != b->nteam || !name_equal(c, a->wait_var, b->wait_var) ||

@@ -22,6 +22,7 @@ typedef struct parser {
     int depth;       /* expressions being parsed, one inside the other */
     int block_depth; /* blocks being parsed, one inside the other */
     int in_group;
+    int rank_positions; /* > 0: where 'rank' is not allowed (the message names each one) */
 } parser;
 
 static const char *reserved[] = {
@@ -225,7 +226,8 @@ static hn_expr *primary(parser *ps)
     } else if (is_word(ps, "rank") || is_word(ps, "world") || is_word(ps, "nstreams")) {
         hn_expr_kind k = is_word(ps, "rank") ? HN_EX_RANK : is_word(ps, "world") ? HN_EX_WORLD : HN_EX_NSTREAMS;
         next(ps);
-        if ((e = hn_ex_leaf(k)) == NULL)
+        /* one node for all uses, but where a rank must be named in a message */
+        if ((e = k == HN_EX_RANK && ps->rank_positions > 0 ? hn_ex_leaf(k) : hn_ex_leaf_shared(k)) == NULL)
             oom(ps);
     } else if (is_word(ps, "min") || is_word(ps, "max")) {
         hn_expr_kind k = is_word(ps, "min") ? HN_EX_MIN : HN_EX_MAX;
@@ -540,7 +542,10 @@ static int pipe_count(parser *ps, hn_expr **slot)
         next(ps);
         return 1;
     }
-    return (*slot = expr(ps)) != NULL;
+    ps->rank_positions++; /* chunks and streams are fixed before a run: no rank */
+    *slot = expr(ps);
+    ps->rank_positions--;
+    return *slot != NULL;
 }
 
 /* Picks one of `n` words; -1 after an error listing them. */
@@ -1139,13 +1144,20 @@ static void program(parser *ps)
         if (ps->failed || ps->tok.kind == HN_T_EOF)
             return;
         if (is_word(ps, "param")) {
+            int ok;
             next(ps);
-            if (!param_decl(ps))
+            ps->rank_positions++; /* parameters and shapes of inputs and outputs: no rank */
+            ok = param_decl(ps);
+            ps->rank_positions--;
+            if (!ok)
                 return;
         } else if (is_word(ps, "input") || is_word(ps, "output")) {
-            int is_output = is_word(ps, "output");
+            int is_output = is_word(ps, "output"), ok;
             next(ps);
-            if (!io_decl(ps, is_output))
+            ps->rank_positions++;
+            ok = io_decl(ps, is_output);
+            ps->rank_positions--;
+            if (!ok)
                 return;
         } else if (is_word(ps, "reference")) {
             hn_token t = ps->tok;

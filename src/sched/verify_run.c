@@ -437,15 +437,17 @@ static void last_instr(int *last, const hn_instr *in, int i)
 {
     if (in->dst >= 0)
         last[in->dst] = i;
-    if (in->sref_var >= 0)
-        last[in->sref_var] = i;
     if (in->wait_var >= 0)
         last[in->wait_var] = i;
     for (int k = 0; k < 3; k++)
         last_expr(last, in->e[k], i);
+    if (hn_instr_has_streamref(in)) {
+        if (in->sref_var >= 0)
+            last[in->sref_var] = i;
+        last_expr(last, in->sref_index, i);
+    }
     if (hn_instr_has_operands(in)) {
         last_tref(last, &in->a, i);
-        last_expr(last, in->sref_index, i);
         for (int k = 0; k < in->nargs; k++) {
             last_tref(last, &in->args[k].t, i);
             last_expr(last, in->args[k].e, i);

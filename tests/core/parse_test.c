@@ -284,9 +284,20 @@ static void test_pooled_nodes(void)
     CU_ASSERT_EQUAL(p->body.items[0]->e[0]->a->ival, 3);
     CU_ASSERT_EQUAL(p->body.items[0]->e[0]->a->pooled, 2);
     CU_ASSERT_EQUAL(p->body.items[0]->e[0]->a->line, 0); /* positionless */
-    CU_ASSERT_EQUAL(p->body.items[2]->e[0]->b->pooled, 1); /* rank keeps its position */
-    CU_ASSERT_EQUAL(p->body.items[2]->e[0]->b->col, 10);
+    CU_ASSERT_EQUAL(p->body.items[2]->e[0]->b->pooled, 2); /* rank too, in statements */
     hn_prog_free(p);
+    /* rank keeps a node and position of its own where it is not allowed */
+    p = hn_test_parse("param P = 4\n", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    hn_prog_free(p);
+    {
+        char *diag = NULL;
+        CU_ASSERT_PTR_NULL(hn_test_parse("x = rank\nparam P = 2 * rank\n", &diag));
+        CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, ":2:15: error: 'rank' is not allowed here") : NULL);
+        if (diag != NULL && strstr(diag, ":2:15:") == NULL)
+            fputs(diag, stderr);
+        hn_string_free(diag);
+    }
 }
 
 static const char *tokens[] = {"{", "}", "(", ")", "[", "]", ",", "<-", "..", "=", "\n", "0", "-1", "99999",
