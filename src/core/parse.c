@@ -1,8 +1,11 @@
 /* Parser: text -> hn_program. Stops at the first error, reported as
  * `file:line:col: error: message`; frees everything it built on failure.
  * The grammar rule is written above each function (docs/SYNTAX.md has all). */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ir.h"
 #include "lex.h"
@@ -23,6 +26,9 @@ typedef struct parser {
     int block_depth; /* blocks being parsed, one inside the other */
     int in_group;
     int rank_positions; /* > 0: where 'rank' is not allowed (the message names each one) */
+    /* hn_parse_consuming: the text's whole pages from `given` to `end` may be
+     * given back once parsed (given == NULL: none) */
+    char *given, *end;
 } parser;
 
 static const char *reserved[] = {
@@ -1135,6 +1141,19 @@ fail:
     return 0;
 }
 
+/* Gives back the text's whole pages before the current token, 4 MiB at a
+ * time (hn_parse_consuming): no token before it is read again. */
+static void give_back_text(parser *ps)
+{
+    const size_t batch = (size_t)4 << 20;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t upto = (uintptr_t)ps->tok.s & ~(page - 1);
+    if (ps->given == NULL || ps->tok.s == NULL || (char *)upto > ps->end || upto < (uintptr_t)ps->given + batch)
+        return;
+    (void)madvise(ps->given, (size_t)(upto - (uintptr_t)ps->given), MADV_DONTNEED);
+    ps->given = (char *)upto;
+}
+
 /* program := { param | io | 'reference' block | stmt } */
 static void program(parser *ps)
 {
@@ -1143,6 +1162,7 @@ static void program(parser *ps)
         skip_newlines(ps);
         if (ps->failed || ps->tok.kind == HN_T_EOF)
             return;
+        give_back_text(ps);
         if (is_word(ps, "param")) {
             int ok;
             next(ps);
@@ -1209,12 +1229,33 @@ hn_status_t hn_parse_stmts(hn_program *p, const char *text, size_t len, hn_block
     return ps.nomem ? HN_ERR_NOMEM : HN_ERR_PARSE;
 }
 
+static hn_status_t parse_text(const char *text, size_t len, const char *filename, hn_program **out,
+                              hn_strbuf *diag, char *consumable);
+
 hn_status_t hn_parse(const char *text, size_t len, const char *filename,
                      hn_program **out, hn_strbuf *diag)
+{
+    return parse_text(text, len, filename, out, diag, NULL);
+}
+
+hn_status_t hn_parse_consuming(char *text, size_t len, const char *filename, hn_program **out, hn_strbuf *diag)
+{
+    return parse_text(text, len, filename, out, diag, text);
+}
+
+static hn_status_t parse_text(const char *text, size_t len, const char *filename, hn_program **out,
+                              hn_strbuf *diag, char *consumable)
 {
     parser ps;
     hn_status_t st;
     memset(&ps, 0, sizeof(ps));
+    if (consumable != NULL) { /* the whole pages inside it, never the one its start shares */
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        ps.given = (char *)(((uintptr_t)consumable + page - 1) & ~(page - 1));
+        ps.end = (char *)(((uintptr_t)consumable + len) & ~(page - 1));
+        if (ps.given >= ps.end)
+            ps.given = ps.end = NULL;
+    }
     ps.file = filename ? filename : "<input>";
     ps.diag = diag;
     ps.prog = hn_prog_new(ps.file);
