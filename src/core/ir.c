@@ -67,9 +67,9 @@ typedef struct pool_chunk {
 
 struct hn_node_pool {
     pool_chunk *top;
-    /* while parsing: the leaves that stand for a value alone (numbers,
-     * world, nstreams), one node per value, shared by every use (their
-     * positions name nothing: messages take the enclosing ones) */
+    /* while parsing: the nodes shared by every use (ex_node: numbers, and
+     * nodes of shared operands only), one per value (their positions name
+     * nothing: messages take the enclosing ones) */
     hn_expr **leaves; /* open addressing, at most half full */
     int nleaves, leaves_cap;
     hn_expr *rank, *world, *nstreams;
@@ -107,6 +107,25 @@ static void *pool_take(size_t n)
     p = (char *)c->data + c->used;
     c->used += n;
     memset(p, 0, n);
+    return p;
+}
+
+/* old (old_n bytes of the current pool, or NULL) grown to n bytes: in
+ * place when it was the last taken, else moved (the old bytes stay
+ * unused); the new bytes zeroed. NULL when out of memory. */
+static void *pool_grow(void *old, size_t old_n, size_t n)
+{
+    pool_chunk *c = cur_pool != NULL ? cur_pool->top : NULL;
+    void *p;
+    old_n = (old_n + 7) & ~(size_t)7;
+    if (old != NULL && c != NULL && !POOL_DEBUG && (char *)old + old_n == (char *)c->data + c->used &&
+        c->size - c->used >= ((n + 7) & ~(size_t)7) - old_n) {
+        c->used += ((n + 7) & ~(size_t)7) - old_n;
+        memset((char *)old + old_n, 0, ((n + 7) & ~(size_t)7) - old_n);
+        return old;
+    }
+    if ((p = pool_take(n)) != NULL && old != NULL)
+        memcpy(p, old, old_n < n ? old_n : n);
     return p;
 }
 
@@ -186,31 +205,67 @@ static uint64_t leaf_bits(const hn_expr *e)
     return bits;
 }
 
-static uint32_t leaf_hash(hn_expr_kind kind, uint64_t bits)
+static int is_number(int kind) { return kind == HN_EX_INT || kind == HN_EX_FLOAT; }
+
+/* A shared node's identity: a number by its value, any other node by its
+ * operator and its (shared) operands. */
+typedef struct node_key {
+    int kind, op;
+    uint64_t bits;
+    const hn_expr *a, *b;
+} node_key;
+
+static node_key key_of(const hn_expr *e)
 {
-    bits ^= (uint64_t)kind * 0x9e3779b97f4a7c15u;
-    bits *= 0xff51afd7ed558ccdu;
-    return (uint32_t)(bits >> 32);
+    node_key k = {e->kind, e->op, 0, e->a, e->b};
+    if (is_number(e->kind)) {
+        k.bits = leaf_bits(e);
+        k.op = 0;
+        k.a = k.b = NULL;
+    }
+    return k;
 }
 
-/* The slot of the leaf (kind, bits) in pl's table: it, or an empty one. */
-static hn_expr **leaf_slot(struct hn_node_pool *pl, hn_expr_kind kind, uint64_t bits)
+static uint32_t key_hash(const node_key *k)
+{
+    uint64_t h = k->bits ^ ((uint64_t)k->kind << 56) ^ ((uint64_t)k->op << 48);
+    h ^= (uint64_t)(uintptr_t)k->a * 0x9e3779b97f4a7c15u;
+    h ^= (uint64_t)(uintptr_t)k->b * 0xc2b2ae3d27d4eb4fu;
+    h *= 0xff51afd7ed558ccdu;
+    return (uint32_t)(h >> 32);
+}
+
+static int key_is(const hn_expr *e, const node_key *k)
+{
+    if (e->kind != k->kind)
+        return 0;
+    if (is_number(k->kind))
+        return leaf_bits(e) == k->bits;
+    return e->op == k->op && e->a == k->a && e->b == k->b;
+}
+
+/* The slot of the node k in pl's table: it, or an empty one. */
+static hn_expr **node_slot(struct hn_node_pool *pl, const node_key *k)
 {
     uint32_t mask = (uint32_t)pl->leaves_cap - 1;
-    for (uint32_t h = leaf_hash(kind, bits) & mask;; h = (h + 1) & mask) {
+    for (uint32_t h = key_hash(k) & mask;; h = (h + 1) & mask) {
         hn_expr *e = pl->leaves[h];
-        if (e == NULL || (e->kind == kind && leaf_bits(e) == bits))
+        if (e == NULL || key_is(e, k))
             return &pl->leaves[h];
     }
 }
 
-/* A number (kind HN_EX_INT or HN_EX_FLOAT, value bits): the pool's node
- * for it while parsing, else a node of its own. */
-static hn_expr *ex_number(hn_expr_kind kind, uint64_t bits)
+/* A node of kind k. While parsing, a number, or a node whose operands are
+ * all shared (numbers, world, nstreams, rank, and nodes of them only: no
+ * message names a position in it), is the pool's one node for it, shared
+ * by every use (pooled 2, positionless); else a node of its own. */
+static hn_expr *ex_node(const node_key *k)
 {
     struct hn_node_pool *pl = cur_pool;
-    hn_expr **slot, *e;
-    if (pl != NULL && 2 * (pl->nleaves + 1) > pl->leaves_cap) { /* grow: at most half full */
+    hn_expr **slot = NULL, *e;
+    int share = pl != NULL && (is_number(k->kind) || ((k->a == NULL || k->a->pooled == 2) &&
+                                                       (k->b == NULL || k->b->pooled == 2)));
+    if (share && 2 * (pl->nleaves + 1) > pl->leaves_cap) { /* grow: at most half full */
         int cap = pl->leaves_cap ? 2 * pl->leaves_cap : 1024;
         hn_expr **old = pl->leaves;
         int oldcap = pl->leaves_cap;
@@ -220,21 +275,35 @@ static hn_expr *ex_number(hn_expr_kind kind, uint64_t bits)
         }
         pl->leaves_cap = cap;
         for (int i = 0; i < oldcap; i++)
-            if (old[i] != NULL)
-                *leaf_slot(pl, (hn_expr_kind)old[i]->kind, leaf_bits(old[i])) = old[i];
+            if (old[i] != NULL) {
+                node_key ok = key_of(old[i]);
+                *node_slot(pl, &ok) = old[i];
+            }
         hn_free(old);
     }
-    if (pl != NULL && *(slot = leaf_slot(pl, kind, bits)) != NULL)
+    if (share && *(slot = node_slot(pl, k)) != NULL)
         return *slot;
-    if ((e = ex_new(kind)) == NULL)
+    if ((e = ex_new((hn_expr_kind)k->kind)) == NULL)
         return NULL;
-    memcpy(&e->ival, &bits, sizeof(bits));
-    if (pl != NULL) {
+    if (is_number(k->kind)) {
+        memcpy(&e->ival, &k->bits, sizeof(k->bits));
+    } else {
+        e->op = (unsigned char)k->op;
+        e->a = (hn_expr *)k->a;
+        e->b = (hn_expr *)k->b;
+    }
+    if (share) {
         e->pooled = 2; /* shared */
         *slot = e;
         pl->nleaves++;
     }
     return e;
+}
+
+static hn_expr *ex_number(hn_expr_kind kind, uint64_t bits)
+{
+    node_key k = {kind, 0, bits, NULL, NULL};
+    return ex_node(&k);
 }
 
 hn_expr *hn_ex_int(int64_t v) { return ex_number(HN_EX_INT, (uint64_t)v); }
@@ -283,36 +352,28 @@ hn_expr *hn_ex_leaf(hn_expr_kind kind)
 
 hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a)
 {
-    hn_expr *e = a != NULL ? ex_new(kind) : NULL;
-    if (e == NULL) {
+    node_key k = {kind, 0, 0, a, NULL};
+    hn_expr *e = a != NULL ? ex_node(&k) : NULL;
+    if (e == NULL)
         hn_expr_free(a);
-        return NULL;
-    }
-    e->a = a;
     return e;
 }
 
-hn_expr *hn_ex_bin(hn_binop op, hn_expr *a, hn_expr *b)
+/* A node of two operands (taking them; both freed when out of memory). */
+static hn_expr *ex_two(hn_expr_kind kind, hn_binop op, hn_expr *a, hn_expr *b)
 {
-    hn_expr *e = (a != NULL && b != NULL) ? ex_new(HN_EX_BIN) : NULL;
+    node_key k = {kind, op, 0, a, b};
+    hn_expr *e = (a != NULL && b != NULL) ? ex_node(&k) : NULL;
     if (e == NULL) {
         hn_expr_free(a);
         hn_expr_free(b);
-        return NULL;
     }
-    e->op = op;
-    e->a = a;
-    e->b = b;
     return e;
 }
 
-hn_expr *hn_ex_call(hn_expr_kind kind, hn_expr *a, hn_expr *b)
-{
-    hn_expr *e = hn_ex_bin(HN_B_ADD, a, b);
-    if (e != NULL)
-        e->kind = kind;
-    return e;
-}
+hn_expr *hn_ex_bin(hn_binop op, hn_expr *a, hn_expr *b) { return ex_two(HN_EX_BIN, op, a, b); }
+
+hn_expr *hn_ex_call(hn_expr_kind kind, hn_expr *a, hn_expr *b) { return ex_two(kind, HN_B_ADD, a, b); }
 
 hn_expr *hn_expr_clone(const hn_expr *e)
 {
@@ -532,14 +593,14 @@ static int tier_of(hn_op op)
     case HN_FORM_STREAM:
     case HN_FORM_BARE:
     case HN_FORM_CURRENT_STREAM:
-    case HN_FORM_WAIT:
     case HN_FORM_GROUP: return HN_POOL_SHORT;
     case HN_FORM_FREE:
     case HN_FORM_SELECT:
     case HN_FORM_CHUNK:
     case HN_FORM_TRANSPOSE:
     case HN_FORM_P2P: return HN_POOL_OPERANDS;
-    case HN_FORM_STREAMREF: return HN_POOL_STREAMREF;
+    case HN_FORM_STREAMREF:
+    case HN_FORM_WAIT: return HN_POOL_STREAMREF;
     case HN_FORM_COMPUTE:
         for (int k = 0; k < HN_OP_COUNT; k++)
             if (hn_op_table[k].form == HN_FORM_PIPELINED && strcmp(hn_op_table[k].keyword, hn_op_table[op].keyword) == 0)
@@ -570,11 +631,12 @@ hn_instr *hn_instr_new(hn_op op, int line, int col)
     in->dst = -1;
     if (hn_instr_has_operands(in))
         in->a.var = -1;
-    if (hn_instr_has_streamref(in))
+    if (hn_instr_has_streamref(in)) {
         in->sref_var = -1;
+        in->wait_var = -1;
+    }
     if (hn_instr_has_all(in))
         in->b.var = -1;
-    in->wait_var = -1;
     in->id = -1;
     in->origin = -1;
     /* a pipelined statement picks its communicator itself unless told */
@@ -668,7 +730,7 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     if (!hn_instr_has_operands(in))
         c->a.var = -1;
     if (!hn_instr_has_streamref(in))
-        c->sref_var = -1;
+        c->sref_var = c->wait_var = -1;
     if (!hn_instr_has_all(in))
         c->b.var = -1;
     /* own nothing yet, so that a failure half-way frees only copies */
@@ -691,7 +753,7 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     }
     for (int i = 0; i < 3 && ok; i++)
         ok = expr_slot_clone(&c->e[i], in->e[i]) == 0;
-    if (ok && in->nteam > 0 && hn_instr_has_all(in)) {
+    if (ok && hn_instr_has_all(in) && in->nteam > 0) {
         ok = (c->team = hn_calloc((size_t)in->nteam, sizeof(*c->team))) != NULL;
         for (int i = 0; i < in->nteam && ok; i++, c->nteam++)
             ok = (c->team[i] = hn_expr_clone(in->team[i])) != NULL;
@@ -755,7 +817,8 @@ void hn_instr_free(hn_instr *in)
             hn_tref_clear(&in->args[i].t);
             hn_expr_free(in->args[i].e);
         }
-        hn_free(in->args);
+        if (!in->pooled) /* else they lie in the pool */
+            hn_free(in->args);
     }
     if (hn_instr_has_all(in)) {
         hn_tref_clear(&in->b);
@@ -773,9 +836,16 @@ void hn_instr_free(hn_instr *in)
 hn_arg *hn_instr_push_arg(hn_instr *in)
 {
     hn_arg *grown, *arg;
-    if (in->nargs >= HN_MAX_ARGS || !hn_instr_has_operands(in) ||
-        (grown = hn_realloc(in->args, (size_t)(in->nargs + 1) * sizeof(*grown))) == NULL)
+    if (in->nargs >= HN_MAX_ARGS || !hn_instr_has_operands(in))
         return NULL;
+    if (in->pooled) { /* its operands in the pool too, while it is being parsed */
+        if (cur_pool == NULL ||
+            (grown = pool_grow(in->args, (size_t)in->nargs * sizeof(*grown),
+                               (size_t)(in->nargs + 1) * sizeof(*grown))) == NULL)
+            return NULL;
+    } else if ((grown = hn_realloc(in->args, (size_t)(in->nargs + 1) * sizeof(*grown))) == NULL) {
+        return NULL;
+    }
     in->args = grown;
     arg = &in->args[in->nargs++];
     memset(arg, 0, sizeof(*arg));
@@ -1097,6 +1167,8 @@ static const hn_tref *part_b(const hn_instr *in) { return hn_instr_has_all(in) ?
 static const hn_type *part_type(const hn_instr *in) { return hn_instr_has_all(in) ? &in->type : &no_type; }
 static const hn_expr *part_sref(const hn_instr *in) { return hn_instr_has_streamref(in) ? in->sref_index : NULL; }
 static int part_sref_var(const hn_instr *in) { return hn_instr_has_streamref(in) ? in->sref_var : -1; }
+static int part_wait_var(const hn_instr *in) { return hn_instr_has_streamref(in) ? in->wait_var : -1; }
+static int part_nteam(const hn_instr *in) { return hn_instr_has_all(in) ? in->nteam : 0; }
 
 static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
 {
@@ -1105,14 +1177,14 @@ static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
         !name_equal(c, part_sref_var(a), part_sref_var(b)) || !expr_eq(c, part_sref(a), part_sref(b)) ||
         a->redop != b->redop || a->via != b->via || a->get != b->get || a->team_kind != b->team_kind ||
         a->strategy != b->strategy || a->protocol != b->protocol || a->on_streams != b->on_streams ||
-        a->nteam != b->nteam || !name_equal(c, a->wait_var, b->wait_var) ||
+        part_nteam(a) != part_nteam(b) || !name_equal(c, part_wait_var(a), part_wait_var(b)) ||
         a->nargs != b->nargs)
         return 0;
     for (int i = 0; i < 3; i++)
         if (!expr_eq(c, a->e[i], b->e[i]))
             return 0;
-    /* nteam and nargs are 0 where the parts are missing */
-    for (int i = 0; i < a->nteam; i++)
+    /* nargs is 0 where the operands are missing */
+    for (int i = 0; i < part_nteam(a); i++)
         if (!expr_eq(c, a->team[i], b->team[i]))
             return 0;
     for (int i = 0; i < a->nargs; i++)

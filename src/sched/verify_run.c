@@ -437,13 +437,13 @@ static void last_instr(int *last, const hn_instr *in, int i)
 {
     if (in->dst >= 0)
         last[in->dst] = i;
-    if (in->wait_var >= 0)
-        last[in->wait_var] = i;
     for (int k = 0; k < 3; k++)
         last_expr(last, in->e[k], i);
     if (hn_instr_has_streamref(in)) {
         if (in->sref_var >= 0)
             last[in->sref_var] = i;
+        if (in->wait_var >= 0)
+            last[in->wait_var] = i;
         last_expr(last, in->sref_index, i);
     }
     if (hn_instr_has_operands(in)) {

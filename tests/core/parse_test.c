@@ -286,6 +286,18 @@ static void test_pooled_nodes(void)
     CU_ASSERT_EQUAL(p->body.items[0]->e[0]->a->line, 0); /* positionless */
     CU_ASSERT_EQUAL(p->body.items[2]->e[0]->b->pooled, 2); /* rank too, in statements */
     hn_prog_free(p);
+    /* so is a node of shared operands only; one naming a variable is its own */
+    p = hn_test_parse("x = 1\na = (rank + 3) % world\nb = (rank + 3) % world\nc = (x + 3) % world\n"
+                      "d = (x + 3) % world\n", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_EQUAL(p->body.items[1]->e[0], p->body.items[2]->e[0]);
+    CU_ASSERT_EQUAL(p->body.items[1]->e[0]->pooled, 2);
+    CU_ASSERT_EQUAL(p->body.items[1]->e[0]->line, 0);
+    CU_ASSERT_PTR_NOT_EQUAL(p->body.items[3]->e[0], p->body.items[4]->e[0]);
+    CU_ASSERT_EQUAL(p->body.items[3]->e[0]->pooled, 1);
+    CU_ASSERT_EQUAL(p->body.items[3]->e[0]->a->a->col, 6); /* x keeps its position */
+    CU_ASSERT_PTR_EQUAL(p->body.items[3]->e[0]->b, p->body.items[1]->e[0]->b); /* world */
+    hn_prog_free(p);
     /* rank keeps a node and position of its own where it is not allowed */
     p = hn_test_parse("param P = 4\n", NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
