@@ -1,5 +1,6 @@
 /* Host IR construction, destruction, equality and scalar evaluation. */
 #include "ir.h"
+#include "ir_pool.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -45,301 +46,22 @@ const char *hn_via_variant(hn_backend_kind b, int get)
     return "";
 }
 
-/* ---- the node pool ---- */
-
-/* Chunks that a parser fills one after the other, freed all at once with
- * their program: millions of small nodes without a malloc header each (and
- * without malloc's rounding). */
-#define POOL_CHUNK ((size_t)1 << 20)
-/* -DHN_POOL_DEBUG: every node a block of its own, of its size (valgrind
- * or ASan then see a read past the parts a pooled instruction has) */
-#ifdef HN_POOL_DEBUG
-#define POOL_DEBUG 1
-#else
-#define POOL_DEBUG 0
-#endif
-
-typedef struct pool_chunk {
-    struct pool_chunk *prev;
-    size_t used, size;
-    max_align_t data[];
-} pool_chunk;
-
-struct hn_node_pool {
-    pool_chunk *top;
-    /* while parsing: the nodes shared by every use (ex_node: numbers, and
-     * nodes of shared operands only), one per value (their positions name
-     * nothing: messages take the enclosing ones) */
-    hn_expr **leaves; /* open addressing, at most half full */
-    int nleaves, leaves_cap;
-    hn_expr *rank, *world, *nstreams;
-};
-
-/* The pool that this thread's parser fills, or NULL. */
-static _Thread_local struct hn_node_pool *cur_pool;
-
-/* n zeroed bytes of the current pool (8-byte aligned), or NULL when out of
- * memory or when no pool is being filled. */
-static void *pool_take(size_t n)
-{
-    struct hn_node_pool *pl = cur_pool;
-    pool_chunk *c;
-    void *p;
-    if (pl == NULL)
-        return NULL;
-    n = (n + 7) & ~(size_t)7;
-    c = pl->top;
-    if (c == NULL || c->size - c->used < n || POOL_DEBUG) {
-        int big = n > POOL_CHUNK / 4 || POOL_DEBUG;
-        size_t size = big ? n : POOL_CHUNK - sizeof(pool_chunk) - 64;
-        if ((c = hn_malloc(sizeof(pool_chunk) + size)) == NULL)
-            return NULL;
-        c->used = 0;
-        c->size = size;
-        if (big && pl->top != NULL) { /* a chunk of its own, behind the one being filled */
-            c->prev = pl->top->prev;
-            pl->top->prev = c;
-        } else {
-            c->prev = pl->top;
-            pl->top = c;
-        }
-    }
-    p = (char *)c->data + c->used;
-    c->used += n;
-    memset(p, 0, n);
-    return p;
-}
-
-/* old (old_n bytes of the current pool, or NULL) grown to n bytes: in
- * place when it was the last taken, else moved (the old bytes stay
- * unused); the new bytes zeroed. NULL when out of memory. */
-static void *pool_grow(void *old, size_t old_n, size_t n)
-{
-    pool_chunk *c = cur_pool != NULL ? cur_pool->top : NULL;
-    void *p;
-    old_n = (old_n + 7) & ~(size_t)7;
-    if (old != NULL && c != NULL && !POOL_DEBUG && (char *)old + old_n == (char *)c->data + c->used &&
-        c->size - c->used >= ((n + 7) & ~(size_t)7) - old_n) {
-        c->used += ((n + 7) & ~(size_t)7) - old_n;
-        memset((char *)old + old_n, 0, ((n + 7) & ~(size_t)7) - old_n);
-        return old;
-    }
-    if ((p = pool_take(n)) != NULL && old != NULL)
-        memcpy(p, old, old_n < n ? old_n : n);
-    return p;
-}
-
-static void leaves_free(struct hn_node_pool *pl)
-{
-    hn_free(pl->leaves);
-    pl->leaves = NULL;
-    pl->nleaves = pl->leaves_cap = 0;
-    pl->rank = pl->world = pl->nstreams = NULL;
-}
-
-static void pool_free(struct hn_node_pool *pl)
-{
-    if (pl == NULL)
-        return;
-    leaves_free(pl);
-    while (pl->top != NULL) {
-        pool_chunk *c = pl->top;
-        pl->top = c->prev;
-        hn_free(c);
-    }
-    hn_free(pl);
-}
-
-int hn_prog_pool_begin(hn_program *p)
-{
-    if (p->pool == NULL && (p->pool = hn_calloc(1, sizeof(*p->pool))) == NULL)
-        return -1;
-    cur_pool = p->pool;
-    return 0;
-}
-
-void hn_prog_pool_end(hn_program *p)
-{
-    if (cur_pool != NULL && cur_pool == p->pool) {
-        leaves_free(cur_pool); /* the program is built: nothing more to share */
-        cur_pool = NULL;
-    }
-}
-
-int hn_block_seal(hn_block *b)
-{
-    hn_instr **items;
-    if (cur_pool == NULL || b->cap < 0)
-        return 0;
-    if (b->n == 0) {
-        hn_free(b->items);
-        memset(b, 0, sizeof(*b));
-        return 0;
-    }
-    if ((items = pool_take((size_t)b->n * sizeof(*items))) == NULL)
-        return -1;
-    memcpy(items, b->items, (size_t)b->n * sizeof(*items));
-    hn_free(b->items);
-    b->items = items;
-    b->cap = -1;
-    return 0;
-}
-
 /* ---- expressions ---- */
 
-static hn_expr *ex_new(hn_expr_kind kind)
-{
-    hn_expr *e = cur_pool != NULL ? pool_take(sizeof(*e)) : hn_calloc(1, sizeof(*e));
-    if (e != NULL) {
-        e->kind = kind;
-        e->var = -1;
-        e->pooled = cur_pool != NULL;
-    }
-    return e;
-}
-
-static uint64_t leaf_bits(const hn_expr *e)
-{
-    uint64_t bits;
-    memcpy(&bits, &e->ival, sizeof(bits)); /* ival and fval share it */
-    return bits;
-}
-
-static int is_number(int kind) { return kind == HN_EX_INT || kind == HN_EX_FLOAT; }
-
-/* A shared node's identity: a number by its value, any other node by its
- * operator and its (shared) operands. */
-typedef struct node_key {
-    int kind, op;
-    uint64_t bits;
-    const hn_expr *a, *b;
-} node_key;
-
-static node_key key_of(const hn_expr *e)
-{
-    node_key k = {e->kind, e->op, 0, e->a, e->b};
-    if (is_number(e->kind)) {
-        k.bits = leaf_bits(e);
-        k.op = 0;
-        k.a = k.b = NULL;
-    }
-    return k;
-}
-
-static uint32_t key_hash(const node_key *k)
-{
-    uint64_t h = k->bits ^ ((uint64_t)k->kind << 56) ^ ((uint64_t)k->op << 48);
-    h ^= (uint64_t)(uintptr_t)k->a * 0x9e3779b97f4a7c15u;
-    h ^= (uint64_t)(uintptr_t)k->b * 0xc2b2ae3d27d4eb4fu;
-    h *= 0xff51afd7ed558ccdu;
-    return (uint32_t)(h >> 32);
-}
-
-static int key_is(const hn_expr *e, const node_key *k)
-{
-    if (e->kind != k->kind)
-        return 0;
-    if (is_number(k->kind))
-        return leaf_bits(e) == k->bits;
-    return e->op == k->op && e->a == k->a && e->b == k->b;
-}
-
-/* The slot of the node k in pl's table: it, or an empty one. */
-static hn_expr **node_slot(struct hn_node_pool *pl, const node_key *k)
-{
-    uint32_t mask = (uint32_t)pl->leaves_cap - 1;
-    for (uint32_t h = key_hash(k) & mask;; h = (h + 1) & mask) {
-        hn_expr *e = pl->leaves[h];
-        if (e == NULL || key_is(e, k))
-            return &pl->leaves[h];
-    }
-}
-
-/* A node of kind k. While parsing, a number, or a node whose operands are
- * all shared (numbers, world, nstreams, rank, and nodes of them only: no
- * message names a position in it), is the pool's one node for it, shared
- * by every use (pooled 2, positionless); else a node of its own. */
-static hn_expr *ex_node(const node_key *k)
-{
-    struct hn_node_pool *pl = cur_pool;
-    hn_expr **slot = NULL, *e;
-    int share = pl != NULL && (is_number(k->kind) || ((k->a == NULL || k->a->pooled == 2) &&
-                                                       (k->b == NULL || k->b->pooled == 2)));
-    if (share && 2 * (pl->nleaves + 1) > pl->leaves_cap) { /* grow: at most half full */
-        int cap = pl->leaves_cap ? 2 * pl->leaves_cap : 1024;
-        hn_expr **old = pl->leaves;
-        int oldcap = pl->leaves_cap;
-        if ((pl->leaves = hn_calloc((size_t)cap, sizeof(*pl->leaves))) == NULL) {
-            pl->leaves = old;
-            return NULL;
-        }
-        pl->leaves_cap = cap;
-        for (int i = 0; i < oldcap; i++)
-            if (old[i] != NULL) {
-                node_key ok = key_of(old[i]);
-                *node_slot(pl, &ok) = old[i];
-            }
-        hn_free(old);
-    }
-    if (share && *(slot = node_slot(pl, k)) != NULL)
-        return *slot;
-    if ((e = ex_new((hn_expr_kind)k->kind)) == NULL)
-        return NULL;
-    if (is_number(k->kind)) {
-        memcpy(&e->ival, &k->bits, sizeof(k->bits));
-    } else {
-        e->op = (unsigned char)k->op;
-        e->a = (hn_expr *)k->a;
-        e->b = (hn_expr *)k->b;
-    }
-    if (share) {
-        e->pooled = 2; /* shared */
-        *slot = e;
-        pl->nleaves++;
-    }
-    return e;
-}
-
-static hn_expr *ex_number(hn_expr_kind kind, uint64_t bits)
-{
-    node_key k = {kind, 0, bits, NULL, NULL};
-    return ex_node(&k);
-}
-
-hn_expr *hn_ex_int(int64_t v) { return ex_number(HN_EX_INT, (uint64_t)v); }
+hn_expr *hn_ex_int(int64_t v) { return hn_npool_node(HN_EX_INT, 0, (uint64_t)v, NULL, NULL); }
 
 hn_expr *hn_ex_float(double v)
 {
     uint64_t bits;
     memcpy(&bits, &v, sizeof(bits));
-    return ex_number(HN_EX_FLOAT, bits);
+    return hn_npool_node(HN_EX_FLOAT, 0, bits, NULL, NULL);
 }
 
 hn_expr *hn_ex_var(int var)
 {
-    hn_expr *e = var >= 0 ? ex_new(HN_EX_VAR) : NULL;
+    hn_expr *e = var >= 0 ? hn_npool_expr(HN_EX_VAR) : NULL;
     if (e != NULL)
         e->var = var;
-    return e;
-}
-
-/* The pool's one node for rank, world or nstreams while parsing, else a
- * node of its own. */
-hn_expr *hn_ex_leaf_shared(hn_expr_kind kind)
-{
-    hn_expr **one = cur_pool == NULL ? NULL
-                    : kind == HN_EX_RANK     ? &cur_pool->rank
-                    : kind == HN_EX_WORLD    ? &cur_pool->world
-                    : kind == HN_EX_NSTREAMS ? &cur_pool->nstreams
-                                             : NULL;
-    hn_expr *e;
-    if (one != NULL && *one != NULL)
-        return *one;
-    e = ex_new(kind);
-    if (one != NULL && e != NULL) {
-        e->pooled = 2; /* shared */
-        *one = e;
-    }
     return e;
 }
 
@@ -347,13 +69,12 @@ hn_expr *hn_ex_leaf(hn_expr_kind kind)
 {
     /* world and nstreams: one node each while parsing; rank a node of its
      * own (hn_ex_leaf_shared: where no message may name its position) */
-    return kind == HN_EX_RANK ? ex_new(kind) : hn_ex_leaf_shared(kind);
+    return kind == HN_EX_RANK ? hn_npool_expr(kind) : hn_ex_leaf_shared(kind);
 }
 
 hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a)
 {
-    node_key k = {kind, 0, 0, a, NULL};
-    hn_expr *e = a != NULL ? ex_node(&k) : NULL;
+    hn_expr *e = a != NULL ? hn_npool_node(kind, 0, 0, a, NULL) : NULL;
     if (e == NULL)
         hn_expr_free(a);
     return e;
@@ -362,8 +83,7 @@ hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a)
 /* A node of two operands (taking them; both freed when out of memory). */
 static hn_expr *ex_two(hn_expr_kind kind, hn_binop op, hn_expr *a, hn_expr *b)
 {
-    node_key k = {kind, op, 0, a, b};
-    hn_expr *e = (a != NULL && b != NULL) ? ex_node(&k) : NULL;
+    hn_expr *e = (a != NULL && b != NULL) ? hn_npool_node(kind, op, 0, a, b) : NULL;
     if (e == NULL) {
         hn_expr_free(a);
         hn_expr_free(b);
@@ -620,8 +340,8 @@ static size_t tier_bytes(int tier)
 
 hn_instr *hn_instr_new(hn_op op, int line, int col)
 {
-    int tier = cur_pool != NULL ? tier_of(op) : 0;
-    hn_instr *in = tier ? pool_take(tier_bytes(tier)) : hn_calloc(1, sizeof(*in));
+    int tier = hn_npool_active() ? tier_of(op) : 0;
+    hn_instr *in = tier ? hn_npool_take(tier_bytes(tier)) : hn_calloc(1, sizeof(*in));
     if (in == NULL)
         return NULL;
     in->pooled = (unsigned char)tier;
@@ -839,8 +559,8 @@ hn_arg *hn_instr_push_arg(hn_instr *in)
     if (in->nargs >= HN_MAX_ARGS || !hn_instr_has_operands(in))
         return NULL;
     if (in->pooled) { /* its operands in the pool too, while it is being parsed */
-        if (cur_pool == NULL ||
-            (grown = pool_grow(in->args, (size_t)in->nargs * sizeof(*grown),
+        if (!hn_npool_active() ||
+            (grown = hn_npool_grow(in->args, (size_t)in->nargs * sizeof(*grown),
                                (size_t)(in->nargs + 1) * sizeof(*grown))) == NULL)
             return NULL;
     } else if ((grown = hn_realloc(in->args, (size_t)(in->nargs + 1) * sizeof(*grown))) == NULL) {
@@ -900,8 +620,7 @@ void hn_prog_free(hn_program *p)
 {
     if (p == NULL)
         return;
-    if (cur_pool != NULL && cur_pool == p->pool)
-        cur_pool = NULL;
+    hn_npool_stop(p);
     for (int i = p->npooled_names; i < p->nvars; i++) /* the others lie in the pool */
         hn_free(p->names[i]);
     hn_free(p->names);
@@ -918,7 +637,7 @@ void hn_prog_free(hn_program *p)
         hn_free(p->origins[i]);
     hn_free(p->origins);
     hn_free(p->filename);
-    pool_free(p->pool); /* last: the nodes freed above may lie in it */
+    hn_npool_free(p->pool); /* last: the nodes freed above may lie in it */
     hn_free(p);
 }
 
@@ -1003,8 +722,8 @@ int hn_prog_var(hn_program *p, const char *name, int len)
     if (slots_reserve(p) != 0 ||
         hn_grow((void **)&p->names, &p->names_cap, p->nvars, sizeof(*p->names)) != 0)
         return -1;
-    if (cur_pool != NULL && cur_pool == p->pool && p->npooled_names == p->nvars) {
-        if ((copy = pool_take((size_t)len + 1)) == NULL)
+    if (hn_npool_filling(p) && p->npooled_names == p->nvars) {
+        if ((copy = hn_npool_take((size_t)len + 1)) == NULL)
             return -1;
         memcpy(copy, name, (size_t)len);
         p->npooled_names++; /* names 0..npooled_names-1 lie in the pool */
@@ -1103,128 +822,4 @@ int hn_prog_output_index(const hn_program *p, int var)
         if (p->outputs[i].var == var)
             return i;
     return -1;
-}
-
-/* ---- equality ---- */
-
-/* Variables are slots; programs are compared by the names behind them. */
-typedef struct eq_ctx {
-    const hn_program *pa, *pb;
-} eq_ctx;
-
-static int name_equal(const eq_ctx *c, int a, int b)
-{
-    if (a < 0 || b < 0)
-        return a == b;
-    return strcmp(c->pa->names[a], c->pb->names[b]) == 0;
-}
-
-static int expr_eq(const eq_ctx *c, const hn_expr *a, const hn_expr *b)
-{
-    if (a == NULL || b == NULL)
-        return a == b;
-    if (a->kind != b->kind)
-        return 0;
-    if (a->kind == HN_EX_VAR)
-        return name_equal(c, a->var, b->var);
-    if (a->kind == HN_EX_INT)
-        return a->ival == b->ival;
-    if (a->kind == HN_EX_FLOAT)
-        return a->fval == b->fval;
-    if (a->kind == HN_EX_BIN && a->op != b->op)
-        return 0;
-    return expr_eq(c, a->a, b->a) && expr_eq(c, a->b, b->b);
-}
-
-static int tref_eq(const eq_ctx *c, const hn_tref *a, const hn_tref *b)
-{
-    if (!name_equal(c, a->var, b->var) || a->nidx != b->nidx)
-        return 0;
-    for (int i = 0; i < a->nidx; i++)
-        if (!expr_eq(c, a->idx[i], b->idx[i]))
-            return 0;
-    return 1;
-}
-
-static int type_eq(const eq_ctx *c, const hn_type *a, const hn_type *b)
-{
-    if (a->dtype != b->dtype || a->ndim != b->ndim)
-        return 0;
-    for (int i = 0; i < a->ndim; i++)
-        if (!expr_eq(c, a->shape[i], b->shape[i]))
-            return 0;
-    return 1;
-}
-
-static int block_eq(const eq_ctx *c, const hn_block *a, const hn_block *b);
-
-/* An instruction's parts, or what one without them holds (hn_instr_new). */
-static const hn_tref no_tref = {-1, 0, NULL, 0, 0};
-static const hn_type no_type;
-
-static const hn_tref *part_a(const hn_instr *in) { return hn_instr_has_operands(in) ? &in->a : &no_tref; }
-static const hn_tref *part_b(const hn_instr *in) { return hn_instr_has_all(in) ? &in->b : &no_tref; }
-static const hn_type *part_type(const hn_instr *in) { return hn_instr_has_all(in) ? &in->type : &no_type; }
-static const hn_expr *part_sref(const hn_instr *in) { return hn_instr_has_streamref(in) ? in->sref_index : NULL; }
-static int part_sref_var(const hn_instr *in) { return hn_instr_has_streamref(in) ? in->sref_var : -1; }
-static int part_wait_var(const hn_instr *in) { return hn_instr_has_streamref(in) ? in->wait_var : -1; }
-static int part_nteam(const hn_instr *in) { return hn_instr_has_all(in) ? in->nteam : 0; }
-
-static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
-{
-    if (a->op != b->op || !name_equal(c, a->dst, b->dst) || !tref_eq(c, part_a(a), part_a(b)) ||
-        !tref_eq(c, part_b(a), part_b(b)) || !type_eq(c, part_type(a), part_type(b)) ||
-        !name_equal(c, part_sref_var(a), part_sref_var(b)) || !expr_eq(c, part_sref(a), part_sref(b)) ||
-        a->redop != b->redop || a->via != b->via || a->get != b->get || a->team_kind != b->team_kind ||
-        a->strategy != b->strategy || a->protocol != b->protocol || a->on_streams != b->on_streams ||
-        part_nteam(a) != part_nteam(b) || !name_equal(c, part_wait_var(a), part_wait_var(b)) ||
-        a->nargs != b->nargs)
-        return 0;
-    for (int i = 0; i < 3; i++)
-        if (!expr_eq(c, a->e[i], b->e[i]))
-            return 0;
-    /* nargs is 0 where the operands are missing */
-    for (int i = 0; i < part_nteam(a); i++)
-        if (!expr_eq(c, a->team[i], b->team[i]))
-            return 0;
-    for (int i = 0; i < a->nargs; i++)
-        if (a->args[i].is_tensor != b->args[i].is_tensor ||
-            !tref_eq(c, &a->args[i].t, &b->args[i].t) || !expr_eq(c, a->args[i].e, b->args[i].e))
-            return 0;
-    return block_eq(c, &a->body, &b->body) && block_eq(c, &a->orelse, &b->orelse);
-}
-
-static int block_eq(const eq_ctx *c, const hn_block *a, const hn_block *b)
-{
-    if (a->n != b->n)
-        return 0;
-    for (int i = 0; i < a->n; i++)
-        if (!instr_eq(c, a->items[i], b->items[i]))
-            return 0;
-    return 1;
-}
-
-static int io_eq(const eq_ctx *c, const hn_io *a, int na, const hn_io *b, int nb)
-{
-    if (na != nb)
-        return 0;
-    for (int i = 0; i < na; i++)
-        if (!name_equal(c, a[i].var, b[i].var) || a[i].shard_axis != b[i].shard_axis ||
-            !type_eq(c, &a[i].type, &b[i].type))
-            return 0;
-    return 1;
-}
-
-int hn_prog_equal(const hn_program *a, const hn_program *b)
-{
-    eq_ctx c = {a, b};
-    if (a->nparams != b->nparams || a->has_reference != b->has_reference)
-        return 0;
-    for (int i = 0; i < a->nparams; i++)
-        if (!name_equal(&c, a->params[i].var, b->params[i].var) ||
-            !expr_eq(&c, a->params[i].value, b->params[i].value))
-            return 0;
-    return io_eq(&c, a->inputs, a->ninputs, b->inputs, b->ninputs) &&
-           io_eq(&c, a->outputs, a->noutputs, b->outputs, b->noutputs) &&
-           block_eq(&c, &a->body, &b->body) && block_eq(&c, &a->reference, &b->reference);
 }
