@@ -1,6 +1,8 @@
 /* Host IR construction, destruction, equality and scalar evaluation. */
 #include "ir.h"
+#include "ir_pool.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,84 +48,63 @@ const char *hn_via_variant(hn_backend_kind b, int get)
 
 /* ---- expressions ---- */
 
-static hn_expr *ex_new(hn_expr_kind kind)
-{
-    hn_expr *e = hn_calloc(1, sizeof(*e));
-    if (e != NULL) {
-        e->kind = kind;
-        e->var = -1;
-    }
-    return e;
-}
-
-hn_expr *hn_ex_int(int64_t v)
-{
-    hn_expr *e = ex_new(HN_EX_INT);
-    if (e != NULL)
-        e->ival = v;
-    return e;
-}
+hn_expr *hn_ex_int(int64_t v) { return hn_npool_node(HN_EX_INT, 0, (uint64_t)v, NULL, NULL); }
 
 hn_expr *hn_ex_float(double v)
 {
-    hn_expr *e = ex_new(HN_EX_FLOAT);
-    if (e != NULL)
-        e->fval = v;
-    return e;
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof(bits));
+    return hn_npool_node(HN_EX_FLOAT, 0, bits, NULL, NULL);
 }
 
 hn_expr *hn_ex_var(int var)
 {
-    hn_expr *e = var >= 0 ? ex_new(HN_EX_VAR) : NULL;
+    hn_expr *e = var >= 0 ? hn_npool_expr(HN_EX_VAR) : NULL;
     if (e != NULL)
         e->var = var;
     return e;
 }
 
-hn_expr *hn_ex_leaf(hn_expr_kind kind) { return ex_new(kind); }
+hn_expr *hn_ex_leaf(hn_expr_kind kind)
+{
+    /* world and nstreams: one node each while parsing; rank a node of its
+     * own (hn_ex_leaf_shared: where no message may name its position) */
+    return kind == HN_EX_RANK ? hn_npool_expr(kind) : hn_ex_leaf_shared(kind);
+}
 
 hn_expr *hn_ex_unary(hn_expr_kind kind, hn_expr *a)
 {
-    hn_expr *e = a != NULL ? ex_new(kind) : NULL;
-    if (e == NULL) {
+    hn_expr *e = a != NULL ? hn_npool_node(kind, 0, 0, a, NULL) : NULL;
+    if (e == NULL)
         hn_expr_free(a);
-        return NULL;
-    }
-    e->a = a;
     return e;
 }
 
-hn_expr *hn_ex_bin(hn_binop op, hn_expr *a, hn_expr *b)
+/* A node of two operands (taking them; both freed when out of memory). */
+static hn_expr *ex_two(hn_expr_kind kind, hn_binop op, hn_expr *a, hn_expr *b)
 {
-    hn_expr *e = (a != NULL && b != NULL) ? ex_new(HN_EX_BIN) : NULL;
+    hn_expr *e = (a != NULL && b != NULL) ? hn_npool_node(kind, op, 0, a, b) : NULL;
     if (e == NULL) {
         hn_expr_free(a);
         hn_expr_free(b);
-        return NULL;
     }
-    e->op = op;
-    e->a = a;
-    e->b = b;
     return e;
 }
 
-hn_expr *hn_ex_call(hn_expr_kind kind, hn_expr *a, hn_expr *b)
-{
-    hn_expr *e = hn_ex_bin(HN_B_ADD, a, b);
-    if (e != NULL)
-        e->kind = kind;
-    return e;
-}
+hn_expr *hn_ex_bin(hn_binop op, hn_expr *a, hn_expr *b) { return ex_two(HN_EX_BIN, op, a, b); }
+
+hn_expr *hn_ex_call(hn_expr_kind kind, hn_expr *a, hn_expr *b) { return ex_two(kind, HN_B_ADD, a, b); }
 
 hn_expr *hn_expr_clone(const hn_expr *e)
 {
     hn_expr *c;
     if (e == NULL)
         return NULL;
-    c = ex_new(e->kind);
+    c = hn_calloc(1, sizeof(*c)); /* a copy is the caller's, never in a pool */
     if (c == NULL)
         return NULL;
     *c = *e;
+    c->pooled = 0;
     c->a = NULL;
     c->b = NULL;
     if ((e->a && (c->a = hn_expr_clone(e->a)) == NULL) ||
@@ -140,7 +121,8 @@ void hn_expr_free(hn_expr *e)
         return;
     hn_expr_free(e->a);
     hn_expr_free(e->b);
-    hn_free(e);
+    if (!e->pooled)
+        hn_free(e);
 }
 
 int hn_expr_equal(const hn_expr *a, const hn_expr *b)
@@ -320,19 +302,61 @@ hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,
 
 /* ---- instructions ---- */
 
+/* The tier of the parts a form has (hn_instr.pooled); a compute op that
+ * may become pipelined (matmul C <- allgather(A), B pipelined()) has all. */
+static int tier_of(hn_op op)
+{
+    switch (hn_op_table[op].form) {
+    case HN_FORM_LET:
+    case HN_FORM_IF:
+    case HN_FORM_FOR:
+    case HN_FORM_STREAM:
+    case HN_FORM_BARE:
+    case HN_FORM_CURRENT_STREAM:
+    case HN_FORM_GROUP: return HN_POOL_SHORT;
+    case HN_FORM_FREE:
+    case HN_FORM_SELECT:
+    case HN_FORM_CHUNK:
+    case HN_FORM_TRANSPOSE:
+    case HN_FORM_P2P: return HN_POOL_OPERANDS;
+    case HN_FORM_STREAMREF:
+    case HN_FORM_WAIT: return HN_POOL_STREAMREF;
+    case HN_FORM_COMPUTE:
+        for (int k = 0; k < HN_OP_COUNT; k++)
+            if (hn_op_table[k].form == HN_FORM_PIPELINED && strcmp(hn_op_table[k].keyword, hn_op_table[op].keyword) == 0)
+                return HN_POOL_ALL;
+        return HN_POOL_OPERANDS;
+    default: return HN_POOL_ALL;
+    }
+}
+
+static size_t tier_bytes(int tier)
+{
+    return tier == HN_POOL_SHORT       ? offsetof(hn_instr, a)
+           : tier == HN_POOL_OPERANDS  ? offsetof(hn_instr, sref_index)
+           : tier == HN_POOL_STREAMREF ? offsetof(hn_instr, type)
+                                       : sizeof(hn_instr);
+}
+
 hn_instr *hn_instr_new(hn_op op, int line, int col)
 {
-    hn_instr *in = hn_calloc(1, sizeof(*in));
+    int tier = hn_npool_active() ? tier_of(op) : 0;
+    hn_instr *in = tier ? hn_npool_take(tier_bytes(tier)) : hn_calloc(1, sizeof(*in));
     if (in == NULL)
         return NULL;
+    in->pooled = (unsigned char)tier;
     in->op = op;
     in->line = line;
     in->col = col;
     in->dst = -1;
-    in->a.var = -1;
-    in->b.var = -1;
-    in->sref_var = -1;
-    in->wait_var = -1;
+    if (hn_instr_has_operands(in))
+        in->a.var = -1;
+    if (hn_instr_has_streamref(in)) {
+        in->sref_var = -1;
+        in->wait_var = -1;
+    }
+    if (hn_instr_has_all(in))
+        in->b.var = -1;
     in->id = -1;
     in->origin = -1;
     /* a pipelined statement picks its communicator itself unless told */
@@ -419,7 +443,16 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     int ok = 1;
     if (c == NULL)
         return NULL;
-    *c = *in;
+    /* a copy is the caller's, never in a pool, with every part; those that
+     * in has not are as hn_instr_new makes them */
+    memcpy(c, in, tier_bytes(in->pooled));
+    c->pooled = 0;
+    if (!hn_instr_has_operands(in))
+        c->a.var = -1;
+    if (!hn_instr_has_streamref(in))
+        c->sref_var = c->wait_var = -1;
+    if (!hn_instr_has_all(in))
+        c->b.var = -1;
     /* own nothing yet, so that a failure half-way frees only copies */
     c->a.nidx = c->b.nidx = c->type.ndim = c->nteam = c->nargs = 0;
     c->a.idx = c->b.idx = NULL;
@@ -430,18 +463,22 @@ hn_instr *hn_instr_clone(const hn_instr *in)
     memset(c->e, 0, sizeof(c->e));
     memset(&c->body, 0, sizeof(c->body));
     memset(&c->orelse, 0, sizeof(c->orelse));
-    ok = hn_tref_clone(&c->a, &in->a) == 0;
-    ok = ok && hn_tref_clone(&c->b, &in->b) == 0;
-    ok = ok && hn_type_clone(&c->type, &in->type) == 0;
+    if (hn_instr_has_operands(in))
+        ok = hn_tref_clone(&c->a, &in->a) == 0;
+    if (hn_instr_has_streamref(in))
+        ok = ok && expr_slot_clone(&c->sref_index, in->sref_index) == 0;
+    if (hn_instr_has_all(in)) {
+        ok = ok && hn_tref_clone(&c->b, &in->b) == 0;
+        ok = ok && hn_type_clone(&c->type, &in->type) == 0;
+    }
     for (int i = 0; i < 3 && ok; i++)
         ok = expr_slot_clone(&c->e[i], in->e[i]) == 0;
-    ok = ok && expr_slot_clone(&c->sref_index, in->sref_index) == 0;
-    if (ok && in->nteam > 0) {
+    if (ok && hn_instr_has_all(in) && in->nteam > 0) {
         ok = (c->team = hn_calloc((size_t)in->nteam, sizeof(*c->team))) != NULL;
         for (int i = 0; i < in->nteam && ok; i++, c->nteam++)
             ok = (c->team[i] = hn_expr_clone(in->team[i])) != NULL;
     }
-    for (int i = 0; i < in->nargs && ok; i++) {
+    for (int i = 0; i < in->nargs && ok && hn_instr_has_operands(in); i++) {
         hn_arg *arg = hn_instr_push_arg(c);
         ok = arg != NULL;
         if (ok) {
@@ -481,7 +518,8 @@ void hn_block_free(hn_block *b)
 {
     for (int i = 0; i < b->n; i++)
         hn_instr_free(b->items[i]);
-    hn_free(b->items);
+    if (b->cap >= 0) /* else the items lie in a pool */
+        hn_free(b->items);
     memset(b, 0, sizeof(*b));
 }
 
@@ -489,31 +527,45 @@ void hn_instr_free(hn_instr *in)
 {
     if (in == NULL)
         return;
-    hn_tref_clear(&in->a);
-    hn_tref_clear(&in->b);
-    hn_type_clear(&in->type);
     for (int i = 0; i < 3; i++)
         hn_expr_free(in->e[i]);
-    hn_expr_free(in->sref_index);
-    for (int i = 0; i < in->nteam; i++)
-        hn_expr_free(in->team[i]);
-    hn_free(in->team);
-    for (int i = 0; i < in->nargs; i++) {
-        hn_tref_clear(&in->args[i].t);
-        hn_expr_free(in->args[i].e);
+    if (hn_instr_has_streamref(in))
+        hn_expr_free(in->sref_index);
+    if (hn_instr_has_operands(in)) {
+        hn_tref_clear(&in->a);
+        for (int i = 0; i < in->nargs; i++) {
+            hn_tref_clear(&in->args[i].t);
+            hn_expr_free(in->args[i].e);
+        }
+        if (!in->pooled) /* else they lie in the pool */
+            hn_free(in->args);
     }
-    hn_free(in->args);
+    if (hn_instr_has_all(in)) {
+        hn_tref_clear(&in->b);
+        hn_type_clear(&in->type);
+        for (int i = 0; i < in->nteam; i++)
+            hn_expr_free(in->team[i]);
+        hn_free(in->team);
+    }
     hn_block_free(&in->body);
     hn_block_free(&in->orelse);
-    hn_free(in);
+    if (!in->pooled)
+        hn_free(in);
 }
 
 hn_arg *hn_instr_push_arg(hn_instr *in)
 {
     hn_arg *grown, *arg;
-    if (in->nargs >= HN_MAX_ARGS ||
-        (grown = hn_realloc(in->args, (size_t)(in->nargs + 1) * sizeof(*grown))) == NULL)
+    if (in->nargs >= HN_MAX_ARGS || !hn_instr_has_operands(in))
         return NULL;
+    if (in->pooled) { /* its operands in the pool too, while it is being parsed */
+        if (!hn_npool_active() ||
+            (grown = hn_npool_grow(in->args, (size_t)in->nargs * sizeof(*grown),
+                               (size_t)(in->nargs + 1) * sizeof(*grown))) == NULL)
+            return NULL;
+    } else if ((grown = hn_realloc(in->args, (size_t)(in->nargs + 1) * sizeof(*grown))) == NULL) {
+        return NULL;
+    }
     in->args = grown;
     arg = &in->args[in->nargs++];
     memset(arg, 0, sizeof(*arg));
@@ -523,7 +575,18 @@ hn_arg *hn_instr_push_arg(hn_instr *in)
 
 int hn_block_push(hn_block *b, hn_instr *in)
 {
-    if (in == NULL || hn_grow((void **)&b->items, &b->cap, b->n, sizeof(*b->items)) != 0)
+    if (in == NULL)
+        return -1;
+    if (b->cap < 0) { /* the items lie in a pool: copy them out first */
+        hn_instr **items = NULL;
+        int cap = 0;
+        if (hn_grow((void **)&items, &cap, b->n, sizeof(*items)) != 0)
+            return -1;
+        memcpy(items, b->items, (size_t)b->n * sizeof(*items));
+        b->items = items;
+        b->cap = cap;
+    }
+    if (hn_grow((void **)&b->items, &b->cap, b->n, sizeof(*b->items)) != 0)
         return -1;
     b->items[b->n++] = in;
     return 0;
@@ -557,7 +620,8 @@ void hn_prog_free(hn_program *p)
 {
     if (p == NULL)
         return;
-    for (int i = 0; i < p->nvars; i++)
+    hn_npool_stop(p);
+    for (int i = p->npooled_names; i < p->nvars; i++) /* the others lie in the pool */
         hn_free(p->names[i]);
     hn_free(p->names);
     hn_free(p->name_slots);
@@ -573,6 +637,7 @@ void hn_prog_free(hn_program *p)
         hn_free(p->origins[i]);
     hn_free(p->origins);
     hn_free(p->filename);
+    hn_npool_free(p->pool); /* last: the nodes freed above may lie in it */
     hn_free(p);
 }
 
@@ -657,8 +722,14 @@ int hn_prog_var(hn_program *p, const char *name, int len)
     if (slots_reserve(p) != 0 ||
         hn_grow((void **)&p->names, &p->names_cap, p->nvars, sizeof(*p->names)) != 0)
         return -1;
-    if ((copy = hn_strndup(name, (size_t)len)) == NULL)
+    if (hn_npool_filling(p) && p->npooled_names == p->nvars) {
+        if ((copy = hn_npool_take((size_t)len + 1)) == NULL)
+            return -1;
+        memcpy(copy, name, (size_t)len);
+        p->npooled_names++; /* names 0..npooled_names-1 lie in the pool */
+    } else if ((copy = hn_strndup(name, (size_t)len)) == NULL) {
         return -1;
+    }
     p->names[p->nvars] = copy;
     slot_insert(p->name_slots, p->name_slots_cap, copy, p->nvars);
     return p->nvars++;
@@ -751,115 +822,4 @@ int hn_prog_output_index(const hn_program *p, int var)
         if (p->outputs[i].var == var)
             return i;
     return -1;
-}
-
-/* ---- equality ---- */
-
-/* Variables are slots; programs are compared by the names behind them. */
-typedef struct eq_ctx {
-    const hn_program *pa, *pb;
-} eq_ctx;
-
-static int name_equal(const eq_ctx *c, int a, int b)
-{
-    if (a < 0 || b < 0)
-        return a == b;
-    return strcmp(c->pa->names[a], c->pb->names[b]) == 0;
-}
-
-static int expr_eq(const eq_ctx *c, const hn_expr *a, const hn_expr *b)
-{
-    if (a == NULL || b == NULL)
-        return a == b;
-    if (a->kind != b->kind)
-        return 0;
-    if (a->kind == HN_EX_VAR)
-        return name_equal(c, a->var, b->var);
-    if (a->kind == HN_EX_INT)
-        return a->ival == b->ival;
-    if (a->kind == HN_EX_FLOAT)
-        return a->fval == b->fval;
-    if (a->kind == HN_EX_BIN && a->op != b->op)
-        return 0;
-    return expr_eq(c, a->a, b->a) && expr_eq(c, a->b, b->b);
-}
-
-static int tref_eq(const eq_ctx *c, const hn_tref *a, const hn_tref *b)
-{
-    if (!name_equal(c, a->var, b->var) || a->nidx != b->nidx)
-        return 0;
-    for (int i = 0; i < a->nidx; i++)
-        if (!expr_eq(c, a->idx[i], b->idx[i]))
-            return 0;
-    return 1;
-}
-
-static int type_eq(const eq_ctx *c, const hn_type *a, const hn_type *b)
-{
-    if (a->dtype != b->dtype || a->ndim != b->ndim)
-        return 0;
-    for (int i = 0; i < a->ndim; i++)
-        if (!expr_eq(c, a->shape[i], b->shape[i]))
-            return 0;
-    return 1;
-}
-
-static int block_eq(const eq_ctx *c, const hn_block *a, const hn_block *b);
-
-static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
-{
-    if (a->op != b->op || !name_equal(c, a->dst, b->dst) || !tref_eq(c, &a->a, &b->a) ||
-        !tref_eq(c, &a->b, &b->b) || !type_eq(c, &a->type, &b->type) ||
-        !name_equal(c, a->sref_var, b->sref_var) || !expr_eq(c, a->sref_index, b->sref_index) ||
-        a->redop != b->redop || a->via != b->via || a->get != b->get || a->team_kind != b->team_kind ||
-        a->strategy != b->strategy || a->protocol != b->protocol || a->on_streams != b->on_streams ||
-        a->nteam != b->nteam || !name_equal(c, a->wait_var, b->wait_var) ||
-        a->nargs != b->nargs)
-        return 0;
-    for (int i = 0; i < 3; i++)
-        if (!expr_eq(c, a->e[i], b->e[i]))
-            return 0;
-    for (int i = 0; i < a->nteam; i++)
-        if (!expr_eq(c, a->team[i], b->team[i]))
-            return 0;
-    for (int i = 0; i < a->nargs; i++)
-        if (a->args[i].is_tensor != b->args[i].is_tensor ||
-            !tref_eq(c, &a->args[i].t, &b->args[i].t) || !expr_eq(c, a->args[i].e, b->args[i].e))
-            return 0;
-    return block_eq(c, &a->body, &b->body) && block_eq(c, &a->orelse, &b->orelse);
-}
-
-static int block_eq(const eq_ctx *c, const hn_block *a, const hn_block *b)
-{
-    if (a->n != b->n)
-        return 0;
-    for (int i = 0; i < a->n; i++)
-        if (!instr_eq(c, a->items[i], b->items[i]))
-            return 0;
-    return 1;
-}
-
-static int io_eq(const eq_ctx *c, const hn_io *a, int na, const hn_io *b, int nb)
-{
-    if (na != nb)
-        return 0;
-    for (int i = 0; i < na; i++)
-        if (!name_equal(c, a[i].var, b[i].var) || a[i].shard_axis != b[i].shard_axis ||
-            !type_eq(c, &a[i].type, &b[i].type))
-            return 0;
-    return 1;
-}
-
-int hn_prog_equal(const hn_program *a, const hn_program *b)
-{
-    eq_ctx c = {a, b};
-    if (a->nparams != b->nparams || a->has_reference != b->has_reference)
-        return 0;
-    for (int i = 0; i < a->nparams; i++)
-        if (!name_equal(&c, a->params[i].var, b->params[i].var) ||
-            !expr_eq(&c, a->params[i].value, b->params[i].value))
-            return 0;
-    return io_eq(&c, a->inputs, a->ninputs, b->inputs, b->ninputs) &&
-           io_eq(&c, a->outputs, a->noutputs, b->outputs, b->noutputs) &&
-           block_eq(&c, &a->body, &b->body) && block_eq(&c, &a->reference, &b->reference);
 }

@@ -1,14 +1,18 @@
 /* Parser: text -> hn_program. Stops at the first error, reported as
  * `file:line:col: error: message`; frees everything it built on failure.
  * The grammar rule is written above each function (docs/SYNTAX.md has all). */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ir.h"
 #include "lex.h"
 #include "parse.h"
 
-#define MAX_DEPTH 200 /* nesting of expressions and blocks */
+#define MAX_DEPTH 200       /* nesting of expressions */
+#define MAX_BLOCK_DEPTH 200 /* nesting of blocks, counted apart: a condition deep in blocks is no deep expression */
 
 typedef struct parser {
     hn_lexer lx;
@@ -18,8 +22,13 @@ typedef struct parser {
     hn_strbuf *diag;
     int failed;
     int nomem;
-    int depth;
+    int depth;       /* expressions being parsed, one inside the other */
+    int block_depth; /* blocks being parsed, one inside the other */
     int in_group;
+    int rank_positions; /* > 0: where 'rank' is not allowed (the message names each one) */
+    /* hn_parse_consuming: the text's whole pages from `given` to `end` may be
+     * given back once parsed (given == NULL: none) */
+    char *given, *end;
 } parser;
 
 static const char *reserved[] = {
@@ -181,7 +190,7 @@ static hn_expr *expr_prec(parser *ps, int minprec);
 
 static hn_expr *located(hn_expr *e, int line, int col)
 {
-    if (e != NULL && e->line == 0) {
+    if (e != NULL && e->line == 0 && e->pooled != 2) { /* a shared leaf has no position */
         e->line = line;
         e->col = col;
     }
@@ -223,7 +232,8 @@ static hn_expr *primary(parser *ps)
     } else if (is_word(ps, "rank") || is_word(ps, "world") || is_word(ps, "nstreams")) {
         hn_expr_kind k = is_word(ps, "rank") ? HN_EX_RANK : is_word(ps, "world") ? HN_EX_WORLD : HN_EX_NSTREAMS;
         next(ps);
-        if ((e = hn_ex_leaf(k)) == NULL)
+        /* one node for all uses, but where a rank must be named in a message */
+        if ((e = k == HN_EX_RANK && ps->rank_positions > 0 ? hn_ex_leaf(k) : hn_ex_leaf_shared(k)) == NULL)
             oom(ps);
     } else if (is_word(ps, "min") || is_word(ps, "max")) {
         hn_expr_kind k = is_word(ps, "min") ? HN_EX_MIN : HN_EX_MAX;
@@ -538,7 +548,10 @@ static int pipe_count(parser *ps, hn_expr **slot)
         next(ps);
         return 1;
     }
-    return (*slot = expr(ps)) != NULL;
+    ps->rank_positions++; /* chunks and streams are fixed before a run: no rank */
+    *slot = expr(ps);
+    ps->rank_positions--;
+    return *slot != NULL;
 }
 
 /* Picks one of `n` words; -1 after an error listing them. */
@@ -862,7 +875,13 @@ static int instr_body(parser *ps, hn_instr *in)
             }
             in->else_if = 1;
             next(ps);
-            return instr_body(ps, elif);
+            if (!instr_body(ps, elif))
+                return 0;
+            if (hn_block_seal(&in->orelse) != 0) {
+                oom(ps);
+                return 0;
+            }
+            return 1;
         }
         return block(ps, &in->orelse);
     case HN_FORM_COLL: return coll(ps, in);
@@ -936,7 +955,7 @@ static void unknown_instruction(parser *ps, int defining)
     for (int i = 0; i < HN_OP_COUNT; i++)
         if (!defining || (hn_op_table[i].flags & (HN_OPF_DEF | HN_OPF_COMM)))
             words[n++] = hn_op_table[i].keyword;
-    for (int i = 0; !defining && ps->depth == 0 && i < HN_ARRAY_LEN(decls); i++)
+    for (int i = 0; !defining && ps->block_depth == 0 && i < HN_ARRAY_LEN(decls); i++)
         words[n++] = decls[i];
     describe(&ps->tok, what, sizeof(what));
     near = hn_nearest_word(ps->tok.s, (size_t)ps->tok.len, words, n);
@@ -1027,8 +1046,8 @@ static int block(parser *ps, hn_block *b)
     hn_token open = ps->tok;
     if (!expect_punct(ps, HN_P_LBRACE))
         return 0;
-    if (++ps->depth > MAX_DEPTH) {
-        error_at(ps, &open, "blocks nested too deeply");
+    if (++ps->block_depth > MAX_BLOCK_DEPTH) {
+        error_at(ps, &open, "blocks nested too deeply (at most %d)", MAX_BLOCK_DEPTH);
         return 0;
     }
     for (;;) {
@@ -1050,7 +1069,11 @@ static int block(parser *ps, hn_block *b)
             return 0;
         }
     }
-    ps->depth--;
+    ps->block_depth--;
+    if (hn_block_seal(b) != 0) { /* its items, exactly, in the program's pool */
+        oom(ps);
+        return 0;
+    }
     return 1;
 }
 
@@ -1118,6 +1141,19 @@ fail:
     return 0;
 }
 
+/* Gives back the text's whole pages before the current token, 4 MiB at a
+ * time (hn_parse_consuming): no token before it is read again. */
+static void give_back_text(parser *ps)
+{
+    const size_t batch = (size_t)4 << 20;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t upto = (uintptr_t)ps->tok.s & ~(page - 1);
+    if (ps->given == NULL || ps->tok.s == NULL || (char *)upto > ps->end || upto < (uintptr_t)ps->given + batch)
+        return;
+    (void)madvise(ps->given, (size_t)(upto - (uintptr_t)ps->given), MADV_DONTNEED);
+    ps->given = (char *)upto;
+}
+
 /* program := { param | io | 'reference' block | stmt } */
 static void program(parser *ps)
 {
@@ -1126,14 +1162,22 @@ static void program(parser *ps)
         skip_newlines(ps);
         if (ps->failed || ps->tok.kind == HN_T_EOF)
             return;
+        give_back_text(ps);
         if (is_word(ps, "param")) {
+            int ok;
             next(ps);
-            if (!param_decl(ps))
+            ps->rank_positions++; /* parameters and shapes of inputs and outputs: no rank */
+            ok = param_decl(ps);
+            ps->rank_positions--;
+            if (!ok)
                 return;
         } else if (is_word(ps, "input") || is_word(ps, "output")) {
-            int is_output = is_word(ps, "output");
+            int is_output = is_word(ps, "output"), ok;
             next(ps);
-            if (!io_decl(ps, is_output))
+            ps->rank_positions++;
+            ok = io_decl(ps, is_output);
+            ps->rank_positions--;
+            if (!ok)
                 return;
         } else if (is_word(ps, "reference")) {
             hn_token t = ps->tok;
@@ -1185,12 +1229,33 @@ hn_status_t hn_parse_stmts(hn_program *p, const char *text, size_t len, hn_block
     return ps.nomem ? HN_ERR_NOMEM : HN_ERR_PARSE;
 }
 
+static hn_status_t parse_text(const char *text, size_t len, const char *filename, hn_program **out,
+                              hn_strbuf *diag, char *consumable);
+
 hn_status_t hn_parse(const char *text, size_t len, const char *filename,
                      hn_program **out, hn_strbuf *diag)
+{
+    return parse_text(text, len, filename, out, diag, NULL);
+}
+
+hn_status_t hn_parse_consuming(char *text, size_t len, const char *filename, hn_program **out, hn_strbuf *diag)
+{
+    return parse_text(text, len, filename, out, diag, text);
+}
+
+static hn_status_t parse_text(const char *text, size_t len, const char *filename, hn_program **out,
+                              hn_strbuf *diag, char *consumable)
 {
     parser ps;
     hn_status_t st;
     memset(&ps, 0, sizeof(ps));
+    if (consumable != NULL) { /* the whole pages inside it, never the one its start shares */
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        ps.given = (char *)(((uintptr_t)consumable + page - 1) & ~(page - 1));
+        ps.end = (char *)(((uintptr_t)consumable + len) & ~(page - 1));
+        if (ps.given >= ps.end)
+            ps.given = ps.end = NULL;
+    }
     ps.file = filename ? filename : "<input>";
     ps.diag = diag;
     ps.prog = hn_prog_new(ps.file);
@@ -1199,7 +1264,14 @@ hn_status_t hn_parse(const char *text, size_t len, const char *filename,
         return HN_ERR_NOMEM;
     }
     hn_lex_init(&ps.lx, text, len);
-    program(&ps);
+    /* the program's nodes in its pool: no malloc header each */
+    if (hn_prog_pool_begin(ps.prog) != 0)
+        oom(&ps);
+    else
+        program(&ps);
+    if (!ps.failed && hn_block_seal(&ps.prog->body) != 0)
+        oom(&ps);
+    hn_prog_pool_end(ps.prog);
     if (!ps.failed && hn_prog_finish(ps.prog) != HN_OK)
         oom(&ps);
     if (ps.failed) {

@@ -10,6 +10,12 @@
 hn_status_t hn_parse(const char *text, size_t len, const char *filename,
                      hn_program **out, hn_strbuf *diag);
 
+/* hn_parse of a text that is the caller's to lose (a file read for it):
+ * the whole pages of text behind the top-level statement being parsed are
+ * given back as it goes (madvise), so that a large file and its program
+ * are not held at once; those pages read as zeros afterwards. */
+hn_status_t hn_parse_consuming(char *text, size_t len, const char *filename, hn_program **out, hn_strbuf *diag);
+
 /* Parses statements (no declarations) into `out`, naming their variables
  * in p's table: how the scheduler writes the code it generates. On error
  * `out` is emptied and diag says why. */

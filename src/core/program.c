@@ -14,8 +14,10 @@ static void hand_over(hn_strbuf *sb, char **diag)
         hn_sb_free(sb);
 }
 
-hn_status_t hn_program_parse(const char *text, size_t len, const char *filename, hn_program **out,
-                             char **diag)
+/* Parses and checks statically; consumable: text, the caller's to lose
+ * (hn_parse_consuming), or NULL. */
+static hn_status_t parse_verify(const char *text, size_t len, const char *filename, hn_program **out, char **diag,
+                                char *consumable)
 {
     hn_strbuf sb;
     hn_program *p = NULL;
@@ -23,7 +25,8 @@ hn_status_t hn_program_parse(const char *text, size_t len, const char *filename,
     if (text == NULL || out == NULL)
         return HN_ERR_INVALID;
     hn_sb_init(&sb);
-    st = hn_parse(text, len, filename, &p, &sb);
+    st = consumable != NULL ? hn_parse_consuming(consumable, len, filename, &p, &sb)
+                            : hn_parse(text, len, filename, &p, &sb);
     if (st == HN_OK && (st = hn_verify_static(p, &sb)) != HN_OK) {
         hn_prog_free(p);
         p = NULL;
@@ -32,6 +35,12 @@ hn_status_t hn_program_parse(const char *text, size_t len, const char *filename,
     if (st == HN_OK)
         *out = p;
     return st;
+}
+
+hn_status_t hn_program_parse(const char *text, size_t len, const char *filename, hn_program **out,
+                             char **diag)
+{
+    return parse_verify(text, len, filename, out, diag, NULL);
 }
 
 hn_status_t hn_program_load(const char *path, hn_program **out, char **diag)
@@ -53,7 +62,8 @@ hn_status_t hn_program_load(const char *path, hn_program **out, char **diag)
         return st;
     }
     hn_sb_free(&why);
-    st = hn_program_parse(text, len, path, out, diag);
+    /* the text read for it: given back as it is parsed */
+    st = parse_verify(text, len, path, out, diag, text);
     hn_free(text);
     return st;
 }

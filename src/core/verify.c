@@ -253,7 +253,7 @@ static void instr(vstate *v, const hn_instr *in)
     case HN_FORM_CHUNK:
     case HN_FORM_TRANSPOSE:
         da = check_tref(v, &in->a);
-        for (int i = 0; i < in->type.ndim; i++)
+        for (int i = 0; hn_instr_has_all(in) && i < in->type.ndim; i++) /* a view's shape */
             check_expr(v, in->type.shape[i], in->line, in->col, 1);
         for (int i = 0; i < 3; i++)
             check_expr(v, in->e[i], in->line, in->col, 1);

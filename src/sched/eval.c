@@ -26,6 +26,40 @@ static hn_status_t make_contiguous(hn_exec *x, const hn_instr *in, hn_tensor *t,
     return fail(x, in, HN_ERR_RUNTIME, "%s: %s", what, text);
 }
 
+/* The count of allocations instruction `id` made so far this run, to
+ * update; NULL when out of memory. */
+static int *occurrence_of(hn_exec *x, int id)
+{
+    uint32_t mask;
+    if (2 * (x->noccurrence + 1) > x->occurrence_cap) { /* grow: at most half full */
+        int cap = x->occurrence_cap ? 2 * x->occurrence_cap : 64, *old = x->occurrence, oldcap = x->occurrence_cap;
+        int *t = hn_calloc((size_t)cap, 2 * sizeof(int));
+        if (t == NULL)
+            return NULL;
+        x->occurrence = t;
+        x->occurrence_cap = cap;
+        for (int i = 0; i < oldcap; i++)
+            if (old[2 * i] != 0) {
+                uint32_t m = (uint32_t)cap - 1, h = ((uint32_t)old[2 * i] * 2654435761u) & m;
+                while (t[2 * h] != 0)
+                    h = (h + 1) & m;
+                t[2 * h] = old[2 * i];
+                t[2 * h + 1] = old[2 * i + 1];
+            }
+        hn_free(old);
+    }
+    mask = (uint32_t)x->occurrence_cap - 1;
+    for (uint32_t h = ((uint32_t)(id + 1) * 2654435761u) & mask;; h = (h + 1) & mask) {
+        if (x->occurrence[2 * h] == id + 1)
+            return &x->occurrence[2 * h + 1];
+        if (x->occurrence[2 * h] == 0) {
+            x->occurrence[2 * h] = id + 1;
+            x->noccurrence++;
+            return &x->occurrence[2 * h + 1];
+        }
+    }
+}
+
 hn_status_t hn_exec_ALLOC(hn_exec *x, const hn_instr *in)
 {
     hn_value *v = &x->vals[in->dst];
@@ -51,15 +85,21 @@ hn_status_t hn_exec_ALLOC(hn_exec *x, const hn_instr *in)
     if (x->dry) {
         t.data = (void *)DRY_BASE;
         if (x->log != NULL) {
+            int *occ;
             if (count_record(x, in) != HN_OK)
                 return x->status;
-            if (hn_comm_log_add_alloc(x->log, in->id, x->occurrence[in->id], hn_tensor_bytes(&t)) != HN_OK)
+            if ((occ = occurrence_of(x, in->id)) == NULL ||
+                hn_comm_log_add_alloc(x->log, in->id, *occ, hn_tensor_bytes(&t)) != HN_OK)
                 return fail(x, in, HN_ERR_NOMEM, "out of memory");
-            x->occurrence[in->id]++;
+            (*occ)++;
         }
     } else {
-        int occ = x->occurrence[in->id]++;
-        hn_status_t st = hn_rank_alloc_cached(x->r, x->p, in->id, occ, hn_tensor_bytes(&t), &t.data);
+        int *count = occurrence_of(x, in->id), occ;
+        hn_status_t st;
+        if (count == NULL)
+            return fail(x, in, HN_ERR_NOMEM, "out of memory");
+        occ = (*count)++;
+        st = hn_rank_alloc_cached(x->r, x->p, in->id, occ, hn_tensor_bytes(&t), &t.data);
         if (st != HN_OK)
             return fail(x, in, st, "cannot allocate '%s': %zu bytes", vname(x, in->dst), hn_tensor_bytes(&t));
         if (x->poison && numel > 0) {
@@ -428,8 +468,7 @@ hn_status_t hn_exec_prepare(hn_exec *x, const hn_program *p, int rank, int world
     x->records = HN_DRY_RUN_RECORDS;
     x->vals = hn_calloc((size_t)p->nvars, sizeof(*x->vals));
     x->ivals = hn_calloc((size_t)p->nvars, sizeof(*x->ivals));
-    x->occurrence = hn_calloc((size_t)p->ninstrs, sizeof(int));
-    if (x->vals == NULL || x->ivals == NULL || x->occurrence == NULL) {
+    if (x->vals == NULL || x->ivals == NULL) {
         hn_exec_release(x);
         return HN_ERR_NOMEM;
     }
@@ -450,4 +489,5 @@ void hn_exec_release(hn_exec *x)
     x->vals = NULL;
     x->ivals = NULL;
     x->occurrence = NULL;
+    x->noccurrence = x->occurrence_cap = 0;
 }

@@ -46,7 +46,11 @@ typedef struct hn_exec {
      * communications needs no more events than it has instructions */
     int *event_of;
     int nevents;
-    int *occurrence;      /* per instruction: allocs so far this run */
+    /* per alloc instruction run: its allocations so far this run, by id
+     * (open addressing: id + 1 and count in pairs; at most half full), not
+     * an int per instruction of the program */
+    int *occurrence;
+    int noccurrence, occurrence_cap;
     hn_comm_log *log;     /* dry run: communications issued */
     unsigned streams_used; /* dry run: bit k, pool stream k is used */
     int fault_seen[HN_MAX_FAULTS]; /* per injected fault: matches so far */

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../core/parse.h"
 #include "eval.h"
@@ -402,6 +404,184 @@ static hn_status_t bind_dry(hn_exec *x, const hn_program *p, const int64_t *para
     return HN_OK;
 }
 
+/* ---- the value tables, given back as their variables die ----
+ * A dry run's tables hold a value per variable of the program (hn_value is
+ * some 170 bytes): a program of a million names has tables of 120 MB while
+ * only a few of its variables live at a time. The last top-level statement
+ * that names a variable is known before the run; once it has run, the
+ * pages of the tables whose variables are all past theirs are given back
+ * (madvise: they read as zeros again, and nothing reads them again). */
+
+/* last[var] = i for every variable that instruction `in` (of top-level
+ * statement i) or what it encloses names. */
+static void last_expr(int *last, const hn_expr *e, int i)
+{
+    for (; e != NULL; e = e->b) {
+        if (e->kind == HN_EX_VAR && e->var >= 0)
+            last[e->var] = i;
+        last_expr(last, e->a, i);
+    }
+}
+
+static void last_tref(int *last, const hn_tref *t, int i)
+{
+    if (t->var >= 0)
+        last[t->var] = i;
+    for (int k = 0; k < t->nidx; k++)
+        last_expr(last, t->idx[k], i);
+}
+
+static void last_block(int *last, const hn_block *b, int i);
+
+static void last_instr(int *last, const hn_instr *in, int i)
+{
+    if (in->dst >= 0)
+        last[in->dst] = i;
+    for (int k = 0; k < 3; k++)
+        last_expr(last, in->e[k], i);
+    if (hn_instr_has_streamref(in)) {
+        if (in->sref_var >= 0)
+            last[in->sref_var] = i;
+        if (in->wait_var >= 0)
+            last[in->wait_var] = i;
+        last_expr(last, in->sref_index, i);
+    }
+    if (hn_instr_has_operands(in)) {
+        last_tref(last, &in->a, i);
+        for (int k = 0; k < in->nargs; k++) {
+            last_tref(last, &in->args[k].t, i);
+            last_expr(last, in->args[k].e, i);
+        }
+    }
+    if (hn_instr_has_all(in)) {
+        last_tref(last, &in->b, i);
+        for (int k = 0; k < in->type.ndim; k++)
+            last_expr(last, in->type.shape[k], i);
+        for (int k = 0; k < in->nteam; k++)
+            last_expr(last, in->team[k], i);
+    }
+    last_block(last, &in->body, i);
+    last_block(last, &in->orelse, i);
+}
+
+static void last_block(int *last, const hn_block *b, int i)
+{
+    for (int k = 0; k < b->n; k++)
+        last_instr(last, b->items[k], i);
+}
+
+/* One table's whole pages, by the statement after which they are dead. */
+typedef struct page_plan {
+    char *first;     /* the first whole page of the table */
+    size_t page;
+    int npages;
+    int *order;      /* pages, by when they die */
+    int *dies;       /* per page: after this top-level statement (-1: before any) */
+    int next;        /* order[next] is the next page to give back */
+} page_plan;
+
+static int dies_cmp(const void *a, const void *b, void *dies)
+{
+    int x = ((const int *)dies)[*(const int *)a], y = ((const int *)dies)[*(const int *)b];
+    return x != y ? (x < y ? -1 : 1) : *(const int *)a - *(const int *)b;
+}
+
+/* Plans the pages of base[0 .. n * elem); -1 when out of memory. Tables
+ * of fewer than 64 pages are kept whole (plan->npages 0). */
+static int plan_pages(page_plan *pl, void *base, size_t elem, int n, const int *last)
+{
+    uintptr_t lo = (uintptr_t)base, hi = lo + (size_t)n * elem;
+    memset(pl, 0, sizeof(*pl));
+    pl->page = (size_t)sysconf(_SC_PAGESIZE);
+    lo = (lo + pl->page - 1) & ~(uintptr_t)(pl->page - 1);
+    hi &= ~(uintptr_t)(pl->page - 1);
+    if (base == NULL || hi <= lo || (hi - lo) / pl->page < 64)
+        return 0;
+    pl->first = (char *)lo;
+    pl->npages = (int)((hi - lo) / pl->page);
+    pl->order = hn_malloc((size_t)pl->npages * sizeof(int));
+    pl->dies = hn_malloc((size_t)pl->npages * sizeof(int));
+    if (pl->order == NULL || pl->dies == NULL) {
+        hn_free(pl->order);
+        hn_free(pl->dies);
+        memset(pl, 0, sizeof(*pl));
+        return -1;
+    }
+    for (int g = 0; g < pl->npages; g++) {
+        size_t off = (size_t)(lo - (uintptr_t)base) + (size_t)g * pl->page;
+        int v0 = (int)(off / elem), v1 = (int)((off + pl->page - 1) / elem), d = -1;
+        for (int v = v0; v <= v1 && v < n; v++)
+            d = last[v] > d ? last[v] : d;
+        pl->dies[g] = d;
+        pl->order[g] = g;
+    }
+    qsort_r(pl->order, (size_t)pl->npages, sizeof(int), dies_cmp, pl->dies);
+    return 0;
+}
+
+/* Gives back the pages dead once top-level statement i has run, runs of
+ * neighbouring pages at once. */
+static void release_pages(page_plan *pl, int i)
+{
+    while (pl->next < pl->npages && pl->dies[pl->order[pl->next]] <= i) {
+        int g = pl->order[pl->next++], k = 1;
+        while (pl->next < pl->npages && pl->order[pl->next] == g + k && pl->dies[g + k] <= i) {
+            pl->next++;
+            k++;
+        }
+        (void)madvise(pl->first + (size_t)g * pl->page, (size_t)k * pl->page, MADV_DONTNEED);
+    }
+}
+
+static void plan_free(page_plan *pl)
+{
+    hn_free(pl->order);
+    hn_free(pl->dies);
+}
+
+/* Runs block b (the body or the reference) statement by statement, giving
+ * back the pages of x's tables that the rest of b no longer reads. last:
+ * per variable, b's last top-level statement that names it (NULL: keep
+ * the tables whole). */
+static hn_status_t run_releasing(hn_exec *x, const hn_block *b, const int *last)
+{
+    page_plan vals, ivals;
+    hn_status_t st = HN_OK;
+    if (last == NULL || plan_pages(&vals, x->vals, sizeof(*x->vals), x->p->nvars, last) != 0)
+        return hn_exec_block(x, b);
+    if (plan_pages(&ivals, x->ivals, sizeof(*x->ivals), x->p->nvars, last) != 0) {
+        plan_free(&vals);
+        return hn_exec_block(x, b);
+    }
+    if (vals.npages == 0 && ivals.npages == 0) {
+        st = hn_exec_block(x, b);
+    } else {
+        for (int i = 0; i < b->n && st == HN_OK; i++) {
+            hn_block one = {&b->items[i], 1, 1};
+            st = hn_exec_block(x, &one);
+            release_pages(&vals, i);
+            release_pages(&ivals, i);
+        }
+    }
+    plan_free(&vals);
+    plan_free(&ivals);
+    return st;
+}
+
+/* Per variable, b's last top-level statement that names it (-1: none);
+ * NULL when out of memory. */
+static int *last_uses(const hn_program *p, const hn_block *b)
+{
+    int *last = hn_malloc((size_t)p->nvars * sizeof(int) + 1);
+    if (last == NULL)
+        return NULL;
+    for (int v = 0; v < p->nvars; v++)
+        last[v] = -1;
+    for (int i = 0; i < b->n; i++)
+        last_instr(last, b->items[i], i);
+    return last;
+}
+
 static void add_error(rank_error **errs, int *n, int *cap, const hn_exec *x)
 {
     for (int i = 0; i < *n; i++)
@@ -432,8 +612,10 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
      * world size: a budget per rank let 8 ranks play 160 million */
     int64_t budget = HN_DRY_RUN_BUDGET, records = HN_DRY_RUN_RECORDS;
     hn_status_t st = HN_OK;
+    int *last;
     if (logs == NULL && (logs = hn_calloc((size_t)world, sizeof(*logs))) == NULL)
         return HN_ERR_NOMEM;
+    last = last_uses(p, &p->body); /* NULL: the tables are kept whole */
     for (int r = 0; r <= world; r++) {
         hn_exec x;
         int reference = r == world;
@@ -453,7 +635,11 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
             hn_exec_release(&x);
             break;
         }
-        if (hn_exec_block(&x, reference ? &p->reference : &p->body) != HN_OK) {
+        if (reference && last != NULL) { /* the reference's own last uses */
+            hn_free(last);
+            last = last_uses(p, &p->reference);
+        }
+        if (run_releasing(&x, reference ? &p->reference : &p->body, last) != HN_OK) {
             if (x.status == HN_ERR_NOMEM) {
                 st = HN_ERR_NOMEM;
                 hn_exec_release(&x);
@@ -493,6 +679,7 @@ hn_status_t hn_verify_run(const hn_program *p, int world, int nstreams, const in
     if (st == HN_OK && (nerrs > 0 || mismatches > 0))
         st = HN_ERR_VERIFY;
     index_free(ix, world);
+    hn_free(last);
     hn_free(errs);
     if (logs != logs_out)
         hn_comm_logs_free(logs, world);

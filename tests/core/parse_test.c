@@ -173,6 +173,145 @@ static void test_deep_nesting(void)
     free(text);
 }
 
+/* Blocks count their own nesting, apart from expressions': 5000 nested
+ * `if`s are blocks nested too deeply, and a condition inside 150 blocks
+ * may itself be 150 deep. */
+static void test_deep_blocks(void)
+{
+    hn_strbuf sb;
+    char *diag = NULL;
+    hn_program *p;
+    hn_sb_init(&sb);
+    for (int i = 0; i < 5000; i++)
+        hn_sb_append(&sb, "if rank == 0 {\n");
+    hn_sb_append(&sb, "x = 1\n");
+    for (int i = 0; i < 5000; i++)
+        hn_sb_append(&sb, "}\n");
+    CU_ASSERT_FALSE_FATAL(sb.failed);
+    CU_ASSERT_PTR_NULL(hn_test_parse(sb.data, &diag));
+    CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, "blocks nested too deeply") : NULL);
+    CU_ASSERT_PTR_NULL(diag != NULL ? strstr(diag, "expression") : NULL);
+    /* the block past the limit is named: line 201 opens it */
+    CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, ":201:") : NULL);
+    hn_string_free(diag);
+    hn_sb_free(&sb);
+    hn_sb_init(&sb);
+    for (int i = 0; i < 150; i++)
+        hn_sb_append(&sb, "if rank == 0 {\n");
+    hn_sb_append(&sb, "x = ");
+    for (int i = 0; i < 150; i++)
+        hn_sb_append(&sb, "(");
+    hn_sb_append(&sb, "1");
+    for (int i = 0; i < 150; i++)
+        hn_sb_append(&sb, ")");
+    hn_sb_append(&sb, "\n");
+    for (int i = 0; i < 150; i++)
+        hn_sb_append(&sb, "}\n");
+    CU_ASSERT_FALSE_FATAL(sb.failed);
+    diag = NULL;
+    p = hn_test_parse(sb.data, &diag);
+    CU_ASSERT_PTR_NOT_NULL(p);
+    if (p == NULL && diag != NULL)
+        fputs(diag, stderr);
+    hn_prog_free(p);
+    hn_string_free(diag);
+    hn_sb_free(&sb);
+}
+
+/* A parsed program's nodes lie in its pool: a copy of one is the caller's,
+ * and a block of pooled items still takes pushes (nothing leaks, nothing
+ * is freed twice: valgrind or ASan tell). */
+static void test_pooled_nodes(void)
+{
+    hn_program *p = hn_test_parse("x = 1 + rank\nif x > 0 {\n  y = x * 2\n} else if x < 0 {\n  y = 0\n}\n", NULL);
+    hn_instr *c, *in;
+    hn_expr *e;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL_FATAL(p->body.n, 2);
+    CU_ASSERT(p->body.items[0]->pooled && p->body.items[0]->e[0]->pooled);
+    c = hn_instr_clone(p->body.items[1]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT(!c->pooled && !c->e[0]->pooled && !c->body.items[0]->pooled);
+    CU_ASSERT_EQUAL(c->orelse.n, 1);
+    e = hn_expr_clone(p->body.items[0]->e[0]);
+    CU_ASSERT(e != NULL && !e->pooled && hn_expr_equal(e, p->body.items[0]->e[0]));
+    hn_expr_free(e);
+    /* pushes onto blocks whose items lie in the pool */
+    CU_ASSERT_EQUAL(hn_block_push(&p->body, c), 0);
+    in = hn_instr_new(HN_OP_HOST_SYNC, 1, 1);
+    CU_ASSERT_EQUAL(hn_block_push(&p->body.items[1]->body, in), 0);
+    CU_ASSERT_EQUAL(p->body.n, 3);
+    CU_ASSERT_EQUAL(p->body.items[1]->body.n, 2);
+    CU_ASSERT_EQUAL(hn_prog_finish(p), HN_OK);
+    hn_prog_free(p);
+    /* a pooled instruction has the parts of its form: a copy has them all */
+    p = hn_test_parse("input X : f32[4, 4] replicated\nk = 2\nT = alloc f32[4]\nr = select X, 0, k\n"
+                      "free T\nfor i in 0 .. 2 { wait }\n", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL_FATAL(p->body.n, 5);
+    CU_ASSERT_EQUAL(p->body.items[0]->pooled, HN_POOL_SHORT);
+    CU_ASSERT_EQUAL(p->body.items[1]->pooled, HN_POOL_ALL);
+    CU_ASSERT_EQUAL(p->body.items[2]->pooled, HN_POOL_OPERANDS);
+    CU_ASSERT_EQUAL(p->body.items[3]->pooled, HN_POOL_OPERANDS);
+    CU_ASSERT_EQUAL(p->body.items[4]->pooled, HN_POOL_SHORT);
+    CU_ASSERT_FALSE(hn_instr_has_operands(p->body.items[0]) || hn_instr_has_all(p->body.items[2]));
+    CU_ASSERT_PTR_NULL(hn_instr_push_arg(p->body.items[0]));
+    for (int i = 0; i < p->body.n; i++) {
+        hn_instr *k = hn_instr_clone(p->body.items[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+        CU_ASSERT(hn_instr_has_operands(k) && hn_instr_has_all(k));
+        CU_ASSERT_EQUAL(k->b.var, -1);
+        CU_ASSERT_PTR_NULL(k->team);
+        if (i == 0 || i == 4) {
+            CU_ASSERT_EQUAL(k->a.var, -1);
+            CU_ASSERT_PTR_NULL(k->args);
+            CU_ASSERT_PTR_NULL(k->sref_index);
+        }
+        if (i == 2) {
+            CU_ASSERT_EQUAL(k->a.var, p->body.items[2]->a.var);
+            CU_ASSERT_EQUAL(k->type.ndim, 0);
+        }
+        CU_ASSERT_EQUAL(k->body.n, p->body.items[i]->body.n);
+        hn_instr_free(k);
+    }
+    hn_prog_free(p);
+    /* numbers, world and nstreams: one node per value, shared by its uses */
+    p = hn_test_parse("a = 3 + world\nb = 3 * world - 0 + nstreams\nc = -3 + rank\n", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_EQUAL(p->body.items[0]->e[0]->a, p->body.items[1]->e[0]->a->a->a);
+    CU_ASSERT_PTR_EQUAL(p->body.items[0]->e[0]->b, p->body.items[1]->e[0]->a->a->b);
+    CU_ASSERT_PTR_EQUAL(p->body.items[0]->e[0]->a, p->body.items[2]->e[0]->a->a);
+    CU_ASSERT_EQUAL(p->body.items[0]->e[0]->a->ival, 3);
+    CU_ASSERT_EQUAL(p->body.items[0]->e[0]->a->pooled, 2);
+    CU_ASSERT_EQUAL(p->body.items[0]->e[0]->a->line, 0); /* positionless */
+    CU_ASSERT_EQUAL(p->body.items[2]->e[0]->b->pooled, 2); /* rank too, in statements */
+    hn_prog_free(p);
+    /* so is a node of shared operands only; one naming a variable is its own */
+    p = hn_test_parse("x = 1\na = (rank + 3) % world\nb = (rank + 3) % world\nc = (x + 3) % world\n"
+                      "d = (x + 3) % world\n", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_EQUAL(p->body.items[1]->e[0], p->body.items[2]->e[0]);
+    CU_ASSERT_EQUAL(p->body.items[1]->e[0]->pooled, 2);
+    CU_ASSERT_EQUAL(p->body.items[1]->e[0]->line, 0);
+    CU_ASSERT_PTR_NOT_EQUAL(p->body.items[3]->e[0], p->body.items[4]->e[0]);
+    CU_ASSERT_EQUAL(p->body.items[3]->e[0]->pooled, 1);
+    CU_ASSERT_EQUAL(p->body.items[3]->e[0]->a->a->col, 6); /* x keeps its position */
+    CU_ASSERT_PTR_EQUAL(p->body.items[3]->e[0]->b, p->body.items[1]->e[0]->b); /* world */
+    hn_prog_free(p);
+    /* rank keeps a node and position of its own where it is not allowed */
+    p = hn_test_parse("param P = 4\n", NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    hn_prog_free(p);
+    {
+        char *diag = NULL;
+        CU_ASSERT_PTR_NULL(hn_test_parse("x = rank\nparam P = 2 * rank\n", &diag));
+        CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, ":2:15: error: 'rank' is not allowed here") : NULL);
+        if (diag != NULL && strstr(diag, ":2:15:") == NULL)
+            fputs(diag, stderr);
+        hn_string_free(diag);
+    }
+}
+
 static const char *tokens[] = {"{", "}", "(", ")", "[", "]", ",", "<-", "..", "=", "\n", "0", "-1", "99999",
                                "world", "rank", "allgather", "group", "send", "recv", "for", "if", "else",
                                "alloc", "f32", "1.5", "#", "wait", "stream(", "team", "root", "op sum"};
@@ -294,6 +433,8 @@ void hn_suite_parse(void)
         {"good programs", test_good},
         {"bad programs and error positions", test_bad},
         {"deep nesting", test_deep_nesting},
+        {"deep blocks: a limit of their own", test_deep_blocks},
+        {"a parsed program's nodes in its pool", test_pooled_nodes},
         {"1000 mutated examples", test_mutations},
         {"allocation failures", test_alloc_failures},
         CU_TEST_INFO_NULL,
