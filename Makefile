@@ -155,7 +155,8 @@ check-deps:
 	  { [ -n "$$updated" ] || $$SUDO apt-get update -qq; } && \
 	    $$SUDO apt-get install -y -qq clang libclang-rt-dev >/dev/null || \
 	    echo "clang not installed: make test skips the fuzz run"; \
-	fi
+	fi; \
+	echo "check-deps: the Python suite and examples/python use $(PYTHON) (NumPy $$($(PYTHON) -c 'import numpy; print(numpy.__version__)'))"
 
 # Installation: PREFIX (default /usr/local), DESTDIR for staging
 PREFIX  ?= /usr/local
