@@ -95,6 +95,10 @@ out=$("$cli" bench collectives --backend host --op allreduce --min 8K --max 8K -
 [ $rc = 0 ] && echo "$out" | grep -q "^# allreduce, 2 ranks, " &&
   echo "$out" | grep -qE "^ +bytes +ll \(µs\) busbw \(GB/s\) #wrong +nccl \(µs\) busbw \(GB/s\) #wrong " &&
   ok || bad "bench collectives' default ranks and units: rc=$rc $out"
+# its progress on stderr, a line a size, the table alone on stdout
+err=$("$cli" bench collectives --backend host --op allreduce --min 8K --max 16K --iters 2 --warmup 1 --reps 1 2>&1 >/dev/null)
+[ "$(echo "$err" | grep -c '^bench collectives: allreduce, [0-9]* bytes: ll, nccl, p2p, auto$')" = 2 ] &&
+  ok || bad "bench collectives' progress on stderr: $err"
 "$cli" bench collectives --graph --trace /dev/null >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bench collectives --graph --trace"
 "$cli" bench collectives --timing wall >/dev/null 2>&1; [ $? = 2 ] && ok || bad "bench collectives --timing takes device or host"
 # on the host backend the benches take host-sized defaults and say what they do

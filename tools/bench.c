@@ -572,6 +572,13 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
                     (st = hn_runtime_alloc(rt, first + q, out * es, &y[q])) == HN_OK && op.norm &&
                     (st = hn_runtime_alloc(rt, first + q, out * es, &r[q])) == HN_OK)
                     st = hn_runtime_alloc(rt, first + q, op.hidden * es, &w[q]);
+            if (st == HN_OK) { /* progress on stderr, the table on stdout */
+                fprintf(stderr, "bench collectives: %s, %zu bytes:", which == 3 ? "allreduce_rmsnorm" : hn_coll_name(op.kind),
+                        total);
+                for (int v = 0; v < o->nvias; v++)
+                    fprintf(stderr, "%s %s", v ? "," : "", o->vias[v]);
+                fprintf(stderr, "%s\n", raw ? ", raw NCCL" : "");
+            }
             for (int v = 0; v < o->nvias && st == HN_OK; v++)
                 st = run_via(rt, o, &op, o->vias[v], x, y, r, w, &res[v]);
             for (int q = 0; q < nl; q++) {
