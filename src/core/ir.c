@@ -365,18 +365,21 @@ hn_instr *hn_instr_new(hn_op op, int line, int col)
     return in;
 }
 
-int hn_tref_push_idx(hn_tref *t, hn_expr *e)
+/* e appended to the list (*list)[0 .. *n - 1] of at most HN_MAX_DIMS;
+ * on failure e is freed and the list stays as it was */
+static int push_dim_expr(hn_expr ***list, int *n, hn_expr *e)
 {
     hn_expr **grown;
-    if (e == NULL || t->nidx >= HN_MAX_DIMS ||
-        (grown = hn_realloc(t->idx, (size_t)(t->nidx + 1) * sizeof(*grown))) == NULL) {
+    if (e == NULL || *n >= HN_MAX_DIMS || (grown = hn_realloc(*list, (size_t)(*n + 1) * sizeof(*grown))) == NULL) {
         hn_expr_free(e);
         return -1;
     }
-    t->idx = grown;
-    t->idx[t->nidx++] = e;
+    *list = grown;
+    grown[(*n)++] = e;
     return 0;
 }
+
+int hn_tref_push_idx(hn_tref *t, hn_expr *e) { return push_dim_expr(&t->idx, &t->nidx, e); }
 
 int hn_tref_clone(hn_tref *dst, const hn_tref *src)
 {
@@ -391,18 +394,7 @@ int hn_tref_clone(hn_tref *dst, const hn_tref *src)
     return 0;
 }
 
-int hn_type_push_dim(hn_type *t, hn_expr *e)
-{
-    hn_expr **grown;
-    if (e == NULL || t->ndim >= HN_MAX_DIMS ||
-        (grown = hn_realloc(t->shape, (size_t)(t->ndim + 1) * sizeof(*grown))) == NULL) {
-        hn_expr_free(e);
-        return -1;
-    }
-    t->shape = grown;
-    t->shape[t->ndim++] = e;
-    return 0;
-}
+int hn_type_push_dim(hn_type *t, hn_expr *e) { return push_dim_expr(&t->shape, &t->ndim, e); }
 
 int hn_type_clone(hn_type *dst, const hn_type *src)
 {
