@@ -60,11 +60,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             if (test != NULL) { /* one test of the suite, by its name's start */
-                for (CU_pTest t = suite->pTest; t != NULL; t = t->pNext)
-                    if (strncmp(t->pName, test, strlen(test)) == 0) {
-                        CU_basic_run_test(suite, t);
-                        break;
-                    }
+                CU_pTest t = suite->pTest;
+                while (t != NULL && strncmp(t->pName, test, strlen(test)) != 0)
+                    t = t->pNext;
+                if (t == NULL) {
+                    fprintf(stderr, "hn_tests: no test of suite '%s' starts with '%s'\n", name, test);
+                    CU_cleanup_registry();
+                    return 2;
+                }
+                CU_basic_run_test(suite, t);
             } else {
                 CU_basic_run_suite(suite);
             }
