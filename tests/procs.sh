@@ -20,9 +20,9 @@ trap 'rm -rf "$t"' EXIT
 # the processes of session $1 that still run (a zombie waits for its reaper only)
 left_in() { ps -e -o sid=,pid=,stat= | awk -v s="$1" '$1 == s && $3 !~ /^Z/ { print $2 }'; }
 
-# run_case NAME RC SPEC ARGS...: the launcher as the leader of a new session
-# with HIRNODE_LAUNCH_TEST=SPEC; its exit code must be RC and nothing of
-# the session may be left. Output in $t/out and $t/err, seconds in $secs.
+# run_case NAME RC SPEC ARGS...: the launcher as the leader of a new process
+# session (setsid) with HIRNODE_LAUNCH_TEST=SPEC; its exit code must be RC
+# and no process of that setsid group may be left. Output in $t/out and $t/err, seconds in $secs.
 run_case() {
   local name=$1 want=$2 spec=$3 rc start sid left
   shift 3
@@ -282,7 +282,7 @@ run_case "fault skip via p2p" 1 "" --procs 2 --check --timeout 2 --fault 1:16:sk
 has err "error: rank 0: group { ... }: a peer never signalled" "fault skip via p2p"
 took_under 12 "fault skip via p2p (timeout 2)"
 # a worker killed from outside during a long run (rank 1 sleeps 8 s at line 25)
-# (4 processes, 1 launcher: 5 in the session)
+# (4 processes, 1 launcher: 5 in the setsid group)
 rm -f "$t/sid"
 setsid sh -c 'echo $$ >"$0"; exec "$@"' "$t/sid" "$cli" run --procs 4 --timeout 30 --fault 1:25:slow:8000 "$p2p" \
   >"$t/out" 2>"$t/err" &
