@@ -55,8 +55,8 @@ NVCC      := $(CUDA_HOME)/bin/nvcc
 ifeq ($(CUDA),auto)
   CUDA := $(if $(wildcard $(NVCC)),1,0)
 endif
-CUDA_SRC_C := src/core/device_cuda.c src/core/device_cuda_share.c src/core/cuda_error.c src/comm/comm_nccl.c src/comm/nccl_bench.c
-CUDA_SRC_CU := src/core/compute_cuda.cu src/core/ll_cuda.cu
+CUDA_SRC_C := src/device/device_cuda.c src/device/device_cuda_share.c src/device/cuda_error.c src/comm/nccl/comm_nccl.c src/comm/nccl/nccl_bench.c
+CUDA_SRC_CU := src/device/compute_cuda.cu src/comm/ll/ll_cuda.cu
 ifeq ($(CUDA),1)
   NCCL_HOME ?= $(patsubst %/include/nccl.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h)))
   ifeq ($(NCCL_HOME),)
@@ -71,7 +71,9 @@ ifeq ($(CUDA),1)
   NVCCFLAGS += -std=c++17 -DHN_HAVE_CUDA -Iinclude -I$(NCCL_HOME)/include -Xcompiler -fPIC \
                -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 endif
-LIB_SRC  := $(filter-out $(if $(filter 1,$(CUDA)),,$(CUDA_SRC_C)),$(wildcard src/core/*.c src/comm/*.c src/sched/*.c))
+# every C source under src/, at any depth (a folder per layer, comm/ a subfolder per communicator)
+SRC_ALL_C := $(sort $(wildcard src/*/*.c src/*/*/*.c))
+LIB_SRC  := $(filter-out $(if $(filter 1,$(CUDA)),,$(CUDA_SRC_C)),$(SRC_ALL_C))
 LIB_CU   := $(if $(filter 1,$(CUDA)),$(CUDA_SRC_CU))
 TOOL_SRC := $(wildcard tools/*.c)
 TEST_SRC := $(wildcard tests/*.c tests/*/*.c)
@@ -242,7 +244,7 @@ FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefi
 FUZZ_CFLAGS  := -O1 -g -std=c11 -D_GNU_SOURCE -DHN_FUZZ_ENTRY -pthread $(WARN) $(if $(filter 1,$(WERROR)),-Werror) \
                 -Iinclude -Isrc -Itests $(FUZZ_SAN)
 FUZZ_TARGETS := program npy trace
-FUZZ_LIB_SRC := $(filter-out $(CUDA_SRC_C),$(wildcard src/core/*.c src/comm/*.c src/sched/*.c))
+FUZZ_LIB_SRC := $(filter-out $(CUDA_SRC_C),$(SRC_ALL_C))
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_OBJ     := $(FUZZ_LIB_OBJ) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.o)
 FUZZERS      := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
@@ -266,7 +268,7 @@ $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 
-$(FUZZ_DICT): tests/fuzz/gen_dict.sh src/core/ops.def src/core/lex.c src/core/parse.c src/core/ir.c
+$(FUZZ_DICT): tests/fuzz/gen_dict.sh src/ir/ops.def src/ir/lex.c src/ir/parse.c src/ir/ir.c
 	tests/fuzz/gen_dict.sh
 
 fuzz-seeds:
@@ -302,7 +304,7 @@ fuzz-test:
 	fi
 
 format:
-	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(wildcard src/*/*.h include/hirnode/*.h tests/*.h)
+	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(wildcard src/*/*.h src/*/*/*.h include/hirnode/*.h tests/*.h)
 
 clean:
 	rm -rf build build-asan build-ubsan build-tsan build-asan-ubsan build-fuzz

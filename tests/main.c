@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/device.h"
+#include "device/device.h"
 #include "test.h"
 
 const char *hn_test_backend = "host";

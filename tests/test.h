@@ -5,9 +5,9 @@
 #include <CUnit/CUnit.h>
 #include <pthread.h>
 
-#include "core/ir.h"
-#include "core/device.h"
-#include "core/parse.h"
+#include "ir/ir.h"
+#include "device/device.h"
+#include "ir/parse.h"
 #include "hirnode/runtime.h"
 
 #define HN_SUITES                                                            \

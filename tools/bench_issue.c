@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/sched/tools.h"
+#include "../src/runtime/tools.h"
 #include "hirnode/runtime.h"
 
 #include "options.h"

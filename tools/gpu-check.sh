@@ -23,7 +23,7 @@
 #   repro     thread-mode cases that once hung, each REPRO_RUNS times
 #             (default 20): `hirnode bench collectives --gpus 2 --graph --op
 #             allreduce --via "ll oneshot,nccl"` at 8 KiB, and
-#             `hn_tests --suite sched/runtime,sched/graph`.
+#             `hn_tests --suite runtime/runtime,runtime/graph`.
 #   suites    every CUnit suite on CUDA (`hn_tests --backend cuda`; the
 #             concurrent matmuls at production sizes, the collectives and
 #             `via ll` among them).
@@ -46,7 +46,7 @@
 #             tables in ll-*-gG.md (LL_BENCH_OPTS, default "--reps 3",
 #             is added to each); memcheck of decode_allreduce_ll.hir and
 #             decode_layer_ll.hir at 2 GPUs.
-#   graphs    the sched/graph suite, the strategy stress replayed
+#   graphs    the runtime/graph suite, the strategy stress replayed
 #             (GRAPH_STRESS_RUNS, default 300), replay against eager bit for
 #             bit at production sizes (at 2 GPUs, else 1), `bench issue`
 #             (every replay path) at 1, 2 and 8 GPUs into
@@ -297,8 +297,8 @@ if part repro; then
     echo "repro: bench collectives --graph needs 2 GPUs: not run"
   fi
   for i in $(seq 1 "$runs"); do
-    step "repro hn_tests sched/runtime,sched/graph run $i/$runs" 240 \
-      build/hn_tests --backend cuda --suite sched/runtime,sched/graph
+    step "repro hn_tests runtime/runtime,runtime/graph run $i/$runs" 240 \
+      build/hn_tests --backend cuda --suite runtime/runtime,runtime/graph
   done
   part_end
 fi
@@ -419,7 +419,7 @@ fi
 # ---- graphs ----
 if part graphs; then
   part_begin graphs
-  step "graphs hn_tests sched/graph" 300 build/hn_tests --backend cuda --suite sched/graph
+  step "graphs hn_tests runtime/graph" 300 build/hn_tests --backend cuda --suite runtime/graph
   step "graphs strategy stress replayed" 300 env HN_STRESS_GRAPH_RUNS="${GRAPH_STRESS_RUNS:-300}" \
     build/hn_tests --backend cuda --suite tools/stress
   grep -E "stress:" "$last_log"

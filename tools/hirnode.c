@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/sched/tools.h"
+#include "../src/runtime/tools.h"
 #include "hirnode/runtime.h"
 
 #include "launch.h"

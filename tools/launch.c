@@ -19,7 +19,7 @@
 
 #include "hirnode/runtime.h"
 
-#include "../src/core/util.h"
+#include "../src/base/util.h"
 #include "launch.h"
 
 extern char **environ;

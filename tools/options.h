@@ -1,6 +1,6 @@
 /* The command line's one options parser: a table per subcommand (name,
  * value, kind and range, help line), every value parsed strictly by the
- * hn_parse_* functions of src/core/util.c, `--help` / `-h` everywhere. */
+ * hn_parse_* functions of src/base/util.c, `--help` / `-h` everywhere. */
 #ifndef HN_TOOLS_OPTIONS_H
 #define HN_TOOLS_OPTIONS_H
 
@@ -67,7 +67,7 @@ typedef struct hn_command {
  * integer from 1 to 1000000, not '5x'") and where the usage is. */
 int hn_cli_parse(const hn_command *c, int argc, char **argv, int first);
 
-/* For a command that reads the HIRNODE_* settings (src/sched/config.c):
+/* For a command that reads the HIRNODE_* settings (src/base/settings.c):
  * -1 when every one is good; else each bad one on stderr in the options'
  * format ("hirnode run: HIRNODE_STREAMS: expected an integer from 1 to
  * 16, not '5x'"), where they are listed, and HN_EXIT_USAGE. */

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/sched/tools.h"
+#include "../src/runtime/tools.h"
 #include "hirnode/runtime.h"
 
 #include "options.h"

@@ -21,7 +21,7 @@ fail=0
 make -j"$(nproc)" CUDA=1 build/hirnode > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 if echo '#include <CUnit/Basic.h>' | cc -E - >/dev/null 2>&1; then
   make -j"$(nproc)" CUDA=1 build/hn_tests >> "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-  timeout 300 build/hn_tests --backend cuda --suite sched/trace > "$out/suite-trace-cuda.log" 2>&1 || fail=1
+  timeout 300 build/hn_tests --backend cuda --suite trace/trace > "$out/suite-trace-cuda.log" 2>&1 || fail=1
   grep -E "tests  |asserts|Failed|failures" "$out/suite-trace-cuda.log"
 else
   echo "trace-gpu: no CUnit here: the trace suite on CUDA runs in tools/gpu-check.sh"

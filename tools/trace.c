@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/sched/tools.h"
+#include "../src/runtime/tools.h"
 
 #include "options.h"
 

@@ -1,5 +1,5 @@
 /* `hirnode tune`: measures this machine for the cost model (the measuring
- * is src/sched/tune.c), with a progress bar on stderr, writes the profile
+ * is src/runtime/tune.c), with a progress bar on stderr, writes the profile
  * file and says what it found: the model's fit and its error on every
  * pipeline measured. */
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/sched/tools.h"
+#include "../src/runtime/tools.h"
 #include "hirnode/runtime.h"
 
 #include "options.h"

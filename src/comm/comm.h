@@ -3,8 +3,8 @@
 #ifndef HN_COMM_H
 #define HN_COMM_H
 
-#include "../core/device.h"
-#include "../core/world.h"
+#include "../device/device.h"
+#include "../world/world.h"
 
 typedef enum hn_coll_kind {
     HN_COLL_ALLGATHER,
@@ -36,7 +36,7 @@ typedef struct hn_coll_args {
     int root; /* index into the team */
     /* The variant of the communicator's protocol. p2p: receivers pull (1)
      * or senders push (0). ll: HN_LL_ONESHOT (1), HN_LL_TWOSHOT (2), or 0:
-     * one-shot where the registered buffer holds it (src/core/ll.h;
+     * one-shot where the registered buffer holds it (src/comm/ll/ll.h;
      * allgather and reduce_scatter are one push by either name). */
     int get;
 } hn_coll_args;
@@ -66,7 +66,7 @@ typedef struct hn_comm_config {
     int p2p_graph_kernel_copy;     /* p2p: copies inside captures by SM kernels, not copy engines */
     size_t p2p_piece_min;          /* p2p: smallest piece, bytes (0: the default) */
     const hn_fault_sink *sink;
-    /* what the ranks share (src/core/world.h): exchanges at team joins,
+    /* what the ranks share (src/world/world.h): exchanges at team joins,
      * shared regions for what every member reads of the others (p2p); the
      * caller's, of nranks ranks with shared regions, outliving the
      * communicator. NULL: a communicator that needs one makes its own. */
@@ -149,7 +149,7 @@ extern const hn_comm_ops hn_comm_ll;
 const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n);
 
 /* The decode step every transformer layer ends with, through the latency
- * path in one kernel per member (src/core/ll.h, HN_LL_ALLREDUCE_NORM):
+ * path in one kernel per member (src/comm/ll/ll.h, HN_LL_ALLREDUCE_NORM):
  *   y = allreduce(send) + residual;  residual_out = y;
  *   recv = y * rsqrt(mean(y^2) + eps) * weight
  * on `rows` rows of `hidden` elements, all buffers of `dtype` (f32, bf16,

@@ -4,7 +4,7 @@
 #ifndef HN_TEAM_LIST_H
 #define HN_TEAM_LIST_H
 
-#include "../core/util.h"
+#include "../base/util.h"
 
 typedef struct hn_team_list {
     void **teams;

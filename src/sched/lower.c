@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/parse.h"
+#include "../ir/parse.h"
 #include "lower_int.h"
 
 static void stmt_error(hn_lower *L, const hn_instr *in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -4,7 +4,7 @@
 #ifndef HN_SCHED_LOWER_PUBLIC_H
 #define HN_SCHED_LOWER_PUBLIC_H
 
-#include "../core/ir.h"
+#include "../ir/ir.h"
 
 struct hn_cost_profile;
 

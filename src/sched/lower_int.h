@@ -4,11 +4,11 @@
 #ifndef HN_SCHED_LOWER_H
 #define HN_SCHED_LOWER_H
 
-#include "../core/verify.h"
-#include "comm_log.h"
-#include "cost.h"
+#include "../ir/verify.h"
+#include "../exec/comm_log.h"
+#include "../model/cost.h"
 #include "lower.h"
-#include "verify_run.h"
+#include "../exec/verify_run.h"
 
 typedef struct hn_lower {
     const hn_program *src;

@@ -1,4 +1,4 @@
-/* Tests of src/comm/comm_host.c: every collective on 1..8 ranks against
+/* Tests of src/comm/host/comm_host.c: every collective on 1..8 ranks against
  * analytic references, 8 repetitions on the same buffers; teams of a 2-d
  * mesh; a send/recv ring; diverging ranks and absent ranks end in an
  * error, not a hang. Then the same communicator with every rank on a
@@ -17,9 +17,9 @@
 
 #define hn_comm_host hn_comm_host_under_test
 #define hn_reduce_into hn_reduce_into_under_test
-#include "../../src/comm/comm_host.c"
+#include "comm/host/comm_host.c"
 
-#include "test.h"
+#include "../test.h"
 
 #define MAXR 8
 #define C 6 /* elements per chunk */

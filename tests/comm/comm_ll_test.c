@@ -1,5 +1,5 @@
-/* Tests of src/comm/comm_ll.c (and the protocol it hands the compute
- * backends, src/core/ll.h, run here by the CPU emulation src/core/ll_host.c)
+/* Tests of src/comm/ll/comm_ll.c (and the protocol it hands the compute
+ * backends, src/comm/ll/ll.h, run here by the CPU emulation src/comm/ll/ll_host.c)
  * through the device, compute and comm tables, one issuing thread per
  * rank: every collective and the fused allreduce + residual + RMSNorm at
  * 1..8 ranks, one-shot, two-shot and the communicator's choice,
@@ -25,10 +25,10 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "core/ll.h"
-#include "core/world.h"
-#include "core/ll_ref.h"
-#include "test.h"
+#include "comm/ll/ll.h"
+#include "world/world.h"
+#include "ll_ref.h"
+#include "../test.h"
 
 #define MAXR 8
 #define MAXT 4 /* teams of a world */

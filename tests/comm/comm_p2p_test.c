@@ -1,4 +1,4 @@
-/* Tests of src/comm/comm_p2p.c through the device, compute and comm tables
+/* Tests of src/comm/p2p/comm_p2p.c through the device, compute and comm tables
  * on the CPU backend, one issuing thread per rank (the rings hand buffer
  * addresses over when operations are issued; members join a team on
  * their own threads, since they exchange their addresses): allgather put and get,
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "test.h"
+#include "../test.h"
 
 #define MAXR 8
 #define CNT 1003 /* elements per chunk: odd, so pieces are uneven */

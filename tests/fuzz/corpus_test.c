@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/lex.h"
-#include "fuzz/fuzz.h"
-#include "test.h"
+#include "ir/lex.h"
+#include "fuzz.h"
+#include "../test.h"
 
 #define CORPUS "tests/fuzz/corpus"
 

@@ -1,4 +1,4 @@
-/* Fuzz target: .npy files through the decoder (src/core/npy.c) for a tensor
+/* Fuzz target: .npy files through the decoder (src/device/npy.c) for a tensor
  * of the dtype and shape a program input would need; a file that decodes is
  * encoded again and decodes to the same values (make fuzz). */
 #include <math.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/npy.h"
+#include "device/npy.h"
 #include "fuzz.h"
 
 static void broken(hn_fuzz_file_outcome *out, const char *what, const char *detail)

@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/parse.h"
+#include "ir/parse.h"
 #include "fuzz.h"
 #include "hirnode/runtime.h"
 #include "sched/lower.h"
-#include "sched/params.h"
-#include "sched/runtime_int.h"
-#include "sched/verify_run.h"
+#include "ir/params.h"
+#include "ranks/runtime_int.h"
+#include "exec/verify_run.h"
 
 /* Parameter values beyond the small ones a byte gives directly. */
 static const int64_t EXTREMES[] = {

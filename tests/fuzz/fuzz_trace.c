@@ -1,4 +1,4 @@
-/* Fuzz target: trace files through the reader (src/sched/trace_read.c),
+/* Fuzz target: trace files through the reader (src/trace/trace_read.c),
  * then what `hirnode trace summary` and `trace svg` compute from them —
  * busy time, the overlap figure, the critical path, the picture — for
  * every run and for all runs (make fuzz). */
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "sched/trace.h"
+#include "trace/trace.h"
 
 static void broken(hn_fuzz_file_outcome *out, const char *what, const char *detail)
 {

@@ -10,12 +10,12 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/check.h"
+#include "runtime/check.h"
 #include "sched/lower.h"
-#include "sched/params.h"
-#include "sched/run_error.h"
-#include "sched/verify_run.h"
-#include "test.h"
+#include "ir/params.h"
+#include "ranks/run_error.h"
+#include "exec/verify_run.h"
+#include "../test.h"
 
 /* Operands of each form, with a reference; OPTS is replaced. M divides by
  * world and by every chunk count of the cases below. */

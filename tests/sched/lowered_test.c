@@ -1,13 +1,13 @@
-/* Tests of the lowered copies kept by src/sched/config_cache.c: the
+/* Tests of the lowered copies kept by src/runtime/config_cache.c: the
  * runtime lowers a program once per parameter values and reuses it (and
  * its buffers) run after run; a new program at a recycled address is
  * lowered anew; hn_runtime_forget frees what the runtime kept. */
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/config_cache.h"
-#include "sched/runtime_int.h"
-#include "test.h"
+#include "runtime/config_cache.h"
+#include "ranks/runtime_int.h"
+#include "../test.h"
 
 static int blocks_of(const hn_runtime *rt, const hn_program *p)
 {

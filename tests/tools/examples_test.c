@@ -1,12 +1,12 @@
-/* Every example end to end through the --check driver (src/sched/check.c,
+/* Every example end to end through the --check driver (src/runtime/check.c,
  * which `hirnode run --check` uses): 1, 2, 4 and 8 ranks, with and without
  * random stream delays. */
 #include <stdio.h>
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/check.h"
-#include "test.h"
+#include "runtime/check.h"
+#include "../test.h"
 
 static void check_one(const char *path, hn_program *p, void *arg)
 {

@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/lex.h"
+#include "ir/lex.h"
 #include "hirnode/runtime.h"
-#include "sched/check.h"
-#include "sched/params.h"
-#include "sched/verify_run.h"
-#include "test.h"
+#include "runtime/check.h"
+#include "ir/params.h"
+#include "exec/verify_run.h"
+#include "../test.h"
 
 static const char *const INTS[] = {
     "9223372036854775807", "-9223372036854775808", "4611686018427387904", "4294967296", "0", "-1",

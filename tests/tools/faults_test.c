@@ -1,5 +1,5 @@
-/* Injected faults through the whole stack (HIRNODE_FAULT, src/core/fault.c,
- * set off by src/sched/eval.c): every kind at sampled instructions of
+/* Injected faults through the whole stack (HIRNODE_FAULT, src/base/fault.c,
+ * set off by src/exec/eval.c): every kind at sampled instructions of
  * every example at 1, 2, 4 and 8 ranks on the host backend. Each faulted
  * run must end within its deadline with an error naming the rank and the
  * instruction (a slow rank must still pass), the next run on the same
@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/check.h"
-#include "sched/fault_inject.h"
-#include "test.h"
+#include "runtime/check.h"
+#include "exec/fault_inject.h"
+#include "../test.h"
 
 #define SAMPLES_PER_CASE 5 /* per example and rank count */
 #define STOP_SAMPLES 4     /* in all: each waits out a deadline */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../../tools/options.c"
-#include "test.h"
+#include "../test.h"
 
 typedef struct opts {
     int n, flag;

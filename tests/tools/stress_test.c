@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "hirnode/runtime.h"
-#include "sched/check.h"
-#include "test.h"
+#include "runtime/check.h"
+#include "../test.h"
 
 static void test_random_sizes(void)
 {

@@ -1,0 +1,474 @@
+/* The latency path's communicator (`via ll`): allreduce, allgather and
+ * reduce_scatter of small messages, and allreduce + residual + RMSNorm
+ * fused (hn_comm_ll_allreduce_norm), each one kernel per member that
+ * pushes its data into the peers' registered buffers, where the data say
+ * by themselves that they have arrived — one-shot or two-shot
+ * (src/comm/ll/ll.h has the protocol and why it is safe; the compute backends
+ * run it: SM kernels on CUDA, the same phases as host code on the CPU
+ * backend). A team keeps, per member, a signal region and a registered
+ * buffer of two slots on the member's device. A member learns its peers'
+ * only through the world's exchanges (hn_world_xchg, on its own thread, at
+ * team_join and when team_reserve grows the buffers), never from their
+ * structs: in process mode a peer's struct lives in another process, and
+ * its device memory at the same address in every process (ll.h says what
+ * this relies on). Each process touches only the members it joined (abort,
+ * destroy). Issuing hands nothing between the ranks' threads and the
+ * generation lives on the devices, so calls need no host in the loop and
+ * can be captured in a CUDA graph. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ll.h"
+#include "../comm.h"
+#include "../team_list.h"
+
+#define SLOT_ALIGN 256
+#define FILL_PIECE ((size_t)1 << 20) /* host bytes of all ones a slot is cleared from at a time */
+/* what a member's exchanges on a team are about */
+enum { XCHG_JOIN = 1, XCHG_RESERVE = 2 };
+
+/* A member, as this process knows it: all but `rank` is written by the
+ * member's own thread and stays empty here for a member another process
+ * joined (so a non-NULL sig marks a member joined here). */
+typedef struct member {
+    int rank;
+    hn_ll_signal *sig; /* its own, on its device */
+    char *slots;       /* its own, on its device: HN_LL_SLOTS slots of `slot` bytes, all ones between calls */
+    size_t slot;       /* 0: not reserved (or a reserve failed somewhere: grown anew by the next) */
+    /* every member's, as the exchanges told it (peer_sig[me] is sig) */
+    hn_ll_signal *peer_sig[HN_LL_MAX_RANKS];
+    char *peer_slots[HN_LL_MAX_RANKS];
+    uint64_t xchgs;   /* its exchanges on the team: their names */
+    hn_dstream *last; /* issue side: the stream of its last call on the team */
+    hn_devent *ev;    /* issue side: orders a call after the last one when the stream changes */
+} member;
+
+struct hn_comm_team {
+    hn_comm_world *w;
+    int n;
+    uint64_t id; /* the same in every process: teams are created in one order everywhere */
+    member *m;
+};
+
+struct hn_comm_world {
+    int n;
+    const hn_device_ops *dev;
+    void *dev_ctx;
+    const hn_compute_ops *compute;
+    const hn_fault_sink *sink;
+    hn_world *world;     /* the exchanges: the runtime's, or own_world */
+    hn_world *own_world; /* made when the config gave none (one process) */
+    uint64_t team_ids;
+    hn_team_list teams;
+};
+
+const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n)
+{
+    if (kind != HN_COLL_ALLREDUCE && kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER)
+        return "the latency path does allreduce, allgather and reduce_scatter";
+    if (n > HN_LL_MAX_RANKS)
+        return "the latency path serves teams of at most 8 ranks";
+    if (kind != HN_COLL_ALLGATHER && dtype != HN_F32 && dtype != HN_BF16 && dtype != HN_F16)
+        return "the latency path reduces f32, bf16 and f16";
+    return NULL;
+}
+
+static const char *ll_refuses(hn_coll_kind kind, hn_dtype dtype, size_t count, int n, char *why, size_t len)
+{
+    const char *r = hn_comm_ll_refuses(kind, dtype, n);
+    (void)count;
+    if (r == NULL)
+        return NULL;
+    snprintf(why, len, "%s via ll: %s", hn_coll_name(kind), r);
+    return why;
+}
+
+const char *hn_comm_ll_norm_refuses(hn_dtype dtype, int n)
+{
+    if (n > HN_LL_MAX_RANKS)
+        return "the latency path serves teams of at most 8 ranks";
+    if (dtype != HN_F32 && dtype != HN_BF16 && dtype != HN_F16)
+        return "the latency path normalizes f32, bf16 and f16";
+    return NULL;
+}
+
+size_t hn_comm_ll_norm_reserve(size_t rows, size_t hidden, hn_dtype dtype, int n)
+{
+    size_t row = hn_ll_wire(HN_LL_SENTINEL, hidden * (size_t)hn_dtype_size(dtype)), k = (size_t)(n < 1 ? 1 : n);
+    size_t one = (rows * row + k - 1) / k, two = (rows + k - 1) / k * row;
+    return one > two ? one : two;
+}
+
+static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
+{
+    hn_comm_world *w = hn_calloc(1, sizeof(*w));
+    hn_status_t st;
+    if (w == NULL)
+        return HN_ERR_NOMEM;
+    w->n = cfg->nranks;
+    w->dev = cfg->dev;
+    w->dev_ctx = cfg->dev_ctx;
+    w->compute = cfg->compute;
+    w->sink = cfg->sink;
+    if ((st = hn_comm_world_of(cfg, 0, &w->world, &w->own_world)) != HN_OK) {
+        hn_free(w);
+        return st;
+    }
+    *out = w;
+    return HN_OK;
+}
+
+static void ll_fini(hn_comm_world *w)
+{
+    if (w == NULL)
+        return;
+    hn_team_list_free(&w->teams);
+    hn_world_destroy(w->own_world);
+    hn_free(w);
+}
+
+static hn_status_t ll_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
+{
+    hn_comm_team *t;
+    void *m = NULL;
+    if (n > HN_LL_MAX_RANKS) {
+        HN_ERROR("ll: a team of %d ranks; the latency path serves at most %d", n, HN_LL_MAX_RANKS);
+        return HN_ERR_UNSUPPORTED;
+    }
+    t = hn_team_new(&w->teams, w->n, ranks, n, sizeof(hn_comm_team), sizeof(member), offsetof(member, rank), &m);
+    if (t == NULL)
+        return HN_ERR_NOMEM;
+    t->m = m;
+    t->n = n;
+    t->w = w;
+    t->id = w->team_ids++;
+    *out = t;
+    return HN_OK;
+}
+
+/* What a member tells its team in an exchange: its status (a failure
+ * anywhere fails every member at once) and its device memory. */
+typedef struct xmember {
+    int32_t status, kind;
+    uint64_t slot;
+    uint64_t sig, slots; /* addresses, the same in every process */
+} xmember;
+
+/* Member me's exchange of `kind` on t, on its own thread: mine is its own
+ * status; on success every member's signal region (join) or registered
+ * buffer (reserve) lands in its peer_sig or peer_slots. The exchange's
+ * name counts the member's exchanges on the team, the same sequence on
+ * every member. */
+static hn_status_t team_xchg(hn_comm_team *t, int me, int kind, hn_status_t mine, const hn_origin *o)
+{
+    member *m = &t->m[me];
+    xmember own, all[HN_LL_MAX_RANKS];
+    int ranks[HN_LL_MAX_RANKS];
+    uint64_t tag = ((uint64_t)0x6c6c << 48) ^ (t->id << 24) ^ ((uint64_t)kind << 20) ^ ++m->xchgs;
+    hn_status_t st;
+    hn_strbuf why;
+    memset(&own, 0, sizeof(own));
+    own.status = mine;
+    own.kind = kind;
+    own.slot = m->slot;
+    own.sig = (uint64_t)(uintptr_t)m->sig;
+    own.slots = (uint64_t)(uintptr_t)m->slots;
+    for (int i = 0; i < t->n; i++)
+        ranks[i] = t->m[i].rank;
+    hn_sb_init(&why);
+    st = hn_world_xchg(t->w->world, ranks, t->n, me, tag, &own, sizeof(own), all, 0, &why);
+    if (st != HN_OK)
+        hn_origin_fail(o, st, "ll: %s a team of %d: %s", kind == XCHG_JOIN ? "joining" : "reserving for", t->n,
+                       why.data != NULL ? why.data : hn_status_string(st));
+    hn_sb_free(&why);
+    for (int i = 0; i < t->n && st == HN_OK; i++)
+        if (all[i].status != HN_OK) /* said by that member */
+            st = mine != HN_OK ? mine : HN_ERR_ABORTED;
+    for (int i = 0; i < t->n && st == HN_OK; i++) {
+        if (kind == XCHG_RESERVE && all[i].slot != m->slot) {
+            /* lanes are found by the slot's size: the members must agree */
+            hn_origin_fail(o, HN_ERR_RUNTIME, "ll: rank %d reserved slots of %llu bytes, rank %d of %zu",
+                           t->m[i].rank, (unsigned long long)all[i].slot, m->rank, m->slot);
+            st = HN_ERR_RUNTIME;
+        }
+    }
+    for (int i = 0; i < t->n && st == HN_OK; i++) {
+        if (kind == XCHG_JOIN)
+            m->peer_sig[i] = (hn_ll_signal *)(uintptr_t)all[i].sig;
+        else
+            m->peer_slots[i] = (char *)(uintptr_t)all[i].slots;
+    }
+    return st;
+}
+
+/* On the member's thread: its signal region, zeroed, and its event; then
+ * the team learns every member's signal region. */
+static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
+{
+    hn_comm_world *w = t->w;
+    member *m = &t->m[me];
+    hn_ll_signal *zero = hn_calloc(1, sizeof(*zero));
+    void *p = NULL;
+    hn_status_t st = zero != NULL ? HN_OK : HN_ERR_NOMEM;
+    if (st == HN_OK)
+        st = w->dev->mem_alloc(w->dev_ctx, m->rank, sizeof(hn_ll_signal), &p);
+    if (st == HN_OK)
+        st = w->dev->copy_to_device(w->dev_ctx, m->rank, p, zero, sizeof(hn_ll_signal));
+    if (st == HN_OK)
+        st = w->dev->event_create(w->dev_ctx, m->rank, &m->ev);
+    hn_free(zero);
+    if (st != HN_OK) {
+        if (p != NULL)
+            w->dev->mem_free(w->dev_ctx, m->rank, p);
+        p = NULL;
+        hn_origin_fail(o, st, "ll: cannot set up member %d of a team of %d", me, t->n);
+    }
+    m->sig = p;
+    /* the others wait for it in the exchange: it takes part even when it failed */
+    return team_xchg(t, me, XCHG_JOIN, st, o);
+}
+
+/* Between runs: a registered buffer of slots that hold any of the plain
+ * collectives of chunks of `bytes` (hn_ll_slot_bytes), by either algorithm;
+ * all ones, as the protocol keeps a slot between calls. */
+static hn_status_t ll_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
+{
+    hn_comm_world *w = t->w;
+    member *m = &t->m[me];
+    size_t slot = (hn_ll_slot_bytes(t->n, bytes) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN, total = HN_LL_SLOTS * slot;
+    size_t piece = total < FILL_PIECE ? total : FILL_PIECE;
+    void *p = NULL, *ones = NULL;
+    hn_status_t st = HN_OK;
+    if (slot <= m->slot)
+        return HN_OK;
+    if ((ones = hn_malloc(piece)) == NULL) {
+        hn_origin_fail(o, HN_ERR_NOMEM, "ll: out of host memory");
+        st = HN_ERR_NOMEM;
+        goto tell;
+    }
+    memset(ones, HN_LL_CLEAR, piece);
+    if ((st = w->dev->mem_alloc(w->dev_ctx, m->rank, total, &p)) != HN_OK) {
+        hn_origin_fail(o, st, "ll: cannot allocate a registered buffer of %d x %zu bytes", HN_LL_SLOTS, slot);
+        goto tell;
+    }
+    for (size_t at = 0; at < total && st == HN_OK; at += piece)
+        st = w->dev->copy_to_device(w->dev_ctx, m->rank, (char *)p + at, ones, total - at < piece ? total - at : piece);
+    if (st != HN_OK) {
+        hn_origin_fail(o, st, "ll: cannot clear a registered buffer of %zu bytes", total);
+        w->dev->mem_free(w->dev_ctx, m->rank, p);
+        goto tell;
+    }
+    if (m->slots != NULL)
+        w->dev->mem_free(w->dev_ctx, m->rank, m->slots);
+    m->slots = p;
+    m->slot = slot;
+tell: /* every member grows together (the runtime reserves on all at once, by one size) and tells the others */
+    hn_free(ones);
+    if ((st = team_xchg(t, me, XCHG_RESERVE, st, o)) != HN_OK)
+        m->slot = 0; /* grown again by the next reserve, on every member */
+    return st;
+}
+
+/* Frees what the members joined here made (another process's have none here). */
+static void ll_team_destroy(hn_comm_team *t)
+{
+    hn_comm_world *w;
+    if (t == NULL)
+        return;
+    w = t->w;
+    for (int i = 0; i < t->n; i++) {
+        member *m = &t->m[i];
+        if (m->sig != NULL)
+            w->dev->mem_free(w->dev_ctx, m->rank, m->sig);
+        if (m->slots != NULL)
+            w->dev->mem_free(w->dev_ctx, m->rank, m->slots);
+        if (m->ev != NULL)
+            w->dev->event_destroy(m->ev);
+    }
+    hn_team_free(&w->teams, t, t->m);
+}
+
+static const char *algo_name(int algo) { return algo == HN_LL_ONESHOT ? "one-shot" : "two-shot"; }
+
+/* Fills x's team part and algorithm (0: one-shot where the slot holds it,
+ * else two-shot) and issues it on s after the member's last call on the
+ * team; `what` names the operation in messages. */
+static hn_status_t issue(hn_comm_team *t, int me, hn_ll_args *x, hn_dstream *s, const hn_origin *o,
+                         const char *what)
+{
+    hn_comm_world *w = t->w;
+    member *m = &t->m[me];
+    hn_ll_plan P;
+    hn_status_t st;
+    x->n = t->n;
+    x->me = me;
+    x->pdl = 1;
+    x->slot = m->slot;
+    for (int p = 0; p < t->n; p++) { /* as the exchanges told this member */
+        x->sig[p] = m->peer_sig[p];
+        x->slots[p] = m->peer_slots[p];
+        x->ranks[p] = t->m[p].rank;
+    }
+    if (x->algo == HN_LL_AUTO) { /* the same choice on every member: equal reserves */
+        x->algo = HN_LL_ONESHOT;
+        hn_ll_plan_make(x, HN_LL_SEG_BYTES, &P);
+        if (hn_ll_need(&P, t->n) > m->slot)
+            x->algo = HN_LL_TWOSHOT;
+    }
+    if (x->algo != HN_LL_ONESHOT && x->algo != HN_LL_TWOSHOT) {
+        hn_origin_fail(o, HN_ERR_INVALID, "ll %s: no algorithm %d", what, x->algo);
+        return HN_ERR_INVALID;
+    }
+    if (x->kind == HN_LL_ALLGATHER || x->kind == HN_LL_REDUCE_SCATTER)
+        x->algo = HN_LL_ONESHOT; /* one push either way */
+    hn_ll_plan_make(x, HN_LL_SEG_BYTES, &P);
+    if (t->n > 1 && hn_ll_need(&P, t->n) > m->slot) {
+        hn_origin_fail(o, HN_ERR_RUNTIME, "ll %s (%s) of %zu elements: %zu bytes of registered buffer reserved, "
+                       "%zu needed (not prepared?)", what, algo_name(x->algo), x->count, m->slot,
+                       hn_ll_need(&P, t->n));
+        return HN_ERR_RUNTIME;
+    }
+    /* a member's calls run one after another (the protocol counts on it):
+     * on another stream than the last, after what the last one has so far */
+    if (m->last != NULL && m->last != s) {
+        if ((st = w->dev->event_record(m->ev, m->last)) != HN_OK ||
+            (st = w->dev->stream_wait_event(s, m->ev, o)) != HN_OK) {
+            hn_origin_fail(o, st, "ll %s: cannot order it after the team's last call", what);
+            return st;
+        }
+    }
+    m->last = s;
+    if ((st = w->compute->ll(s, x, o)) != HN_OK)
+        hn_origin_fail(o, st, "ll %s (%s): the kernel was not issued: %s", what, algo_name(x->algo),
+                       hn_status_string(st));
+    return st;
+}
+
+static hn_status_t ll_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
+{
+    hn_comm_world *w = t->w;
+    const char *why = hn_comm_ll_refuses(a->kind, a->dtype, t->n);
+    hn_ll_args x;
+    hn_status_t st;
+    if (why != NULL) {
+        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "%s via ll: %s", hn_coll_name(a->kind), why);
+        return HN_ERR_UNSUPPORTED;
+    }
+    if (a->count == 0)
+        return HN_OK;
+    if (t->n == 1) { /* its own chunk: a copy (an average of one is the value) */
+        size_t bytes = a->count * (size_t)hn_dtype_size(a->dtype);
+        if (a->recv == a->send)
+            return HN_OK;
+        if ((st = w->dev->memcpy_async(a->recv, a->send, bytes, s, o)) != HN_OK)
+            hn_origin_fail(o, st, "ll %s: a copy of %zu bytes failed", hn_coll_name(a->kind), bytes);
+        return st;
+    }
+    memset(&x, 0, sizeof(x));
+    x.kind = a->kind == HN_COLL_ALLREDUCE ? HN_LL_ALLREDUCE
+             : a->kind == HN_COLL_ALLGATHER ? HN_LL_ALLGATHER : HN_LL_REDUCE_SCATTER;
+    x.algo = a->get;
+    x.dtype = (int)a->dtype;
+    x.redop = a->redop;
+    x.count = a->count;
+    x.send = a->send;
+    x.recv = a->recv;
+    return issue(t, me, &x, s, o, hn_coll_name(a->kind));
+}
+
+hn_status_t hn_comm_ll_allreduce_norm(hn_comm_team *t, int me, const hn_norm_args *a, hn_dstream *s,
+                                      const hn_origin *o)
+{
+    const char *why = hn_comm_ll_norm_refuses(a->dtype, t->n);
+    hn_ll_args x;
+    if (why != NULL) {
+        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "allreduce + rmsnorm via ll: %s", why);
+        return HN_ERR_UNSUPPORTED;
+    }
+    if (a->hidden == 0 || a->send == NULL || a->recv == NULL || a->residual == NULL || a->residual_out == NULL ||
+        a->weight == NULL || a->recv == a->residual_out) {
+        hn_origin_fail(o, HN_ERR_INVALID, "allreduce + rmsnorm via ll: %s",
+                       a->hidden == 0 ? "rows of no element" : a->recv == a->residual_out && a->recv != NULL
+                       ? "the output and the residual's output are one buffer" : "a buffer is missing");
+        return HN_ERR_INVALID;
+    }
+    if (a->rows > SIZE_MAX / a->hidden) {
+        hn_origin_fail(o, HN_ERR_INVALID, "allreduce + rmsnorm via ll: %zu rows of %zu elements overflow",
+                       a->rows, a->hidden);
+        return HN_ERR_INVALID;
+    }
+    if (a->rows == 0)
+        return HN_OK;
+    memset(&x, 0, sizeof(x));
+    x.kind = HN_LL_ALLREDUCE_NORM;
+    x.algo = a->algo;
+    x.dtype = (int)a->dtype;
+    x.redop = a->redop;
+    x.count = a->rows * a->hidden;
+    x.hidden = a->hidden;
+    x.eps = a->eps;
+    x.send = a->send;
+    x.recv = a->recv;
+    x.residual = a->residual;
+    x.residual_out = a->residual_out;
+    x.weight = a->weight;
+    return issue(t, me, &x, s, o, "allreduce + rmsnorm");
+}
+
+static hn_status_t ll_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s,
+                          const hn_origin *o)
+{
+    (void)w;
+    (void)rank;
+    (void)ops;
+    (void)n;
+    (void)s;
+    hn_origin_fail(o, HN_ERR_UNSUPPORTED, "send/recv via ll: the latency path does allreduce, allgather and "
+                   "reduce_scatter");
+    return HN_ERR_UNSUPPORTED;
+}
+
+/* After a failure: the abort word of every member joined in this process
+ * is raised, so that its waiting blocks leave (another process raises its
+ * own members', once it sees the world's abort word: a device op for a
+ * rank this process does not drive would fail or reach the wrong GPU);
+ * the teams are made anew (fresh generations). */
+static int ll_abort(hn_comm_world *w)
+{
+    static const uint32_t one = 1;
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++)
+            if (t->m[k].sig != NULL)
+                w->dev->copy_to_device(w->dev_ctx, t->m[k].rank, &t->m[k].sig->abort, &one, sizeof(one));
+    }
+    return 1;
+}
+
+/* Between runs, all streams idle: no call needs ordering after another. */
+static void ll_reset(hn_comm_world *w)
+{
+    for (int i = 0; i < w->teams.n; i++) {
+        hn_comm_team *t = w->teams.teams[i];
+        for (int k = 0; k < t->n; k++)
+            t->m[k].last = NULL;
+    }
+}
+
+const hn_comm_ops hn_comm_ll = {
+    .name = "ll",
+    .ranks_per_device = 1,
+    .init = ll_init,
+    .fini = ll_fini,
+    .team_create = ll_team_create,
+    .team_join = ll_team_join,
+    .team_reserve = ll_team_reserve,
+    .team_destroy = ll_team_destroy,
+    .refuses = ll_refuses,
+    .collective = ll_collective,
+    .p2p = ll_p2p,
+    .abort = ll_abort,
+    .reset = ll_reset,
+};

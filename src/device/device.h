@@ -1,0 +1,360 @@
+/* Device layer: a table of function pointers per backend, shaped after
+ * CUDA's model (memory, streams, events, cross-device waits, copies), and
+ * the compute-op table each backend provides beside it. */
+#ifndef HN_DEVICE_H
+#define HN_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/dtype.h"
+#include "../base/shm.h"
+#include "../base/util.h"
+
+#define HN_TENSOR_MAX_DIMS 8
+
+typedef struct hn_dstream hn_dstream; /* a backend stream */
+typedef struct hn_devent hn_devent;   /* a backend event */
+typedef struct hn_dtimer hn_dtimer;   /* a backend timing marker (tracing) */
+typedef struct hn_dgraph hn_dgraph;   /* a captured graph of stream work, ready to launch */
+
+/* Where asynchronous failures are reported: the runtime's error slot. */
+typedef struct hn_fault_sink {
+    void (*report)(void *ctx, int rank, int instr, hn_status_t st, const char *msg);
+    void *ctx;
+    const int *abort_flag; /* non-zero once any rank failed */
+    double timeout_s;      /* deadline of any blocking wait */
+    /* The world's doorbell (hn_world_bell): rung by every flag write and
+     * latency-path push of the host backend, so that their waiters wake
+     * wherever they run, in this process or another one mapping the
+     * world. Not owned. NULL: a bell of this process's own. */
+    hn_doorbell *bell;
+} hn_fault_sink;
+
+/* While a run is traced, its origins carry the rank's recorder: a
+ * communicator that issues part of an instruction on a side stream of its
+ * own (the p2p copy lanes) marks there where each piece of that work begins
+ * (end = 0) and ends (end = 1), so the lane gets a track of its own in the
+ * trace. Called only while issuing, on the issuing rank's thread; tracing
+ * failures are the recorder's to note, never the run's. */
+typedef struct hn_trace_hook {
+    void (*lane)(void *ctx, hn_dstream *s, int lane, size_t bytes, int end);
+    void *ctx;
+} hn_trace_hook;
+
+/* While a program is captured into a graph (hn_runtime_capture), its
+ * origins carry the graph's replay state on the issuing rank: `ep` is four
+ * words of device memory of that rank: ep[0] the graph's epoch (0 at the
+ * first replay, raised by HN_GRAPH_EPOCH_SPAN at the end of each replay
+ * by the graph itself), ep[1] its abort word (non-zero: device-side waits
+ * of the graph give up), ep[2] always 0 and ep[3] the abort word again —
+ * so ep + 2 is a base for relative flags that adds nothing (absolute
+ * values with the graph's abort). Work whose values must change from
+ * replay to replay (sequence numbers, barrier values) reads them relative
+ * to ep[0] when it runs, never as constants fixed at capture. `id` tells
+ * graphs apart (never 0). */
+typedef struct hn_graph_ctx {
+    uint64_t id;
+    uint32_t *ep;
+    /* A graph captured again to rebind its buffers (hn_runtime_graph_rebind)
+     * gets a new id (sequences keyed by the id start afresh); `prev` is the
+     * id it had, whose state (the p2p flags of its own) the new capture
+     * takes over; 0 for a first capture. */
+    uint64_t prev;
+} hn_graph_ctx;
+
+/* What one replay raises a graph's epoch by: a capture must take fewer
+ * values than this from any sequence read relative to the epoch (the CPU
+ * communicator's rendezvous numbers; the p2p communicator's flag values,
+ * which it checks when the capture ends). */
+#define HN_GRAPH_EPOCH_SPAN 65536u
+
+/* Which rank and instruction issued a piece of asynchronous work. */
+typedef struct hn_origin {
+    const hn_fault_sink *sink;
+    int rank;
+    int instr;
+    const hn_trace_hook *trace; /* NULL unless the run is traced */
+    const hn_graph_ctx *graph;  /* NULL unless the work is being captured */
+} hn_origin;
+
+/* Marks the start or end of lane work of the origin's instruction on s
+ * (nothing when the run is not traced). */
+static inline void hn_origin_lane_mark(const hn_origin *o, hn_dstream *s, int lane, size_t bytes, int end)
+{
+    if (o != NULL && o->trace != NULL)
+        o->trace->lane(o->trace->ctx, s, lane, bytes, end);
+}
+
+void hn_origin_fail(const hn_origin *o, hn_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int hn_origin_aborted(const hn_origin *o)
+{
+    return o->sink != NULL && o->sink->abort_flag != NULL &&
+           __atomic_load_n(o->sink->abort_flag, __ATOMIC_ACQUIRE);
+}
+
+/* A strided tensor as the backends see it: element strides, data pointer
+ * already offset to element [0,...,0]. */
+typedef struct hn_tensor {
+    void *data;
+    hn_dtype dtype;
+    int ndim;
+    int64_t shape[HN_TENSOR_MAX_DIMS];
+    int64_t stride[HN_TENSOR_MAX_DIMS];
+} hn_tensor;
+
+/* Row-major strides from t's shape (dimensions >= 0). 0 when the element
+ * count and the byte size fit in int64; 1 when they overflow (then the
+ * strides are unspecified and t must not be used). Every tensor made by a
+ * program passes here, so that numel, bytes and every offset of its
+ * views fit afterwards. */
+int hn_tensor_make_contiguous(hn_tensor *t);
+/* "d0 × d1 elements overflows" (or "... elements of N bytes overflows"),
+ * for a shape hn_tensor_make_contiguous rejected. */
+void hn_shape_overflow_text(const hn_tensor *t, char *buf, size_t n);
+int64_t hn_tensor_numel(const hn_tensor *t);
+/* "bf16[4, 8]", for messages. */
+void hn_tensor_shape_text(const hn_tensor *t, char *buf, size_t n);
+int hn_tensor_is_contiguous(const hn_tensor *t);
+size_t hn_tensor_bytes(const hn_tensor *t); /* numel * element size */
+
+typedef hn_status_t (*hn_host_fn)(void *arg, const hn_origin *origin);
+
+typedef struct hn_device_config {
+    int ndev;
+    double host_delay_us; /* host backend: max random delay per closure */
+    uint64_t seed;
+    const hn_fault_sink *sink;
+    size_t host_mem_bytes; /* host backend: memory of each device (0: default) */
+    /* [ndev]: the backend's device ordinal of each device index (NULL: index
+     * i is ordinal i). The index (`dev` in the calls below) stays the rank:
+     * per-rank state is kept by index; CUDA calls go to the ordinal. The
+     * backend copies the array. */
+    const int *ordinals;
+    /* Process mode: devices first .. first + ndev - 1 are this process's
+     * (the ones below are other processes' ranks: never named in calls
+     * here); `dev` in the calls below is the rank. arena (NULL: the
+     * backend's own allocations) gives each of this process's devices its
+     * memory, arena[i] for device first + i, arena_bytes each — memory
+     * every process of the world maps at the same address (hn_share_ops),
+     * so a pointer into any rank's device memory means the same
+     * everywhere. */
+    int first;
+    void *const *arena;
+    size_t arena_bytes;
+} hn_device_config;
+
+typedef struct hn_compute_ops hn_compute_ops;
+typedef struct hn_ll_args hn_ll_args; /* ll.h */
+
+/* What a world across processes shares of a backend's device memory
+ * (src/world/rendezvous.c): each rank's device memory is one piece that
+ * its process makes and hands to the others as a file descriptor, and
+ * every process maps every rank's piece at the same address, inside a
+ * range reserved at the same address in every process. ord: the device
+ * ordinal of the calling process's rank. Any thread, before and after
+ * the backend's init. */
+typedef struct hn_share_ops {
+    /* bytes of addresses reserved at `at` exactly (NULL: anywhere): their
+     * start, or NULL (taken, or no room) */
+    void *(*reserve)(int ord, void *at, size_t bytes);
+    void (*unreserve)(int ord, void *p, size_t bytes);
+    /* this device's memory of bytes (zeroed, whole 2 MiB): a descriptor
+     * another process can map, or -1 (errno, or the backend's log, says
+     * why); *handle keeps what unmake releases (the memory lives on while
+     * mapped anywhere) */
+    int (*make)(int ord, size_t bytes, uint64_t *handle);
+    void (*unmake)(int ord, uint64_t handle);
+    /* fd's memory at p (reserved here), readable and writable by this
+     * process's device and host where the backend allows; unmap undoes */
+    hn_status_t (*map)(int ord, int fd, void *p, size_t bytes);
+    void (*unmap)(int ord, void *p, size_t bytes);
+    /* how much of a device's memory a world of `world` processes shares
+     * when HIRNODE_SHARED_MEM_MIB does not say (host_mem_bytes: the host
+     * backend's setting, 0: its default) */
+    size_t (*default_bytes)(int world, size_t host_mem_bytes);
+} hn_share_ops;
+
+typedef struct hn_device_ops {
+    const char *name;
+    const char *comm; /* the name of its communicator */
+    /* How many devices this machine has for the backend (0: none). */
+    int (*device_count)(void);
+    /* What device dev is, for the machine profile: its model ("NVIDIA
+     * H200") and the CUDA version its driver supports, each written only
+     * when known. Any thread. NULL (the host backend): the backend's name
+     * is the model. */
+    void (*describe)(int dev, char *model, size_t n, char *cuda, size_t cn);
+    hn_status_t (*init)(const hn_device_config *cfg, void **ctx);
+    void (*fini)(void *ctx);
+    /* Called first on each rank thread (cudaSetDevice, peer access), and
+     * last, after everything of that device is destroyed. */
+    hn_status_t (*thread_init)(void *ctx, int dev);
+    void (*thread_fini)(void *ctx, int dev);
+    hn_status_t (*mem_alloc)(void *ctx, int dev, size_t bytes, void **ptr);
+    void (*mem_free)(void *ctx, int dev, void *ptr);
+    /* Synchronous copies between host memory and a device, for I/O. */
+    hn_status_t (*copy_to_device)(void *ctx, int dev, void *dst, const void *src, size_t n);
+    hn_status_t (*copy_to_host)(void *ctx, int dev, void *dst, const void *src, size_t n);
+    hn_status_t (*stream_create)(void *ctx, int dev, hn_dstream **s);
+    void (*stream_destroy)(hn_dstream *s);
+    /* Blocks the calling host thread until all work issued so far is done. */
+    hn_status_t (*stream_sync)(hn_dstream *s);
+    /* HN_OK when every piece of work issued to s is done, HN_ERR_BUSY while
+     * some runs; another error if the stream failed. Never blocks. */
+    hn_status_t (*stream_query)(hn_dstream *s);
+    /* The backend's own handle of a stream (CUDA: its cudaStream_t; host:
+     * the stream itself), what embedders pass to launches. */
+    void *(*stream_native)(hn_dstream *s);
+    /* A handle for a stream an embedder made (`native`, of device dev):
+     * work issued on it runs on that stream; per-stream resources (the
+     * cuBLASLt workspace) are borrowed from `like`, which must not run at
+     * the same time. stream_release frees the handle, not the stream. */
+    hn_status_t (*stream_adopt)(void *ctx, int dev, void *native, hn_dstream *like, hn_dstream **out);
+    void (*stream_release)(hn_dstream *s);
+    /* 1 while s is being captured into a graph (the runtime's capture or
+     * an embedder's, such as torch.cuda.graph): its work does not run now. */
+    int (*stream_capturing)(hn_dstream *s);
+    hn_status_t (*event_create)(void *ctx, int dev, hn_devent **e);
+    void (*event_destroy)(hn_devent *e);
+    hn_status_t (*event_record)(hn_devent *e, hn_dstream *s);
+    /* HN_OK when the work before the event's last record is done (or it
+     * was never recorded), HN_ERR_BUSY while it runs. Never blocks, never
+     * touches the stream it was recorded on (which may be gone since). */
+    hn_status_t (*event_query)(hn_devent *e);
+    /* Later work on s waits for the event's last record (any device). */
+    hn_status_t (*stream_wait_event)(hn_dstream *s, hn_devent *e, const hn_origin *o);
+    /* Byte copy between any two device buffers (peers included). */
+    hn_status_t (*memcpy_async)(void *dst, const void *src, size_t n, hn_dstream *s,
+                                const hn_origin *o);
+    /* Stream memory operations on 32-bit flags in device memory, for
+     * readiness between devices without the host: write_flag stores `value`
+     * at `addr` (any device's memory, peers included) after all prior work
+     * of s; wait_flag makes later work of s wait until the flag at `addr`
+     * (this device's memory) reaches `value`: (int32_t)(*addr - value) >= 0. */
+    hn_status_t (*stream_write_flag)(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o);
+    hn_status_t (*stream_wait_flag)(hn_dstream *s, const uint32_t *addr, uint32_t value, const hn_origin *o);
+    /* Relative flags, for captured graphs (hn_graph_ctx): write_flag_rel
+     * stores value + base[0] (base: memory of s's device, read when the
+     * write runs); wait_flag_rel waits until the flag reaches value +
+     * base[0] (wrap-safe), or base[1] is raised; add_u32 adds `value` to
+     * *addr (memory of s's device) in stream order. */
+    hn_status_t (*stream_write_flag_rel)(hn_dstream *s, uint32_t *addr, uint32_t value, const uint32_t *base,
+                                         const hn_origin *o);
+    hn_status_t (*stream_wait_flag_rel)(hn_dstream *s, const uint32_t *addr, uint32_t value, const uint32_t *base,
+                                        const hn_origin *o);
+    hn_status_t (*stream_add_u32)(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o);
+    /* Graphs. capture_begin: from here, work issued on s (and on every
+     * stream that waits for an event recorded by captured work) is captured
+     * instead of run; capture_end (on s, once every such stream has been
+     * joined back into s through events) makes the graph, ready to launch.
+     * A captured wait on an event recorded outside the capture is an error.
+     * graph_launch runs the whole graph after the work of s so far; later
+     * work of s waits for all of it. Launches of one graph must not run at
+     * the same time (launch them on one stream, or order them). Captured
+     * host work keeps its argument until graph_destroy releases it.
+     * graph_destroy: after its launches are done. */
+    hn_status_t (*capture_begin)(hn_dstream *s);
+    hn_status_t (*capture_end)(hn_dstream *s, hn_dgraph **g);
+    hn_status_t (*graph_launch)(hn_dgraph *g, hn_dstream *s);
+    void (*graph_destroy)(hn_dgraph *g);
+    /* Ends the capture begun on s like capture_end, but instead of making
+     * a graph, puts what was captured into g (made by capture_end from a
+     * capture of the same work with other arguments: other buffers): g's
+     * later launches run the new capture. None of g's launches may be in
+     * flight. The capture is consumed in every case. HN_ERR_UNSUPPORTED
+     * when its structure differs from g's (other kinds of work, streams or
+     * events: capture anew), another error when the capture failed; g may
+     * then hold neither capture whole and must not be launched again.
+     * NULL where a backend cannot update a graph in place. */
+    hn_status_t (*capture_update)(hn_dstream *s, hn_dgraph *g);
+    /* Runs fn(arg) in stream order; release(arg) afterwards (may be NULL).
+     * The host backend runs compute and emulated communication this way. */
+    hn_status_t (*launch_host)(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),
+                               const hn_origin *o);
+    /* Drops work not yet started after an abort; streams stay usable. */
+    void (*recover)(void *ctx);
+    /* HN_OK, or HN_ERR_DEVICE_LOST once the device's context is lost for
+     * good (a sticky error: an illegal address, a trap); `why` says what
+     * was seen. */
+    hn_status_t (*health)(void *ctx, int dev, char *why, size_t n);
+    /* Free and total memory of a device (for out-of-memory messages). */
+    hn_status_t (*mem_info)(void *ctx, int dev, size_t *free_bytes, size_t *total_bytes);
+    /* Fault injection (HIRNODE_FAULT): work on s that fails when it runs,
+     * after the work before it. sticky = 0: a recoverable asynchronous
+     * error (a failing host closure / host function); sticky = 1: one that
+     * loses the device (a trapping kernel on CUDA; the host backend marks
+     * the device lost). */
+    hn_status_t (*inject_fault)(hn_dstream *s, int sticky, const hn_origin *o);
+    /* Timing markers, for tracing only (the events above keep timing
+     * disabled, so a run that is not traced pays nothing): a record marks
+     * the point of s's work where it is issued (a marker may be recorded
+     * again, run after run; like other work, it is dropped after a failure
+     * of o's run); once the streams of both records are synchronized,
+     * elapsed is the time from one to the other, in seconds (markers of one
+     * device). HN_ERR_RUNTIME if a marker was never reached. */
+    hn_status_t (*timer_create)(void *ctx, int dev, hn_dtimer **t);
+    void (*timer_destroy)(hn_dtimer *t);
+    hn_status_t (*timer_record)(hn_dtimer *t, hn_dstream *s, const hn_origin *o);
+    hn_status_t (*timer_elapsed)(const hn_dtimer *from, const hn_dtimer *to, double *seconds);
+    /* When a reached marker was reached on the host's monotonic clock (the
+     * one hn_now reads), in nanoseconds: backends whose streams run on the
+     * host know it exactly; the others return HN_ERR_UNSUPPORTED, and their
+     * markers are placed from an epoch marker with timer_elapsed. */
+    hn_status_t (*timer_host_ns)(const hn_dtimer *t, int64_t *ns);
+    /* device memory shared across processes (NULL: no process mode) */
+    const hn_share_ops *share;
+} hn_device_ops;
+
+/* Compute ops, issued on a stream. fp32 accumulation for bf16/f16. */
+struct hn_compute_ops {
+    hn_status_t (*copy)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *src, const hn_origin *o);
+    hn_status_t (*fill)(hn_dstream *s, const hn_tensor *dst, double value, const hn_origin *o);
+    hn_status_t (*iota)(hn_dstream *s, const hn_tensor *dst, double start, double step, const hn_origin *o);
+    /* Uniform in [lo, hi), a function of (seed, element index) only. */
+    hn_status_t (*random)(hn_dstream *s, const hn_tensor *dst, uint64_t seed, double lo, double hi,
+                          const hn_origin *o);
+    /* op: 0 add, 1 mul, 2 maximum, 3 minimum */
+    hn_status_t (*binary)(hn_dstream *s, int op, const hn_tensor *dst, const hn_tensor *a,
+                          const hn_tensor *b, const hn_origin *o);
+    hn_status_t (*scale)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a, double f,
+                         const hn_origin *o);
+    hn_status_t (*sum)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a, int axis,
+                       const hn_origin *o);
+    /* dst[.., M, N] = a[.., M, K] @ b[.., K, N] (+ bias[N]); b may be 2-d
+     * and shared by every batch. transb: b is [N, K] (linear's weight). */
+    hn_status_t (*matmul)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a,
+                          const hn_tensor *b, int transb, const hn_tensor *bias, const hn_origin *o);
+    /* RMSNorm over rows of `hidden` elements (the last axis; weight is
+     * [hidden]): y = a (+ residual, when not NULL), res_out = y (when not
+     * NULL), dst = y * rsqrt(mean(y^2) + eps) * weight — fp32 math on y as
+     * stored in the dtype (f32, bf16, f16: one for all), the factor as
+     * hn_ll_norm_scale (ll.h). dst, a, residual and res_out have one shape,
+     * any strides; dst may be a, res_out may be residual; dst and res_out
+     * are two buffers. Also the second half of allreduce_rmsnorm through
+     * a communicator that does not fuse it. */
+    hn_status_t (*rmsnorm)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *res_out, const hn_tensor *a,
+                           const hn_tensor *residual, const hn_tensor *weight, float eps, const hn_origin *o);
+    /* The latency path (ll.h): one call of a collective through peers'
+     * memory, run by SM kernels (CUDA) or a closure that runs the same
+     * protocol (host), barriers by flags in the members' signal regions. */
+    hn_status_t (*ll)(hn_dstream *s, const hn_ll_args *a, const hn_origin *o);
+};
+
+extern const hn_device_ops hn_device_host;
+extern const hn_compute_ops hn_compute_host;
+#ifdef HN_HAVE_CUDA
+extern const hn_device_ops hn_device_cuda;
+extern const hn_compute_ops hn_compute_cuda;
+#endif
+
+/* The registered device backends, NULL-terminated; "auto" picks the first
+ * with devices (device_registry.c). */
+const hn_device_ops *hn_device_find(const char *name);
+const hn_device_ops *const *hn_device_backends(void);
+/* The compute ops registered with device backend d (they run on its
+ * streams), or NULL for a table that is not registered. */
+const hn_compute_ops *hn_device_compute(const hn_device_ops *d);
+
+#endif

@@ -1,0 +1,227 @@
+/* The scheduler's cost model: the crossovers behind `via auto`, and the
+ * fitted model that picks a pipelined statement's strategy, chunks,
+ * streams and communicators from a machine profile — measured collective
+ * curves and fitted coefficients, read from a file `hirnode tune` wrote
+ * (profile.c) or the built-in default made from the measurements here
+ * (docs/SCHEDULER.md has the measurements, the model and its fit). */
+#ifndef HN_SCHED_COST_H
+#define HN_SCHED_COST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../comm/comm.h"
+#include "../ir/ir.h"
+
+/* What a pipelined statement computes, for the model. */
+typedef enum hn_pipe_kind {
+    HN_PIPE_AG_MM, /* C[M, N] = allgather(A[M/n, K]) @ B[K, N] */
+    HN_PIPE_MM_RS, /* C[M/n, N] = reduce_scatter(A[M, K] @ B[K, N]) */
+    HN_PIPE_MM_AR, /* C[M, N] = allreduce(A[M, K] @ B[K, N]) */
+    HN_PIPE_AG,    /* plain allgather of M elements per rank */
+    HN_PIPE_RS,    /* plain reduce_scatter to M elements per rank */
+    HN_PIPE_AR,    /* plain allreduce of M elements */
+} hn_pipe_kind;
+
+typedef struct hn_cost_profile hn_cost_profile;
+
+typedef struct hn_pipe_shape {
+    hn_pipe_kind kind;
+    int64_t M, K, N; /* global rows M, local weight K x N (K = N = 1: no GEMM) */
+    hn_dtype dtype;
+    int world;
+    const hn_cost_profile *prof; /* the machine's profile; NULL: the built-in default */
+} hn_pipe_shape;
+
+/* A plan: each field fixed by the statement, or left free (AUTO, 0) for
+ * hn_pipe_choose to settle. */
+typedef struct hn_pipe_plan {
+    hn_strategy strategy;
+    int chunks;           /* steps of the pipeline (ring: world; sequential: 1) */
+    int streams;          /* worker streams, stream(i % streams) */
+    hn_backend_kind via;  /* nccl, p2p, ll (sequential only, chosen by the model) or default once chosen */
+    hn_protocol protocol; /* put or get once chosen (p2p) */
+    double seconds;       /* the model's time for the plan */
+    /* GEMM + allreduce by ring: the allgather of the reduced blocks, its
+     * own communicator (copy engines where they win); AUTO elsewhere */
+    hn_backend_kind ag_via;
+    hn_protocol ag_protocol;
+} hn_pipe_plan;
+
+/* Settles every free field of *plan with the plan the model finds
+ * fastest, keeping the fixed ones; HN_ERR_VERIFY with a message into err
+ * when the fixed fields cannot work for this shape (chunks that do not
+ * divide the rows, a strategy the statement does not offer, ...). */
+hn_status_t hn_pipe_choose(const hn_pipe_shape *sh, int offered_strategies, hn_pipe_plan *plan, char *err,
+                           int errlen);
+/* The model's time of a complete plan, in seconds. */
+double hn_pipe_seconds(const hn_pipe_shape *sh, const hn_pipe_plan *plan);
+
+/* ---- the machine profile: what the model reads (profile.c reads and
+ * writes it as a file; docs/SCHEDULER.md "The machine profile") ---- */
+
+/* Who moves a collective's data. */
+typedef enum hn_cost_engine {
+    HN_ENGINE_NCCL,     /* NCCL's kernels */
+    HN_ENGINE_CE_PUT,   /* the p2p rings, senders push (copy engines) */
+    HN_ENGINE_CE_GET,   /* the p2p rings, receivers pull */
+    HN_ENGINE_LL,       /* the latency path's kernels */
+    HN_ENGINE_COUNT
+} hn_cost_engine;
+
+#define HN_COST_MAX_POINTS 24
+#define HN_COST_MAX_CURVES 64
+#define HN_COST_MAX_SHAPES 16
+#define HN_COST_MAX_PIPES 96
+#define HN_COST_NDTYPES 3 /* bf16, f16, f32 */
+
+/* The time of one collective by size on a team of n: log-log between the
+ * points, flat below the first (latency-bound), proportional beyond the
+ * last. Sizes as in hn_cost_coll_seconds. */
+typedef struct hn_cost_curve {
+    hn_coll_kind kind;
+    hn_cost_engine engine;
+    int n;
+    int npoints;
+    double bytes[HN_COST_MAX_POINTS]; /* increasing */
+    double us[HN_COST_MAX_POINTS];    /* microseconds per call */
+} hn_cost_curve;
+
+/* One measured pipeline: a shape on 2 or more GPUs, the GEMM alone and
+ * the ratio GEMM alone / pipeline of one strategy. */
+typedef struct hn_cost_point {
+    hn_pipe_kind kind;
+    int64_t M, K, N;
+    int world;
+    double gemm_tflops; /* the GEMM alone, per GPU, same run */
+    hn_strategy strategy;
+    int p2p;            /* its communication on copy engines (1) or NCCL (0) */
+    int chunks;
+    double ratio;       /* GEMM alone / pipeline */
+    int get;            /* p2p: receivers pull */
+    int reference;      /* another library's run: its GEMM rate is fitted, the rest only checks the model */
+} hn_cost_point;
+
+/* The model's coefficients (hn_cost_fit makes them from measured
+ * pipelines). */
+typedef struct hn_cost_coeffs {
+    double gemm_tflops_at_1t; /* bf16 GEMM rate at 1e12 flop per GPU, TFLOP/s */
+    double gemm_gamma;        /* rate ~ flop^-gamma */
+    double seq_overhead_s;    /* a sequential collective + GEMM beyond their parts */
+    double kappa[2][2];       /* [gather, reduce][nccl, copy engine]: GEMM time lost per second of overlapped communication */
+    double tau_s[2][2];       /* same: seconds per pipeline step */
+    double chunk_s;           /* a GEMM cut in one more chunk (measured; 0 where tau holds it) */
+    double stream_s;          /* one more stream in a pipeline (measured; 0 where tau holds it) */
+} hn_cost_coeffs;
+
+/* What the profile's GEMM rates are fitted from: one shape of one dtype. */
+typedef struct hn_cost_gemm_point {
+    hn_dtype dtype;
+    int64_t M, K, N;
+    double tflops; /* per GPU, every GPU multiplying at once */
+} hn_cost_gemm_point;
+
+/* How much a GEMM slows while other traffic runs beside it: GEMM seconds
+ * lost per second of that traffic; < 0 where not measured. */
+enum { HN_TRAFFIC_CE, HN_TRAFFIC_NCCL, HN_TRAFFIC_LL, HN_TRAFFIC_SM, HN_TRAFFIC_COUNT };
+
+#define HN_PROFILE_VERSION 1
+
+struct hn_cost_profile {
+    /* where it was measured */
+    char model[96];   /* GPU model ("NVIDIA H200"), or "host" (the CPU emulation) */
+    int count;        /* devices it was measured on; 0: any (a built-in default) */
+    char backend[16]; /* cuda or host */
+    char driver[48], cuda[24], nccl[24], date[32], hirnode[24];
+    int builtin;      /* 1: a built-in default, not a file */
+    char source[512]; /* the file, or "built-in default for ..." */
+    /* the model's inputs */
+    double gemm_tflops_at_1t[HN_COST_NDTYPES], gemm_gamma[HN_COST_NDTYPES]; /* bf16, f16, f32 */
+    hn_cost_coeffs coef; /* kappa, tau, sigma, chunk and stream costs (its gemm_* is the pipelines' fit) */
+    double hbm_bytes_per_s; /* a local copy (staging buffers) */
+    int ncurves;
+    hn_cost_curve curves[HN_COST_MAX_CURVES];
+    /* measurements kept with it: the shapes it was tuned at (bench overlap
+     * --shapes tuner), GEMM rates, interference, measured pipelines */
+    int nshapes;
+    int64_t shapes[HN_COST_MAX_SHAPES][3];
+    int ngemm;
+    hn_cost_gemm_point gemm[HN_COST_MAX_PIPES];
+    double interference[HN_TRAFFIC_COUNT];
+    int npipes;
+    hn_cost_point pipes[HN_COST_MAX_PIPES];
+};
+
+/* The built-in default: the measurements of 2 and 4 H200s (cost.c, the
+ * model's coefficients fitted to them). */
+const hn_cost_profile *hn_cost_builtin(void);
+/* Index of a dtype in the profile's GEMM rates (bf16 0, f16 1, f32 2; others as f32). */
+int hn_cost_dtype_index(hn_dtype dtype);
+/* The curve of (kind, engine) for n ranks: n's own, else the nearest team
+ * size measured (ties: the larger); get falls back to put's; NULL: none. */
+const hn_cost_curve *hn_cost_curve_of(const hn_cost_profile *p, hn_coll_kind kind, hn_cost_engine engine, int n);
+
+/* The model's pieces, for tests, the tuner and `hirnode bench overlap`
+ * (prof NULL: the built-in default). */
+double hn_cost_gemm_seconds(const hn_cost_profile *prof, double flops, hn_dtype dtype);
+/* Time of one collective of `bytes` (allgather: output, reduce_scatter:
+ * input, allreduce: buffer, broadcast: buffer) over n ranks; < 0 when the
+ * profile has no curve for it (the latency path where not measured). */
+double hn_cost_coll_seconds(const hn_cost_profile *prof, hn_coll_kind kind, hn_cost_engine engine, int n,
+                            double bytes);
+/* The smallest size (bytes, as above) from which `via auto` picks p2p
+ * for kind over n ranks; SIZE_MAX: never. */
+size_t hn_cost_crossover(hn_coll_kind kind, int n);
+/* The latency path's crossovers (estimates until measured): twoshot = 0,
+ * the size from which `via auto` no longer picks it (0: never picks it);
+ * twoshot = 1, the size from which `via ll` runs two-shot (SIZE_MAX:
+ * never). */
+size_t hn_cost_ll_crossover(hn_coll_kind kind, int n, int twoshot);
+
+/* ---- fitting (docs/SCHEDULER.md) ---- */
+
+/* The built-in default's coefficients: hn_cost_fit(hn_cost_points). */
+extern const hn_cost_coeffs hn_cost_model;
+extern const hn_cost_point hn_cost_points[];
+extern const int hn_cost_npoints;
+
+/* The bounds of the model's coefficients (what a profile file may hold;
+ * the fit stays within them): kappa, and tau, sigma, chunk and stream
+ * costs in seconds. */
+#define HN_COST_MAX_KAPPA 100.0
+#define HN_COST_MAX_SECONDS 1.0
+
+/* Least squares of the model on the points (non-negative coefficients),
+ * with the collective curves of `curves` (NULL: the built-in's); its
+ * chunk_s and stream_s are taken as measured and kept. Kappa and tau of a
+ * class without points: `fallback`'s (NULL: the built-in's). */
+void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n, const hn_cost_coeffs *fallback,
+                 hn_cost_coeffs *out);
+/* rate = F1 (flop / 1e12)^-gamma through points of one dtype (log-log
+ * least squares, gamma within +-HN_COST_MAX_GAMMA; one point: gamma 0). 0
+ * when there is none. */
+#define HN_COST_MAX_GAMMA 4.0
+int hn_cost_fit_gemm(const hn_cost_gemm_point *pts, int n, hn_dtype dtype, double *tflops_at_1t, double *gamma);
+
+/* The communicator a collective goes through: `via auto` (and, where
+ * default_auto, `via default`) picks the latency path, NCCL or the p2p
+ * rings from crossovers by kind, size, dtype and team size; any other via
+ * is kept. count as in hn_coll_args. Deterministic: every member picks
+ * the same. */
+hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_kind kind, size_t count,
+                               hn_dtype dtype, int n);
+/* The latency path's algorithm for a collective `via ll` names none of:
+ * HN_LL_ONESHOT (1) below the crossover, HN_LL_TWOSHOT (2) from it. */
+int hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
+/* 1 once the latency path's crossovers are measured (cost.c): the default
+ * of HIRNODE_AUTO_LL follows it. */
+extern const int hn_cost_ll_measured;
+/* Whether `via auto` may pick the latency path, for a value of
+ * HIRNODE_AUTO_LL ("1" yes, "0" no, "auto" or anything else: `measured`). */
+int hn_auto_ll_on(const char *setting, int measured);
+/* The same for this process's setting and hn_cost_ll_measured. */
+int hn_auto_picks_ll(void);
+/* Whether collectives without `via` pick like `via auto` on this backend. */
+int hn_default_via_auto(const char *device_backend);
+
+#endif

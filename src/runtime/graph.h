@@ -1,0 +1,29 @@
+/* Graphs (graph.c): a program captured for one configuration and replayed
+ * with one backend launch per rank; the public hn_runtime_capture,
+ * _replay and _graph_destroy are defined there. From the caller's thread. */
+#ifndef HN_SCHED_GRAPH_H
+#define HN_SCHED_GRAPH_H
+
+#include "../ranks/runtime_int.h"
+
+/* How a replay launches every rank's graph (the setting replay,
+ * HIRNODE_REPLAY; graph.c says what each costs). */
+typedef enum hn_replay_path { HN_REPLAY_BELLS, HN_REPLAY_JOBS, HN_REPLAY_CALLER } hn_replay_path;
+/* "bells", "jobs" or "caller" into *path; HN_ERR_INVALID (logged) else. */
+hn_status_t hn_replay_path_parse(const char *text, int *path);
+
+/* Replays g on every rank's stream (streams NULL: the runtime's), like a
+ * launch: joined by hn_runtime_finish_launches. */
+hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *streams);
+/* The setting graphs = 1: a run or launch of a configuration seen before
+ * is replayed from its graph (captured the second time). HN_OK with *out
+ * the graph to replay, or NULL to run eagerly (also when a capture failed:
+ * logged, and the configuration prepared again); an error of the launches
+ * in flight or of that preparation otherwise. */
+hn_status_t hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                  void *const *const *io, void *const *streams, hn_graph **out);
+/* Frees every graph, their replays finished first (the runtime's end, on
+ * the rank threads, before the teams go). */
+void hn_graphs_free(hn_runtime *rt);
+
+#endif

@@ -1,0 +1,736 @@
+/* Tests of src/runtime/graph.c through the public API: a captured program
+ * replays what eager launches compute, bit for bit; replays back to back
+ * under random stream delays, mixed with eager launches and with another
+ * graph of the same program; what makes a graph unusable; the setting
+ * graphs = 1. On the host backend the capture is the backend's record of
+ * the issued work; on CUDA, stream capture into CUDA graphs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hirnode/runtime.h"
+#include "exec/fault_inject.h"
+#include "runtime/graph.h"
+#include "ranks/runtime_int.h"
+#include "../test.h"
+
+
+static int nranks(void) { return hn_test_max_ranks() < 4 ? hn_test_max_ranks() : 4; }
+
+/* Every kind of communication a replay must get right: the p2p rings
+ * (staged reductions, put and get allgathers, send/recv), the default
+ * communicator, a second stream, a matmul; Y accumulates, so replays that
+ * overlapped or missed one another would show. */
+static const char *step_text =
+    "param N = 256\n"
+    "input  X : f32[N] replicated\n"
+    "input  W : f32[16, 16] replicated\n"
+    "output Y : f32[N] replicated\n"
+    "output G : f32[N * world] replicated\n"
+    "T = alloc f32[N]\n"
+    "U = alloc f32[N]\n"
+    "R = alloc f32[N / world]\n"
+    "M = alloc f32[N / 16, 16]\n"
+    "copy T <- X\n"
+    "s0 = current_stream\n"
+    "set_stream stream(1)\n"
+    "wait_stream s0\n"
+    "allreduce T <- T op sum via p2p\n"
+    "reduce_scatter R <- T op sum via p2p\n"
+    "allgather T <- R via p2p get\n"
+    "allgather G <- T via p2p\n"
+    "set_stream s0\n"
+    "wait_stream stream(1)\n"
+    "group {\n"
+    "  send T to (rank + 1) % world via p2p\n"
+    "  recv U from (rank - 1) % world via p2p\n"
+    "}\n"
+    "add T <- T, U\n"
+    "allreduce T <- T op max\n"
+    "Tv = view T as [N / 16, 16]\n"
+    "matmul M <- Tv, W\n"
+    "Mv = view M as [N]\n"
+    "scale Mv <- Mv, 0.001\n"
+    "add Y <- Y, Mv\n";
+
+typedef struct bufs {
+    int n;
+    void *x[8], *w[8], *y[8], *g[8];
+    size_t xs[8], ws[8], ys[8], gs[8]; /* their bytes */
+} bufs;
+
+static void bufs_make(hn_runtime *rt, bufs *b, int n, uint64_t seed)
+{
+    float x[256], w[256];
+    b->n = n;
+    for (int r = 0; r < n; r++) {
+        uint64_t s = seed * 977 + (uint64_t)r, sw = seed;
+        for (int i = 0; i < 256; i++) {
+            x[i] = (float)(hn_splitmix64(&s) % 2001) / 1000.0f - 1.0f;
+            w[i] = (float)(hn_splitmix64(&sw) % 2001) / 1000.0f - 1.0f; /* replicated: one W */
+        }
+        b->xs[r] = b->ys[r] = sizeof(x);
+        b->ws[r] = sizeof(w);
+        b->gs[r] = sizeof(x) * (size_t)n;
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->xs[r], &b->x[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->ws[r], &b->w[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->ys[r], &b->y[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, b->gs[r], &b->g[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->x[r], x, sizeof(x)), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->w[r], w, sizeof(w)), HN_OK);
+    }
+}
+
+/* Y starts at a value of its own (not zero: an untouched output shows) */
+static void bufs_reset(hn_runtime *rt, bufs *b)
+{
+    float y[256];
+    for (int i = 0; i < 256; i++)
+        y[i] = 0.25f * (float)(i % 5);
+    for (int r = 0; r < b->n; r++)
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, b->y[r], y, sizeof(y)), HN_OK);
+}
+
+static void bufs_free(hn_runtime *rt, bufs *b)
+{
+    for (int r = 0; r < b->n; r++) {
+        hn_runtime_free(rt, r, b->x[r]);
+        hn_runtime_free(rt, r, b->w[r]);
+        hn_runtime_free(rt, r, b->y[r]);
+        hn_runtime_free(rt, r, b->g[r]);
+    }
+}
+
+static hn_run_args args_of(bufs *b, hn_binding *bind)
+{
+    hn_run_args a = {0, NULL, NULL, 4, bind};
+    bind[0] = (hn_binding){"X", b->x, b->xs};
+    bind[1] = (hn_binding){"W", b->w, b->ws};
+    bind[2] = (hn_binding){"Y", b->y, b->ys};
+    bind[3] = (hn_binding){"G", b->g, b->gs};
+    return a;
+}
+
+/* rank 0's Y and G, for comparisons */
+static void outputs(hn_runtime *rt, bufs *b, float *y, float *g)
+{
+    for (int r = 0; r < b->n; r++) {
+        float yr[256];
+        CU_ASSERT_EQUAL(hn_runtime_download(rt, r, yr, b->y[r], sizeof(yr)), HN_OK);
+        if (r == 0)
+            memcpy(y, yr, sizeof(yr));
+        else
+            CU_ASSERT_EQUAL(memcmp(y, yr, sizeof(yr)), 0); /* every rank agrees */
+    }
+    CU_ASSERT_EQUAL(hn_runtime_download(rt, 0, g, b->g[0], sizeof(float) * 256 * (size_t)b->n), HN_OK);
+}
+
+/* K eager launches, then K replays of the same configuration from the same
+ * start: Y and G bit for bit the same. */
+static void test_replay_matches_eager(void)
+{
+    enum { K = 5 };
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = hn_test_runtime(NULL, n, 20, 30, 0);
+    hn_binding bind[4];
+    bufs b;
+    hn_run_args a;
+    hn_graph *gr = NULL;
+    float *ye = hn_calloc(256, sizeof(float)), *yg = hn_calloc(256, sizeof(float));
+    float *ge = hn_calloc(256 * (size_t)n, sizeof(float)), *gg = hn_calloc(256 * (size_t)n, sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    bufs_make(rt, &b, n, 7);
+    a = args_of(&b, bind);
+    bufs_reset(rt, &b);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b, ye, ge);
+
+    bufs_reset(rt, &b);
+    {
+        float nan[256];
+        for (int i = 0; i < 256; i++)
+            nan[i] = NAN;
+        for (int r = 0; r < n; r++) /* G: poisoned; a replay must write all of it */
+            for (int q = 0; q < n; q++)
+                hn_runtime_upload(rt, r, (float *)b.g[r] + 256 * q, nan, sizeof(nan));
+    }
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gr);
+    outputs(rt, &b, yg, gg); /* a capture runs nothing */
+    CU_ASSERT_EQUAL(yg[1], 0.25f);
+    CU_ASSERT(isnan(gg[0]));
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(rt->inflight, K);
+    if (hn_runtime_sync(rt) != HN_OK) {
+        fprintf(stderr, "replays failed: %s\n", hn_runtime_error(rt));
+        CU_FAIL("replays failed");
+    }
+    outputs(rt, &b, yg, gg);
+    CU_ASSERT_EQUAL(memcmp(ye, yg, 256 * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(ge, gg, 256 * sizeof(float) * (size_t)n), 0);
+    CU_ASSERT(ye[3] != 0.25f * 3 && isfinite(ye[3]));
+
+    /* new contents of the same buffers: replays read them */
+    bufs_reset(rt, &b);
+    for (int k = 0; k < 2; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b, yg, gg);
+    bufs_reset(rt, &b);
+    for (int k = 0; k < 2; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b, ye, ge);
+    CU_ASSERT_EQUAL(memcmp(ye, yg, 256 * sizeof(float)), 0);
+
+    hn_runtime_graph_destroy(rt, gr);
+    bufs_free(rt, &b);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+    hn_free(ye);
+    hn_free(yg);
+    hn_free(ge);
+    hn_free(gg);
+}
+
+/* Replays of two graphs (two batch sizes: other parameters, other
+ * buffers) and eager launches, in turn on two caller streams, back to back
+ * with no host sync and random delays before every piece of stream work:
+ * each configuration's Y is what as many eager launches give. On each path
+ * a replay can take to its ranks (the setting replay). */
+static void back_to_back(int path)
+{
+    enum { ROUNDS = 6 };
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = hn_test_runtime(NULL, n, 50, 30, 0);
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    hn_graph *gr[2] = {NULL, NULL};
+    void *streams[2][8];
+    const char *names[] = {"N"};
+    int64_t sizes[2] = {256, 128};
+    float y[2][256], g[256 * 8], want[2][256];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_EQUAL(rt->replay, HN_REPLAY_BELLS); /* the default */
+    rt->replay = path;
+    for (int r = 0; r < n; r++)
+        for (int s = 0; s < 2; s++)
+            CU_ASSERT_EQUAL_FATAL(hn_runtime_stream_create(rt, r, &streams[s][r]), HN_OK);
+    for (int c = 0; c < 2; c++) {
+        bufs_make(rt, &b[c], n, 11 + (uint64_t)c);
+        a[c] = args_of(&b[c], bind[c]);
+        a[c].nparams = 1;
+        a[c].param_names = names;
+        a[c].param_values = &sizes[c];
+    }
+    /* what 3 * ROUNDS eager launches of each give */
+    for (int c = 0; c < 2; c++) {
+        bufs_reset(rt, &b[c]);
+        for (int k = 0; k < 3 * ROUNDS; k++)
+            CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a[c], NULL), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+        outputs(rt, &b[c], want[c], g);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[c], streams[c], &gr[c]), HN_OK);
+        bufs_reset(rt, &b[c]);
+    }
+    for (int k = 0; k < ROUNDS; k++)
+        for (int c = 0; c < 2; c++) {
+            CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr[c], streams[(k + c) % 2]), HN_OK);
+            CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a[c], streams[k % 2]), HN_OK);
+            CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr[c], NULL), HN_OK);
+        }
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    for (int c = 0; c < 2; c++) {
+        outputs(rt, &b[c], y[c], g);
+        CU_ASSERT_EQUAL(memcmp(y[c], want[c], sizeof(y[c])), 0);
+    }
+    for (int c = 0; c < 2; c++) {
+        hn_runtime_graph_destroy(rt, gr[c]);
+        bufs_free(rt, &b[c]);
+    }
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
+static void test_back_to_back(void) { back_to_back(HN_REPLAY_BELLS); }
+static void test_back_to_back_jobs(void) { back_to_back(HN_REPLAY_JOBS); }
+static void test_back_to_back_caller(void) { back_to_back(HN_REPLAY_CALLER); }
+
+/* Doorbells when the rank threads sleep (no spin: every ring wakes its
+ * thread through the slow path) and between eager runs, which take the
+ * job handoff: replays and runs in turn, each checked; then a setting
+ * that names no path is refused. */
+static void test_bells_wake_sleepers(void)
+{
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt, *eager;
+    hn_runtime_config cfg;
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    hn_graph *gr = NULL;
+    float y[2][256], g[256 * 8];
+    char *said;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    setenv("HIRNODE_SPIN_US", "0", 1);
+    rt = hn_test_runtime(NULL, n, 20, 30, 0);
+    unsetenv("HIRNODE_SPIN_US");
+    eager = hn_test_runtime(NULL, n, 0, 30, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(eager);
+    CU_ASSERT_EQUAL(rt->spin_us, 0);
+    bufs_make(rt, &b[0], n, 9);
+    bufs_make(eager, &b[1], n, 9);
+    a[0] = args_of(&b[0], bind[0]);
+    a[1] = args_of(&b[1], bind[1]);
+    bufs_reset(rt, &b[0]);
+    bufs_reset(eager, &b[1]);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[0], NULL, &gr), HN_OK);
+    for (int k = 0; k < 8; k++) {
+        struct timespec nap = {0, 2000000}; /* the rank threads fall asleep */
+        nanosleep(&nap, NULL);
+        CU_ASSERT_EQUAL(k % 3 == 2 ? hn_runtime_run(rt, p, &a[0]) : hn_runtime_replay(rt, gr, NULL), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_launch(eager, p, &a[1], NULL), HN_OK);
+    }
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(eager), HN_OK);
+    outputs(rt, &b[0], y[0], g);
+    outputs(eager, &b[1], y[1], g);
+    CU_ASSERT_EQUAL(memcmp(y[0], y[1], sizeof(y[0])), 0);
+    hn_runtime_graph_destroy(rt, gr);
+    bufs_free(rt, &b[0]);
+    bufs_free(eager, &b[1]);
+    hn_runtime_destroy(rt);
+    hn_runtime_destroy(eager);
+    hn_program_destroy(p);
+    setenv("HIRNODE_REPLAY", "threads", 1);
+    hn_runtime_config_default(&cfg);
+    cfg.backend = hn_test_backend;
+    rt = NULL;
+    hn_test_capture_begin();
+    CU_ASSERT_EQUAL(hn_runtime_create(&cfg, &rt), HN_ERR_INVALID);
+    said = hn_test_capture_end();
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "HIRNODE_REPLAY: expected bells, jobs or caller, not 'threads'"));
+    free(said);
+    CU_ASSERT_PTR_NULL(rt);
+    unsetenv("HIRNODE_REPLAY");
+}
+
+/* What ends a graph: hn_runtime_forget of its program, a failed run, its
+ * buffers given back when device memory runs out; a capture is refused
+ * with injected faults. */
+static void test_unusable(void)
+{
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 0);
+    hn_binding bind[4];
+    bufs b;
+    hn_run_args a;
+    hn_graph *gr = NULL, *g2 = NULL;
+    hn_strbuf err;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    hn_sb_init(&err);
+    bufs_make(rt, &b, n, 3);
+    a = args_of(&b, bind);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    hn_runtime_forget(rt, p);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "hn_runtime_forget"));
+    hn_runtime_graph_destroy(rt, gr);
+
+    /* a failed run: every graph is unusable afterwards (line 24: the add) */
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a, NULL, &g2), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, "0:24:async", &err), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(gr);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "injected faults"));
+    CU_ASSERT_NOT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, g2, NULL), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "capture again"));
+    hn_runtime_graph_destroy(rt, g2);
+    CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK); /* the runtime works on */
+    CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    {
+        /* an allocation the device cannot hold: every program's cached
+         * buffers are given back first, so no graph may replay on them */
+        size_t free_b = 0, total_b = 0;
+        void *big = NULL;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_mem_info(rt, 0, &free_b, &total_b), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, 0, total_b + 1, &big), HN_ERR_NOMEM);
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_ERR_INVALID);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "device memory ran out"));
+        hn_runtime_graph_destroy(rt, gr);
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK); /* prepared anew */
+        CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    }
+    /* gr is left for hn_runtime_destroy */
+    bufs_free(rt, &b);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+    hn_sb_free(&err);
+}
+
+/* A program that cannot be captured: the capture fails naming the
+ * instruction, the runtime works on; graphs = 1 runs it eagerly. */
+static void test_cannot_capture(void)
+{
+    const char *text = "output Y : i64[8] replicated\nset_stream stream(1)\niota Y <- rank, 1\nhost_sync\n";
+    hn_program *p = hn_test_parse(text, NULL);
+    int n = hn_test_max_ranks() < 2 ? 1 : 2;
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 1);
+    void *y[2];
+    int64_t host[8];
+    size_t sz[2] = {sizeof(host), sizeof(host)};
+    hn_binding b = {"Y", y, sz};
+    hn_run_args a = {0, NULL, NULL, 1, &b};
+    hn_graph *g = NULL;
+    char *said;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int r = 0; r < n; r++)
+        CU_ASSERT_EQUAL(hn_runtime_alloc(rt, r, sizeof(host), &y[r]), HN_OK);
+    hn_test_capture_begin(); /* the failed captures are logged: checked, not shown */
+    CU_ASSERT_EQUAL(hn_runtime_capture(rt, p, &a, NULL, &g), HN_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(g);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "t.hir:4:1: error: rank"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "host_sync cannot be captured"));
+    for (int k = 0; k < 4; k++) /* the second would be captured: it fails, and runs eagerly */
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK);
+    said = hn_test_capture_end();
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "capture: a stream of the capture was not joined back into its origin"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "hirnode warn: graphs: the configuration could not be captured"));
+    free(said);
+    CU_ASSERT_PTR_NULL(rt->graphs);
+    for (int r = 0; r < n; r++) {
+        CU_ASSERT_EQUAL(hn_runtime_download(rt, r, host, y[r], sizeof(host)), HN_OK);
+        CU_ASSERT_EQUAL(host[7], r + 7);
+        hn_runtime_free(rt, r, y[r]);
+    }
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
+/* graphs = 1: the second run of a configuration is captured, later ones
+ * replay it; the results are those of eager runs. */
+static void test_automatic(void)
+{
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 1), *eager = hn_test_runtime(NULL, n, 0, 30, 0);
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    float y[2][256], g[256 * 8];
+    int graphs = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(eager);
+    bufs_make(rt, &b[0], n, 5);
+    bufs_make(eager, &b[1], n, 5);
+    for (int c = 0; c < 2; c++) {
+        hn_runtime *x = c == 0 ? rt : eager;
+        a[c] = args_of(&b[c], bind[c]);
+        bufs_reset(x, &b[c]);
+        for (int k = 0; k < 6; k++) {
+            CU_ASSERT_EQUAL(k % 2 ? hn_runtime_run(x, p, &a[c]) : hn_runtime_launch(x, p, &a[c], NULL), HN_OK);
+            if (c == 0 && k == 0)
+                CU_ASSERT_PTR_NULL(rt->graphs); /* seen once: eager */
+        }
+        CU_ASSERT_EQUAL(hn_runtime_sync(x), HN_OK);
+        outputs(x, &b[c], y[c], g);
+    }
+    for (hn_graph *gr = rt->graphs; gr != NULL; gr = gr->next)
+        graphs += gr->automatic && gr->valid;
+    CU_ASSERT_EQUAL(graphs, 1);
+    CU_ASSERT_EQUAL(memcmp(y[0], y[1], sizeof(y[0])), 0);
+    bufs_free(rt, &b[0]);
+    bufs_free(eager, &b[1]);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_runtime_destroy(eager);
+    hn_program_destroy(p);
+}
+
+/* Rebinding: a graph captured on buffers A and rebound to buffers B (the
+ * p2p rings, send/recv, the default communicator, two streams, a matmul)
+ * replays bit for bit what a fresh capture on B replays, on B only; rebound
+ * back to A, what eager launches on A compute. On the caller's streams. */
+static void test_rebind_matches_fresh_capture(void)
+{
+    enum { K = 3 };
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = hn_test_runtime(NULL, n, 30, 30, 0);
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    hn_graph *gr = NULL, *fresh = NULL;
+    void *streams[8];
+    float *y = hn_calloc(256, sizeof(float)), *yf = hn_calloc(256, sizeof(float));
+    float *g = hn_calloc(256 * (size_t)n, sizeof(float)), *gf = hn_calloc(256 * (size_t)n, sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int r = 0; r < n; r++)
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_stream_create(rt, r, &streams[r]), HN_OK);
+    for (int c = 0; c < 2; c++) {
+        bufs_make(rt, &b[c], n, 21 + (uint64_t)c);
+        a[c] = args_of(&b[c], bind[c]);
+        bufs_reset(rt, &b[c]);
+    }
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[0], streams, &gr), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, streams), HN_OK);
+    /* rebound while a replay may still run: it finishes first */
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_OK);
+    CU_ASSERT_EQUAL(rt->inflight, 0);
+    bufs_reset(rt, &b[0]);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, k % 2 ? NULL : streams), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[1], y, g);
+    {
+        float y0[256], g0[256 * 8];
+        outputs(rt, &b[0], y0, g0); /* A: not touched since the rebind */
+        CU_ASSERT_EQUAL(y0[1], 0.25f);
+        CU_ASSERT_EQUAL(y0[9], 0.25f * 4);
+    }
+    /* a fresh capture on B, from the same start */
+    bufs_reset(rt, &b[1]);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[1], NULL, &fresh), HN_OK);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, fresh, NULL), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[1], yf, gf);
+    CU_ASSERT_EQUAL(memcmp(y, yf, 256 * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(g, gf, 256 * sizeof(float) * (size_t)n), 0);
+    CU_ASSERT(y[3] != 0.25f * 3 && isfinite(y[3]));
+    /* back to A: what eager launches on A give */
+    bufs_reset(rt, &b[0]);
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[0]), HN_OK);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, streams), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[0], y, g);
+    bufs_reset(rt, &b[0]);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a[0], streams), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[0], yf, gf);
+    CU_ASSERT_EQUAL(memcmp(y, yf, 256 * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(g, gf, 256 * sizeof(float) * (size_t)n), 0);
+    hn_runtime_graph_destroy(rt, gr);
+    hn_runtime_graph_destroy(rt, fresh);
+    for (int c = 0; c < 2; c++)
+        bufs_free(rt, &b[c]);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+    hn_free(y);
+    hn_free(yf);
+    hn_free(g);
+    hn_free(gf);
+}
+
+/* A backend that cannot update graphs in place (hn_device_host without the
+ * hook) */
+static hn_device_ops no_update;
+
+/* What a rebind refuses: a binding that does not fit (the graph unchanged),
+ * other parameters, an unusable graph, tracing and injected faults, a
+ * backend without the update; what it checks in every case first. */
+static void test_rebind_refusals(void)
+{
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt = hn_test_runtime(NULL, n, 0, 30, 0);
+    hn_binding bind[2][4];
+    bufs b[2];
+    hn_run_args a[2];
+    hn_graph *gr = NULL;
+    hn_strbuf err;
+    const char *names[] = {"N"};
+    int64_t other[1] = {128};
+    float y[256], want[256], g[256 * 8];
+    char text[160];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    hn_sb_init(&err);
+    for (int c = 0; c < 2; c++) {
+        bufs_make(rt, &b[c], n, 31 + (uint64_t)c);
+        a[c] = args_of(&b[c], bind[c]);
+        bufs_reset(rt, &b[c]);
+    }
+    CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a[0], NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[0], want, g);
+    bufs_reset(rt, &b[0]);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[0], NULL, &gr), HN_OK);
+    /* G one element short on the last rank: refused, named; g replays on A */
+    b[1].gs[n - 1] -= 4;
+    snprintf(text, sizeof(text), "binding 'G' on rank %d: %d bytes needed (f32[%d]), %d given", n - 1, 1024 * n,
+             256 * n, 1024 * n - 4);
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), text));
+    b[1].gs[n - 1] += 4;
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[0], y, g);
+    CU_ASSERT_EQUAL(memcmp(y, want, sizeof(y)), 0);
+    /* other parameters */
+    a[1].nparams = 1;
+    a[1].param_names = names;
+    a[1].param_values = other;
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "a rebind keeps the configuration of the capture: parameter N "
+                                                        "is 128, the graph was captured with 256"));
+    a[1].nparams = 0;
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, NULL), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(NULL, gr, &a[1]), HN_ERR_INVALID);
+    /* tracing, faults: refused, the graph unchanged */
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, "0:24:async", &err), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "injected faults"));
+    CU_ASSERT_EQUAL(hn_runtime_set_faults(rt, NULL, &err), HN_OK);
+    CU_ASSERT_TRUE(gr->valid);
+    /* a backend that cannot update a graph in place: unsupported, the graph unchanged */
+    no_update = *rt->dev;
+    no_update.capture_update = NULL;
+    {
+        const hn_device_ops *keep = rt->dev;
+        rt->dev = &no_update;
+        CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_ERR_UNSUPPORTED);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "cannot update a graph in place"));
+        rt->dev = keep;
+    }
+    bufs_reset(rt, &b[0]);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[0], y, g);
+    CU_ASSERT_EQUAL(memcmp(y, want, sizeof(y)), 0);
+    /* an unusable graph is not rebound */
+    hn_runtime_forget(rt, p);
+    CU_ASSERT_EQUAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "capture again"));
+    hn_runtime_graph_destroy(rt, gr);
+    for (int c = 0; c < 2; c++)
+        bufs_free(rt, &b[c]);
+    hn_sb_free(&err);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
+/* p2p in graphs: the flags are never reset (their values are relative to
+ * the graph's epoch), so a capture that begins with a reduction with get —
+ * whose first wait is for nothing before the capture — replays back to
+ * back as often as eager launches run; a capture that takes more values
+ * than an epoch spans is refused by name. */
+static void test_p2p_epochs(void)
+{
+    const char *text = "param N = 64\ninput X : f32[N] replicated\noutput Y : f32[N] replicated\n"
+                       "T = alloc f32[N]\nR = alloc f32[N / world]\n"
+                       "reduce_scatter R <- X op sum via p2p get\nallgather T <- R via p2p\n"
+                       "allreduce T <- T op max via p2p get\nadd Y <- Y, T\n";
+    hn_program *p = hn_test_parse(text, NULL), *big = NULL;
+    int n = nranks() < 2 ? 1 : 2;
+    hn_runtime *rt = hn_test_runtime(NULL, n, 20, 30, 0);
+    void *x[8], *y[8];
+    float host[64], want[64], got[64];
+    size_t bytes[8];
+    hn_binding bind[2] = {{"X", x, bytes}, {"Y", y, bytes}};
+    hn_run_args a = {0, NULL, NULL, 2, bind};
+    hn_graph *gr = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int r = 0; r < n; r++) {
+        bytes[r] = sizeof(host);
+        for (int i = 0; i < 64; i++)
+            host[i] = (float)((r * 7 + i * 3) % 13) - 6.0f;
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, sizeof(host), &x[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, sizeof(host), &y[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, x[r], host, sizeof(host)), HN_OK);
+        memset(host, 0, sizeof(host));
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, y[r], host, sizeof(host)), HN_OK);
+    }
+    for (int k = 0; k < 12; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_download(rt, 0, want, y[0], sizeof(want)), HN_OK);
+    CU_ASSERT(want[5] != 0);
+    memset(host, 0, sizeof(host));
+    for (int r = 0; r < n; r++)
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, y[r], host, sizeof(host)), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a, NULL, &gr), HN_OK);
+    for (int k = 0; k < 12; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    if (hn_runtime_sync(rt) != HN_OK)
+        fprintf(stderr, "\n  replays: %s\n", hn_runtime_error(rt));
+    for (int r = 0; r < n; r++) {
+        CU_ASSERT_EQUAL(hn_runtime_download(rt, r, got, y[r], sizeof(got)), HN_OK);
+        CU_ASSERT_EQUAL(memcmp(got, want, sizeof(got)), 0);
+    }
+    hn_runtime_graph_destroy(rt, gr);
+    gr = NULL;
+    if (n > 1) {
+        /* 65536 allgathers take generations 1 .. 65536: one too many */
+        big = hn_test_parse("input X : f32[64] replicated\noutput Y : f32[64] replicated\n"
+                            "T = alloc f32[2]\nfor i in 0 .. 65536 {\n  allgather T <- X[i % 64] via p2p\n}\n", NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+        CU_ASSERT_EQUAL(hn_runtime_capture(rt, big, &a, NULL, &gr), HN_ERR_UNSUPPORTED);
+        CU_ASSERT_PTR_NULL(gr);
+        CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "a captured graph takes at most 65535 ring steps"));
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK); /* the runtime works on */
+        hn_runtime_forget(rt, big);
+        hn_program_destroy(big);
+    }
+    for (int r = 0; r < n; r++) {
+        hn_runtime_free(rt, r, x[r]);
+        hn_runtime_free(rt, r, y[r]);
+    }
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
+void hn_suite_graph(void)
+{
+    static CU_TestInfo tests[] = {
+        {"a replay computes what eager launches compute, bit for bit", test_replay_matches_eager},
+        {"replays of two graphs and eager launches, back to back, random delays (rank threads rung)",
+         test_back_to_back},
+        {"... with replays through jobs of the rank threads", test_back_to_back_jobs},
+        {"... with replays from the caller's thread", test_back_to_back_caller},
+        {"doorbells wake sleeping rank threads; eager runs between replays; a bad setting", test_bells_wake_sleepers},
+        {"forget, failures and memory pressure make graphs unusable; no capture while faults are planned",
+         test_unusable},
+        {"graphs = 1 captures a repeated configuration and replays it", test_automatic},
+        {"a program that cannot be captured: a named error, then eager runs", test_cannot_capture},
+        {"a rebound graph replays what a fresh capture on the new buffers replays, bit for bit",
+         test_rebind_matches_fresh_capture},
+        {"a rebind refuses bindings that do not fit, other parameters, unusable graphs, backends without it",
+         test_rebind_refusals},
+        {"p2p in graphs: epoch-relative flags, no reset; too long a capture refused", test_p2p_epochs},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("runtime/graph", tests);
+}

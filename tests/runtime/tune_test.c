@@ -1,0 +1,226 @@
+/* Tests of src/runtime/tune.c, the machine profile's measurements: the whole
+ * of `hirnode tune` at its least size on 1 and 2 ranks of the test backend
+ * — every step said once and in order, a complete profile that is written
+ * and read back for its machine, the model running on it and a runtime
+ * taking it — the shapes given, and a configuration that cannot start. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/check.h"
+#include "model/profile.h"
+#include "ranks/runtime_int.h"
+#include "runtime/tune.h"
+#include "../test.h"
+
+typedef struct steps {
+    int calls, last, total, ordered;
+    char first[160];
+} steps;
+
+static void count_steps(void *ctx, int step, int nsteps, const char *what)
+{
+    steps *s = ctx;
+    if (s->calls++ == 0) {
+        s->total = nsteps;
+        snprintf(s->first, sizeof(s->first), "%s", what);
+    }
+    s->ordered &= step == s->last + 1 && nsteps == s->total && what != NULL && *what != '\0';
+    s->last = step;
+}
+
+/* At its least size on n ranks of the test backend. */
+static void tiny_opts(hn_tune_opts *o, int n)
+{
+    memset(o, 0, sizeof(*o));
+    hn_runtime_config_default(&o->cfg);
+    o->cfg.ndev = n;
+    o->cfg.backend = hn_test_backend;
+    o->size = HN_TUNE_TINY;
+}
+
+static void tune_at(int n)
+{
+    hn_tune_opts o;
+    hn_cost_profile *p = calloc(1, sizeof(*p)), *q = calloc(1, sizeof(*q));
+    hn_strbuf err, text;
+    steps s = {0, 0, 0, 1, ""};
+    char model[96], cuda[24];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    tiny_opts(&o, n);
+    o.progress = count_steps;
+    o.progress_ctx = &s;
+    hn_sb_init(&err);
+    CU_ASSERT_EQUAL_FATAL(hn_tune(&o, p, &err), HN_OK);
+    CU_ASSERT_PTR_NULL(err.data);
+    /* every step said once, in order, the last the fit */
+    CU_ASSERT_TRUE(s.ordered);
+    CU_ASSERT_EQUAL(s.calls, s.total);
+    CU_ASSERT(s.total > 5);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s.first, "GEMM bf16"));
+    /* the machine */
+    hn_profile_device_model(hn_device_find(hn_test_backend), model, sizeof(model), cuda, sizeof(cuda));
+    CU_ASSERT_STRING_EQUAL(p->model, model);
+    CU_ASSERT_EQUAL(p->count, n);
+    CU_ASSERT_STRING_EQUAL(p->backend, hn_test_backend);
+    CU_ASSERT_EQUAL(strlen(p->date), 20); /* 2026-11-24T10:03:19Z */
+    CU_ASSERT_FALSE(p->builtin);
+    /* what it measured: GEMMs of every dtype, chunks and streams, copies */
+    {
+        int per[3] = {0, 0, 0};
+        for (int i = 0; i < p->ngemm; i++) {
+            CU_ASSERT(p->gemm[i].tflops > 0 && isfinite(p->gemm[i].tflops));
+            per[hn_cost_dtype_index(p->gemm[i].dtype)]++;
+        }
+        CU_ASSERT(per[0] >= 2 && per[1] >= 2 && per[2] >= 2);
+        for (int d = 0; d < HN_COST_NDTYPES; d++)
+            CU_ASSERT(p->gemm_tflops_at_1t[d] > 0 && isfinite(p->gemm_gamma[d]));
+    }
+    CU_ASSERT(p->coef.chunk_s >= 0 && p->coef.stream_s >= 0 && p->hbm_bytes_per_s > 0);
+    CU_ASSERT(p->interference[HN_TRAFFIC_SM] >= 0 || p->interference[HN_TRAFFIC_SM] == -1);
+    CU_ASSERT_EQUAL(p->nshapes, 1);
+    CU_ASSERT(p->shapes[0][0] == 32 && p->shapes[0][1] == 16 && p->shapes[0][2] == 16);
+    if (n == 1) { /* nothing communicates: the default's terms, no curves, no pipelines */
+        CU_ASSERT_EQUAL(p->ncurves, 0);
+        CU_ASSERT_EQUAL(p->npipes, 0);
+        CU_ASSERT_EQUAL(p->coef.kappa[1][1], hn_cost_model.kappa[1][1]);
+        CU_ASSERT_EQUAL(p->interference[HN_TRAFFIC_NCCL], -1);
+    } else {
+        int kinds = 0;
+        /* allgather, reduce_scatter, allreduce through NCCL, p2p put and
+         * get, and the latency path */
+        CU_ASSERT_EQUAL(p->ncurves, 12);
+        for (int c = 0; c < p->ncurves; c++) {
+            CU_ASSERT_EQUAL(p->curves[c].n, n);
+            CU_ASSERT(p->curves[c].npoints >= 1);
+            for (int i = 0; i < p->curves[c].npoints; i++)
+                CU_ASSERT(p->curves[c].us[i] > 0);
+            kinds |= 1 << p->curves[c].engine;
+        }
+        CU_ASSERT_EQUAL(kinds, 15);
+        /* every op: sequential, rings (no allreduce ring with get), per chunk */
+        CU_ASSERT_EQUAL(p->npipes, 14);
+        for (int i = 0; i < p->npipes; i++) {
+            CU_ASSERT(p->pipes[i].ratio > 0 && p->pipes[i].gemm_tflops > 0);
+            CU_ASSERT_EQUAL(p->pipes[i].world, n);
+        }
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                CU_ASSERT(p->coef.kappa[i][j] >= 0 && p->coef.tau_s[i][j] >= 0 && isfinite(p->coef.kappa[i][j]));
+    }
+    /* written and read back, for its own machine only */
+    hn_sb_init(&text);
+    hn_profile_write(p, &text);
+    CU_ASSERT_EQUAL(hn_profile_parse(text.data, text.len, model, n, q, &err), HN_OK);
+    CU_ASSERT_EQUAL(q->ncurves, p->ncurves);
+    CU_ASSERT_EQUAL(q->npipes, p->npipes);
+    CU_ASSERT_EQUAL(hn_profile_parse(text.data, text.len, model, n + 1, q, &err), HN_ERR_INVALID);
+    hn_sb_free(&err);
+    /* the model runs on it, and a runtime of its machine takes it */
+    {
+        hn_pipe_shape sh = {HN_PIPE_MM_AR, 64, 32, 32, HN_BF16, n, p};
+        hn_pipe_plan pl;
+        char e[256];
+        memset(&pl, 0, sizeof(pl));
+        pl.via = HN_VIA_AUTO;
+        CU_ASSERT_EQUAL(hn_pipe_choose(&sh, HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE, &pl, e, sizeof(e)),
+                        HN_OK);
+        CU_ASSERT(pl.seconds > 0 && isfinite(pl.seconds));
+    }
+    {
+        char path[] = "/tmp/hn-tune-XXXXXX";
+        int fd = mkstemp(path);
+        hn_runtime *rt;
+        CU_ASSERT_FATAL(fd >= 0);
+        CU_ASSERT_EQUAL(write(fd, text.data, text.len), (ssize_t)text.len);
+        close(fd);
+        setenv("HIRNODE_PROFILE", path, 1);
+        rt = hn_test_runtime(NULL, n, 0, 60, 0);
+        unsetenv("HIRNODE_PROFILE");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+        CU_ASSERT_FALSE(rt->profile->builtin);
+        CU_ASSERT_STRING_EQUAL(rt->profile->source, path);
+        CU_ASSERT_EQUAL(rt->profile->npipes, p->npipes);
+        {
+            /* a pipelined statement lowered by it runs right */
+            hn_program *prog = hn_test_parse("param M = 8 * world\ninput A : f32[M, 16] shard(axis 1)\n"
+                                             "input B : f32[16, 8] shard(axis 0)\noutput C : f32[M, 8] replicated\n"
+                                             "allreduce C <- matmul(A, B) pipelined()\n"
+                                             "reference {\n  matmul C <- A, B\n}\n",
+                                             NULL);
+            hn_check_opts co;
+            hn_check_result res;
+            hn_strbuf diag;
+            CU_ASSERT_PTR_NOT_NULL_FATAL(prog);
+            memset(&co, 0, sizeof(co));
+            co.iters = 2;
+            co.check = 1;
+            hn_sb_init(&diag);
+            CU_ASSERT_EQUAL(hn_check_run(rt, prog, &co, &res, &diag), HN_OK);
+            CU_ASSERT_TRUE(res.passed);
+            hn_sb_free(&diag);
+            hn_program_destroy(prog);
+        }
+        hn_runtime_destroy(rt);
+        remove(path);
+    }
+    hn_sb_free(&text);
+    free(p);
+    free(q);
+}
+
+static void test_tune_one(void) { tune_at(1); }
+
+static void test_tune_two(void)
+{
+    if (hn_test_max_ranks() >= 2)
+        tune_at(2);
+}
+
+/* The pipelines' shapes given; a shape the ranks do not divide is left
+ * out (its variants cannot be lowered), the rest measured. */
+static void test_shapes_given(void)
+{
+    hn_tune_opts o;
+    hn_cost_profile *p = calloc(1, sizeof(*p));
+    hn_strbuf err;
+    int n = hn_test_max_ranks() >= 3 ? 3 : 1;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    tiny_opts(&o, n);
+    o.nshapes = 2;
+    o.shapes[0][0] = 24, o.shapes[0][1] = 8, o.shapes[0][2] = 8;
+    o.shapes[1][0] = 16, o.shapes[1][1] = 8, o.shapes[1][2] = 8; /* 16 rows do not split over 3 */
+    hn_sb_init(&err);
+    if (hn_tune(&o, p, &err) != HN_OK)
+        fprintf(stderr, "\n  %s\n", err.data ? err.data : "");
+    CU_ASSERT_PTR_NULL_FATAL(err.data);
+    CU_ASSERT_EQUAL(p->nshapes, 2);
+    CU_ASSERT_EQUAL(p->shapes[1][0], 16);
+    for (int i = 0; i < p->npipes; i++)
+        CU_ASSERT_EQUAL(p->pipes[i].M, 24);
+    if (n == 3)
+        CU_ASSERT(p->npipes > 0);
+    /* what cannot start says why, and writes nothing */
+    o.cfg.ndev = 0;
+    memset(p, 0x5a, sizeof(*p));
+    p->count = 777;
+    CU_ASSERT_EQUAL(hn_tune(&o, p, &err), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.data, "cannot start 0 ranks"));
+    CU_ASSERT_EQUAL(p->count, 777);
+    hn_sb_free(&err);
+    free(p);
+}
+
+void hn_suite_tune(void)
+{
+    static CU_TestInfo tests[] = {
+        {"the whole tune on one rank", test_tune_one},
+        {"the whole tune on two ranks", test_tune_two},
+        {"the shapes given; what cannot start", test_shapes_given},
+        CU_TEST_INFO_NULL,
+    };
+    hn_test_add_suite("runtime/tune", tests);
+}
