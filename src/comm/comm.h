@@ -6,6 +6,9 @@
 #include "../device/device.h"
 #include "../world/world.h"
 
+/* what a communicator's abort returns (bits) */
+enum { HN_COMM_DEAD = 1, HN_COMM_STUCK = 2 };
+
 typedef enum hn_coll_kind {
     HN_COLL_ALLGATHER,
     HN_COLL_ALLREDUCE,
@@ -116,8 +119,10 @@ typedef struct hn_comm_ops {
      * them across ranks deadlocks. */
     hn_status_t (*p2p)(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s,
                        const hn_origin *o);
-    /* After a failure: wakes every waiter, which then gives up. Returns 1
-     * if the teams are unusable afterwards (destroy and create them anew). */
+    /* After a failure: wakes every waiter, which then gives up. Returns
+     * HN_COMM_DEAD if the teams are unusable afterwards (destroy and
+     * create them anew), with HN_COMM_STUCK if the abort itself could not
+     * finish (what it left running may still use the devices). */
     int (*abort)(hn_comm_world *w);
     /* Between runs, with all streams idle: forget sequence numbers.
      * reset_shared (NULL: nothing) then resets what lives in the world's

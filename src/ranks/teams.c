@@ -3,6 +3,7 @@
  * what the dry runs saw (create on the caller's thread, then join, warm-up
  * and staging on every member's thread), aborted after a failure and made
  * anew by the next preparation. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,6 +210,20 @@ int hn_teams_abort(hn_runtime *rt)
     for (int c = 0; c < rt->ncomms; c++)
         dead |= rt->comms[c].ops->abort(rt->comms[c].world);
     return dead;
+}
+
+int hn_teams_aborted(hn_runtime *rt, int how)
+{
+    if (how & HN_COMM_DEAD)
+        __atomic_store_n(&rt->teams_dead, 1, __ATOMIC_RELEASE);
+    if ((how & HN_COMM_STUCK) && !rt->lost) {
+        snprintf(rt->lost_text, sizeof(rt->lost_text),
+                 "hirnode: error: a communicator's abort did not return after the run was aborted: the runtime "
+                 "is lost and refuses further runs (destroy it; restart the process to use the devices again)");
+        rt->lost = 1;
+        __atomic_store_n(&rt->stuck, 1, __ATOMIC_RELEASE);
+    }
+    return how & HN_COMM_DEAD;
 }
 
 void hn_teams_reset(hn_runtime *rt)

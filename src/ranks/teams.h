@@ -31,6 +31,10 @@ hn_status_t hn_teams_join_new(hn_runtime *rt);
 /* Aborts every communicator (any thread: the watchdog's too); 1 when one
  * says its teams are dead and must be made anew. */
 int hn_teams_abort(hn_runtime *rt);
+/* What hn_teams_abort returned, applied: dead teams are made anew at the
+ * end of the run; an abort that never returned makes the runtime lost.
+ * Returns whether the teams are dead. */
+int hn_teams_aborted(hn_runtime *rt, int how);
 /* The communicators' state between runs, reset. */
 void hn_teams_reset(hn_runtime *rt);
 /* The communicators' state in the world's memory reset (once for the

@@ -262,7 +262,9 @@ hn_status_t hn_cache_abort_all(hn_runtime *rt, int *dead)
     hn_status_t st;
     if (rt->graphs != NULL)
         hn_cache_graphs_abort(rt);
-    *dead = hn_teams_abort(rt);
+    *dead = hn_teams_aborted(rt, hn_teams_abort(rt));
+    if (rt->lost)
+        return HN_ERR_DEVICE_LOST;
     until = hn_now() + DRAIN_S;
     if ((st = hn_pool_exec(rt, hn_rank_drain, &until, 1)) != HN_OK) {
         if (!rt->lost) { /* (the end of the run adds lost_text to the error) */

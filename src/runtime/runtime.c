@@ -77,8 +77,7 @@ static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, int need,
 static void on_deadline(hn_runtime *rt)
 {
     hn_cache_graphs_abort(rt);
-    if (hn_teams_abort(rt))
-        __atomic_store_n(&rt->teams_dead, 1, __ATOMIC_RELEASE);
+    hn_teams_aborted(rt, hn_teams_abort(rt));
 }
 
 static void teardown(hn_runtime *rt, int nthreads)

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../device/cuda_check.h"
 #include "../../device/device_cuda.h"
@@ -365,6 +366,8 @@ static hn_status_t nccl_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     return st;
 }
 
+#define ABORT_JOIN_S 2
+
 static void *abort_main(void *arg)
 {
     ncclCommAbort(*(ncclComm_t *)arg);
@@ -380,7 +383,7 @@ static int nccl_abort(hn_comm_world *w)
      * the first abort may free memory that a peer's kernel, not yet
      * aborted, still reads. The runtime then destroys the teams and makes
      * new ones. */
-    int total = 0, k = 0;
+    int total = 0, k = 0, left = 0;
     ncclComm_t *all;
     pthread_t *th;
     w->aborted = 1;
@@ -408,12 +411,28 @@ static int nccl_abort(hn_comm_world *w)
         }
         for (int i = started; i < k; i++) /* threads could not start: here */
             ncclCommAbort(all[i]);
+        /* An abort can block (seen: a communicator that CUDA graphs still
+         * hold, with their kernels spinning): each gets ABORT_JOIN_S, then
+         * its thread is left to finish on its own, with `all` (which it
+         * reads), and the runtime is lost. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += ABORT_JOIN_S;
         for (int i = 0; i < started; i++)
-            pthread_join(th[i], NULL);
+            if (pthread_timedjoin_np(th[i], NULL, &until) != 0) {
+                pthread_detach(th[i]);
+                left++;
+            }
     }
     hn_free(th);
-    hn_free(all);
-    return 1;
+    if (left == 0)
+        hn_free(all);
+    if (left > 0) {
+        HN_WARN("nccl: %d communicator abort%s did not return within %d s (left to finish on %s own thread%s)",
+                left, left == 1 ? "" : "s", ABORT_JOIN_S, left == 1 ? "its" : "their", left == 1 ? "" : "s");
+        return HN_COMM_DEAD | HN_COMM_STUCK;
+    }
+    return HN_COMM_DEAD;
 }
 
 static void nccl_reset(hn_comm_world *w)
