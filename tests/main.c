@@ -17,7 +17,8 @@ int hn_test_max_ranks(void)
 
 int hn_test_rdv_worker(int argc, char **argv);
 
-/* usage: hn_tests [-v] [--backend host|cuda] [--suite NAME[,NAME...] [--test NAME-PREFIX]]
+/* usage: hn_tests [-v] [--backend host|cuda] [--suite NAME[:TEST-PREFIX][,NAME...] [--test TEST-PREFIX]]
+ * (NAME:PREFIX runs the one test of that suite whose name starts so; --test applies to every suite named)
  * (hn_tests --rdv-worker ...: a process the rendezvous suite starts) */
 int main(int argc, char **argv)
 {
@@ -53,18 +54,24 @@ int main(int argc, char **argv)
         char names[1024], *save = NULL;
         snprintf(names, sizeof(names), "%s", only);
         for (char *name = strtok_r(names, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
+            char *colon = strchr(name, ':'); /* SUITE:PREFIX: one test of this suite */
+            const char *want = test;
+            if (colon != NULL) {
+                *colon = '\0';
+                want = colon + 1;
+            }
             CU_pSuite suite = CU_get_suite(name);
             if (suite == NULL) {
                 fprintf(stderr, "hn_tests: no suite '%s'\n", name);
                 CU_cleanup_registry();
                 return 2;
             }
-            if (test != NULL) { /* one test of the suite, by its name's start */
+            if (want != NULL) { /* one test of the suite, by its name's start */
                 CU_pTest t = suite->pTest;
-                while (t != NULL && strncmp(t->pName, test, strlen(test)) != 0)
+                while (t != NULL && strncmp(t->pName, want, strlen(want)) != 0)
                     t = t->pNext;
                 if (t == NULL) {
-                    fprintf(stderr, "hn_tests: no test of suite '%s' starts with '%s'\n", name, test);
+                    fprintf(stderr, "hn_tests: no test of suite '%s' starts with '%s'\n", name, want);
                     CU_cleanup_registry();
                     return 2;
                 }
