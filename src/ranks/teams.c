@@ -8,7 +8,6 @@
 
 #include "../base/settings.h"
 #include "pool.h"
-#include "../runtime/procs.h"
 #include "teams.h"
 
 /* The communicators' settings (checked when the runtime was created). */

@@ -13,7 +13,6 @@
 #include "../ir/parse.h"
 #include "../exec/eval.h"
 #include "../ranks/pool.h"
-#include "../runtime/procs.h"
 #include "../ranks/rank.h"
 #include "../ranks/run_error.h"
 #include "../ranks/teams.h"
