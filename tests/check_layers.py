@@ -548,7 +548,7 @@ def main(argv):
             else:
                 doc = args.pop(0)
         else:
-            print(__doc__.split("usage:")[1].rstrip(), file=sys.stderr)
+            print("usage:" + __doc__.split("usage:")[1].rstrip(), file=sys.stderr)
             return 2
     if shutil.which("nm") is None:
         print("check-layers: nm not found (binutils)", file=sys.stderr)
