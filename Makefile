@@ -2,7 +2,8 @@
 #   make            build the library, the CLI and the tests
 #   make run        build, then run an AllGather+matmul pipeline on 8 devices with --check
 #   make test       install missing build dependencies, build, run every suite
-#   make check-layers  the house rules of src/ (layers, cycles, file lengths)
+#   make check-layers  the house rules of src/ (layers of includes and calls, cycles, sizes, tools)
+#   make check-layers-test  the check's own tests (planted violations fail, the tree passes)
 #   make install    PREFIX=/usr/local DESTDIR=: headers, libhirnode.so (soname) and .a,
 #                   hirnode.pc, the CLI;  make uninstall  removes them
 #   make fuzz       build the libFuzzer targets (clang); make fuzz-run FUZZ_TIME=S [FUZZ_TARGET=npy] runs one
@@ -91,7 +92,7 @@ SOLIB    := $(BUILD)/libhirnode.so
 CLI      := $(BUILD)/hirnode
 TESTS    := $(BUILD)/hn_tests
 
-.PHONY: all run test test-build check-deps check-layers format clean sanitize install uninstall fuzz fuzz-run fuzz-test fuzz-seeds \
+.PHONY: all run test test-build check-deps check-layers check-layers-test format clean sanitize install uninstall fuzz fuzz-run fuzz-test fuzz-seeds \
         python python-test
 all: $(LIB) $(SOLIB) $(CLI) $(TESTS)
 
@@ -223,14 +224,27 @@ test: check-deps
 	else echo "tests/procs.sh: skipped (HN_PROCS_TESTS=1 runs it)"; fi
 	tests/install.sh
 	$(MAKE) fuzz-test
+	$(MAKE) check-layers-test
 	$(MAKE) check-layers
 
-# the house rules, from the library's objects (tests/check_layers.sh): no
-# call cycle among src/sched's or src/core's objects, no file under src/
-# over 900 lines, src/sched's files calling only down the layers that
-# docs/ARCHITECTURE.md draws
+# The house rules of src/ (tests/check_layers.py; its head comment has a
+# paragraph per rule), read from the sources and the library's objects
+# against the layers listed after `<!-- layers -->` in docs/ARCHITECTURE.md,
+# bottom first: every #include "..." and every call or data reference
+# between objects (nm) goes to the same folder or a lower layer, never to
+# a sibling or a layer above; no call cycle among a folder's objects; no
+# file under src/ over 900 lines (parse.c and device_host.c excepted), no
+# folder over 6000; every source in one layer; the tools include public
+# headers, their own and src/runtime/tools.h only.
 check-layers: $(LIB)
-	@tests/check_layers.sh --doc docs/ARCHITECTURE.md $(LIB_OBJ)
+	@$(PYTHON) tests/check_layers.py --doc docs/ARCHITECTURE.md $(LIB_OBJ)
+
+# the check's own tests: the tree passes, and copies of it (in a temporary
+# folder) with a violation planted in each — an upward include, a sibling
+# include, an upward call, a cycle, a long file, a source in no layer, a
+# layer naming nothing, a tool including base/util.h — fail
+check-layers-test: $(LIB)
+	@CC="$(CC)" $(PYTHON) tests/check_layers.py --self-test $(LIB_OBJ)
 
 # The fuzzers, one per reader of what people hand in: program text
 # (tests/fuzz/fuzz_program.c), .npy files (fuzz_npy.c) and traces

@@ -19,7 +19,7 @@
 
 #include "hirnode/runtime.h"
 
-#include "../src/base/util.h"
+#include "../src/runtime/tools.h"
 #include "launch.h"
 
 extern char **environ;

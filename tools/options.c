@@ -1,5 +1,5 @@
 /* The command line's one options parser: every subcommand's table read the
- * same way, values through the strict parsers of src/base/util.c, one
+ * same way, values through the strict parsers of src/base/util.c (tools.h), one
  * message format for what is wrong. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,8 +7,7 @@
 
 #include "hirnode/runtime.h"
 
-#include "../src/base/util.h"
-#include "../src/base/settings.h"
+#include "../src/runtime/tools.h"
 #include "options.h"
 
 int hn_cli_usage_error(const hn_command *c, const char *fmt, ...)

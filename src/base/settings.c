@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "settings.h"
-#include "../ranks/runtime_int.h"
 
 #define WORDS(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define WORD(n, e, d, w, h) {n, e, d, HN_SET_WORD, WORDS w, 0, 0, 0, 0, h}

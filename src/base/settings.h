@@ -7,6 +7,10 @@
 #include "util.h"
 #include "hirnode/runtime.h"
 
+/* The most pool streams a runtime has: the `streams` setting's upper
+ * bound (nstreams of programs), the size of a rank's stream arrays. */
+#define HN_MAX_STREAMS 16
+
 /* What a setting's text must be. */
 typedef enum hn_setting_kind {
     HN_SET_WORD,   /* one of `words` */

@@ -9,7 +9,6 @@
 
 #include "eval_int.h"
 #include "../ranks/rank.h"
-#include "../trace/trace.h"
 
 #define DRY_BASE ((uintptr_t)1 << 20) /* fake address of dry-run buffers */
 
@@ -444,7 +443,7 @@ hn_status_t hn_exec_block(hn_exec *x, const hn_block *b)
             }
         }
         /* tracing off costs this one branch */
-        if ((x->trace != NULL ? hn_trace_exec(x, in, dispatch[in->op]) : dispatch[in->op](x, in)) != HN_OK)
+        if ((x->trace != NULL ? hn_exec_traced(x, in, dispatch[in->op]) : dispatch[in->op](x, in)) != HN_OK)
             return x->status != HN_OK ? x->status : HN_ERR_RUNTIME;
         if (stopped(x))
             return x->status != HN_OK ? x->status : HN_ERR_ABORTED;

@@ -1,7 +1,8 @@
 /* The evaluator's private part, shared by its files: eval.c (the
  * interpreter: state, dispatch, control flow, values, memory, views,
- * streams, pipelined statements), eval_comm.c (communications) and
- * eval_compute.c (compute ops). The helpers below are static, as they were
+ * streams, pipelined statements), eval_comm.c (communications),
+ * eval_compute.c (compute ops) and eval_trace.c (a traced run's
+ * instructions). The helpers below are static, as they were
  * in one file, so that the compiler inlines them as it did there: every
  * instruction passes through them (unused in a file is no warning). */
 #ifndef HN_SCHED_EVAL_INT_H
@@ -21,6 +22,11 @@
 #define HN_OP(e, kw, form, sig, flags) hn_status_t hn_exec_##e(hn_exec *x, const hn_instr *in);
 #include "../ir/ops.def"
 #undef HN_OP
+
+/* Issues one instruction of a traced run through its handler fn, the
+ * recorder timing its issue and putting markers on its stream around the
+ * work it issues there (eval_trace.c). */
+hn_status_t hn_exec_traced(hn_exec *x, const hn_instr *in, hn_status_t (*fn)(hn_exec *x, const hn_instr *in));
 
 #define HN_EVAL_HELPER static __attribute__((unused))
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "eval.h"
 #include "fault_inject.h"
 #include "../ranks/rank.h"
 

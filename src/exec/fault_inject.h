@@ -3,7 +3,9 @@
 #ifndef HN_SCHED_FAULT_INJECT_H
 #define HN_SCHED_FAULT_INJECT_H
 
-#include "eval.h"
+#include "../ranks/runtime_int.h"
+
+typedef struct hn_exec hn_exec; /* the evaluator's state of a rank (eval.h) */
 
 /* Replaces the injected faults (spec as HIRNODE_FAULT; NULL or "" none);
  * HN_ERR_INVALID with err set for a bad spec or a rank the runtime does

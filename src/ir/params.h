@@ -3,7 +3,7 @@
 #ifndef HN_SCHED_PARAMS_H
 #define HN_SCHED_PARAMS_H
 
-#include "../device/device.h"
+#include "../base/tensor.h"
 #include "ir.h"
 
 /* Parameter values: defaults, then overrides by name (the last of a name

@@ -12,7 +12,6 @@
 #include "../comm/ll/ll.h"
 #include "../base/settings.h"
 #include "cost.h"
-#include "../ranks/runtime_int.h" /* HN_MAX_STREAMS */
 
 #define MIB ((double)(1 << 20))
 #define HBM_BYTES_PER_S 3.0e12 /* a local copy on an H200, where a profile has none */

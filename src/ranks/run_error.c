@@ -6,7 +6,6 @@
 #include "../ir/parse.h"
 #include "../world/rendezvous.h"
 #include "../world/world.h"
-#include "../runtime/procs.h"
 #include "run_error.h"
 
 void hn_format_fault(hn_strbuf *sb, const hn_program *p, int rank, int instr, const char *msg)

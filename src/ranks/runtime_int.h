@@ -10,11 +10,11 @@
 #include "../comm/comm.h"
 #include "../device/device.h"
 #include "../base/fault.h"
+#include "../base/settings.h"
 #include "../ir/ir.h"
 #include "../world/world.h"
 #include "hirnode/runtime.h"
 
-#define HN_MAX_STREAMS 16
 #define HN_CALLER_STREAM (-1)
 #define HN_VERIFIED_CONFIGS 8 /* prepared configurations (and automatic graphs) a runtime remembers */
 
@@ -262,6 +262,10 @@ struct hn_runtime {
     int auto_graphs; /* repeated runs and launches are captured and replayed */
     int replay;      /* how a replay launches every rank's graph: hn_replay_path (graph.h) */
 };
+
+/* Process mode is on (the world spans processes, procs.c): rt->world >
+ * rt->nlocal. */
+static inline int hn_procs(const hn_runtime *rt) { return rt->rdv != NULL; }
 
 /* 1 when global rank `rank` is one this runtime drives (rt->ranks[rank -
  * rt->first]); the API's per-rank calls take only those. */

@@ -9,7 +9,6 @@
 
 #include "../base/settings.h"
 #include "pool.h"
-#include "../runtime/procs.h"
 #include "teams.h"
 
 /* The communicators' settings (checked when the runtime was created). */

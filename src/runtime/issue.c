@@ -73,7 +73,7 @@ static hn_status_t body_begin(hn_rank *r, const run_job *j, hn_exec *x, const hn
     x->reference = j->reference;
     x->promote = j->reference;
     if (rt->trace != NULL && !j->reference)
-        hn_trace_run_begin(rt->trace, r, x);
+        x->trace = hn_trace_run_begin(rt->trace, r, x->p, &x->trace_hook);
     return HN_OK;
 }
 
@@ -106,7 +106,7 @@ static hn_status_t run_rank(hn_rank *r, void *arg)
     if (st == HN_OK && sync_st == HN_OK && rt->time_runs)
         hn_rank_run_measure(r);
     if (x.trace != NULL)
-        hn_trace_run_end(&x, st == HN_OK && sync_st == HN_OK);
+        hn_trace_run_end(x.trace, st == HN_OK && sync_st == HN_OK);
     hn_exec_release(&x);
     return st != HN_OK ? st : sync_st;
 }
@@ -150,7 +150,7 @@ static hn_status_t launch_rank(hn_rank *r, void *arg)
     if (sync_st != HN_OK)
         hn_runtime_fail(rt, r->rank, -1, sync_st, "cannot join the launch's streams");
     if (x.trace != NULL) /* a traced launch is synchronous */
-        hn_trace_run_end(&x, st == HN_OK && sync_st == HN_OK && hn_rank_sync_all(r) == HN_OK);
+        hn_trace_run_end(x.trace, st == HN_OK && sync_st == HN_OK && hn_rank_sync_all(r) == HN_OK);
     hn_exec_release(&x);
     return st != HN_OK ? st : sync_st;
 }

@@ -7,9 +7,6 @@
 
 #include "../ranks/runtime_int.h"
 
-/* Process mode is on: rt->world > rt->nlocal. */
-static inline int hn_procs(const hn_runtime *rt) { return rt->rdv != NULL; }
-
 /* Joins the world of rt (rendezvous directory dir): maps the world's
  * memory and every rank's device memory (device_bytes each, made by the
  * backend's share ops; this rank's into *arena, *arena_bytes), within the

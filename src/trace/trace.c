@@ -11,9 +11,7 @@
 
 #include "../base/json.h"
 #include "../ir/parse.h"
-#include "../exec/eval.h"
 #include "../ranks/pool.h"
-#include "../runtime/procs.h"
 #include "../ranks/rank.h"
 #include "../ranks/run_error.h"
 #include "../ranks/teams.h"
@@ -173,52 +171,22 @@ static int kind_of(hn_op op)
     return -1;
 }
 
-static hn_dstream *stream_of(hn_exec *x, int idx)
+static hn_dstream *stream_of(hn_rank *r, int idx)
 {
     hn_dstream *s = NULL;
     if (idx == HN_CALLER_STREAM)
-        return x->r->active;
-    return hn_rank_stream(x->r, idx, &s) == HN_OK ? s : NULL;
+        return r->active;
+    return hn_rank_stream(r, idx, &s) == HN_OK ? s : NULL;
 }
 
-/* The span a wait waits for: the last one issued on the stream named
- * (wait_stream), or the communication named (wait); -1 if none. */
-static int wait_dep(const hn_trace_rank *t, const hn_exec *x, const hn_instr *in)
+int hn_trace_stream_span(const hn_trace_rank *t, int stream)
 {
-    if (in->op == HN_OP_WAIT_STREAM) {
-        int k;
-        if (in->sref_index != NULL) {
-            hn_scalar_env env = {x->ivals, x->rank, x->world, x->nstreams};
-            int64_t v;
-            char err[80];
-            if (hn_expr_eval(in->sref_index, &env, &v, err, sizeof(err)) != HN_OK || v < 0 || v >= HN_MAX_STREAMS)
-                return -1;
-            k = (int)v;
-        } else if (x->vals[in->sref_var].kind == HN_V_STREAM) {
-            k = x->vals[in->sref_var].stream;
-        } else {
-            return -1;
-        }
-        return k == x->cur ? -1 : t->last_id[hn_track_of_stream(k)];
-    } else {
-        int idx = x->last_comm;
-        if (in->wait_var >= 0)
-            idx = x->vals[in->wait_var].kind == HN_V_COMM ? x->vals[in->wait_var].comm : -1;
-        return idx >= 0 && idx < t->ncomm_id ? t->comm_id[idx] : -1;
-    }
+    return stream >= HN_CALLER_STREAM && stream < HN_MAX_STREAMS ? t->last_id[hn_track_of_stream(stream)] : -1;
 }
 
-/* Bytes of a tensor operand: its value without the indexed leading axes. */
-static size_t tref_bytes(const hn_exec *x, const hn_tref *tr)
+int hn_trace_comm_span(const hn_trace_rank *t, int comm)
 {
-    const hn_value *v = &x->vals[tr->var];
-    size_t n;
-    if (v->kind != HN_V_TENSOR)
-        return 0;
-    n = (size_t)hn_dtype_size(v->t.dtype);
-    for (int i = tr->nidx; i < v->t.ndim; i++)
-        n *= (size_t)v->t.shape[i];
-    return n;
+    return comm >= 0 && comm < t->ncomm_id ? t->comm_id[comm] : -1;
 }
 
 /* This run's sequence number of a collective on (via, members). */
@@ -245,40 +213,29 @@ static int next_team_seq(hn_trace_rank *t, int via, const int *members, int n)
     return 0;
 }
 
-/* Bytes, team or peers, and the sequence numbers that match this
- * communication with its other ends; evaluated now, while the loop
- * variables hold their values. */
-static void comm_info(hn_trace_rank *t, hn_exec *x, const hn_instr *in, int p)
+void hn_trace_comm_bytes(hn_trace_rank *t, const hn_trace_step *step, size_t bytes)
 {
-    if (hn_op_table[in->op].form == HN_FORM_COLL) {
-        /* its team: hn_trace_team, from the evaluator */
-        size_t a = tref_bytes(x, &in->a), b = tref_bytes(x, &in->b);
-        t->pend[p].bytes = a > b ? a : b;
-    } else {
-        const hn_instr *const *ops = in->op == HN_OP_GROUP ? (const hn_instr *const *)in->body.items : &in;
-        int nops = in->op == HN_OP_GROUP ? in->body.n : 1, off = t->nints;
-        hn_scalar_env env = {x->ivals, x->rank, x->world, x->nstreams};
-        size_t bytes = 0;
-        for (int i = 0; i < nops; i++) {
-            int64_t peer;
-            char err[80];
-            int trip[3], *count;
-            if (hn_expr_eval(ops[i]->e[0], &env, &peer, err, sizeof(err)) != HN_OK || peer < 0 || peer >= x->world)
-                continue;
-            count = ops[i]->op == HN_OP_SEND ? t->sends : t->recvs;
-            trip[0] = ops[i]->op == HN_OP_SEND;
-            trip[1] = (int)peer;
-            trip[2] = count[(int)ops[i]->via * x->world + (int)peer]++;
-            if (push_ints(t, trip, 3) < 0)
-                return;
-            bytes += tref_bytes(x, &ops[i]->a);
-        }
-        t->pend[p].coll = 0;
-        t->pend[p].via = nops > 0 ? (int)ops[0]->via : 0;
-        t->pend[p].bytes = bytes;
-        t->pend[p].info = off;
-        t->pend[p].ninfo = t->nints - off;
-    }
+    if (step->span >= 0)
+        t->pend[step->span].bytes = bytes;
+}
+
+/* A message is kept as (send, peer, k): k, the messages between this rank
+ * and the peer that way on via so far this run, matches it with its other
+ * end. */
+void hn_trace_message(hn_trace_rank *t, const hn_trace_step *step, int send, int peer, int via, size_t bytes)
+{
+    int world = t->tr->rt->world, trip[3], *count = send ? t->sends : t->recvs;
+    pend *e;
+    if (step->span < 0 || t->failed != HN_OK || peer < 0 || peer >= world || via < 0 || via >= HN_VIA_COUNT)
+        return;
+    trip[0] = send;
+    trip[1] = peer;
+    trip[2] = count[via * world + peer]++;
+    if (push_ints(t, trip, 3) < 0)
+        return;
+    e = &t->pend[step->span];
+    e->ninfo += 3;
+    e->bytes += bytes;
 }
 
 void hn_trace_team(hn_trace_rank *t, const hn_instr *in, const int *members, int n)
@@ -309,7 +266,7 @@ static void set_comm_id(hn_trace_rank *t, int idx, int id)
 }
 
 /* A device span opens: its first marker on s, before the work. */
-static int device_begin(hn_trace_rank *t, hn_exec *x, const hn_instr *in, int kind, hn_dstream *s)
+static int device_begin(hn_trace_rank *t, const hn_instr *in, int kind, int stream, hn_dstream *s, int dep)
 {
     int p = new_pend(t);
     pend *e;
@@ -318,10 +275,10 @@ static int device_begin(hn_trace_rank *t, hn_exec *x, const hn_instr *in, int ki
     e = &t->pend[p];
     e->kind = (hn_span_kind)kind;
     e->instr = in->id;
-    e->track = hn_track_of_stream(x->cur);
+    e->track = hn_track_of_stream(stream);
     e->id = t->next_id++;
     if (kind == HN_SPAN_WAIT)
-        e->dep = wait_dep(t, x, in);
+        e->dep = dep;
     if ((t->pend[p].t0 = take_timer(t, s, in->id)) < 0) {
         t->npend--;
         return -1;
@@ -329,21 +286,30 @@ static int device_begin(hn_trace_rank *t, hn_exec *x, const hn_instr *in, int ki
     return p;
 }
 
-static void device_end(hn_trace_rank *t, hn_exec *x, const hn_instr *in, int p, hn_dstream *s, int comm)
+/* Its last marker, after the work; 1 when it is a communication whose
+ * bytes and peers are to come. */
+static int device_end(hn_trace_rank *t, const hn_instr *in, int p, hn_dstream *s, int comm)
 {
     int t1 = take_timer(t, s, in->id);
     pend *e = &t->pend[p];
     if (t1 < 0) {
         e->dropped = 1;
-        return;
+        return 0;
     }
     e->t1 = t1;
     t->last_id[e->track] = e->id;
     t->used |= 1u << e->track;
-    if (e->kind == HN_SPAN_COMM) {
-        comm_info(t, x, in, p);
-        set_comm_id(t, comm, t->pend[p].id);
+    if (e->kind != HN_SPAN_COMM)
+        return 0;
+    if (hn_op_table[in->op].form != HN_FORM_COLL) { /* messages: hn_trace_message, from the evaluator */
+        const hn_instr *first = in->op == HN_OP_GROUP ? (in->body.n > 0 ? in->body.items[0] : NULL) : in;
+        e->coll = 0;
+        e->via = first != NULL ? (int)first->via : 0;
+        e->info = t->nints;
+        e->ninfo = 0;
     }
+    set_comm_id(t, comm, e->id);
+    return 1;
 }
 
 /* The track of a lane stream: the same stream keeps its track. */
@@ -406,46 +372,55 @@ static void host_span(hn_trace_rank *t, const hn_instr *in, int64_t h0, int64_t 
     t->pend[p].h1 = h1;
 }
 
-hn_status_t hn_trace_exec(hn_exec *x, const hn_instr *in, hn_status_t (*fn)(hn_exec *x, const hn_instr *in))
+int hn_trace_step_begin(hn_trace_rank *t, hn_rank *r, const hn_instr *in, int stream, int dep, hn_trace_step *step)
 {
-    hn_trace_rank *t = x->trace;
-    int kind = kind_of(in->op), p = -1, comm = x->comm_next;
-    hn_dstream *s = NULL;
-    int64_t h0, h1;
-    hn_status_t st;
+    int kind = kind_of(in->op);
     if (kind < 0 || t->failed != HN_OK)
-        return fn(x, in);
-    h0 = now(t);
-    if (hn_span_on_device((hn_span_kind)kind) && (s = stream_of(x, x->cur)) != NULL)
-        p = device_begin(t, x, in, kind, s);
-    t->cur_comm = kind == HN_SPAN_COMM ? p : -1;
-    st = fn(x, in);
-    h1 = now(t);
-    t->cur_comm = -1;
-    if (p >= 0 && t->failed == HN_OK) {
-        /* a collective this rank is no member of issues nothing */
-        if (st != HN_OK || (kind == HN_SPAN_COMM && x->comm_next == comm))
-            t->pend[p].dropped = 1;
-        else
-            device_end(t, x, in, p, s, comm);
-    }
-    if (t->failed == HN_OK)
-        host_span(t, in, h0, h1);
-    return st;
+        return 0;
+    step->kind = kind;
+    step->span = -1;
+    step->s = NULL;
+    step->h0 = now(t);
+    if (hn_span_on_device((hn_span_kind)kind) && (step->s = stream_of(r, stream)) != NULL)
+        step->span = device_begin(t, in, kind, stream, step->s, dep);
+    t->cur_comm = kind == HN_SPAN_COMM ? step->span : -1;
+    return 1;
 }
 
-void hn_trace_run_begin(hn_trace *tr, hn_rank *r, hn_exec *x)
+int hn_trace_step_end(hn_trace_rank *t, const hn_instr *in, hn_trace_step *step, hn_status_t st, int comm,
+                      int comm_issued)
+{
+    int64_t h1 = now(t);
+    int details = 0;
+    t->cur_comm = -1;
+    if (step->span >= 0 && t->failed == HN_OK) {
+        /* a collective this rank is no member of issues nothing */
+        if (st != HN_OK || (step->kind == HN_SPAN_COMM && !comm_issued))
+            t->pend[step->span].dropped = 1;
+        else
+            details = device_end(t, in, step->span, step->s, comm);
+    }
+    if (t->failed == HN_OK)
+        host_span(t, in, step->h0, h1);
+    if (!details)
+        step->span = -1;
+    return details && t->failed == HN_OK;
+}
+
+hn_trace_rank *hn_trace_run_begin(hn_trace *tr, hn_rank *r, const hn_program *p, const hn_trace_hook **hook)
 {
     hn_trace_rank *t = &tr->ranks[r->local];
+    int world = tr->rt->world;
     int64_t h;
+    *hook = NULL;
     t->cur_run = t->run++; /* counted even when not recorded: runs keep their numbers on every rank */
     if (t->failed != HN_OK)
-        return;
-    t->p = x->p;
+        return NULL;
+    t->p = p;
     t->npend = t->tnext = t->nints = t->nteams = t->nteam_ints = t->ncomm_id = 0;
     t->cur_comm = t->open_lane = -1;
-    memset(t->sends, 0, (size_t)HN_VIA_COUNT * (size_t)x->world * sizeof(int));
-    memset(t->recvs, 0, (size_t)HN_VIA_COUNT * (size_t)x->world * sizeof(int));
+    memset(t->sends, 0, (size_t)HN_VIA_COUNT * (size_t)world * sizeof(int));
+    memset(t->recvs, 0, (size_t)HN_VIA_COUNT * (size_t)world * sizeof(int));
     for (int i = 0; i < HN_TRACK_LANE0; i++)
         t->last_id[i] = -1;
     /* Markers without a host-clock reading are timed from an epoch marker
@@ -455,15 +430,15 @@ void hn_trace_run_begin(hn_trace *tr, hn_rank *r, hn_exec *x)
      * work on the caller's stream that a first wait_stream waits for. */
     t->epoch_h = now(t);
     if (timer_at(t, 0) == NULL)
-        return;
+        return NULL;
     t->host_clock = r->rt->dev->timer_host_ns(t->timers[0], &h) != HN_ERR_UNSUPPORTED;
     if (t->host_clock)
         t->tnext = 1; /* timer 0 stays unused */
     else if (take_timer(t, r->active, -1) != 0 || r->rt->dev->stream_sync(r->active) != HN_OK)
-        return;
+        return NULL;
     t->align = now(t) - t->epoch_h;
-    x->trace = t;
-    x->trace_hook = &t->hook;
+    *hook = &t->hook;
+    return t;
 }
 
 /* "ts":..,"dur":.. in microseconds with nanosecond digits, exactly */
@@ -594,9 +569,8 @@ static int put_span(hn_trace_rank *t, const pend *e, int host_clock)
     return 1;
 }
 
-void hn_trace_run_end(hn_exec *x, int ok)
+void hn_trace_run_end(hn_trace_rank *t, int ok)
 {
-    hn_trace_rank *t = x->trace;
     hn_runtime *rt = t->tr->rt;
     int64_t h_end = now(t);
     int host_clock = t->host_clock;
@@ -628,8 +602,6 @@ void hn_trace_run_end(hn_exec *x, int ok)
     }
     if (sb->failed)
         stop_recording(t, HN_ERR_NOMEM, "out of memory");
-    x->trace = NULL;
-    x->trace_hook = NULL;
 }
 
 /* ---- the public calls: start and stop ---- */

@@ -10,8 +10,6 @@
 
 #include "../ranks/runtime_int.h"
 
-typedef struct hn_exec hn_exec; /* the evaluator's state of a rank (eval.h) */
-
 /* ---- tracks: the Chrome trace's tids within a rank's process ---- */
 #define HN_TRACK_HOST 0    /* the rank's thread: runs and issue spans */
 #define HN_TRACK_CALLER 1  /* the caller stream */
@@ -25,23 +23,57 @@ static inline int hn_track_of_stream(int stream)
     return stream == HN_CALLER_STREAM ? HN_TRACK_CALLER : HN_TRACK_STREAM0 + stream;
 }
 
-/* ---- recording (trace.c) ---- */
+/* ---- recording (trace.c) ----
+ * The recorder knows nothing of the evaluator's state: the evaluator
+ * (src/exec/eval_trace.c), a layer above, hands it what it evaluated —
+ * the span a wait waits for, a communication's bytes, team or peers. */
 
-/* At the start of a traced run of the body, on the rank's thread: sets
- * x->trace and x->trace_hook (left NULL if recording has failed before). */
-void hn_trace_run_begin(hn_trace *tr, hn_rank *r, hn_exec *x);
+/* At the start of a traced run of program p, on the rank's thread: the
+ * rank's recorder, and in *hook the hook for the run's origins; NULL (and
+ * *hook NULL) when recording has failed before. */
+hn_trace_rank *hn_trace_run_begin(hn_trace *tr, hn_rank *r, const hn_program *p, const hn_trace_hook **hook);
 /* After the run's streams are synchronized: the run's spans get their
  * device times and go into the recording. In a failed run (ok = 0, or
  * another rank failed) the device spans whose markers were never reached
  * (dropped behind the failure) are left out. */
-void hn_trace_run_end(hn_exec *x, int ok);
-/* Issues one instruction of a traced run through the evaluator's handler
- * fn: times its issue on the host, and puts markers on its stream around
- * the work it issues there. */
-hn_status_t hn_trace_exec(hn_exec *x, const hn_instr *in, hn_status_t (*fn)(hn_exec *x, const hn_instr *in));
-/* The team of the collective being issued by hn_trace_exec, handed over
- * by the evaluator once it has evaluated it: its match keys count the
- * team's collectives. */
+void hn_trace_run_end(hn_trace_rank *t, int ok);
+
+/* One instruction of a traced run, between hn_trace_step_begin and
+ * hn_trace_step_end around its handler. */
+typedef struct hn_trace_step {
+    int kind;      /* its span kind (hn_span_kind) */
+    int span;      /* its device span (pending), -1 none */
+    hn_dstream *s; /* ... on this stream */
+    int64_t h0;    /* when its issue began */
+} hn_trace_step;
+
+/* What a wait waits for: the last device span of this run on stream index
+ * `stream` (HN_CALLER_STREAM or a pool index), the span of the run's
+ * communication number `comm`; -1 for none. */
+int hn_trace_stream_span(const hn_trace_rank *t, int stream);
+int hn_trace_comm_span(const hn_trace_rank *t, int comm);
+/* Before the handler of instruction in, issued on r's stream index
+ * `stream`: its issue begins, and a device span opens with a marker on
+ * the stream; dep: for a wait, the span it waits for. 0 when nothing is
+ * to be recorded (not a traced instruction, or recording has stopped):
+ * then no hn_trace_step_end. */
+int hn_trace_step_begin(hn_trace_rank *t, hn_rank *r, const hn_instr *in, int stream, int dep, hn_trace_step *step);
+/* After the handler returned st; comm: the number the run's next
+ * communication had before it, comm_issued: whether it issued one (a
+ * collective this rank is no member of issues nothing). 1 when the
+ * instruction is a communication whose span was recorded: the evaluator
+ * then hands over its bytes (hn_trace_comm_bytes, a collective; its team
+ * came during the handler, hn_trace_team) or its messages
+ * (hn_trace_message, each valid peer in order). */
+int hn_trace_step_end(hn_trace_rank *t, const hn_instr *in, hn_trace_step *step, hn_status_t st, int comm,
+                      int comm_issued);
+void hn_trace_comm_bytes(hn_trace_rank *t, const hn_trace_step *step, size_t bytes);
+/* A message of the step: a send to `peer` (send = 1) or a receive from it,
+ * on communicator via, of `bytes`. */
+void hn_trace_message(hn_trace_rank *t, const hn_trace_step *step, int send, int peer, int via, size_t bytes);
+/* The team of the collective being issued (between hn_trace_step_begin
+ * and hn_trace_step_end), handed over by the evaluator once it has
+ * evaluated it: its match keys count the team's collectives. */
 void hn_trace_team(hn_trace_rank *t, const hn_instr *in, const int *members, int n);
 
 /* ---- spans, as read back (trace_read.c) ---- */
