@@ -1,5 +1,5 @@
-/* The state of a runtime, shared by the layers of src/sched
- * (docs/ARCHITECTURE.md draws them): the runtime, its ranks, teams,
+/* The state of a runtime, shared by the layers from src/ranks up
+ * (docs/ARCHITECTURE.md lists them): the runtime, its ranks, teams,
  * caches and graphs. Each layer's functions are declared in its own
  * header; the fields below are grouped by the layer that owns them. */
 #ifndef HN_SCHED_RUNTIME_INT_H

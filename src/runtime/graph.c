@@ -1,5 +1,5 @@
 /* Graphs: a program captured for one configuration and replayed with one
- * backend launch per rank (docs/ARCHITECTURE.md "Graphs"). A capture is a
+ * backend launch per rank (docs/INTERNALS.md "Graphs"). A capture is a
  * launch whose issue goes into the backend's capture instead of its
  * streams (issue.c, job A), ended here (job B) with what every replay
  * must end with: the communicators' end of a replay (p2p: a barrier of the

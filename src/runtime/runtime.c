@@ -1,7 +1,7 @@
 /* The public API of the runtime (include/hirnode/runtime.h): create and
  * destroy, runs and launches, sync and query, device memory, streams for
  * embedders, forget. The work is done by the layers below
- * (docs/ARCHITECTURE.md "Scheduling and runtime"); the calls of tracing
+ * (docs/INTERNALS.md "Scheduling and runtime"); the calls of tracing
  * and graphs are defined with them (trace.c, graph.c). */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* The latency path's protocol (docs/ARCHITECTURE.md "The latency path"):
+/* The latency path's protocol (docs/INTERNALS.md "The latency path"):
  * the arguments the ll communicator hands a compute backend, the state
  * each member keeps on its device, and the protocol itself — slots, lanes,
  * wire formats, generations, which block moves which bytes — as functions
