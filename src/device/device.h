@@ -177,8 +177,31 @@ typedef struct hn_share_ops {
 } hn_share_ops;
 
 typedef struct hn_device_ops {
+    /* Its name: what a user types (--backend, HIRNODE_BACKEND), found by
+     * hn_device_find, and what messages print. The layers above never
+     * recognise a backend by it: they read the fields below. */
     const char *name;
-    const char *comm; /* the name of its communicator */
+    /* The name of its communicator: the one collectives without `via`
+     * take, and the one `via nccl` takes (NCCL on CUDA; the CPU emulation
+     * of its collectives on the host backend). */
+    const char *comm;
+    /* What its memory and streams are: code written for one kind of
+     * device (the latency path's kernels, comm/ll) is picked by it, and
+     * the API tells embedders (hn_runtime_device_kind). */
+    hn_device_kind kind;
+    /* 1: its devices are emulated on the CPU — any number of them, and a
+     * device of its own for every rank even where ranks share an ordinal
+     * (no limit of ranks per device applies); no GPU model (the backend's
+     * name stands for it: no profile file of its own), no driver. `auto`
+     * takes it only when no other backend has the devices. */
+    int emulated;
+    /* 1: collectives without `via` pick like `via auto` (unless
+     * HIRNODE_DEFAULT_VIA=nccl); 0: they stay on its communicator. */
+    int default_via_auto;
+    /* The environment variable that restricts the devices it sees and
+     * renumbers its ordinals ("CUDA_VISIBLE_DEVICES"), named in messages
+     * about ordinals; NULL when none does. */
+    const char *visible_env;
     /* How many devices this machine has for the backend (0: none). */
     int (*device_count)(void);
     /* What device dev is, for the machine profile: its model ("NVIDIA

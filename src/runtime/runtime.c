@@ -375,6 +375,7 @@ int hn_runtime_size(const hn_runtime *rt) { return rt->nlocal; }
 int hn_runtime_world(const hn_runtime *rt) { return rt->world; }
 int hn_runtime_first_rank(const hn_runtime *rt) { return rt->first; }
 const char *hn_runtime_backend(const hn_runtime *rt) { return rt->dev->name; }
+hn_device_kind hn_runtime_device_kind(const hn_runtime *rt) { return rt->dev->kind; }
 
 int hn_runtime_device(const hn_runtime *rt, int rank)
 {
