@@ -146,7 +146,6 @@ typedef struct hn_device_config {
 } hn_device_config;
 
 typedef struct hn_compute_ops hn_compute_ops;
-typedef struct hn_ll_args hn_ll_args; /* ll.h */
 
 /* What a world across processes shares of a backend's device memory
  * (src/world/rendezvous.c): each rank's device memory is one piece that
@@ -353,16 +352,12 @@ struct hn_compute_ops {
      * [hidden]): y = a (+ residual, when not NULL), res_out = y (when not
      * NULL), dst = y * rsqrt(mean(y^2) + eps) * weight — fp32 math on y as
      * stored in the dtype (f32, bf16, f16: one for all), the factor as
-     * hn_ll_norm_scale (ll.h). dst, a, residual and res_out have one shape,
+     * hn_norm_scale (norm.h). dst, a, residual and res_out have one shape,
      * any strides; dst may be a, res_out may be residual; dst and res_out
      * are two buffers. Also the second half of allreduce_rmsnorm through
      * a communicator that does not fuse it. */
     hn_status_t (*rmsnorm)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *res_out, const hn_tensor *a,
                            const hn_tensor *residual, const hn_tensor *weight, float eps, const hn_origin *o);
-    /* The latency path (ll.h): one call of a collective through peers'
-     * memory, run by SM kernels (CUDA) or a closure that runs the same
-     * protocol (host), barriers by flags in the members' signal regions. */
-    hn_status_t (*ll)(hn_dstream *s, const hn_ll_args *a, const hn_origin *o);
 };
 
 extern const hn_device_ops hn_device_host;
