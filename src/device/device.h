@@ -367,10 +367,17 @@ extern const hn_device_ops hn_device_cuda;
 extern const hn_compute_ops hn_compute_cuda;
 #endif
 
-/* The registered device backends, NULL-terminated; "auto" picks the first
- * with devices (device_registry.c). */
-const hn_device_ops *hn_device_find(const char *name);
+/* The registered device backends, NULL-terminated, in the order `auto`
+ * tries them (device_registry.c; the runtime picks: hn_runtime_pick_backend). */
 const hn_device_ops *const *hn_device_backends(void);
+/* The registered backend of this name (a name a user typed, or data), or
+ * NULL. The one place a backend is found by its name. */
+const hn_device_ops *hn_device_find(const char *name);
+/* Whether name is a backend of hirnode, registered in this build or not:
+ * for data that names one (a profile's machine.backend). The names,
+ * NULL-terminated, for messages. */
+int hn_device_name_known(const char *name);
+const char *const *hn_device_known_names(void);
 /* The compute ops registered with device backend d (they run on its
  * streams), or NULL for a table that is not registered. */
 const hn_compute_ops *hn_device_compute(const hn_device_ops *d);

@@ -6,12 +6,13 @@
  * timed runs (their slowest rank across processes), trace files, the latency path's algorithms, raw NCCL for
  * the collectives benchmark's baseline, and, for the issue benchmark's
  * raw baseline, the rank threads, their doorbells and device tables and
- * the replay paths. */
+ * the replay paths; and the backend a configuration takes. */
 #ifndef HN_SCHED_TOOLS_H
 #define HN_SCHED_TOOLS_H
 
 #include "../comm/comm.h"
 #include "../comm/ll/ll.h"
+#include "backend.h"
 #include "check.h"
 #include "../base/settings.h"
 #include "../model/cost.h"
