@@ -49,7 +49,7 @@ def tensors(rt, kind, ntensors, n=256):
                     per_rank.append(np.random.default_rng(r).random(n, dtype=np.float32))
                 elif kind == "torch":
                     import torch
-                    dev = "cuda:%d" % rt.device(r) if rt.backend == "cuda" else "cpu"
+                    dev = "cuda:%d" % rt.device(r) if rt.device_type == "cuda" else "cpu"
                     per_rank.append(torch.rand(n, device=dev))
                 else:
                     per_rank.append(rt.alloc(r, dtype="f32", shape=(n,)))
@@ -121,9 +121,9 @@ def main():
         import torch  # noqa: F401
     except ImportError:
         have_torch = False
-    kind = args.kind or ("torch" if rt.backend == "cuda" and have_torch else "numpy" if rt.backend == "host"
+    kind = args.kind or ("torch" if rt.device_type == "cuda" and have_torch else "numpy" if rt.device_type == "cpu"
                          else "buffer")
-    smode = args.streams or ("torch" if rt.backend == "cuda" and have_torch else "none")
+    smode = args.streams or ("torch" if rt.device_type == "cuda" and have_torch else "none")
     streams = None
     if smode == "own":
         streams = [rt.stream_create(r) for r in range(rt.size)]

@@ -485,7 +485,7 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
         hn_string_free(why);
         return st == HN_ERR_INVALID ? 2 : 1;
     }
-    collectives_defaults(o, strcmp(hn_runtime_backend(rt), "host") == 0);
+    collectives_defaults(o, rt->dev->emulated);
     if (o->min > o->max) {
         hn_runtime_destroy(rt);
         return hn_cli_usage_error(c, "--min %zu is more than --max %zu", o->min, o->max);
@@ -503,7 +503,7 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
         return 2;
     }
 #ifdef HN_HAVE_CUDA
-    raw = strcmp(hn_runtime_backend(rt), "cuda") == 0;
+    raw = rt->dev->kind == HN_DEVICE_KIND_CUDA; /* raw NCCL runs on CUDA devices */
 #else
     raw = 0;
 #endif
@@ -629,22 +629,25 @@ static const char bench_usage[] =
     "hirnode bench COMMAND --help lists its options.\n";
 
 /* Ranks when neither --gpus nor --procs says: every device of the backend
- * (auto: the GPUs when there are at least two), else 2 on the host backend,
- * so that the collectives move data (one rank moves none: busbw 0). */
+ * (auto: the GPUs when there are at least two), else 2 on an emulated
+ * backend, so that the collectives move data (one rank moves none: busbw
+ * 0). */
 static int default_ranks(const hn_runtime_config *cfg, const hn_cli_devices *devices)
 {
-    const char *name = cfg->backend != NULL ? cfg->backend : "auto";
-    const hn_device_ops *const *all = hn_device_backends();
+    hn_runtime_config two = *cfg;
     const hn_device_ops *d;
+    hn_strbuf why;
     if (devices->n > 0)
         return devices->n; /* a rank for each ordinal named */
-    if (strcmp(name, "auto") == 0) {
-        for (int i = 0; all[i] != NULL; i++)
-            if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() >= 2)
-                return HN_MIN(all[i]->device_count(), 256);
-        return 2;
-    }
-    if (strcmp(name, "host") == 0 || (d = hn_device_find(name)) == NULL)
+    two.ndev = 2;
+    two.rank = 0;
+    two.devices = NULL;
+    hn_sb_init(&why);
+    d = hn_runtime_pick_backend(&two, &why); /* as the runtime picks for 2 ranks */
+    hn_sb_free(&why);
+    if (d == NULL) /* a backend named with fewer devices: all it has (the runtime says if none) */
+        d = hn_device_find(cfg->backend);
+    if (d == NULL || d->emulated)
         return 2;
     return HN_MAX(HN_MIN(d->device_count(), 256), 1);
 }

@@ -533,7 +533,7 @@ int hn_cli_bench_overlap(int argc, char **argv)
         return st == HN_ERR_INVALID ? 2 : 1;
     }
     if (!shapes_given)
-        parse_shapes(strcmp(hn_runtime_backend(rt), "host") == 0 ? host_shapes : gpu_shapes, &o, NULL);
+        parse_shapes(rt->dev->emulated ? host_shapes : gpu_shapes, &o, NULL);
     if (o.tuner) {
         const hn_cost_profile *pr = rt->profile;
         for (int k = 0; k < pr->nshapes && k < HN_ARRAY_LEN(o.shapes); k++)

@@ -138,19 +138,31 @@ static hn_program *load(const char *file)
     return p;
 }
 
+/* The first registered backend that is (emulated 1) or is not (0) emulated,
+ * whatever its devices; NULL when the build has none. */
+static const hn_device_ops *first_backend(int emulated)
+{
+    const hn_device_ops *const *all = hn_device_backends();
+    for (int i = 0; all[i] != NULL; i++)
+        if (!all[i]->emulated == !emulated)
+            return all[i];
+    return NULL;
+}
+
 /* The device backend a runtime of this configuration takes (as
- * hn_runtime_create picks it), for the profile its model reads. */
+ * hn_runtime_create picks it), for the profile its model reads; where a
+ * runtime would refuse the configuration (an unknown backend, too few
+ * devices), the backend it names, else the emulated one. */
 static const hn_device_ops *backend_of(const hn_runtime_config *cfg)
 {
-    const char *name = cfg->backend != NULL ? cfg->backend : "auto";
-    const hn_device_ops *const *all = hn_device_backends();
     const hn_device_ops *d;
-    if (strcmp(name, "auto") != 0)
-        return (d = hn_device_find(name)) != NULL ? d : &hn_device_host;
-    for (int i = 0; all[i] != NULL; i++)
-        if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() >= cfg->ndev)
-            return all[i];
-    return &hn_device_host;
+    hn_strbuf why;
+    hn_sb_init(&why);
+    d = hn_runtime_pick_backend(cfg, &why);
+    hn_sb_free(&why);
+    if (d == NULL && (d = hn_device_find(cfg->backend)) == NULL)
+        d = first_backend(1);
+    return d;
 }
 
 /* The program lowered for the configuration of `o` (a copy of p when it
@@ -438,23 +450,28 @@ static int cmd_run(int argc, char **argv)
     return rc;
 }
 
-/* Which device each rank would use: CUDA_VISIBLE_DEVICES, the ordinals
- * the cuda backend sees, the mapping of --gpus N ranks (--devices). */
+/* Which device each rank would use: the variable that renumbers the GPU
+ * backend's ordinals (CUDA_VISIBLE_DEVICES), the ordinals it sees, the
+ * mapping of --gpus N ranks (--devices). */
 static void print_devices(opts *o, int gpus)
 {
-    const hn_device_ops *cuda = hn_device_find("cuda");
-    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-    int count = cuda != NULL ? cuda->device_count() : 0;
+    const hn_device_ops *gpu = first_backend(0), *emu = first_backend(1);
+    /* a build without a GPU backend (CUDA=0) still says what the variable
+     * a GPU build reads is set to */
+    const char *env = gpu != NULL && gpu->visible_env != NULL ? gpu->visible_env : "CUDA_VISIBLE_DEVICES";
+    const char *visible = getenv(env);
+    int count = gpu != NULL ? gpu->device_count() : 0;
     printf("devices:\n");
     if (visible != NULL)
-        printf("  CUDA_VISIBLE_DEVICES=%s: ordinals count these GPUs, in this order\n", visible);
+        printf("  %s=%s: ordinals count these GPUs, in this order\n", env, visible);
     else
-        printf("  CUDA_VISIBLE_DEVICES not set: ordinals count every GPU the driver sees\n");
-    if (cuda == NULL)
-        printf("  this build has no cuda backend\n");
+        printf("  %s not set: ordinals count every GPU the driver sees\n", env);
+    if (gpu == NULL)
+        printf("  this build has no GPU backend\n");
+    else if (count > 0 || emu == NULL)
+        printf("  %s sees %d device%s\n", gpu->name, count, count == 1 ? "" : "s");
     else
-        printf("  cuda sees %d device%s%s\n", count, count == 1 ? "" : "s",
-               count > 0 ? "" : " (runs use the host backend)");
+        printf("  %s sees 0 devices (runs use the %s backend)\n", gpu->name, emu->name);
     printf("  %d rank%s (--gpus%s):", o->cfg.ndev, o->cfg.ndev == 1 ? "" : "s", gpus ? "" : ": every GPU, or 1");
     for (int r = 0; r < o->cfg.ndev; r++) {
         int d = o->cfg.devices != NULL ? o->cfg.devices[r] : r;
@@ -474,7 +491,7 @@ static void info_profile(const hn_device_ops *d, int n)
     char model[96], cuda[24], what[700];
     const char *named = hn_setting_get("profile");
     hn_profile_device_model(d, model, sizeof(model), cuda, sizeof(cuda));
-    if (n <= 0 && strcmp(d->name, "host") != 0)
+    if (n <= 0 && !d->emulated)
         n = d->device_count();
     if (n <= 0) {
         hn_cost_profile *p = calloc(1, sizeof(*p));
@@ -486,15 +503,15 @@ static void info_profile(const hn_device_ops *d, int n)
         hn_sb_free(&why);
         free(p);
     }
-    hn_profile_describe(hn_profile_get(d->name, model, n), what, sizeof(what));
-    printf("  %-6s %d %s of %s: %s\n", d->name, n, strcmp(d->name, "host") == 0 ? "ranks" : n == 1 ? "GPU" : "GPUs",
+    hn_profile_describe(hn_profile_get(d, model, n), what, sizeof(what));
+    printf("  %-6s %d %s of %s: %s\n", d->name, n, d->emulated ? "ranks" : n == 1 ? "GPU" : "GPUs",
            model, what);
 }
 
 static int cmd_info(int argc, char **argv)
 {
     const hn_device_ops *const *all = hn_device_backends();
-    const hn_device_ops *cuda = hn_device_find("cuda");
+    const hn_device_ops *gpu = first_backend(0);
     int nargs = 0, rc, gpus = 0, bad = 0;
     opts o;
     const hn_option table[] = {
@@ -508,14 +525,14 @@ static int cmd_info(int argc, char **argv)
     if ((rc = hn_cli_parse(&c, argc, argv, 2)) >= 0)
         return rc;
     if ((o.cfg.ndev = gpus) == 0) /* every GPU (or what --devices lists), else one */
-        o.cfg.ndev = o.devices.n > 0 ? o.devices.n : cuda != NULL && cuda->device_count() > 0 ? cuda->device_count() : 1;
+        o.cfg.ndev = o.devices.n > 0 ? o.devices.n : gpu != NULL && gpu->device_count() > 0 ? gpu->device_count() : 1;
     if (!hn_cli_use_devices("hirnode info", &o.devices, &o.cfg))
         return HN_EXIT_USAGE;
     printf("hirnode %s\n", hn_version());
     printf("backends:\n");
     for (int i = 0; all[i] != NULL; i++) {
         int n = all[i]->device_count();
-        if (strcmp(all[i]->name, "host") == 0)
+        if (all[i]->emulated)
             printf("  %-6s CPU emulation, any number of devices\n", all[i]->name);
         else
             printf("  %-6s %d device%s\n", all[i]->name, n, n == 1 ? "" : "s");
@@ -523,7 +540,7 @@ static int cmd_info(int argc, char **argv)
     print_devices(&o, gpus > 0);
     printf("profile (the cost model's; hirnode tune measures one):\n");
     for (int i = 0; all[i] != NULL; i++)
-        if (strcmp(all[i]->name, "host") == 0 || all[i]->device_count() > 0)
+        if (all[i]->emulated || all[i]->device_count() > 0)
             info_profile(all[i], gpus);
     printf("settings:\n");
     for (int i = 0; i < hn_settings_count(); i++) {

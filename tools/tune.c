@@ -171,6 +171,7 @@ int hn_cli_tune(int argc, char **argv)
 {
     tune_cli c;
     hn_cost_profile *p = NULL;
+    const hn_device_ops *d;
     hn_strbuf err;
     char path[512];
     const char *sizes = "auto|gpu|host|tiny";
@@ -197,9 +198,14 @@ int hn_cli_tune(int argc, char **argv)
     gpus_given = c.t.cfg.ndev > 0;
     if (c.backend != NULL)
         c.t.cfg.backend = c.backend;
-    if (!gpus_given) {
-        const hn_device_ops *cuda = hn_device_find("cuda");
-        int n = cuda != NULL && strcmp(c.t.cfg.backend, "host") != 0 ? cuda->device_count() : 0;
+    if (!gpus_given) { /* every device of the backend a runtime of one rank takes; 1 when emulated */
+        hn_strbuf why;
+        int n;
+        c.t.cfg.ndev = 1;
+        hn_sb_init(&why);
+        d = hn_runtime_pick_backend(&c.t.cfg, &why);
+        hn_sb_free(&why);
+        n = d != NULL && !d->emulated ? d->device_count() : 0;
         c.t.cfg.ndev = n > 0 ? n : 1;
     }
     if (c.size != NULL)
@@ -237,7 +243,7 @@ int hn_cli_tune(int argc, char **argv)
     }
     snprintf(p->source, sizeof(p->source), "%s", path);
     summary(p, path);
-    if (strcmp(p->backend, "host") == 0)
+    if ((d = hn_device_find(p->backend)) != NULL && d->emulated) /* it has no default file */
         printf("the host backend reads it where HIRNODE_PROFILE=%s\n", path);
     free(p);
     return HN_EXIT_OK;

@@ -8,10 +8,12 @@
  * replayed; every result is checked against a reference computed here, and
  * a buffer too small is shown to be refused.
  *
- * Memory: on the cuda backend every buffer comes from cudaMalloc on the
- * rank's device (hn_runtime_device: the ordinal a rank runs on), the
- * runtime taking it on the bytes the bindings say; elsewhere (the host
- * backend, or a library built without CUDA) from hn_runtime_alloc.
+ * Memory: where the backend's memory is CUDA device memory
+ * (hn_runtime_device_kind: the cuda backend) every buffer comes from
+ * cudaMalloc on the rank's device (hn_runtime_device: the ordinal a rank
+ * runs on), the runtime taking it on the bytes the bindings say; elsewhere
+ * (the host backend, or a library built without CUDA) from
+ * hn_runtime_alloc.
  * cudaMalloc is looked up at run time in the CUDA runtime the library
  * loaded (dlsym), so this one source builds where CUDA is absent, without
  * its headers.
@@ -63,7 +65,7 @@ static void allocator_init(allocator *a, hn_runtime *rt)
 {
     memset(a, 0, sizeof(*a));
     a->rt = rt;
-    if (strcmp(hn_runtime_backend(rt), "cuda") != 0)
+    if (hn_runtime_device_kind(rt) != HN_DEVICE_KIND_CUDA) /* host memory: malloc */
         return;
     /* the CUDA runtime the library was linked with is loaded already */
     a->set_device = (cuda_set_device_fn)dlsym(RTLD_DEFAULT, "cudaSetDevice");

@@ -158,11 +158,11 @@ class Streams:
     def __init__(self, rt, torch):
         self.rt, self.torch = rt, torch
         self.own = None
-        if torch is not None and rt.backend == "cuda" and len(set(rt.devices)) < rt.size:
+        if torch is not None and rt.device_type == "cuda" and len(set(rt.devices)) < rt.size:
             self.own = [torch.cuda.Stream(device=d) for d in rt.devices]
 
     def begin(self):
-        if self.torch is None or self.rt.backend != "cuda":
+        if self.torch is None or self.rt.device_type != "cuda":
             return None
         current = hirnode.current_streams(self.rt)
         if self.own is None:
@@ -237,7 +237,7 @@ def main():
     if args.graph and cuda and len(set(rt.devices)) > 1:
         sys.exit("tp_mlp: torch.cuda.graph captures one device: --graph needs every rank on one GPU "
                  "(e.g. --ranks 2 --devices 0,0)")
-    shared = len(set(rt.devices)) < rt.size and rt.backend == "cuda"
+    shared = len(set(rt.devices)) < rt.size and rt.device_type == "cuda"
     ops = Torch(torch, args.dtype, cuda) if torch is not None else NumPy(np)
     n, M, D, F = rt.size, args.M, args.D, args.F
     m, f = M // n, F // n
@@ -245,7 +245,7 @@ def main():
     fmt = dict(M=M, D=D, F=F, dt=args.dtype, via=" via p2p" if shared else "", pvia="via=p2p" if shared else "")
     prog = hirnode.Program.parse((SPLIT if args.mode == "split" else BLOCK).format(**fmt), "tp_mlp_%s.hir" % args.mode)
     streams = Streams(rt, torch if cuda else None)
-    host = rt.backend == "host"
+    host = rt.device_type == "cpu"
 
     # the weights: global, then each rank's shard on its device
     g = np.random.default_rng(2024)

@@ -44,6 +44,18 @@ typedef enum hn_dtype_code {
     HN_DTYPE_I64 = 4
 } hn_dtype_code;
 
+/* What a device backend's memory and streams are (hn_runtime_device_kind):
+ * where tensors bound to a run must live and what a launch's streams are.
+ * The values are DLPack's device types (kDLCPU, kDLCUDA). */
+typedef enum hn_device_kind {
+    HN_DEVICE_KIND_HOST = 1, /* host memory: the CPU emulation, ranks are
+                                threads; streams are the runtime's own
+                                (hn_runtime_stream_create) */
+    HN_DEVICE_KIND_CUDA = 2  /* CUDA device memory of the rank's ordinal
+                                (hn_runtime_device); streams are
+                                cudaStream_t */
+} hn_device_kind;
+
 /* A short lowercase text for a status; never NULL, static storage. */
 const char *hn_status_string(hn_status_t status);
 

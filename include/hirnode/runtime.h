@@ -122,7 +122,11 @@ int hn_runtime_size(const hn_runtime *rt);
  * the first rank this runtime drives (0 in one process). Any thread. */
 int hn_runtime_world(const hn_runtime *rt);
 int hn_runtime_first_rank(const hn_runtime *rt);
+/* The device backend's name ("cuda", "host"), for messages. Any thread. */
 const char *hn_runtime_backend(const hn_runtime *rt);
+/* What the backend's memory and streams are (hn_device_kind): test this,
+ * not the backend's name, to place tensors or pick streams. Any thread. */
+hn_device_kind hn_runtime_device_kind(const hn_runtime *rt);
 /* The device ordinal rank `rank` runs on (hn_runtime_config.devices), or
  * -1 for a rank out of range (or rt NULL). Any thread. */
 int hn_runtime_device(const hn_runtime *rt, int rank);

@@ -61,6 +61,10 @@ ERR_DEVICE_LOST = -12
 ERR_BUSY = -13
 ERR_PEER_LOST = -14
 
+# hn_device_kind (hirnode.h): what a backend's memory and streams are (DLPack's device types)
+DEVICE_KIND_HOST = 1
+DEVICE_KIND_CUDA = 2
+
 # hn_dtype_code: the IR's names, their element sizes
 DTYPES = ("f32", "bf16", "f16", "i32", "i64")
 DTYPE_SIZE = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8}
@@ -140,6 +144,7 @@ hn_runtime_size = _decl("hn_runtime_size", ctypes.c_int, _vp)
 hn_runtime_world = _decl("hn_runtime_world", ctypes.c_int, _vp)
 hn_runtime_first_rank = _decl("hn_runtime_first_rank", ctypes.c_int, _vp)
 hn_runtime_backend = _decl("hn_runtime_backend", ctypes.c_char_p, _vp)
+hn_runtime_device_kind = _decl("hn_runtime_device_kind", ctypes.c_int, _vp)
 hn_runtime_device = _decl("hn_runtime_device", ctypes.c_int, _vp, ctypes.c_int)
 hn_runtime_alloc = _decl("hn_runtime_alloc", _st, _vp, ctypes.c_int, ctypes.c_size_t, _PP)
 hn_runtime_free = _decl("hn_runtime_free", None, _vp, ctypes.c_int, _vp)

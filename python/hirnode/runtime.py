@@ -310,8 +310,8 @@ class _State:
         self.n = _lib.hn_runtime_size(handle)  # the ranks driven here: first .. first + n - 1
         self.world = _lib.hn_runtime_world(handle)
         self.first = _lib.hn_runtime_first_rank(handle)
-        self.backend = _lib.hn_runtime_backend(handle).decode()
-        self.cuda = self.backend == "cuda"
+        self.backend = _lib.hn_runtime_backend(handle).decode()  # its name, for messages
+        self.cuda = _lib.hn_runtime_device_kind(handle) == _lib.DEVICE_KIND_CUDA  # what it is
         self.devices = [_lib.hn_runtime_device(handle, self.first + r) for r in range(self.n)]
         self.nstreams = nstreams
         self.configs = {}
@@ -437,9 +437,17 @@ class Runtime(_Closing):
 
     @property
     def backend(self):
-        """'cuda' or 'host'."""
+        """The device backend's name, 'cuda' or 'host' (to print; device_type says what it is)."""
         self._h()
         return self._s.backend
+
+    @property
+    def device_type(self):
+        """Where the ranks' memory is, as torch names device types: 'cuda' (CUDA device memory of
+        each rank's device; launch streams are CUDA streams) or 'cpu' (host memory: the CPU
+        emulation; NumPy arrays and CPU tensors bind, streams are the runtime's own)."""
+        self._h()
+        return "cuda" if self._s.cuda else "cpu"
 
     @property
     def nstreams(self):
@@ -909,7 +917,7 @@ def current_streams(runtime):
     streams of one device: every rank on it (one rank, or devices=[0, 0]: examples/python/
     tp_mlp.py --graph). Keep the runtime and program alive, and do not forget() the program,
     while the graph may replay (it uses their buffers)."""
-    if runtime.backend != "cuda":
+    if runtime.device_type != "cuda":
         return None
     try:
         import torch

@@ -141,6 +141,7 @@ class RuntimeTest(unittest.TestCase):
         with hirnode.Runtime(ranks=3, backend="host") as rt:
             self.assertEqual(rt.size, 3)
             self.assertEqual(rt.backend, "host")
+            self.assertEqual(rt.device_type, "cpu")
             self.assertEqual(rt.devices, [0, 1, 2])
             self.assertEqual(rt.device(2), 2)
             self.assertEqual(rt.error, "")
@@ -319,8 +320,8 @@ class RuntimeTest(unittest.TestCase):
         g = rt.capture(p, b)
         rt.close()
         rt.close()
-        calls = [lambda: rt.size, lambda: rt.backend, lambda: rt.devices, lambda: rt.device(0), lambda: rt.error,
-                 lambda: rt.run(p, b), lambda: rt.launch(p, b), rt.sync, rt.query, lambda: rt.forget(p),
+        calls = [lambda: rt.size, lambda: rt.backend, lambda: rt.device_type, lambda: rt.devices,
+                 lambda: rt.device(0), lambda: rt.error, lambda: rt.run(p, b), lambda: rt.launch(p, b), rt.sync, rt.query, lambda: rt.forget(p),
                  lambda: rt.capture(p, b), lambda: rt.alloc(0, 8), lambda: rt.upload(buf, np.zeros(2)),
                  lambda: rt.download(buf), lambda: rt.mem_info(0), lambda: rt.stream_create(0),
                  lambda: rt.trace_start("/dev/null"), rt.trace_stop, lambda: rt.io(p), g.replay,

@@ -13,7 +13,7 @@ extern "C" {
 #include "device_cuda.h"
 }
 #include "cuda_float.cuh"
-#include "../comm/ll/ll.h"
+#include "norm.h"
 
 #define MAX_DEVICES 256
 #define PLAN_CACHE 64
@@ -712,7 +712,7 @@ __global__ void rmsnorm_rows(tdesc d, tdesc ro, tdesc a, tdesc r, tdesc w, int h
             float sum = 0;
             for (int k = 0; k < NORM_THREADS / 32; k++)
                 sum += warp_sum[k];
-            row_scale = hn_ll_norm_scale(sum, (size_t)hidden, eps);
+            row_scale = hn_norm_scale(sum, (size_t)hidden, eps);
         }
         __syncthreads();
         for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
@@ -749,5 +749,5 @@ static hn_status_t c_rmsnorm(hn_dstream *s, const hn_tensor *d, const hn_tensor 
 }
 
 extern "C" const hn_compute_ops hn_compute_cuda = {
-    c_copy, c_fill, c_iota, c_random, c_binary, c_scale, c_sum, c_matmul, c_rmsnorm, hn_ll_cuda,
+    c_copy, c_fill, c_iota, c_random, c_binary, c_scale, c_sum, c_matmul, c_rmsnorm,
 };

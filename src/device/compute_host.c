@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "device.h"
-#include "../comm/ll/ll.h"
+#include "norm.h"
 
 typedef struct job {
     int kind;
@@ -195,7 +195,7 @@ static void rmsnorm_rows(const job *j)
                 hn_store(dt, j->res_out.data, offset_of(&j->res_out, e), y);
             sumsq += y * y;
         }
-        scale = hn_ll_norm_scale(sumsq, (size_t)hidden, (float)j->x);
+        scale = hn_norm_scale(sumsq, (size_t)hidden, (float)j->x);
         for (int64_t i = 0; i < hidden; i++) {
             int64_t e = r * hidden + i;
             float y = j->has_res_out ? (float)hn_load(dt, j->res_out.data, offset_of(&j->res_out, e))
@@ -313,5 +313,4 @@ const hn_compute_ops hn_compute_host = {
     .sum = h_sum,
     .matmul = h_matmul,
     .rmsnorm = h_rmsnorm,
-    .ll = hn_ll_host,
 };

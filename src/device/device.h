@@ -120,7 +120,6 @@ typedef struct hn_device_config {
 } hn_device_config;
 
 typedef struct hn_compute_ops hn_compute_ops;
-typedef struct hn_ll_args hn_ll_args; /* ll.h */
 
 /* What a world across processes shares of a backend's device memory
  * (src/world/rendezvous.c): each rank's device memory is one piece that
@@ -151,8 +150,31 @@ typedef struct hn_share_ops {
 } hn_share_ops;
 
 typedef struct hn_device_ops {
+    /* Its name: what a user types (--backend, HIRNODE_BACKEND), found by
+     * hn_device_find, and what messages print. The layers above never
+     * recognise a backend by it: they read the fields below. */
     const char *name;
-    const char *comm; /* the name of its communicator */
+    /* The name of its communicator: the one collectives without `via`
+     * take, and the one `via nccl` takes (NCCL on CUDA; the CPU emulation
+     * of its collectives on the host backend). */
+    const char *comm;
+    /* What its memory and streams are: code written for one kind of
+     * device (the latency path's kernels, comm/ll) is picked by it, and
+     * the API tells embedders (hn_runtime_device_kind). */
+    hn_device_kind kind;
+    /* 1: its devices are emulated on the CPU — any number of them, and a
+     * device of its own for every rank even where ranks share an ordinal
+     * (no limit of ranks per device applies); no GPU model (the backend's
+     * name stands for it: no profile file of its own), no driver. `auto`
+     * takes it only when no other backend has the devices. */
+    int emulated;
+    /* 1: collectives without `via` pick like `via auto` (unless
+     * HIRNODE_DEFAULT_VIA=nccl); 0: they stay on its communicator. */
+    int default_via_auto;
+    /* The environment variable that restricts the devices it sees and
+     * renumbers its ordinals ("CUDA_VISIBLE_DEVICES"), named in messages
+     * about ordinals; NULL when none does. */
+    const char *visible_env;
     /* How many devices this machine has for the backend (0: none). */
     int (*device_count)(void);
     /* What device dev is, for the machine profile: its model ("NVIDIA
@@ -304,16 +326,12 @@ struct hn_compute_ops {
      * [hidden]): y = a (+ residual, when not NULL), res_out = y (when not
      * NULL), dst = y * rsqrt(mean(y^2) + eps) * weight — fp32 math on y as
      * stored in the dtype (f32, bf16, f16: one for all), the factor as
-     * hn_ll_norm_scale (ll.h). dst, a, residual and res_out have one shape,
+     * hn_norm_scale (norm.h). dst, a, residual and res_out have one shape,
      * any strides; dst may be a, res_out may be residual; dst and res_out
      * are two buffers. Also the second half of allreduce_rmsnorm through
      * a communicator that does not fuse it. */
     hn_status_t (*rmsnorm)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *res_out, const hn_tensor *a,
                            const hn_tensor *residual, const hn_tensor *weight, float eps, const hn_origin *o);
-    /* The latency path (ll.h): one call of a collective through peers'
-     * memory, run by SM kernels (CUDA) or a closure that runs the same
-     * protocol (host), barriers by flags in the members' signal regions. */
-    hn_status_t (*ll)(hn_dstream *s, const hn_ll_args *a, const hn_origin *o);
 };
 
 extern const hn_device_ops hn_device_host;
@@ -323,10 +341,17 @@ extern const hn_device_ops hn_device_cuda;
 extern const hn_compute_ops hn_compute_cuda;
 #endif
 
-/* The registered device backends, NULL-terminated; "auto" picks the first
- * with devices (device_registry.c). */
-const hn_device_ops *hn_device_find(const char *name);
+/* The registered device backends, NULL-terminated, in the order `auto`
+ * tries them (device_registry.c; the runtime picks: hn_runtime_pick_backend). */
 const hn_device_ops *const *hn_device_backends(void);
+/* The registered backend of this name (a name a user typed, or data), or
+ * NULL. The one place a backend is found by its name. */
+const hn_device_ops *hn_device_find(const char *name);
+/* Whether name is a backend of hirnode, registered in this build or not:
+ * for data that names one (a profile's machine.backend). The names,
+ * NULL-terminated, for messages. */
+int hn_device_name_known(const char *name);
+const char *const *hn_device_known_names(void);
 /* The compute ops registered with device backend d (they run on its
  * streams), or NULL for a table that is not registered. */
 const hn_compute_ops *hn_device_compute(const hn_device_ops *d);

@@ -691,6 +691,10 @@ static hn_status_t cuda_timer_host_ns(const hn_dtimer *t, int64_t *ns)
 const hn_device_ops hn_device_cuda = {
     .name = "cuda",
     .comm = "nccl",
+    .kind = HN_DEVICE_KIND_CUDA,
+    .emulated = 0,
+    .default_via_auto = 1,
+    .visible_env = "CUDA_VISIBLE_DEVICES",
     .device_count = cuda_device_count,
     .describe = cuda_describe,
     .init = cuda_init,

@@ -203,11 +203,11 @@ int hn_auto_ll_on(const char *setting, int measured)
 
 int hn_auto_picks_ll(void) { return hn_auto_ll_on(hn_setting_get("auto_ll"), hn_cost_ll_measured); }
 
-int hn_default_via_auto(const char *device_backend)
+int hn_default_via_auto(const hn_device_ops *dev)
 {
     const char *via;
     (void)hn_setting_word("default_via", &via, NULL);
-    return strcmp(device_backend, "cuda") == 0 && strcmp(via, "auto") == 0;
+    return dev->default_via_auto && strcmp(via, "auto") == 0;
 }
 
 hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_kind kind, size_t count,

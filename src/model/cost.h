@@ -221,7 +221,8 @@ extern const int hn_cost_ll_measured;
 int hn_auto_ll_on(const char *setting, int measured);
 /* The same for this process's setting and hn_cost_ll_measured. */
 int hn_auto_picks_ll(void);
-/* Whether collectives without `via` pick like `via auto` on this backend. */
-int hn_default_via_auto(const char *device_backend);
+/* Whether collectives without `via` pick like `via auto` on this backend
+ * (its default_via_auto, unless HIRNODE_DEFAULT_VIA=nccl). */
+int hn_default_via_auto(const hn_device_ops *dev);
 
 #endif

@@ -237,8 +237,18 @@ static int read_machine(reader *r, const hn_json *root, hn_cost_profile *p)
         !str(r, m, "machine", "hirnode", p->hirnode, sizeof(p->hirnode)))
         return 0;
     p->count = (int)count;
-    if (strcmp(p->backend, "cuda") != 0 && strcmp(p->backend, "host") != 0)
-        return bad(r, "machine.backend: expected \"cuda\" or \"host\", not \"%s\"", p->backend);
+    if (!hn_device_name_known(p->backend)) {
+        const char *const *names = hn_device_known_names();
+        hn_strbuf list;
+        int ok;
+        hn_sb_init(&list);
+        for (int i = 0; names[i] != NULL; i++)
+            hn_sb_printf(&list, "%s\"%s\"", i == 0 ? "" : names[i + 1] == NULL ? " or " : ", ", names[i]);
+        ok = bad(r, "machine.backend: expected %s, not \"%s\"", list.data != NULL ? list.data : "a backend",
+                 p->backend);
+        hn_sb_free(&list);
+        return ok;
+    }
     return 1;
 }
 
@@ -567,7 +577,7 @@ int hn_profile_default_path(const char *model, int count, char *buf, size_t n)
     return w > 0 && (size_t)w < n;
 }
 
-void hn_profile_builtin_for(const char *model, hn_cost_profile *out)
+void hn_profile_builtin_for(const char *model, int emulated, hn_cost_profile *out)
 {
     *out = *hn_cost_builtin();
     if (strstr(model, "H200") != NULL)
@@ -576,9 +586,9 @@ void hn_profile_builtin_for(const char *model, hn_cost_profile *out)
         snprintf(out->source, sizeof(out->source),
                  "built-in default for %s (the H200's measurements: the same GH100 compute, less memory bandwidth; "
                  "not measured on an H100)", model);
-    else if (strcmp(model, "host") == 0)
+    else if (emulated)
         snprintf(out->source, sizeof(out->source),
-                 "built-in default for host (the H200's, so that the CPU emulation picks as a GPU machine does)");
+                 "built-in default for %s (the H200's, so that the CPU emulation picks as a GPU machine does)", model);
     else
         snprintf(out->source, sizeof(out->source), "built-in default for %s (none for it: the H200's; run hirnode tune)",
                  model);
@@ -593,7 +603,8 @@ void hn_profile_device_model(const hn_device_ops *dev, char *model, size_t n, ch
 }
 
 typedef struct entry {
-    char backend[16], model[96], path[4096]; /* path: as long as the setting allows */
+    const hn_device_ops *dev;
+    char model[96], path[4096]; /* path: as long as the setting allows */
     int count;
     hn_cost_profile p;
     struct entry *next;
@@ -602,30 +613,29 @@ typedef struct entry {
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static entry *cache;
 
-const hn_cost_profile *hn_profile_get(const char *backend, const char *model, int count)
+const hn_cost_profile *hn_profile_get(const hn_device_ops *dev, const char *model, int count)
 {
     const char *named = hn_setting_get("profile");
     char path[4096] = "";
     entry *e;
-    int gpu = strcmp(backend, "host") != 0;
     if (named != NULL && *named != '\0')
         snprintf(path, sizeof(path), "%s", named);
-    else if (gpu && (!hn_profile_default_path(model, count, path, sizeof(path)) || access(path, F_OK) != 0))
+    else if (!dev->emulated && (!hn_profile_default_path(model, count, path, sizeof(path)) || access(path, F_OK) != 0))
         path[0] = '\0'; /* no file of its own yet: the built-in default, said nowhere but in hirnode info */
     pthread_mutex_lock(&cache_mu);
     for (e = cache; e != NULL; e = e->next)
-        if (strcmp(e->backend, backend) == 0 && strcmp(e->model, model) == 0 && e->count == count &&
+        if (e->dev == dev && strcmp(e->model, model) == 0 && e->count == count &&
             strcmp(e->path, path) == 0)
             break;
     if (e == NULL && (e = calloc(1, sizeof(*e))) != NULL) { /* kept for the process's life */
         hn_strbuf why;
-        snprintf(e->backend, sizeof(e->backend), "%s", backend);
+        e->dev = dev;
         snprintf(e->model, sizeof(e->model), "%s", model);
         snprintf(e->path, sizeof(e->path), "%s", path);
         e->count = count;
         hn_sb_init(&why);
         if (path[0] == '\0' || hn_profile_read(path, model, count, &e->p, &why) != HN_OK) {
-            hn_profile_builtin_for(model, &e->p);
+            hn_profile_builtin_for(model, dev->emulated, &e->p);
             if (path[0] != '\0')
                 HN_WARN("profile %s: %s; using the %s", path, why.data != NULL ? why.data : "out of memory",
                         e->p.source);
@@ -642,7 +652,7 @@ const hn_cost_profile *hn_profile_for(const hn_device_ops *dev, int count)
 {
     char model[96], cuda[24];
     hn_profile_device_model(dev, model, sizeof(model), cuda, sizeof(cuda));
-    return hn_profile_get(dev->name, model, count);
+    return hn_profile_get(dev, model, count);
 }
 
 void hn_profile_describe(const hn_cost_profile *p, char *buf, size_t n)

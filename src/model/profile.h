@@ -37,22 +37,23 @@ hn_status_t hn_profile_read(const char *path, const char *model, int count, hn_c
 int hn_profile_default_path(const char *model, int count, char *buf, size_t n);
 
 /* The built-in default for a model (the H200's measurements, labelled in
- * `source` with what it is for and what it is made of). */
-void hn_profile_builtin_for(const char *model, hn_cost_profile *out);
+ * `source` with what it is for and what it is made of); emulated: the
+ * model is an emulated backend's (hn_device_ops.emulated). */
+void hn_profile_builtin_for(const char *model, int emulated, hn_cost_profile *out);
 
-/* The model of a device backend's devices ("host" for the CPU emulation),
- * and the CUDA version its driver supports (or "-"). */
+/* The model of a device backend's devices (an emulated backend's name:
+ * "host"), and the CUDA version its driver supports (or "-"). */
 void hn_profile_device_model(const hn_device_ops *dev, char *model, size_t n, char *cuda, size_t cn);
 
-/* The profile a runtime of `count` devices of `model` on `backend` uses:
- * the file HIRNODE_PROFILE names; else, on GPUs, the default file if it
- * exists; else the built-in default. A file that cannot be used — not
+/* The profile a runtime of `count` devices of `model` on backend dev uses:
+ * the file HIRNODE_PROFILE names; else, on GPUs (a backend not emulated),
+ * the default file if it exists; else the built-in default. A file that cannot be used — not
  * readable, malformed, truncated, another version, measured on another GPU
  * model or count — gets one warning naming it and what is wrong, and the
  * built-in default is used. Looked up once per process for each (backend,
  * model, count, file) and kept for the process's life (never freed); any
  * thread. */
-const hn_cost_profile *hn_profile_get(const char *backend, const char *model, int count);
+const hn_cost_profile *hn_profile_get(const hn_device_ops *dev, const char *model, int count);
 /* The same for a device backend (its model looked up). */
 const hn_cost_profile *hn_profile_for(const hn_device_ops *dev, int count);
 

@@ -33,14 +33,15 @@ static void comm_settings(hn_comm_config *ccfg)
     ccfg->p2p_piece_min = (size_t)v << 10;
 }
 
-/* The communicator of each `via`: default is the device backend's own
- * (host or nccl), nccl is NCCL where there is CUDA (else the CPU
- * emulation), p2p is the peer-copy rings on any backend. */
+/* The communicator of each `via`: default and nccl are the device
+ * backend's own (hn_device_ops.comm: NCCL on CUDA, the CPU emulation of
+ * its collectives on the host backend), p2p is the peer-copy rings on any
+ * backend, ll the latency path. */
 hn_status_t hn_teams_init(hn_runtime *rt)
 {
     const char *names[HN_VIA_COUNT];
     names[HN_VIA_DEFAULT] = rt->dev->comm;
-    names[HN_VIA_NCCL] = hn_comm_find("nccl") != NULL && strcmp(rt->dev->name, "host") != 0 ? "nccl" : rt->dev->comm;
+    names[HN_VIA_NCCL] = rt->dev->comm;
     names[HN_VIA_P2P] = "p2p";
     names[HN_VIA_AUTO] = rt->dev->comm; /* never used: resolved per instruction */
     names[HN_VIA_LL] = "ll";
@@ -102,7 +103,7 @@ hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ra
 int hn_teams_shared_device(const hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, int *a, int *b)
 {
     int most = rt->comms[rt->via_comm[via]].ops->ranks_per_device;
-    if (most == 0 || strcmp(rt->dev->name, "host") == 0)
+    if (most == 0 || rt->dev->emulated) /* emulated: every rank a device of its own */
         return 0;
     for (int i = 0; i < n; i++) {
         int on = 1;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "bind.h"
 #include "../base/settings.h"
 #include "config_cache.h"
@@ -26,12 +27,10 @@
 
 /* ---- create / destroy ---- */
 
-/* The backend cfg names, with devices for every rank's ordinal (need: the
- * highest ordinal + 1); NULL with why. */
 /* NULL, with why: backend d has fewer devices than the ranks need. */
 static const hn_device_ops *too_few(const hn_device_ops *d, const hn_runtime_config *cfg, int need, hn_strbuf *why)
 {
-    const char *visible = strcmp(d->name, "host") != 0 ? getenv("CUDA_VISIBLE_DEVICES") : NULL;
+    const char *visible = d->visible_env != NULL ? getenv(d->visible_env) : NULL;
     int count = d->device_count();
     if (cfg->devices == NULL)
         hn_sb_printf(why, "backend '%s' has %d device%s, %d rank%s asked", d->name, count, count == 1 ? "" : "s",
@@ -40,26 +39,36 @@ static const hn_device_ops *too_few(const hn_device_ops *d, const hn_runtime_con
         hn_sb_printf(why, "backend '%s' has %d device%s, device %d asked", d->name, count, count == 1 ? "" : "s",
                      need - 1);
     if (visible != NULL)
-        hn_sb_printf(why, " (CUDA_VISIBLE_DEVICES=%s)", visible);
+        hn_sb_printf(why, " (%s=%s)", d->visible_env, visible);
     return NULL;
 }
 
-static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, int need, hn_strbuf *why)
+/* The backend cfg names, with devices for every rank's ordinal (need: the
+ * highest ordinal + 1); NULL with why. say: an info line when `auto`
+ * falls back to an emulated backend. */
+static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, int need, int say, hn_strbuf *why)
 {
     const char *name = cfg->backend != NULL ? cfg->backend : "auto";
     const hn_device_ops *const *all = hn_device_backends();
     const hn_device_ops *d;
     if (strcmp(name, "auto") == 0) {
         for (int i = 0; all[i] != NULL; i++)
-            if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() >= need)
+            if (!all[i]->emulated && all[i]->device_count() >= need)
                 return all[i];
         /* ordinals named on a machine with GPUs are GPUs: one past them is
          * an error, not a reason to emulate */
         for (int i = 0; cfg->devices != NULL && all[i] != NULL; i++)
-            if (strcmp(all[i]->name, "host") != 0 && all[i]->device_count() > 0)
+            if (!all[i]->emulated && all[i]->device_count() > 0)
                 return too_few(all[i], cfg, need, why);
-        HN_INFO("no GPU backend has %d device%s; using the host (CPU emulation) backend", need, need == 1 ? "" : "s");
-        return &hn_device_host;
+        for (int i = 0; all[i] != NULL; i++)
+            if (all[i]->emulated) {
+                if (say)
+                    HN_INFO("no GPU backend has %d device%s; using the %s (CPU emulation) backend", need,
+                            need == 1 ? "" : "s", all[i]->name);
+                return all[i];
+            }
+        hn_sb_printf(why, "no backend of this build has %d device%s", need, need == 1 ? "" : "s");
+        return NULL;
     }
     if ((d = hn_device_find(name)) == NULL) {
         hn_sb_printf(why, "unknown backend '%s' (this build has auto", name);
@@ -69,6 +78,20 @@ static const hn_device_ops *pick_backend(const hn_runtime_config *cfg, int need,
         return NULL;
     }
     return d->device_count() < need ? too_few(d, cfg, need, why) : d;
+}
+
+/* The highest device ordinal cfg's ranks use, + 1. */
+static int devices_needed(const hn_runtime_config *cfg)
+{
+    int need = 0;
+    for (int r = 0; r < cfg->ndev; r++)
+        need = HN_MAX(need, (cfg->devices != NULL ? cfg->devices[r] : cfg->rank + r) + 1);
+    return need;
+}
+
+const hn_device_ops *hn_runtime_pick_backend(const hn_runtime_config *cfg, hn_strbuf *why)
+{
+    return pick_backend(cfg, devices_needed(cfg), 0, why);
 }
 
 /* The watchdog's hook (pool.c), past a run's deadline: every graph's
@@ -241,7 +264,7 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     (void)hn_replay_path_parse(set.replay, &rt->replay); /* checked with the settings */
     rt->on_deadline = on_deadline;
     hn_pool_init(rt);
-    if ((rt->dev = pick_backend(&cfg, need, why)) == NULL) {
+    if ((rt->dev = pick_backend(&cfg, need, 1, why)) == NULL) {
         st = HN_ERR_INVALID;
         goto undo;
     }
@@ -281,7 +304,7 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     rt->cfg.devices = rt->devices; /* the copy: the caller's array may go */
     rt->compute = hn_device_compute(rt->dev);
     rt->profile = hn_profile_for(rt->dev, rt->world);
-    rt->default_auto = hn_default_via_auto(rt->dev->name);
+    rt->default_auto = hn_default_via_auto(rt->dev);
     memset(&dcfg, 0, sizeof(dcfg));
     dcfg.ndev = rt->nlocal;
     dcfg.host_delay_us = cfg.host_delay_us;
@@ -374,6 +397,7 @@ int hn_runtime_size(const hn_runtime *rt) { return rt->nlocal; }
 int hn_runtime_world(const hn_runtime *rt) { return rt->world; }
 int hn_runtime_first_rank(const hn_runtime *rt) { return rt->first; }
 const char *hn_runtime_backend(const hn_runtime *rt) { return rt->dev->name; }
+hn_device_kind hn_runtime_device_kind(const hn_runtime *rt) { return rt->dev->kind; }
 
 int hn_runtime_device(const hn_runtime *rt, int rank)
 {

@@ -21,6 +21,7 @@
 #include "../ranks/rank.h"        /* timed runs */
 #include "../trace/trace.h"       /* trace files read back: spans, busy time, overlap, critical path, pictures */
 #include "../exec/fault_inject.h" /* hn_runtime_set_faults (--fault) */
+#include "backend.h"               /* the backend a configuration takes (hn_runtime_pick_backend) */
 #include "../exec/verify_run.h"   /* hn_verify_run (the dry runs of hirnode verify) */
 #include "../sched/lower.h"       /* hn_sched_lower (hirnode lower, the overlap benchmark) */
 #include "check.h"                /* the --check driver */

@@ -567,7 +567,7 @@ static void machine(tuner *t)
     snprintf(p->hirnode, sizeof(p->hirnode), "%s", hn_version());
     if (gmtime_r(&now, &tm) != NULL)
         strftime(p->date, sizeof(p->date), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    if (strcmp(p->backend, "cuda") != 0)
+    if (t->rt->dev->kind != HN_DEVICE_KIND_CUDA) /* the NVIDIA driver's and NCCL's versions */
         return;
 #ifdef HN_HAVE_CUDA
     hn_nccl_version(p->nccl, sizeof(p->nccl));
@@ -650,8 +650,8 @@ hn_status_t hn_tune(const hn_tune_opts *o, hn_cost_profile *out, hn_strbuf *err)
     }
     t.n = hn_runtime_size(t.rt);
     t.z = &sizings[o->size != HN_TUNE_AUTO ? o->size
-                   : strcmp(hn_runtime_backend(t.rt), "host") == 0 ? HN_TUNE_HOST
-                                                                    : HN_TUNE_GPU];
+                   : t.rt->dev->emulated ? HN_TUNE_HOST
+                                         : HN_TUNE_GPU];
     t.nshapes = o->nshapes > 0 ? HN_MIN(o->nshapes, HN_COST_MAX_SHAPES) : t.z->nshapes;
     memcpy(t.shapes, o->nshapes > 0 ? (const void *)o->shapes : (const void *)t.z->shapes,
            sizeof(t.shapes[0]) * (size_t)t.nshapes);

@@ -1,5 +1,5 @@
-/* Tests of src/comm/ll/comm_ll.c (and the protocol it hands the compute
- * backends, src/comm/ll/ll.h, run here by the CPU emulation src/comm/ll/ll_host.c)
+/* Tests of src/comm/ll/comm_ll.c (and the protocol it hands its kernels,
+ * src/comm/ll/ll.h, run here by the CPU emulation src/comm/ll/ll_host.c)
  * through the device, compute and comm tables, one issuing thread per
  * rank: every collective and the fused allreduce + residual + RMSNorm at
  * 1..8 ranks, one-shot, two-shot and the communicator's choice,
@@ -962,10 +962,33 @@ static void test_protocol(void)
     }
 }
 
+/* The kernel of each device kind, picked from the device table's kind
+ * (never its name); none for a kind this build has no kernel of. */
+static void test_kernels(void)
+{
+    hn_device_ops other = hn_device_host;
+    CU_ASSERT_PTR_EQUAL(hn_ll_kernel_for(&hn_device_host), hn_ll_host);
+    other.name = "renamed"; /* the name plays no part */
+    CU_ASSERT_PTR_EQUAL(hn_ll_kernel_for(&other), hn_ll_host);
+#ifdef HN_HAVE_CUDA
+    CU_ASSERT_PTR_EQUAL(hn_ll_kernel_for(&hn_device_cuda), hn_ll_cuda);
+    other.kind = HN_DEVICE_KIND_CUDA;
+    CU_ASSERT_PTR_EQUAL(hn_ll_kernel_for(&other), hn_ll_cuda);
+#endif
+    other.kind = (hn_device_kind)0;
+    CU_ASSERT_PTR_NULL(hn_ll_kernel_for(&other));
+    other.kind = (hn_device_kind)99;
+    CU_ASSERT_PTR_NULL(hn_ll_kernel_for(&other));
+    CU_ASSERT_PTR_NULL(hn_ll_kernel_for(NULL));
+    for (int i = 0; hn_device_backends()[i] != NULL; i++)
+        CU_ASSERT_PTR_NOT_NULL(hn_ll_kernel_for(hn_device_backends()[i])); /* every backend built has one */
+}
+
 void hn_suite_comm_ll(void)
 {
     static CU_TestInfo tests[] = {
         {"the protocol: lanes read whole, reserves, formats, generations, grids", test_protocol},
+        {"the kernel of each device kind, by the table's kind", test_kernels},
         {"every kind, algorithm, dtype and reduction, in place or not, back to back, 1..8 ranks", test_one_team},
         {"several teams at once, interleaved on two streams per rank", test_several_teams},
         {"repeated sequences on one team: generations go on, sizes change", test_repeated},

@@ -1,5 +1,6 @@
-/* Tests of the latency path's kernel, src/comm/ll/ll_cuda.cu, through the
- * compute table's `ll` entry without the communicator: a team of 2, 3, 4,
+/* Tests of the latency path's kernel, src/comm/ll/ll_cuda.cu, as the
+ * communicator picks it for its device's kind (hn_ll_kernel_for), without
+ * the communicator: a team of 2, 3, 4,
  * 5 and 8 members that all live on device 0 (each its own signal region,
  * registered buffer and stream), so that the kernel's phases, wire
  * formats, vector and tail paths, reductions, the fused norm and the
@@ -34,15 +35,16 @@
 #define MOST_BLOCKS 4
 
 static const hn_device_ops *G;
-static const hn_compute_ops *C;
+static hn_ll_kernel K;
 static void *GCTX;
 static hn_test_faults F;
 
-static int setup_with(const hn_device_ops *dev, const hn_compute_ops *compute)
+static int setup_with(const hn_device_ops *dev)
 {
     hn_device_config cfg = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
     G = dev;
-    C = compute;
+    if ((K = hn_ll_kernel_for(dev)) == NULL)
+        return 1;
     hn_test_faults_init(&F, 60);
     cfg.sink = &F.sink;
     return G->init(&cfg, &GCTX) != HN_OK || G->thread_init(GCTX, 0) != HN_OK;
@@ -56,10 +58,10 @@ static int teardown(void)
     return 0;
 }
 
-static int setup_host(void) { return setup_with(&hn_device_host, &hn_compute_host); }
+static int setup_host(void) { return setup_with(&hn_device_host); }
 
 #ifdef HN_HAVE_CUDA
-static int setup_cuda(void) { return setup_with(&hn_device_cuda, &hn_compute_cuda); }
+static int setup_cuda(void) { return setup_with(&hn_device_cuda); }
 #endif
 
 typedef struct team {
@@ -418,7 +420,7 @@ static void one_device(int n, uint64_t seed)
         for (int m = 0; m < n; m++) {
             hn_ll_args a = args_of(&t, &c[ci], m, 1 + (m + ci) % MOST_BLOCKS, ci % 2);
             hn_origin o = {&F.sink, m, ci, NULL, NULL};
-            CU_ASSERT_EQUAL(C->ll(t.s[m], &a, &o), HN_OK);
+            CU_ASSERT_EQUAL(K(t.s[m], &a, &o), HN_OK);
         }
     finish(&t, c, nc, (uint32_t)nc, what);
 }
@@ -463,7 +465,7 @@ static void test_graphs(void)
             for (int ci = 0; ci < nc; ci++) {
                 hn_ll_args a = args_of(&t, &c[ci], m, 1 + (m + ci) % MOST_BLOCKS, (ci + 1) % 3 != 0);
                 hn_origin o = {&F.sink, m, ci, NULL, NULL};
-                CU_ASSERT_EQUAL(C->ll(t.s[m], &a, &o), HN_OK);
+                CU_ASSERT_EQUAL(K(t.s[m], &a, &o), HN_OK);
             }
             CU_ASSERT_EQUAL_FATAL(G->capture_end(t.s[m], &g[m]), HN_OK);
         }
@@ -500,7 +502,7 @@ static void test_abort_words(void)
         for (int m = 0; m < 2; m++) {
             hn_ll_args a = args_of(&t, &x[k], m, 2, 1);
             hn_origin o = {&F.sink, m, k, NULL, NULL};
-            CU_ASSERT_EQUAL(C->ll(t.s[m], &a, &o), HN_OK);
+            CU_ASSERT_EQUAL(K(t.s[m], &a, &o), HN_OK);
         }
     }
     t0 = hn_now();

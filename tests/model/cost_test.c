@@ -448,11 +448,21 @@ static void test_via_resolve(void)
                 }
     }
     unsetenv("HIRNODE_AUTO_LL");
-    CU_ASSERT_FALSE(hn_default_via_auto("host"));
-    CU_ASSERT_TRUE(hn_default_via_auto("cuda"));
-    setenv("HIRNODE_DEFAULT_VIA", "nccl", 1);
-    CU_ASSERT_FALSE(hn_default_via_auto("cuda"));
-    unsetenv("HIRNODE_DEFAULT_VIA");
+    {
+        hn_device_ops picks = hn_device_host; /* a table that says its default picks (as CUDA's does) */
+        picks.default_via_auto = 1;
+        CU_ASSERT_FALSE(hn_default_via_auto(&hn_device_host));
+        CU_ASSERT_TRUE(hn_default_via_auto(&picks));
+#ifdef HN_HAVE_CUDA
+        CU_ASSERT_TRUE(hn_default_via_auto(&hn_device_cuda));
+#endif
+        setenv("HIRNODE_DEFAULT_VIA", "nccl", 1);
+        CU_ASSERT_FALSE(hn_default_via_auto(&picks));
+#ifdef HN_HAVE_CUDA
+        CU_ASSERT_FALSE(hn_default_via_auto(&hn_device_cuda));
+#endif
+        unsetenv("HIRNODE_DEFAULT_VIA");
+    }
 }
 
 /* The chunk counts a message says would fit ("...; chunks=2 or chunks=4

@@ -333,8 +333,13 @@ static char *stderr_of(void (*fn)(void *), void *arg)
     return text != NULL ? text : calloc(1, 1);
 }
 
+/* A backend that is not emulated (a GPU backend's table as the lookup
+ * reads it: CUDA=0 builds have none of their own). */
+static hn_device_ops gpu_like;
+
 typedef struct lookup {
-    const char *backend, *model;
+    const hn_device_ops *dev;
+    const char *model;
     int count;
     const hn_cost_profile *got;
 } lookup;
@@ -342,7 +347,7 @@ typedef struct lookup {
 static void do_lookup(void *arg)
 {
     lookup *l = arg;
-    l->got = hn_profile_get(l->backend, l->model, l->count);
+    l->got = hn_profile_get(l->dev, l->model, l->count);
 }
 
 static void test_files_and_lookup(void)
@@ -351,7 +356,7 @@ static void test_files_and_lookup(void)
     char path[128], bad[128], buf[600];
     char *text, *err;
     hn_strbuf why;
-    lookup l = {"host", "host", 2, NULL};
+    lookup l = {&hn_device_host, "host", 2, NULL};
     const hn_cost_profile *first;
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(q);
@@ -391,7 +396,7 @@ static void test_files_and_lookup(void)
     CU_ASSERT_STRING_EQUAL(err, ""); /* no warning */
     free(err);
     first = l.got;
-    CU_ASSERT_PTR_EQUAL(hn_profile_get("host", "host", 2), first);
+    CU_ASSERT_PTR_EQUAL(hn_profile_get(&hn_device_host, "host", 2), first);
     /* a runtime of 2 ranks uses it; of 3, the default, with a warning */
     if (strcmp(hn_test_backend, "host") == 0) {
         hn_runtime *rt = hn_test_runtime("host", 2, 0, 60, 0);
@@ -456,7 +461,10 @@ static void test_files_and_lookup(void)
         snprintf(want, sizeof(want), "%s/hirnode/profile-NVIDIA-H100-80GB-HBM3-x4.json", tmpdir);
         CU_ASSERT_STRING_EQUAL(buf, want);
         CU_ASSERT_FALSE(hn_profile_default_path("NVIDIA H200", 2, buf, 16)); /* does not fit */
-        l = (lookup){"cuda", "NVIDIA H100 80GB HBM3", 4, NULL};
+        gpu_like = hn_device_host;
+        gpu_like.name = "gpu";
+        gpu_like.emulated = 0;
+        l = (lookup){&gpu_like, "NVIDIA H100 80GB HBM3", 4, NULL};
         err = stderr_of(do_lookup, &l);
         CU_ASSERT_TRUE(l.got->builtin); /* none there yet: silently the default */
         CU_ASSERT_STRING_EQUAL(err, "");
@@ -493,12 +501,12 @@ static void test_files_and_lookup(void)
         free(old_xdg);
     }
     /* the built-in defaults' labels */
-    hn_profile_builtin_for("NVIDIA H200", q);
+    hn_profile_builtin_for("NVIDIA H200", 0, q);
     CU_ASSERT_TRUE(q->builtin);
     CU_ASSERT_PTR_NOT_NULL(strstr(q->source, "built-in default for NVIDIA H200 (measured on 2 and 4 H200s)"));
-    hn_profile_builtin_for("host", q);
+    hn_profile_builtin_for("host", 1, q);
     CU_ASSERT_PTR_NOT_NULL(strstr(q->source, "the CPU emulation picks as a GPU machine does"));
-    hn_profile_builtin_for("NVIDIA A100-SXM4-80GB", q);
+    hn_profile_builtin_for("NVIDIA A100-SXM4-80GB", 0, q);
     CU_ASSERT_PTR_NOT_NULL(strstr(q->source, "none for it"));
     hn_profile_describe(q, buf, sizeof(buf));
     CU_ASSERT_STRING_EQUAL(buf, q->source);

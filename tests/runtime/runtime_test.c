@@ -8,6 +8,7 @@
 #include "hirnode/runtime.h"
 #include "exec/fault_inject.h"
 #include "ranks/runtime_int.h"
+#include "runtime/backend.h"
 #include "../test.h"
 
 
@@ -21,6 +22,8 @@ static void test_create_destroy(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
         CU_ASSERT_EQUAL(hn_runtime_size(rt), n);
         CU_ASSERT_STRING_EQUAL(hn_runtime_backend(rt), hn_test_backend);
+        CU_ASSERT_PTR_EQUAL(rt->dev, hn_device_find(hn_test_backend));
+        CU_ASSERT_EQUAL(hn_runtime_device_kind(rt), rt->dev->kind);
         hn_runtime_destroy(rt);
     }
     hn_runtime_config_default(&cfg);
@@ -36,6 +39,53 @@ static void test_create_destroy(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(said, "hirnode error: unknown backend 'nonesuch'"));
     CU_ASSERT_PTR_NOT_NULL(strstr(said, "hirnode error: rank count 0 out of range [1, 256]"));
     free(said);
+}
+
+/* The backend a configuration takes: hn_runtime_pick_backend (which the
+ * tools ask) agrees with what hn_runtime_create takes, `auto` never takes
+ * an emulated backend while another has the devices, and refusals say
+ * why. */
+static void test_pick_backend(void)
+{
+    hn_runtime_config cfg;
+    hn_runtime *rt = NULL;
+    const hn_device_ops *d;
+    hn_strbuf why;
+    int two[2] = {1, 0};
+    hn_runtime_config_default(&cfg);
+    hn_sb_init(&why);
+    cfg.backend = hn_test_backend;
+    cfg.ndev = 2;
+    CU_ASSERT_PTR_EQUAL(hn_runtime_pick_backend(&cfg, &why), hn_device_find(hn_test_backend));
+    cfg.backend = "host";
+    CU_ASSERT_PTR_EQUAL(hn_runtime_pick_backend(&cfg, &why), &hn_device_host);
+    CU_ASSERT_PTR_NULL(why.data);
+    cfg.backend = "nonesuch";
+    CU_ASSERT_PTR_NULL(hn_runtime_pick_backend(&cfg, &why));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(why.data);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why.data, "unknown backend 'nonesuch' (this build has auto"));
+    hn_sb_free(&why);
+    for (int k = 0; k < 3; k++) { /* auto (NULL is auto too), with and without ordinals */
+        cfg.backend = k == 0 ? NULL : "auto";
+        cfg.ndev = k < 2 ? 1 : 2;
+        cfg.devices = k == 2 ? two : NULL;
+        d = hn_runtime_pick_backend(&cfg, &why);
+        if (d == NULL) { /* ordinals past a GPU backend's devices: said */
+            CU_ASSERT_PTR_NOT_NULL(why.data);
+            hn_sb_free(&why);
+            continue;
+        }
+        for (int i = 0; d->emulated && hn_device_backends()[i] != NULL; i++)
+            CU_ASSERT(hn_device_backends()[i]->emulated || hn_device_backends()[i]->device_count() < cfg.ndev);
+        CU_ASSERT(d->device_count() >= cfg.ndev);
+        if (d == hn_device_find(hn_test_backend)) { /* a runtime takes the same */
+            CU_ASSERT_EQUAL_FATAL(hn_runtime_create(&cfg, &rt), HN_OK);
+            CU_ASSERT_PTR_EQUAL(rt->dev, d);
+            CU_ASSERT_EQUAL(hn_runtime_device_kind(rt), d->kind);
+            hn_runtime_destroy(rt);
+        }
+    }
+    hn_sb_free(&why);
 }
 
 /* A runtime of n host ranks with world, first rank and rendezvous as
@@ -682,6 +732,7 @@ void hn_suite_runtime(void)
 {
     static CU_TestInfo tests[] = {
         {"create and destroy", test_create_destroy},
+        {"the backend a configuration takes, asked without a runtime", test_pick_backend},
         {"the world and the ranks driven here; a world across processes is refused", test_world},
         {"runs with the caller's buffers", test_run_with_bindings},
         {"stable addresses across runs", test_stable_addresses},

@@ -3,10 +3,11 @@
  * fused (hn_comm_ll_allreduce_norm), each one kernel per member that
  * pushes its data into the peers' registered buffers, where the data say
  * by themselves that they have arrived — one-shot or two-shot
- * (src/comm/ll/ll.h has the protocol and why it is safe; the compute backends
- * run it: SM kernels on CUDA, the same phases as host code on the CPU
- * backend). A team keeps, per member, a signal region and a registered
- * buffer of two slots on the member's device. A member learns its peers'
+ * (src/comm/ll/ll.h has the protocol and why it is safe; its kernels, one
+ * per kind of device, run it: SM kernels on CUDA, ll_cuda.cu; the same
+ * phases as host code on the CPU backend, ll_host.c). A team keeps, per
+ * member, a signal region and a registered buffer of two slots on the
+ * member's device. A member learns its peers'
  * only through the world's exchanges (hn_world_xchg, on its own thread, at
  * team_join and when team_reserve grows the buffers), never from their
  * structs: in process mode a peer's struct lives in another process, and
@@ -56,7 +57,7 @@ struct hn_comm_world {
     int n;
     const hn_device_ops *dev;
     void *dev_ctx;
-    const hn_compute_ops *compute;
+    hn_ll_kernel kernel; /* the one of dev's kind (hn_ll_kernel_for), or no_kernel */
     const hn_fault_sink *sink;
     hn_world *world;     /* the exchanges: the runtime's, or own_world */
     hn_world *own_world; /* made when the config gave none (one process) */
@@ -101,6 +102,30 @@ size_t hn_comm_ll_norm_reserve(size_t rows, size_t hidden, hn_dtype dtype, int n
     return one > two ? one : two;
 }
 
+/* The kernels this build has, by device kind (hn_device_kind: DLPack's
+ * numbers, so the table has holes). */
+static const hn_ll_kernel kernels[] = {
+    [HN_DEVICE_KIND_HOST] = hn_ll_host,
+#ifdef HN_HAVE_CUDA
+    [HN_DEVICE_KIND_CUDA] = hn_ll_cuda,
+#endif
+};
+
+hn_ll_kernel hn_ll_kernel_for(const hn_device_ops *d)
+{
+    return d != NULL && (size_t)d->kind < sizeof(kernels) / sizeof(kernels[0]) ? kernels[d->kind] : NULL;
+}
+
+/* A backend of a kind without a kernel: the communicator still starts
+ * (every runtime starts every communicator), and each call fails. */
+static hn_status_t no_kernel(hn_dstream *s, const hn_ll_args *a, const hn_origin *o)
+{
+    (void)s;
+    (void)a;
+    (void)o;
+    return HN_ERR_UNSUPPORTED;
+}
+
 static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
 {
     hn_comm_world *w = hn_calloc(1, sizeof(*w));
@@ -110,7 +135,9 @@ static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
     w->n = cfg->nranks;
     w->dev = cfg->dev;
     w->dev_ctx = cfg->dev_ctx;
-    w->compute = cfg->compute;
+    w->kernel = hn_ll_kernel_for(cfg->dev);
+    if (w->kernel == NULL)
+        w->kernel = no_kernel;
     w->sink = cfg->sink;
     if ((st = hn_comm_world_of(cfg, 0, &w->world, &w->own_world)) != HN_OK) {
         hn_free(w);
@@ -340,7 +367,7 @@ static hn_status_t issue(hn_comm_team *t, int me, hn_ll_args *x, hn_dstream *s, 
         }
     }
     m->last = s;
-    if ((st = w->compute->ll(s, x, o)) != HN_OK)
+    if ((st = w->kernel(s, x, o)) != HN_OK)
         hn_origin_fail(o, st, "ll %s (%s): the kernel was not issued: %s", what, algo_name(x->algo),
                        hn_status_string(st));
     return st;

@@ -1,5 +1,5 @@
 /* The latency path's protocol (docs/INTERNALS.md "The latency path"):
- * the arguments the ll communicator hands a compute backend, the state
+ * the arguments the ll communicator hands its kernels, the state
  * each member keeps on its device, and the protocol itself — slots, lanes,
  * wire formats, generations, which block moves which bytes — as functions
  * compiled both as C (the CPU emulation, ll_host.c) and as CUDA (the
@@ -125,7 +125,6 @@
 #ifndef HN_LL_H
 #define HN_LL_H
 
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -136,6 +135,7 @@ extern "C" {
 #ifdef __cplusplus
 }
 #endif
+#include "../../device/norm.h"
 
 #ifdef __CUDACC__
 #define HN_LL_FN __host__ __device__ static inline
@@ -494,19 +494,22 @@ HN_LL_FN float hn_ll_combine(int redop, float acc, float x)
 
 HN_LL_FN float hn_ll_finish(int redop, float acc, int n) { return redop == 4 ? acc / (float)n : acc; }
 
-/* The norm's factor from a row's sum of squares: IEEE division and square
- * root on both backends (not rsqrtf's approximation). */
-HN_LL_FN float hn_ll_norm_scale(float sumsq, size_t hidden, float eps)
-{
-    return 1.0f / sqrtf(sumsq / (float)hidden + eps);
-}
-
-/* The compute tables' `ll` entries: issue one call on s; return at once. */
+/* The latency path's kernels, one per kind of device (hn_device_ops.kind),
+ * each written for that kind's streams and memory: issue one call on s (a
+ * stream of that kind) and return at once. The communicator takes the one
+ * of its device backend's kind once, when it starts (hn_ll_kernel_for). */
+typedef hn_status_t (*hn_ll_kernel)(hn_dstream *s, const hn_ll_args *a, const hn_origin *o);
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* HN_DEVICE_KIND_HOST: a stream closure of the host backend that runs the
+ * protocol on the CPU (ll_host.c) */
 hn_status_t hn_ll_host(hn_dstream *s, const hn_ll_args *a, const hn_origin *o);
+/* HN_DEVICE_KIND_CUDA: the SM kernel (ll_cuda.cu; CUDA builds only) */
 hn_status_t hn_ll_cuda(hn_dstream *s, const hn_ll_args *a, const hn_origin *o);
+/* The kernel for device backend d's kind, or NULL where this build has
+ * none (comm_ll.c). */
+hn_ll_kernel hn_ll_kernel_for(const hn_device_ops *d);
 #ifdef __cplusplus
 }
 #endif

@@ -394,7 +394,7 @@ template <typename T> __device__ void norm_row(ctx &c, const hn_ll_move &mv, int
                 sumsq += f * f;
             }
     }
-    const float scale = hn_ll_norm_scale(block_sum(sumsq), a.hidden, a.eps);
+    const float scale = hn_norm_scale(block_sum(sumsq), a.hidden, a.eps);
     for (size_t u = threadIdx.x; u < units && !c.aborted; u += blockDim.x) {
         hn_ll_unit U;
         uint4 out = make_uint4(0, 0, 0, 0);

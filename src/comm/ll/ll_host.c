@@ -216,7 +216,7 @@ static int take_unit(const call *c, int ph, const hn_ll_move *mv, const hn_ll_un
 static void norm_out(const call *c, const hn_ll_move *mv, float sumsq)
 {
     const hn_ll_args *a = &c->a;
-    float scale = hn_ll_norm_scale(sumsq, a->hidden, a->eps);
+    float scale = hn_norm_scale(sumsq, a->hidden, a->eps);
     size_t units = hn_ll_units(HN_LL_SENTINEL, c->P.es, mv->elems);
     for (size_t u = 0; u < units; u++) {
         hn_ll_unit U;
