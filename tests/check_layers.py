@@ -12,8 +12,6 @@ layer uses its own folder and the layers below, never a sibling or a
 layer above. A layer below reaches one above only through a pointer it is
 handed (a hook), which neither an include nor a symbol shows. "A uses B"
 is allowed when B is on a lower layer, or on A's layer in A's own folder.
-TEMPORARY_EXCEPTIONS (below) lists the uses allowed for now against that;
-a passing run names those it met.
 
 (a) Includes. Every `#include "..."` of every source under src/ (.c .h .cu
     .cuh .def), resolved against the including file's folder, names a file
@@ -65,16 +63,6 @@ MAX_FOLDER_LINES = 6000
 LONG_FILES = {"src/ir/parse.c", "src/device/device_host.c"}
 SOURCE_EXTS = (".c", ".h", ".cu", ".cuh", ".def")
 TOOLS_HEADER = "src/runtime/tools.h"
-
-# TEMPORARY exceptions, (user folder, used file): the device table's `.ll`
-# entry and the compute files point from src/device up into src/comm/ll
-# until the ll kernels leave the device table (being done on another
-# branch); delete these lines with that change.
-TEMPORARY_EXCEPTIONS = [
-    ("src/device", "src/comm/ll/ll_host.c"),  # TEMPORARY: compute_host.c's table: .ll = &hn_ll_host
-    ("src/device", "src/comm/ll/ll_cuda.cu"),  # TEMPORARY: compute_cuda.cu's table: .ll = &hn_ll_cuda
-    ("src/device", "src/comm/ll/ll.h"),  # TEMPORARY: compute_host.c and compute_cuda.cu include it
-]
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 
@@ -169,10 +157,6 @@ def allowed(pic, a, b):
     if lb == la:
         return False, "a sibling on the same layer"
     return False, "a higher layer"
-
-
-def excepted(a, b):
-    return any((folder(a) == f or a == f) and b == t for f, t in TEMPORARY_EXCEPTIONS)
 
 
 # ---- the tree ----
@@ -311,7 +295,6 @@ def check(root, doc, objects):
     pic = Picture(root, layers)
     files = walk(root, "src")
     sources = [f for f in files if f.endswith(SOURCE_EXTS)]
-    used_exceptions = set()
 
     # (e) the picture is whole
     for e, first, second in pic.twice:
@@ -338,9 +321,6 @@ def check(root, doc, objects):
             ok, why = allowed(pic, f, target)
             if ok:
                 continue
-            if excepted(f, target):
-                used_exceptions.add(("include", f, target))
-                continue
             fail("a", "%s:%d includes %s: %s may not use %s, %s"
                  % (f, line, target, pic.name(f), pic.name(target), why))
 
@@ -362,9 +342,6 @@ def check(root, doc, objects):
     for (a, b), syms in sorted(edges.items()):
         ok, why = allowed(pic, a, b)
         if ok:
-            continue
-        if excepted(a, b):
-            used_exceptions.add(("call", a, b))
             continue
         more = " and %d more" % (len(syms) - 3) if len(syms) > 3 else ""
         fail("b", "%s uses %s%s of %s: %s may not use %s, %s"
@@ -414,9 +391,6 @@ def check(root, doc, objects):
     summary = ("%d layers; %d includes and %d cross-folder uses between objects go down; no call cycle "
                "within a folder; files within %d lines, folders within %d; tools include public headers "
                "and %s only" % (len(layers), nincludes, ncalls, MAX_FILE_LINES, MAX_FOLDER_LINES, TOOLS_HEADER))
-    if used_exceptions:
-        summary += "; TEMPORARY exceptions: " + ", ".join(
-            "%s %s -> %s" % (k, a, b) for k, a, b in sorted(used_exceptions))
     return problems, summary
 
 
