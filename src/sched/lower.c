@@ -2,12 +2,16 @@
  * loops -> the plain instructions they stand for, for one configuration
  * (world, nstreams, parameter values). Pure IR -> IR: a dry run of the
  * source reads the statements' operand shapes, the cost model (cost.c)
- * settles every `auto`, and the code is written as text in the seed-001
- * form (worker streams wait for the caller in a loop of their own, step i
- * on stream(i % S), the caller waits for every stream used), parsed into
- * the lowered program's names, and stamped with the statement's line,
- * column and text so that every message about it names the statement.
- * docs/SCHEDULER.md shows each strategy's code. */
+ * settles every `auto`, and the code is built as IR through ir.h's
+ * constructors in the seed-001 form (worker streams wait for the caller in
+ * a loop of their own, step i on stream(i % S), the caller waits for every
+ * stream used), in the lowered program's names, the source's operands
+ * copied, and stamped with the statement's line, column and text so that
+ * every message about it names the statement. Not written as text and
+ * parsed back: the text the lowered program is seen as (`hirnode dump
+ * --lowered`, the golden files) is the printer's, and no position of the
+ * code's own survives the stamp. docs/SCHEDULER.md shows each strategy's
+ * code. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,25 +33,262 @@ static void stmt_error(hn_lower *L, const hn_instr *in, const char *fmt, ...)
     hn_sb_append(L->diag, "\n");
     L->errors++;
 }
-void hn_lower_emit(hn_lower *L, const char *fmt, ...)
+/* ---- generated code, built as IR ---- */
+
+static void nomem(hn_lower *L)
 {
+    if (L->st == HN_OK)
+        L->st = HN_ERR_NOMEM;
+}
+
+hn_expr *hn_lower_num(int64_t v) { return v < 0 ? hn_ex_unary(HN_EX_NEG, hn_ex_int(-v)) : hn_ex_int(v); }
+
+hn_expr *hn_lower_stream_index(int i, int S)
+{
+    return S == 1 ? hn_ex_int(0) : hn_ex_bin(HN_B_MOD, hn_ex_var(i), hn_ex_int(S));
+}
+
+hn_expr *hn_lower_peer(hn_binop op, hn_expr *e)
+{
+    return hn_ex_bin(HN_B_MOD, hn_ex_bin(op, hn_ex_leaf(HN_EX_RANK), e), hn_ex_leaf(HN_EX_WORLD));
+}
+
+int hn_lower_fresh(hn_lower *L, const char *base)
+{
+    char buf[64];
+    int var;
+    snprintf(buf, sizeof(buf), "%s", base);
+    for (int k = 1; hn_prog_find_var(L->out, buf) >= 0 || hn_name_reserved(buf); k++)
+        snprintf(buf, sizeof(buf), "%s_%d", base, k);
+    if ((var = hn_prog_var(L->out, buf, (int)strlen(buf))) < 0)
+        nomem(L);
+    return var;
+}
+
+hn_tref hn_lower_ref(hn_lower *L, int var, int nidx, ...)
+{
+    hn_tref t = {var, 0, NULL, 0, 0};
     va_list ap;
-    va_start(ap, fmt);
-    hn_sb_vprintf(&L->code, fmt, ap);
+    va_start(ap, nidx);
+    for (int i = 0; i < nidx; i++)
+        if (hn_tref_push_idx(&t, va_arg(ap, hn_expr *)) != 0) /* (a missing index too) */
+            nomem(L);
+    va_end(ap);
+    return t;
+}
+
+hn_tref hn_lower_ref_of(hn_lower *L, const hn_tref *t)
+{
+    hn_tref c;
+    if (hn_tref_clone(&c, t) != 0)
+        nomem(L);
+    return c;
+}
+
+/* A new instruction of op at the end of b; NULL after an error. */
+static hn_instr *add(hn_lower *L, hn_block *b, hn_op op)
+{
+    hn_instr *in;
+    if (L->st == HN_OK && b == NULL) /* code outside a statement: a bug of this file */
+        L->st = HN_ERR_RUNTIME;
+    if (L->st != HN_OK)
+        return NULL;
+    if ((in = hn_instr_new(op, 0, 0)) == NULL || hn_block_push(b, in) != 0) {
+        hn_instr_free(in);
+        nomem(L);
+        return NULL;
+    }
+    return in;
+}
+
+/* e into *slot (taken); missing: out of memory */
+static void take(hn_lower *L, hn_expr **slot, hn_expr *e)
+{
+    *slot = e;
+    if (e == NULL)
+        nomem(L);
+}
+
+static void shape(hn_lower *L, hn_type *ty, int ndim, const int64_t *dims)
+{
+    for (int i = 0; i < ndim; i++)
+        if (hn_type_push_dim(ty, hn_lower_num(dims[i])) != 0)
+            nomem(L);
+}
+
+/* the code says via only for these (nothing for default or auto), and get
+ * only of p2p */
+static void set_via(hn_instr *in, hn_backend_kind via, hn_protocol protocol)
+{
+    if (via == HN_VIA_NCCL || via == HN_VIA_P2P || via == HN_VIA_LL) {
+        in->via = (unsigned char)via;
+        in->get = via == HN_VIA_P2P && protocol == HN_PROTO_GET;
+    }
+}
+
+void hn_lower_alloc(hn_lower *L, int var, hn_dtype dtype, int ndim, const int64_t *dims)
+{
+    hn_instr *in = add(L, &L->top, HN_OP_ALLOC);
+    if (in == NULL)
+        return;
+    in->dst = var;
+    in->type.dtype = dtype;
+    shape(L, &in->type, ndim, dims);
+}
+
+void hn_lower_view(hn_lower *L, int var, hn_tref src, int ndim, const int64_t *dims)
+{
+    hn_instr *in = add(L, L->at, HN_OP_VIEW);
+    if (in == NULL) {
+        hn_tref_clear(&src);
+        return;
+    }
+    in->dst = var;
+    in->a = src;
+    shape(L, &in->type, ndim, dims);
+}
+
+void hn_lower_select(hn_lower *L, int var, hn_tref src, int axis, hn_expr *index)
+{
+    hn_instr *in = add(L, L->at, HN_OP_SELECT);
+    if (in == NULL) {
+        hn_tref_clear(&src);
+        hn_expr_free(index);
+        return;
+    }
+    in->dst = var;
+    in->a = src;
+    take(L, &in->e[0], hn_ex_int(axis));
+    take(L, &in->e[1], index);
+}
+
+void hn_lower_let(hn_lower *L, int var, hn_expr *e)
+{
+    hn_instr *in = add(L, L->at, HN_OP_LET);
+    if (in == NULL) {
+        hn_expr_free(e);
+        return;
+    }
+    in->dst = var;
+    take(L, &in->e[0], e);
+}
+
+void hn_lower_current_stream(hn_lower *L, int var)
+{
+    hn_instr *in = add(L, L->at, HN_OP_CURRENT_STREAM);
+    if (in != NULL)
+        in->dst = var;
+}
+
+void hn_lower_stream_var(hn_lower *L, hn_op op, int var)
+{
+    hn_instr *in = add(L, L->at, op);
+    if (in != NULL)
+        in->sref_var = var;
+}
+
+void hn_lower_stream_at(hn_lower *L, hn_op op, hn_expr *index)
+{
+    hn_instr *in = add(L, L->at, op);
+    if (in == NULL)
+        hn_expr_free(index);
+    else
+        take(L, &in->sref_index, index);
+}
+
+void hn_lower_p2p(hn_lower *L, hn_op op, hn_tref buf, hn_expr *peer, hn_backend_kind via, hn_protocol protocol)
+{
+    hn_instr *in = add(L, L->at, op);
+    if (in == NULL) {
+        hn_tref_clear(&buf);
+        hn_expr_free(peer);
+        return;
+    }
+    in->a = buf;
+    take(L, &in->e[0], peer);
+    set_via(in, via, protocol);
+}
+
+void hn_lower_coll(hn_lower *L, hn_op op, hn_tref out, hn_tref src, int redop, hn_expr *root, hn_backend_kind via,
+                   hn_protocol protocol)
+{
+    hn_instr *in = add(L, L->at, op);
+    if (in == NULL) {
+        hn_tref_clear(&out);
+        hn_tref_clear(&src);
+        hn_expr_free(root);
+        return;
+    }
+    in->a = out;
+    in->b = src;
+    if (redop >= 0)
+        in->redop = (unsigned char)redop;
+    if (hn_op_table[op].flags & HN_OPF_ROOT)
+        take(L, &in->e[0], root);
+    else
+        hn_expr_free(root);
+    set_via(in, via, protocol);
+}
+
+void hn_lower_compute(hn_lower *L, hn_op op, hn_tref dst, int nargs, ...)
+{
+    hn_instr *in = add(L, L->at, op);
+    va_list ap;
+    if (in != NULL)
+        in->a = dst;
+    else
+        hn_tref_clear(&dst);
+    va_start(ap, nargs);
+    for (int i = 0; i < nargs; i++) {
+        hn_tref t = va_arg(ap, hn_tref);
+        hn_arg *arg = in != NULL ? hn_instr_push_arg(in) : NULL;
+        if (arg == NULL) {
+            nomem(L);
+            hn_tref_clear(&t);
+            continue;
+        }
+        arg->is_tensor = 1;
+        arg->t = t;
+    }
     va_end(ap);
 }
 
-/* A name no variable of the program has, reserved for this statement:
- * `base`, else base_1, base_2, ... */
-const char *hn_lower_fresh(hn_lower *L, const char *base, char *buf, size_t n)
+hn_instr *hn_lower_for(hn_lower *L, int var, hn_expr *lo, hn_expr *hi, int64_t step)
 {
-    snprintf(buf, n, "%s", base);
-    for (int k = 1; hn_prog_find_var(L->out, buf) >= 0 || hn_name_reserved(buf); k++)
-        snprintf(buf, n, "%s_%d", base, k);
-    if (hn_prog_var(L->out, buf, (int)strlen(buf)) < 0)
-        L->st = HN_ERR_NOMEM;
-    return buf;
+    hn_instr *in = add(L, L->at, HN_OP_FOR);
+    if (in == NULL) {
+        hn_expr_free(lo);
+        hn_expr_free(hi);
+        return NULL;
+    }
+    in->dst = var;
+    take(L, &in->e[0], lo);
+    take(L, &in->e[1], hi);
+    if (step != 1)
+        take(L, &in->e[2], hn_lower_num(step));
+    return in;
 }
+
+hn_instr *hn_lower_if(hn_lower *L, hn_expr *cond)
+{
+    hn_instr *in = add(L, L->at, HN_OP_IF);
+    if (in == NULL)
+        hn_expr_free(cond);
+    else
+        take(L, &in->e[0], cond);
+    return in;
+}
+
+hn_instr *hn_lower_group(hn_lower *L) { return add(L, L->at, HN_OP_GROUP); }
+
+hn_block *hn_lower_open(hn_lower *L, hn_instr *in, int else_)
+{
+    hn_block *outer = L->at;
+    L->at = in == NULL ? NULL : else_ ? &in->orelse : &in->body;
+    return outer;
+}
+
+void hn_lower_close(hn_lower *L, hn_block *outer) { L->at = outer; }
 /* ---- generated code: positions and origin ---- */
 
 static void unplace_expr(hn_expr *e)
@@ -98,38 +339,18 @@ static void place_block(hn_block *b, const hn_instr *stmt, int origin)
         place(b->items[i], stmt, origin);
 }
 
-/* Parses generated text into `out`, placed at the statement. */
-static void parse_generated(hn_lower *L, const hn_strbuf *text, hn_block *out)
+/* The code in b, placed at the statement, moved to the end of out (freed
+ * after an error). */
+static void move_placed(hn_lower *L, hn_block *b, hn_block *out)
 {
-    hn_strbuf err;
-    hn_block b;
-    hn_status_t st;
-    if (L->st != HN_OK || text->len == 0)
-        return;
-    if (text->failed) {
-        L->st = HN_ERR_NOMEM;
-        return;
-    }
-    memset(&b, 0, sizeof(b));
-    hn_sb_init(&err);
-    st = hn_parse_stmts(L->out, text->data, text->len, &b, &err);
-    if (st != HN_OK) {
-        /* a bug of this file: say what it wrote */
-        hn_sb_printf(L->diag, "%s:%d:%d: error: internal: the scheduler wrote code it cannot read: %s%s",
-                     L->src->filename, L->stmt->line, L->stmt->col, err.data ? err.data : "", text->data);
-        L->st = st == HN_ERR_NOMEM ? st : HN_ERR_RUNTIME;
-    }
-    hn_sb_free(&err);
-    place_block(&b, L->stmt, L->origin);
-    for (int i = 0; i < b.n && L->st == HN_OK; i++) {
-        if (hn_block_push(out, b.items[i]) != 0) {
-            L->st = HN_ERR_NOMEM;
-            for (int k = i; k < b.n; k++)
-                hn_instr_free(b.items[k]);
-            break;
+    place_block(b, L->stmt, L->origin);
+    for (int i = 0; i < b->n; i++)
+        if (L->st != HN_OK || hn_block_push(out, b->items[i]) != 0) {
+            nomem(L);
+            hn_instr_free(b->items[i]);
         }
-    }
-    hn_free(b.items);
+    hn_free(b->items);
+    memset(b, 0, sizeof(*b));
 }
 
 static void begin_stmt(hn_lower *L, const hn_instr *in)
@@ -141,59 +362,73 @@ static void begin_stmt(hn_lower *L, const hn_instr *in)
     if (sb.failed || (L->origin = hn_prog_add_origin(L->out, sb.data ? sb.data : "")) < 0)
         L->st = HN_ERR_NOMEM;
     hn_sb_free(&sb);
-    hn_sb_init(&L->code);
-    hn_sb_init(&L->top);
+    memset(&L->code, 0, sizeof(L->code));
+    memset(&L->top, 0, sizeof(L->top));
+    L->at = &L->code;
 }
 
 static void end_stmt(hn_lower *L, hn_block *out)
 {
-    parse_generated(L, &L->top, &L->hoist);
-    parse_generated(L, &L->code, out);
-    hn_sb_free(&L->code);
-    hn_sb_free(&L->top);
+    move_placed(L, &L->top, &L->hoist);
+    move_placed(L, &L->code, out);
+    L->at = NULL;
 }
 /* ---- the stream scaffold ---- */
 
-/* `stream(i % S)`, or stream(0) when there is one */
-void hn_lower_stream_of(char *buf, size_t n, const char *i, int S)
+void hn_lower_fan_out(hn_lower *L, int caller, int steps, int S)
 {
-    if (S == 1)
-        snprintf(buf, n, "stream(0)");
-    else
-        snprintf(buf, n, "stream(%s %% %d)", i, S);
-}
-
-/* The caller's stream, and the worker streams waiting for it in a loop of
- * their own: `steps` steps on S streams use streams 0 .. min(steps, S) - 1. */
-void hn_lower_fan_out(hn_lower *L, const char *caller, int steps, int S)
-{
-    char i[64];
-    int used = HN_MIN(steps, S);
-    hn_lower_emit(L, "%s = current_stream\n", caller);
+    int used = HN_MIN(steps, S), w;
+    hn_instr *loop;
+    hn_block *outer;
+    hn_lower_current_stream(L, caller); /* caller = current_stream */
     if (used == 1) {
-        hn_lower_emit(L, "set_stream stream(0)\nwait_stream %s\n", caller);
+        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_ex_int(0)); /* set_stream stream(0) */
+        hn_lower_stream_var(L, HN_OP_WAIT_STREAM, caller);     /* wait_stream caller */
         return;
     }
-    hn_lower_fresh(L, "w", i, sizeof(i));
-    hn_lower_emit(L, "for %s in 0 .. %d {\n  set_stream stream(%s)\n  wait_stream %s\n}\n", i, used, i, caller);
+    /* for w in 0 .. used { set_stream stream(w); wait_stream caller } */
+    w = hn_lower_fresh(L, "w");
+    loop = hn_lower_for(L, w, hn_ex_int(0), hn_ex_int(used), 1);
+    outer = hn_lower_open(L, loop, 0);
+    hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_ex_var(w));
+    hn_lower_stream_var(L, HN_OP_WAIT_STREAM, caller);
+    hn_lower_close(L, outer);
 }
 
-/* ... and the caller waiting for every stream used. */
-void hn_lower_join(hn_lower *L, const char *caller, int steps, int S)
+void hn_lower_join(hn_lower *L, int caller, int steps, int S)
 {
-    char i[64];
-    int used = HN_MIN(steps, S);
-    hn_lower_emit(L, "set_stream %s\n", caller);
+    int used = HN_MIN(steps, S), w;
+    hn_instr *loop;
+    hn_block *outer;
+    hn_lower_stream_var(L, HN_OP_SET_STREAM, caller); /* set_stream caller */
     if (used == 1) {
-        hn_lower_emit(L, "wait_stream stream(0)\n");
+        hn_lower_stream_at(L, HN_OP_WAIT_STREAM, hn_ex_int(0)); /* wait_stream stream(0) */
         return;
     }
-    hn_lower_fresh(L, "w", i, sizeof(i));
-    hn_lower_emit(L, "for %s in 0 .. %d {\n  wait_stream stream(%s)\n}\n", i, used, i);
+    /* for w in 0 .. used { wait_stream stream(w) } */
+    w = hn_lower_fresh(L, "w");
+    loop = hn_lower_for(L, w, hn_ex_int(0), hn_ex_int(used), 1);
+    outer = hn_lower_open(L, loop, 0);
+    hn_lower_stream_at(L, HN_OP_WAIT_STREAM, hn_ex_var(w));
+    hn_lower_close(L, outer);
 }
 /* ---- stream-parallel loops ---- */
 
 static void lower_block(hn_lower *L, const hn_block *in, hn_block *out);
+
+/* min(hi, lo + nstreams * s), max for a negative step */
+static hn_expr *first_streams(int lo, int hi, int64_t s)
+{
+    return hn_ex_call(s > 0 ? HN_EX_MIN : HN_EX_MAX, hn_ex_var(hi),
+                      hn_ex_bin(HN_B_ADD, hn_ex_var(lo),
+                                hn_ex_bin(HN_B_MUL, hn_ex_leaf(HN_EX_NSTREAMS), hn_lower_num(s))));
+}
+
+/* stream(j % nstreams)'s index */
+static hn_expr *stream_of_trip(int j)
+{
+    return hn_ex_bin(HN_B_MOD, hn_ex_var(j), hn_ex_leaf(HN_EX_NSTREAMS));
+}
 
 /* for j in a .. b [step s] on streams { body }
  *   ->
@@ -206,47 +441,43 @@ static void lower_block(hn_lower *L, const hn_block *in, hn_block *out);
  * name every stream the loop uses. */
 static void lower_stream_loop(hn_lower *L, const hn_instr *in, hn_block *out)
 {
-    const hn_program *p = L->src;
-    const char *j = p->names[in->dst];
-    char lo[64], hi[64], caller[64], step[64] = "", bound[256];
+    int j = in->dst, lo, hi, caller;
     int64_t s = 1;
-    hn_strbuf e;
-    hn_block scaffold;
+    hn_instr *loop, *main_loop;
+    hn_block *outer, scaffold;
     begin_stmt(L, in);
     if (in->e[2] != NULL) /* a constant (the static verifier says so) */
         s = in->e[2]->kind == HN_EX_INT ? in->e[2]->ival : -in->e[2]->a->ival;
-    if (s != 1)
-        snprintf(step, sizeof(step), " step %lld", (long long)s);
-    hn_lower_fresh(L, "lo", lo, sizeof(lo));
-    hn_lower_fresh(L, "hi", hi, sizeof(hi));
-    hn_lower_fresh(L, "caller", caller, sizeof(caller));
-    hn_sb_init(&e);
-    hn_print_expr(&e, p, in->e[0]);
-    hn_lower_emit(L, "%s = %s\n", lo, e.data ? e.data : "0");
-    hn_sb_free(&e);
-    hn_sb_init(&e);
-    hn_print_expr(&e, p, in->e[1]);
-    hn_lower_emit(L, "%s = %s\n", hi, e.data ? e.data : "0");
-    hn_sb_free(&e);
-    snprintf(bound, sizeof(bound), "%s(%s, %s + nstreams * %lld)", s > 0 ? "min" : "max", hi, lo, (long long)s);
-    hn_lower_emit(L, "%s = current_stream\n", caller);
-    hn_lower_emit(L, "for %s in %s .. %s%s {\n  set_stream stream(%s %% nstreams)\n  wait_stream %s\n}\n", j, lo, bound,
-         step, j, caller);
-    hn_lower_emit(L, "for %s in %s .. %s%s {\n  set_stream stream(%s %% nstreams)\n}\n", j, lo, hi, step, j);
-    hn_lower_emit(L, "set_stream %s\n", caller);
-    hn_lower_emit(L, "for %s in %s .. %s%s {\n  wait_stream stream(%s %% nstreams)\n}\n", j, lo, bound, step, j);
+    lo = hn_lower_fresh(L, "lo");
+    hi = hn_lower_fresh(L, "hi");
+    caller = hn_lower_fresh(L, "caller");
+    hn_lower_let(L, lo, hn_expr_clone(in->e[0]));
+    hn_lower_let(L, hi, hn_expr_clone(in->e[1]));
+    hn_lower_current_stream(L, caller);
+    loop = hn_lower_for(L, j, hn_ex_var(lo), first_streams(lo, hi, s), s);
+    outer = hn_lower_open(L, loop, 0);
+    hn_lower_stream_at(L, HN_OP_SET_STREAM, stream_of_trip(j));
+    hn_lower_stream_var(L, HN_OP_WAIT_STREAM, caller);
+    hn_lower_close(L, outer);
+    main_loop = hn_lower_for(L, j, hn_ex_var(lo), hn_ex_var(hi), s);
+    outer = hn_lower_open(L, main_loop, 0);
+    hn_lower_stream_at(L, HN_OP_SET_STREAM, stream_of_trip(j));
+    hn_lower_close(L, outer);
+    hn_lower_stream_var(L, HN_OP_SET_STREAM, caller);
+    loop = hn_lower_for(L, j, hn_ex_var(lo), first_streams(lo, hi, s), s);
+    outer = hn_lower_open(L, loop, 0);
+    hn_lower_stream_at(L, HN_OP_WAIT_STREAM, stream_of_trip(j));
+    hn_lower_close(L, outer);
+    /* the scaffold placed at the statement; then the user's body, with its
+     * own positions, follows the main loop's set_stream, as written */
     memset(&scaffold, 0, sizeof(scaffold));
-    parse_generated(L, &L->code, &scaffold);
-    hn_sb_free(&L->code);
-    hn_sb_free(&L->top);
-    if (L->st == HN_OK && scaffold.n == 7) {
-        /* the user's body follows the main loop's set_stream, as written */
-        hn_instr *main_loop = scaffold.items[4];
+    move_placed(L, &L->code, &scaffold);
+    L->at = NULL;
+    if (L->st == HN_OK)
         lower_block(L, &in->body, &main_loop->body);
-    }
     for (int i = 0; i < scaffold.n; i++)
         if (L->st != HN_OK || hn_block_push(out, scaffold.items[i]) != 0) {
-            L->st = L->st != HN_OK ? L->st : HN_ERR_NOMEM;
+            nomem(L);
             hn_instr_free(scaffold.items[i]);
         }
     hn_free(scaffold.items);
@@ -346,7 +577,7 @@ static int shape_of(hn_lower *L, hn_lower_pipe *c)
     c->sh.K = A->shape[1];
     c->sh.N = c->linear ? B->shape[0] : B->shape[1];
     if ((c->linear ? B->shape[1] : B->shape[0]) != c->sh.K) {
-        stmt_error(L, in, "%s of %s and %s: the inner dimensions differ", c->mm, sa, sb);
+        stmt_error(L, in, "%s of %s and %s: the inner dimensions differ", hn_op_table[c->mm].keyword, sa, sb);
         return 0;
     }
     if (c->bias && (t[3].ndim != 1 || t[3].shape[0] != c->sh.N)) {
@@ -419,35 +650,27 @@ static int option_value(hn_lower *L, const hn_instr *in, const hn_expr *e, const
     return 1;
 }
 
-void hn_lower_via_text(char *buf, size_t n, hn_backend_kind via, hn_protocol protocol)
+void hn_lower_gemm(hn_lower *L, const hn_lower_pipe *c, hn_tref dst, hn_tref a, int bias)
 {
-    buf[0] = '\0';
-    if (via == HN_VIA_NCCL || via == HN_VIA_P2P || via == HN_VIA_LL)
-        snprintf(buf, n, " via %s%s", hn_backend_name(via), via == HN_VIA_P2P && protocol == HN_PROTO_GET ? " get" : "");
-}
-
-/* The matmul or linear of the statement into `dst` from `a`; `bias`:
- * 1 with the bias, 0 without, -1 with it on rank 0 only (so that a sum
- * over the ranks adds it once). */
-void hn_lower_gemm(hn_lower *L, const hn_lower_pipe *c, const char *indent, const char *dst, const char *a, int bias)
-{
-    if (!c->bias || bias == 0) {
-        hn_lower_emit(L, "%s%s %s <- %s, %s\n", indent, c->mm, dst, a, c->b);
-    } else if (bias > 0) {
-        hn_lower_emit(L, "%s%s %s <- %s, %s, %s\n", indent, c->mm, dst, a, c->b, c->biast);
-    } else {
-        hn_lower_emit(L, "%sif rank == 0 {\n%s  %s %s <- %s, %s, %s\n%s} else {\n%s  %s %s <- %s, %s\n%s}\n", indent,
-             indent, c->mm, dst, a, c->b, c->biast, indent, indent, c->mm, dst, a, c->b, indent);
+    hn_instr *branch;
+    hn_block *outer;
+    if (!c->bias || bias == 0) { /* mm dst <- a, b */
+        hn_lower_compute(L, c->mm, dst, 2, a, hn_lower_ref_of(L, c->b));
+        return;
     }
-}
-
-static void tref_text(const hn_lower *L, const hn_tref *t, char *buf, size_t n)
-{
-    hn_strbuf sb;
-    hn_sb_init(&sb);
-    hn_print_tref(&sb, L->src, t);
-    snprintf(buf, n, "%s", sb.data ? sb.data : "?");
-    hn_sb_free(&sb);
+    if (bias > 0) { /* mm dst <- a, b, bias */
+        hn_lower_compute(L, c->mm, dst, 3, a, hn_lower_ref_of(L, c->b), hn_lower_ref_of(L, c->biast));
+        return;
+    }
+    /* if rank == 0 { mm dst <- a, b, bias } else { mm dst <- a, b } */
+    branch = hn_lower_if(L, hn_ex_bin(HN_B_EQ, hn_ex_leaf(HN_EX_RANK), hn_ex_int(0)));
+    outer = hn_lower_open(L, branch, 0);
+    hn_lower_compute(L, c->mm, hn_lower_ref_of(L, &dst), 3, hn_lower_ref_of(L, &a), hn_lower_ref_of(L, c->b),
+                     hn_lower_ref_of(L, c->biast));
+    hn_lower_close(L, outer);
+    outer = hn_lower_open(L, branch, 1);
+    hn_lower_compute(L, c->mm, dst, 2, a, hn_lower_ref_of(L, c->b));
+    hn_lower_close(L, outer);
 }
 
 static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
@@ -461,10 +684,9 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
         return; /* an error, or never reached in this configuration: nothing to run */
     c.linear = in->op == HN_OP_AG_LINEAR || in->op == HN_OP_LINEAR_RS || in->op == HN_OP_LINEAR_AR;
     c.bias = c.linear && in->nargs == 3;
-    c.mm = c.linear ? "linear" : "matmul";
+    c.mm = c.linear ? HN_OP_LINEAR : HN_OP_MATMUL;
     if (!shape_of(L, &c))
         return;
-    c.dt = hn_dtype_name(c.sh.dtype);
     c.plan.strategy = in->strategy;
     c.plan.via = in->via;
     c.plan.protocol = in->protocol;
@@ -475,13 +697,10 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
         stmt_error(L, in, "%s", err);
         return;
     }
-    hn_lower_via_text(c.via, sizeof(c.via), c.plan.via, c.plan.protocol);
-    tref_text(L, &in->a, c.out, sizeof(c.out));
-    tref_text(L, &in->args[0].t, c.a, sizeof(c.a));
-    if (in->nargs > 1)
-        tref_text(L, &in->args[1].t, c.b, sizeof(c.b));
-    if (c.bias)
-        tref_text(L, &in->args[2].t, c.biast, sizeof(c.biast));
+    c.out = &in->a;
+    c.a = &in->args[0].t;
+    c.b = in->nargs > 1 ? &in->args[1].t : NULL;
+    c.biast = c.bias ? &in->args[2].t : NULL;
     begin_stmt(L, in);
     if (L->notes != NULL) {
         char what[64];
@@ -614,6 +833,8 @@ done:
     for (int i = 0; i < L.hoist.n; i++)
         hn_instr_free(L.hoist.items[i]);
     hn_free(L.hoist.items);
+    hn_block_free(&L.code); /* (moved out when each statement ends) */
+    hn_block_free(&L.top);
     for (int i = 0; i < body.n; i++)
         hn_instr_free(body.items[i]);
     hn_free(body.items);
