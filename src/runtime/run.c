@@ -34,11 +34,13 @@ hn_status_t hn_runtime_run_prepared(hn_runtime *rt, const hn_program *p, const i
 {
     hn_strbuf diag;
     hn_status_t st;
-    if ((st = hn_runtime_enter(rt, 0, 0)) != HN_OK)
-        return st;
-    if (!hn_runtime_prepared(rt, p, params)) { /* given up since: allocates again */
+    /* given up since: prepared again after the preamble (which the run
+     * repeats, polling the devices too) */
+    if (!hn_runtime_prepared(rt, p, params)) {
+        if ((st = hn_runtime_enter(rt, 0, 0)) != HN_OK || (st = hn_runtime_finish_launches(rt)) != HN_OK)
+            return st;
         hn_sb_init(&diag);
-        if ((st = hn_runtime_finish_launches(rt)) == HN_OK && (st = hn_runtime_prepare(rt, p, params, &diag)) != HN_OK)
+        if ((st = hn_runtime_prepare(rt, p, params, &diag)) != HN_OK)
             hn_runtime_set_error_text(rt, diag.data ? diag.data : hn_status_string(st));
         hn_sb_free(&diag);
         if (st != HN_OK)
