@@ -56,12 +56,25 @@ hn_expr *hn_lower_peer(hn_binop op, hn_expr *e)
 int hn_lower_fresh(hn_lower *L, const char *base)
 {
     char buf[64];
-    int var;
-    snprintf(buf, sizeof(buf), "%s", base);
-    for (int k = 1; hn_prog_find_var(L->out, buf) >= 0 || hn_name_reserved(buf); k++)
-        snprintf(buf, sizeof(buf), "%s_%d", base, k);
-    if ((var = hn_prog_var(L->out, buf, (int)strlen(buf))) < 0)
+    int var, f = 0, k;
+    while (f < L->nfresh && strcmp(L->fresh[f].base, base) != 0)
+        f++;
+    k = f < L->nfresh ? L->fresh[f].k : 0;
+    for (;; k++) { /* base, base_1, base_2, ... */
+        if (k == 0)
+            snprintf(buf, sizeof(buf), "%s", base);
+        else
+            snprintf(buf, sizeof(buf), "%s_%d", base, k);
+        if (hn_prog_find_var(L->out, buf) < 0 && !hn_name_reserved(buf))
+            break;
+    }
+    if ((var = hn_prog_var(L->out, buf, (int)strlen(buf))) < 0) {
         nomem(L);
+    } else if (f < HN_ARRAY_LEN(L->fresh)) {
+        L->fresh[f].base = base;
+        L->fresh[f].k = k + 1;
+        L->nfresh += f == L->nfresh;
+    }
     return var;
 }
 

@@ -27,6 +27,13 @@ typedef struct hn_lower {
     int origin;
     hn_block code, top; /* its code, and its allocations */
     hn_block *at;       /* where its code goes now: code, or a block of it (hn_lower_open) */
+    /* fresh names: the suffix to try first for each base (names are only
+     * added, so none before the one last given is free) */
+    struct {
+        const char *base;
+        int k;
+    } fresh[32];
+    int nfresh;
 } hn_lower;
 
 /* A pipelined statement being lowered: its tensors, what it computes, the
