@@ -502,30 +502,61 @@ static void lower_stream_loop(hn_lower *L, const hn_instr *in, hn_block *out)
 static int operands_of(hn_lower *L, const hn_instr *in, hn_pipe_rec *out)
 {
     int found = 0;
+    for (int k = L->seen_from[in->id]; k < L->seen_from[in->id + 1]; k++) {
+        const hn_pipe_rec *p = L->seen[k].rec;
+        int same = 1;
+        if (!found) {
+            *out = *p;
+            found = 1;
+            continue;
+        }
+        for (int t = 0; t < p->ntensors; t++) {
+            const hn_tensor *a = &p->t[t], *b = &out->t[t];
+            same &= a->ndim == b->ndim && a->dtype == b->dtype &&
+                    memcmp(a->shape, b->shape, sizeof(a->shape[0]) * (size_t)a->ndim) == 0 &&
+                    memcmp(a->stride, b->stride, sizeof(a->stride[0]) * (size_t)a->ndim) == 0;
+        }
+        if (!same) {
+            stmt_error(L, in, "its tensors differ between ranks or between runs of it (rank %d); a "
+                       "pipelined statement is lowered once, for one shape", L->seen[k].rank);
+            return 0;
+        }
+    }
+    return found ? 1 : -1;
+}
+
+/* The dry run's records of the pipelined statements sorted by statement
+ * once (L->seen), not searched through for each; -1 when out of memory. */
+static int index_seen(hn_lower *L)
+{
+    int n = L->src->ninstrs, total = 0, *at;
+    for (int r = 0; r < L->world; r++)
+        total += L->logs[r].npipes;
+    L->seen_from = hn_calloc((size_t)n + 2, sizeof(int));
+    L->seen = hn_calloc((size_t)total + 1, sizeof(*L->seen));
+    at = hn_calloc((size_t)n + 1, sizeof(int));
+    if (L->seen_from == NULL || L->seen == NULL || at == NULL) {
+        hn_free(at);
+        return -1;
+    }
+    for (int r = 0; r < L->world; r++)
+        for (int i = 0; i < L->logs[r].npipes; i++)
+            if (L->logs[r].pipes[i].instr >= 0 && L->logs[r].pipes[i].instr < n)
+                L->seen_from[L->logs[r].pipes[i].instr + 1]++;
+    for (int id = 0; id < n; id++) {
+        L->seen_from[id + 1] += L->seen_from[id];
+        at[id] = L->seen_from[id];
+    }
     for (int r = 0; r < L->world; r++)
         for (int i = 0; i < L->logs[r].npipes; i++) {
-            const hn_pipe_rec *p = &L->logs[r].pipes[i];
-            int same = 1;
-            if (p->instr != in->id)
-                continue;
-            if (!found) {
-                *out = *p;
-                found = 1;
-                continue;
-            }
-            for (int t = 0; t < p->ntensors; t++) {
-                const hn_tensor *a = &p->t[t], *b = &out->t[t];
-                same &= a->ndim == b->ndim && a->dtype == b->dtype &&
-                        memcmp(a->shape, b->shape, sizeof(a->shape[0]) * (size_t)a->ndim) == 0 &&
-                        memcmp(a->stride, b->stride, sizeof(a->stride[0]) * (size_t)a->ndim) == 0;
-            }
-            if (!same) {
-                stmt_error(L, in, "its tensors differ between ranks or between runs of it (rank %d); a "
-                           "pipelined statement is lowered once, for one shape", r);
-                return 0;
+            int id = L->logs[r].pipes[i].instr;
+            if (id >= 0 && id < n) {
+                L->seen[at[id]].rec = &L->logs[r].pipes[i];
+                L->seen[at[id]++].rank = r;
             }
         }
-    return found ? 1 : -1;
+    hn_free(at);
+    return 0;
 }
 
 static int contiguous(const hn_tensor *t)
@@ -818,7 +849,7 @@ hn_status_t hn_sched_lower(const hn_program *src, int world, int nstreams, const
     L.diag = diag;
     L.notes = notes;
     L.out = hn_prog_new(src->filename);
-    if (L.out == NULL || copy_decls(src, L.out) != HN_OK) {
+    if (L.out == NULL || index_seen(&L) != 0 || copy_decls(src, L.out) != HN_OK) {
         st = HN_ERR_NOMEM;
         goto done;
     }
@@ -848,6 +879,8 @@ done:
     hn_free(L.hoist.items);
     hn_block_free(&L.code); /* (moved out when each statement ends) */
     hn_block_free(&L.top);
+    hn_free(L.seen);
+    hn_free(L.seen_from);
     for (int i = 0; i < body.n; i++)
         hn_instr_free(body.items[i]);
     hn_free(body.items);

@@ -10,6 +10,12 @@
 #include "lower.h"
 #include "../exec/verify_run.h"
 
+/* A pipelined statement's record of one rank's dry run. */
+typedef struct hn_lower_seen {
+    const hn_pipe_rec *rec;
+    int rank;
+} hn_lower_seen;
+
 typedef struct hn_lower {
     const hn_program *src;
     hn_program *out;
@@ -17,6 +23,11 @@ typedef struct hn_lower {
     const int64_t *params;
     const hn_cost_profile *prof; /* the model's machine profile (NULL: the built-in default) */
     const hn_comm_log *logs; /* the source's dry run, world entries */
+    /* its pipelined statements' records by instruction: those of
+     * statement id are seen[seen_from[id] .. seen_from[id + 1]), in rank
+     * then execution order */
+    hn_lower_seen *seen;
+    int *seen_from;
     hn_strbuf *diag;
     hn_strbuf *notes; /* the plan of each statement, or NULL */
     int errors;
