@@ -1,6 +1,7 @@
 /* Internals of the scheduler's lowering pass, shared by lower.c (the
- * pass, stream-parallel loops) and one file per family of pipelined
- * statements: lower_allgather.c, lower_reduce.c, lower_collective.c. */
+ * pass, stream-parallel loops), lower_build.c (the builders of generated
+ * code) and one file per family of pipelined statements:
+ * lower_allgather.c, lower_reduce.c, lower_collective.c. */
 #ifndef HN_SCHED_LOWER_H
 #define HN_SCHED_LOWER_H
 
@@ -59,7 +60,7 @@ typedef struct hn_lower_pipe {
     hn_op mm; /* matmul or linear */
 } hn_lower_pipe;
 
-/* ---- generated code, built as IR (lower.c) ----
+/* ---- generated code, built as IR (lower_build.c) ----
  * Each builder takes every expression and operand it is handed, also when
  * it fails; after an error (L->st) it builds nothing. The
  * code is placed at the statement (line, column, origin) when the
@@ -67,6 +68,8 @@ typedef struct hn_lower_pipe {
  * hn_ex_var, hn_ex_bin, ...: NULL when out of memory, which the builder
  * taking it notes). */
 
+/* Notes that memory ran out (the first error stays). */
+void hn_lower_nomem(hn_lower *L);
 /* The number v as the parser reads it written out: -n is -(n). */
 hn_expr *hn_lower_num(int64_t v);
 /* `stream(i % S)`'s index, i % S, or 0 when S is 1. */
