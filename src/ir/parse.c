@@ -1202,33 +1202,6 @@ static void program(parser *ps)
     }
 }
 
-hn_status_t hn_parse_stmts(hn_program *p, const char *text, size_t len, hn_block *out, hn_strbuf *diag)
-{
-    parser ps;
-    memset(&ps, 0, sizeof(ps));
-    ps.file = "<generated>";
-    ps.diag = diag;
-    ps.prog = p;
-    hn_lex_init(&ps.lx, text, len);
-    next(&ps);
-    for (;;) {
-        hn_instr *in;
-        skip_newlines(&ps);
-        if (ps.failed || ps.tok.kind == HN_T_EOF)
-            break;
-        if ((in = statement(&ps)) == NULL)
-            break;
-        if (hn_block_push(out, in) != 0) {
-            hn_instr_free(in);
-            oom(&ps);
-        }
-    }
-    if (!ps.failed)
-        return HN_OK;
-    hn_block_free(out);
-    return ps.nomem ? HN_ERR_NOMEM : HN_ERR_PARSE;
-}
-
 static hn_status_t parse_text(const char *text, size_t len, const char *filename, hn_program **out,
                               hn_strbuf *diag, char *consumable);
 

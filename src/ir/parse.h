@@ -16,11 +16,6 @@ hn_status_t hn_parse(const char *text, size_t len, const char *filename,
  * are not held at once; those pages read as zeros afterwards. */
 hn_status_t hn_parse_consuming(char *text, size_t len, const char *filename, hn_program **out, hn_strbuf *diag);
 
-/* Parses statements (no declarations) into `out`, naming their variables
- * in p's table: how the scheduler writes the code it generates. On error
- * `out` is emptied and diag says why. */
-hn_status_t hn_parse_stmts(hn_program *p, const char *text, size_t len, hn_block *out, hn_strbuf *diag);
-
 /* Canonical text of a program; parse(print(p)) equals p. NULL on OOM. */
 char *hn_print_program(const hn_program *p);
 void hn_print_expr(hn_strbuf *sb, const hn_program *p, const hn_expr *e);

@@ -162,8 +162,7 @@ void hn_resolved_free(hn_resolved *rs)
     rs->io = NULL;
 }
 
-/* 1 when runs of p with these parameters need no preparation. */
-static int prepared(hn_runtime *rt, const hn_program *p, const int64_t *params)
+int hn_runtime_prepared(hn_runtime *rt, const hn_program *p, const int64_t *params)
 {
     const hn_program *lp = hn_runtime_lowered_of(rt, p, params);
     return !(p->has_sched && lp == p) && hn_cache_verified(rt, lp, params, 0) && !rt->lost;
@@ -196,7 +195,7 @@ hn_status_t hn_runtime_resolve(hn_runtime *rt, const hn_program *p, const hn_run
     if (st == HN_OK && (st = hn_bind_match(p, args, &rs->b, &diag)) == HN_OK)
         rs->io = rs->b.ptr;
     /* a configuration not yet prepared allocates: launches in flight first */
-    if (st == HN_OK && !prepared(rt, p, rs->params) && (st = hn_runtime_finish_launches(rt)) != HN_OK) {
+    if (st == HN_OK && !hn_runtime_prepared(rt, p, rs->params) && (st = hn_runtime_finish_launches(rt)) != HN_OK) {
         hn_resolved_free(rs);
         hn_sb_free(&diag);
         return st; /* the earlier launch's error, in hn_runtime_error */

@@ -13,6 +13,9 @@
  * Diagnostics into diag. */
 hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                hn_strbuf *diag);
+/* 1 when runs of p with these parameters need no preparation: prepared
+ * lately, and not given up since (hn_prepare_release). */
+int hn_runtime_prepared(hn_runtime *rt, const hn_program *p, const int64_t *params);
 
 /* Parameters and bindings of a run or launch, resolved; the program
  * prepared (verified, lowered, teams and buffers made) for them. */

@@ -1,9 +1,12 @@
 /* Runs and launches of a prepared configuration: replayed from its
  * automatic graph when the setting graphs = 1 has one, else issued
- * eagerly; and the reference run of --check. */
+ * eagerly; the runs of --check, prepared by the driver; and its reference
+ * run. */
 #include "config_cache.h"
 #include "graph.h"
 #include "issue.h"
+#include "prepare.h"
+#include "../ranks/run_error.h"
 #include "run.h"
 
 hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
@@ -24,6 +27,26 @@ hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int6
         }
     }
     return hn_issue_run(rt, hn_runtime_lowered_of(rt, p, params), params, io_ptrs, poison);
+}
+
+hn_status_t hn_runtime_run_prepared(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                    void *const *const *io_ptrs)
+{
+    hn_strbuf diag;
+    hn_status_t st;
+    /* given up since: prepared again after the preamble (which the run
+     * repeats, polling the devices too) */
+    if (!hn_runtime_prepared(rt, p, params)) {
+        if ((st = hn_runtime_enter(rt, 0, 0)) != HN_OK || (st = hn_runtime_finish_launches(rt)) != HN_OK)
+            return st;
+        hn_sb_init(&diag);
+        if ((st = hn_runtime_prepare(rt, p, params, &diag)) != HN_OK)
+            hn_runtime_set_error_text(rt, diag.data ? diag.data : hn_status_string(st));
+        hn_sb_free(&diag);
+        if (st != HN_OK)
+            return st;
+    }
+    return hn_runtime_run_bound(rt, p, params, io_ptrs, 0);
 }
 
 hn_status_t hn_runtime_launch_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,

@@ -12,6 +12,14 @@
  * never replayed from a graph). */
 hn_status_t hn_runtime_run_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                  void *const *const *io_ptrs, int poison);
+/* A run of p for a caller that resolved its parameters, prepared it
+ * (hn_runtime_prepare) and checked its bindings (hn_bind_check) itself, the
+ * --check driver: what hn_runtime_run does once its call is resolved. p is
+ * prepared again only when its configuration was given up since (device
+ * memory ran short: hn_prepare_release), saying why in the error text when
+ * that fails. */
+hn_status_t hn_runtime_run_prepared(hn_runtime *rt, const hn_program *p, const int64_t *params,
+                                    void *const *const *io_ptrs);
 /* Launches p (prepared) on the caller's streams (streams[local rank], NULL: the
  * runtime's), after the preamble of the call (hn_runtime_enter). */
 hn_status_t hn_runtime_launch_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,

@@ -2,12 +2,16 @@
  * loops -> the plain instructions they stand for, for one configuration
  * (world, nstreams, parameter values). Pure IR -> IR: a dry run of the
  * source reads the statements' operand shapes, the cost model (cost.c)
- * settles every `auto`, and the code is written as text in the seed-001
- * form (worker streams wait for the caller in a loop of their own, step i
- * on stream(i % S), the caller waits for every stream used), parsed into
- * the lowered program's names, and stamped with the statement's line,
- * column and text so that every message about it names the statement.
- * docs/SCHEDULER.md shows each strategy's code. */
+ * settles every `auto`, and the code is built as IR through ir.h's
+ * constructors (lower_build.c) in the seed-001 form (worker streams wait
+ * for the caller in a loop of their own, step i on stream(i % S), the
+ * caller waits for every stream used), in the lowered program's names, the
+ * source's operands copied, and stamped with the statement's line, column
+ * and text so that every message about it names the statement. Not written
+ * as text and parsed back: the text the lowered program is seen as
+ * (`hirnode dump --lowered`, the golden files) is the printer's, and no
+ * position of the code's own survives the stamp. docs/SCHEDULER.md shows
+ * each strategy's code. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,25 +32,6 @@ static void stmt_error(hn_lower *L, const hn_instr *in, const char *fmt, ...)
     va_end(ap);
     hn_sb_append(L->diag, "\n");
     L->errors++;
-}
-void hn_lower_emit(hn_lower *L, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    hn_sb_vprintf(&L->code, fmt, ap);
-    va_end(ap);
-}
-
-/* A name no variable of the program has, reserved for this statement:
- * `base`, else base_1, base_2, ... */
-const char *hn_lower_fresh(hn_lower *L, const char *base, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s", base);
-    for (int k = 1; hn_prog_find_var(L->out, buf) >= 0 || hn_name_reserved(buf); k++)
-        snprintf(buf, n, "%s_%d", base, k);
-    if (hn_prog_var(L->out, buf, (int)strlen(buf)) < 0)
-        L->st = HN_ERR_NOMEM;
-    return buf;
 }
 /* ---- generated code: positions and origin ---- */
 
@@ -98,38 +83,18 @@ static void place_block(hn_block *b, const hn_instr *stmt, int origin)
         place(b->items[i], stmt, origin);
 }
 
-/* Parses generated text into `out`, placed at the statement. */
-static void parse_generated(hn_lower *L, const hn_strbuf *text, hn_block *out)
+/* The code in b, placed at the statement, moved to the end of out (freed
+ * after an error). */
+static void move_placed(hn_lower *L, hn_block *b, hn_block *out)
 {
-    hn_strbuf err;
-    hn_block b;
-    hn_status_t st;
-    if (L->st != HN_OK || text->len == 0)
-        return;
-    if (text->failed) {
-        L->st = HN_ERR_NOMEM;
-        return;
-    }
-    memset(&b, 0, sizeof(b));
-    hn_sb_init(&err);
-    st = hn_parse_stmts(L->out, text->data, text->len, &b, &err);
-    if (st != HN_OK) {
-        /* a bug of this file: say what it wrote */
-        hn_sb_printf(L->diag, "%s:%d:%d: error: internal: the scheduler wrote code it cannot read: %s%s",
-                     L->src->filename, L->stmt->line, L->stmt->col, err.data ? err.data : "", text->data);
-        L->st = st == HN_ERR_NOMEM ? st : HN_ERR_RUNTIME;
-    }
-    hn_sb_free(&err);
-    place_block(&b, L->stmt, L->origin);
-    for (int i = 0; i < b.n && L->st == HN_OK; i++) {
-        if (hn_block_push(out, b.items[i]) != 0) {
-            L->st = HN_ERR_NOMEM;
-            for (int k = i; k < b.n; k++)
-                hn_instr_free(b.items[k]);
-            break;
+    place_block(b, L->stmt, L->origin);
+    for (int i = 0; i < b->n; i++)
+        if (L->st != HN_OK || hn_block_push(out, b->items[i]) != 0) {
+            hn_lower_nomem(L);
+            hn_instr_free(b->items[i]);
         }
-    }
-    hn_free(b.items);
+    hn_free(b->items);
+    memset(b, 0, sizeof(*b));
 }
 
 static void begin_stmt(hn_lower *L, const hn_instr *in)
@@ -141,59 +106,34 @@ static void begin_stmt(hn_lower *L, const hn_instr *in)
     if (sb.failed || (L->origin = hn_prog_add_origin(L->out, sb.data ? sb.data : "")) < 0)
         L->st = HN_ERR_NOMEM;
     hn_sb_free(&sb);
-    hn_sb_init(&L->code);
-    hn_sb_init(&L->top);
+    memset(&L->code, 0, sizeof(L->code));
+    memset(&L->top, 0, sizeof(L->top));
+    L->at = &L->code;
 }
 
 static void end_stmt(hn_lower *L, hn_block *out)
 {
-    parse_generated(L, &L->top, &L->hoist);
-    parse_generated(L, &L->code, out);
-    hn_sb_free(&L->code);
-    hn_sb_free(&L->top);
-}
-/* ---- the stream scaffold ---- */
-
-/* `stream(i % S)`, or stream(0) when there is one */
-void hn_lower_stream_of(char *buf, size_t n, const char *i, int S)
-{
-    if (S == 1)
-        snprintf(buf, n, "stream(0)");
-    else
-        snprintf(buf, n, "stream(%s %% %d)", i, S);
-}
-
-/* The caller's stream, and the worker streams waiting for it in a loop of
- * their own: `steps` steps on S streams use streams 0 .. min(steps, S) - 1. */
-void hn_lower_fan_out(hn_lower *L, const char *caller, int steps, int S)
-{
-    char i[64];
-    int used = HN_MIN(steps, S);
-    hn_lower_emit(L, "%s = current_stream\n", caller);
-    if (used == 1) {
-        hn_lower_emit(L, "set_stream stream(0)\nwait_stream %s\n", caller);
-        return;
-    }
-    hn_lower_fresh(L, "w", i, sizeof(i));
-    hn_lower_emit(L, "for %s in 0 .. %d {\n  set_stream stream(%s)\n  wait_stream %s\n}\n", i, used, i, caller);
-}
-
-/* ... and the caller waiting for every stream used. */
-void hn_lower_join(hn_lower *L, const char *caller, int steps, int S)
-{
-    char i[64];
-    int used = HN_MIN(steps, S);
-    hn_lower_emit(L, "set_stream %s\n", caller);
-    if (used == 1) {
-        hn_lower_emit(L, "wait_stream stream(0)\n");
-        return;
-    }
-    hn_lower_fresh(L, "w", i, sizeof(i));
-    hn_lower_emit(L, "for %s in 0 .. %d {\n  wait_stream stream(%s)\n}\n", i, used, i);
+    move_placed(L, &L->top, &L->hoist);
+    move_placed(L, &L->code, out);
+    L->at = NULL;
 }
 /* ---- stream-parallel loops ---- */
 
 static void lower_block(hn_lower *L, const hn_block *in, hn_block *out);
+
+/* min(hi, lo + nstreams * s), max for a negative step */
+static hn_expr *first_streams(int lo, int hi, int64_t s)
+{
+    return hn_ex_call(s > 0 ? HN_EX_MIN : HN_EX_MAX, hn_ex_var(hi),
+                      hn_ex_bin(HN_B_ADD, hn_ex_var(lo),
+                                hn_ex_bin(HN_B_MUL, hn_ex_leaf(HN_EX_NSTREAMS), hn_lower_num(s))));
+}
+
+/* stream(j % nstreams)'s index */
+static hn_expr *stream_of_trip(int j)
+{
+    return hn_ex_bin(HN_B_MOD, hn_ex_var(j), hn_ex_leaf(HN_EX_NSTREAMS));
+}
 
 /* for j in a .. b [step s] on streams { body }
  *   ->
@@ -206,47 +146,43 @@ static void lower_block(hn_lower *L, const hn_block *in, hn_block *out);
  * name every stream the loop uses. */
 static void lower_stream_loop(hn_lower *L, const hn_instr *in, hn_block *out)
 {
-    const hn_program *p = L->src;
-    const char *j = p->names[in->dst];
-    char lo[64], hi[64], caller[64], step[64] = "", bound[256];
+    int j = in->dst, lo, hi, caller;
     int64_t s = 1;
-    hn_strbuf e;
-    hn_block scaffold;
+    hn_instr *loop, *main_loop;
+    hn_block *outer, scaffold;
     begin_stmt(L, in);
     if (in->e[2] != NULL) /* a constant (the static verifier says so) */
         s = in->e[2]->kind == HN_EX_INT ? in->e[2]->ival : -in->e[2]->a->ival;
-    if (s != 1)
-        snprintf(step, sizeof(step), " step %lld", (long long)s);
-    hn_lower_fresh(L, "lo", lo, sizeof(lo));
-    hn_lower_fresh(L, "hi", hi, sizeof(hi));
-    hn_lower_fresh(L, "caller", caller, sizeof(caller));
-    hn_sb_init(&e);
-    hn_print_expr(&e, p, in->e[0]);
-    hn_lower_emit(L, "%s = %s\n", lo, e.data ? e.data : "0");
-    hn_sb_free(&e);
-    hn_sb_init(&e);
-    hn_print_expr(&e, p, in->e[1]);
-    hn_lower_emit(L, "%s = %s\n", hi, e.data ? e.data : "0");
-    hn_sb_free(&e);
-    snprintf(bound, sizeof(bound), "%s(%s, %s + nstreams * %lld)", s > 0 ? "min" : "max", hi, lo, (long long)s);
-    hn_lower_emit(L, "%s = current_stream\n", caller);
-    hn_lower_emit(L, "for %s in %s .. %s%s {\n  set_stream stream(%s %% nstreams)\n  wait_stream %s\n}\n", j, lo, bound,
-         step, j, caller);
-    hn_lower_emit(L, "for %s in %s .. %s%s {\n  set_stream stream(%s %% nstreams)\n}\n", j, lo, hi, step, j);
-    hn_lower_emit(L, "set_stream %s\n", caller);
-    hn_lower_emit(L, "for %s in %s .. %s%s {\n  wait_stream stream(%s %% nstreams)\n}\n", j, lo, bound, step, j);
+    lo = hn_lower_fresh(L, "lo");
+    hi = hn_lower_fresh(L, "hi");
+    caller = hn_lower_fresh(L, "caller");
+    hn_lower_let(L, lo, hn_expr_clone(in->e[0]));
+    hn_lower_let(L, hi, hn_expr_clone(in->e[1]));
+    hn_lower_current_stream(L, caller);
+    loop = hn_lower_for(L, j, hn_ex_var(lo), first_streams(lo, hi, s), s);
+    outer = hn_lower_open(L, loop, 0);
+    hn_lower_stream_at(L, HN_OP_SET_STREAM, stream_of_trip(j));
+    hn_lower_stream_var(L, HN_OP_WAIT_STREAM, caller);
+    hn_lower_close(L, outer);
+    main_loop = hn_lower_for(L, j, hn_ex_var(lo), hn_ex_var(hi), s);
+    outer = hn_lower_open(L, main_loop, 0);
+    hn_lower_stream_at(L, HN_OP_SET_STREAM, stream_of_trip(j));
+    hn_lower_close(L, outer);
+    hn_lower_stream_var(L, HN_OP_SET_STREAM, caller);
+    loop = hn_lower_for(L, j, hn_ex_var(lo), first_streams(lo, hi, s), s);
+    outer = hn_lower_open(L, loop, 0);
+    hn_lower_stream_at(L, HN_OP_WAIT_STREAM, stream_of_trip(j));
+    hn_lower_close(L, outer);
+    /* the scaffold placed at the statement; then the user's body, with its
+     * own positions, follows the main loop's set_stream, as written */
     memset(&scaffold, 0, sizeof(scaffold));
-    parse_generated(L, &L->code, &scaffold);
-    hn_sb_free(&L->code);
-    hn_sb_free(&L->top);
-    if (L->st == HN_OK && scaffold.n == 7) {
-        /* the user's body follows the main loop's set_stream, as written */
-        hn_instr *main_loop = scaffold.items[4];
+    move_placed(L, &L->code, &scaffold);
+    L->at = NULL;
+    if (L->st == HN_OK)
         lower_block(L, &in->body, &main_loop->body);
-    }
     for (int i = 0; i < scaffold.n; i++)
         if (L->st != HN_OK || hn_block_push(out, scaffold.items[i]) != 0) {
-            L->st = L->st != HN_OK ? L->st : HN_ERR_NOMEM;
+            hn_lower_nomem(L);
             hn_instr_free(scaffold.items[i]);
         }
     hn_free(scaffold.items);
@@ -258,30 +194,61 @@ static void lower_stream_loop(hn_lower *L, const hn_instr *in, hn_block *out)
 static int operands_of(hn_lower *L, const hn_instr *in, hn_pipe_rec *out)
 {
     int found = 0;
+    for (int k = L->seen_from[in->id]; k < L->seen_from[in->id + 1]; k++) {
+        const hn_pipe_rec *p = L->seen[k].rec;
+        int same = 1;
+        if (!found) {
+            *out = *p;
+            found = 1;
+            continue;
+        }
+        for (int t = 0; t < p->ntensors; t++) {
+            const hn_tensor *a = &p->t[t], *b = &out->t[t];
+            same &= a->ndim == b->ndim && a->dtype == b->dtype &&
+                    memcmp(a->shape, b->shape, sizeof(a->shape[0]) * (size_t)a->ndim) == 0 &&
+                    memcmp(a->stride, b->stride, sizeof(a->stride[0]) * (size_t)a->ndim) == 0;
+        }
+        if (!same) {
+            stmt_error(L, in, "its tensors differ between ranks or between runs of it (rank %d); a "
+                       "pipelined statement is lowered once, for one shape", L->seen[k].rank);
+            return 0;
+        }
+    }
+    return found ? 1 : -1;
+}
+
+/* The dry run's records of the pipelined statements sorted by statement
+ * once (L->seen), not searched through for each; -1 when out of memory. */
+static int index_seen(hn_lower *L)
+{
+    int n = L->src->ninstrs, total = 0, *at;
+    for (int r = 0; r < L->world; r++)
+        total += L->logs[r].npipes;
+    L->seen_from = hn_calloc((size_t)n + 2, sizeof(int));
+    L->seen = hn_calloc((size_t)total + 1, sizeof(*L->seen));
+    at = hn_calloc((size_t)n + 1, sizeof(int));
+    if (L->seen_from == NULL || L->seen == NULL || at == NULL) {
+        hn_free(at);
+        return -1;
+    }
+    for (int r = 0; r < L->world; r++)
+        for (int i = 0; i < L->logs[r].npipes; i++)
+            if (L->logs[r].pipes[i].instr >= 0 && L->logs[r].pipes[i].instr < n)
+                L->seen_from[L->logs[r].pipes[i].instr + 1]++;
+    for (int id = 0; id < n; id++) {
+        L->seen_from[id + 1] += L->seen_from[id];
+        at[id] = L->seen_from[id];
+    }
     for (int r = 0; r < L->world; r++)
         for (int i = 0; i < L->logs[r].npipes; i++) {
-            const hn_pipe_rec *p = &L->logs[r].pipes[i];
-            int same = 1;
-            if (p->instr != in->id)
-                continue;
-            if (!found) {
-                *out = *p;
-                found = 1;
-                continue;
-            }
-            for (int t = 0; t < p->ntensors; t++) {
-                const hn_tensor *a = &p->t[t], *b = &out->t[t];
-                same &= a->ndim == b->ndim && a->dtype == b->dtype &&
-                        memcmp(a->shape, b->shape, sizeof(a->shape[0]) * (size_t)a->ndim) == 0 &&
-                        memcmp(a->stride, b->stride, sizeof(a->stride[0]) * (size_t)a->ndim) == 0;
-            }
-            if (!same) {
-                stmt_error(L, in, "its tensors differ between ranks or between runs of it (rank %d); a "
-                           "pipelined statement is lowered once, for one shape", r);
-                return 0;
+            int id = L->logs[r].pipes[i].instr;
+            if (id >= 0 && id < n) {
+                L->seen[at[id]].rec = &L->logs[r].pipes[i];
+                L->seen[at[id]++].rank = r;
             }
         }
-    return found ? 1 : -1;
+    hn_free(at);
+    return 0;
 }
 
 static int contiguous(const hn_tensor *t)
@@ -346,7 +313,7 @@ static int shape_of(hn_lower *L, hn_lower_pipe *c)
     c->sh.K = A->shape[1];
     c->sh.N = c->linear ? B->shape[0] : B->shape[1];
     if ((c->linear ? B->shape[1] : B->shape[0]) != c->sh.K) {
-        stmt_error(L, in, "%s of %s and %s: the inner dimensions differ", c->mm, sa, sb);
+        stmt_error(L, in, "%s of %s and %s: the inner dimensions differ", hn_op_table[c->mm].keyword, sa, sb);
         return 0;
     }
     if (c->bias && (t[3].ndim != 1 || t[3].shape[0] != c->sh.N)) {
@@ -419,35 +386,27 @@ static int option_value(hn_lower *L, const hn_instr *in, const hn_expr *e, const
     return 1;
 }
 
-void hn_lower_via_text(char *buf, size_t n, hn_backend_kind via, hn_protocol protocol)
+void hn_lower_gemm(hn_lower *L, const hn_lower_pipe *c, hn_tref dst, hn_tref a, int bias)
 {
-    buf[0] = '\0';
-    if (via == HN_VIA_NCCL || via == HN_VIA_P2P || via == HN_VIA_LL)
-        snprintf(buf, n, " via %s%s", hn_backend_name(via), via == HN_VIA_P2P && protocol == HN_PROTO_GET ? " get" : "");
-}
-
-/* The matmul or linear of the statement into `dst` from `a`; `bias`:
- * 1 with the bias, 0 without, -1 with it on rank 0 only (so that a sum
- * over the ranks adds it once). */
-void hn_lower_gemm(hn_lower *L, const hn_lower_pipe *c, const char *indent, const char *dst, const char *a, int bias)
-{
-    if (!c->bias || bias == 0) {
-        hn_lower_emit(L, "%s%s %s <- %s, %s\n", indent, c->mm, dst, a, c->b);
-    } else if (bias > 0) {
-        hn_lower_emit(L, "%s%s %s <- %s, %s, %s\n", indent, c->mm, dst, a, c->b, c->biast);
-    } else {
-        hn_lower_emit(L, "%sif rank == 0 {\n%s  %s %s <- %s, %s, %s\n%s} else {\n%s  %s %s <- %s, %s\n%s}\n", indent,
-             indent, c->mm, dst, a, c->b, c->biast, indent, indent, c->mm, dst, a, c->b, indent);
+    hn_instr *branch;
+    hn_block *outer;
+    if (!c->bias || bias == 0) { /* mm dst <- a, b */
+        hn_lower_compute(L, c->mm, dst, 2, a, hn_lower_ref_of(L, c->b));
+        return;
     }
-}
-
-static void tref_text(const hn_lower *L, const hn_tref *t, char *buf, size_t n)
-{
-    hn_strbuf sb;
-    hn_sb_init(&sb);
-    hn_print_tref(&sb, L->src, t);
-    snprintf(buf, n, "%s", sb.data ? sb.data : "?");
-    hn_sb_free(&sb);
+    if (bias > 0) { /* mm dst <- a, b, bias */
+        hn_lower_compute(L, c->mm, dst, 3, a, hn_lower_ref_of(L, c->b), hn_lower_ref_of(L, c->biast));
+        return;
+    }
+    /* if rank == 0 { mm dst <- a, b, bias } else { mm dst <- a, b } */
+    branch = hn_lower_if(L, hn_ex_bin(HN_B_EQ, hn_ex_leaf(HN_EX_RANK), hn_ex_int(0)));
+    outer = hn_lower_open(L, branch, 0);
+    hn_lower_compute(L, c->mm, hn_lower_ref_of(L, &dst), 3, hn_lower_ref_of(L, &a), hn_lower_ref_of(L, c->b),
+                     hn_lower_ref_of(L, c->biast));
+    hn_lower_close(L, outer);
+    outer = hn_lower_open(L, branch, 1);
+    hn_lower_compute(L, c->mm, dst, 2, a, hn_lower_ref_of(L, c->b));
+    hn_lower_close(L, outer);
 }
 
 static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
@@ -461,10 +420,9 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
         return; /* an error, or never reached in this configuration: nothing to run */
     c.linear = in->op == HN_OP_AG_LINEAR || in->op == HN_OP_LINEAR_RS || in->op == HN_OP_LINEAR_AR;
     c.bias = c.linear && in->nargs == 3;
-    c.mm = c.linear ? "linear" : "matmul";
+    c.mm = c.linear ? HN_OP_LINEAR : HN_OP_MATMUL;
     if (!shape_of(L, &c))
         return;
-    c.dt = hn_dtype_name(c.sh.dtype);
     c.plan.strategy = in->strategy;
     c.plan.via = in->via;
     c.plan.protocol = in->protocol;
@@ -475,13 +433,10 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
         stmt_error(L, in, "%s", err);
         return;
     }
-    hn_lower_via_text(c.via, sizeof(c.via), c.plan.via, c.plan.protocol);
-    tref_text(L, &in->a, c.out, sizeof(c.out));
-    tref_text(L, &in->args[0].t, c.a, sizeof(c.a));
-    if (in->nargs > 1)
-        tref_text(L, &in->args[1].t, c.b, sizeof(c.b));
-    if (c.bias)
-        tref_text(L, &in->args[2].t, c.biast, sizeof(c.biast));
+    c.out = &in->a;
+    c.a = &in->args[0].t;
+    c.b = in->nargs > 1 ? &in->args[1].t : NULL;
+    c.biast = c.bias ? &in->args[2].t : NULL;
     begin_stmt(L, in);
     if (L->notes != NULL) {
         char what[64];
@@ -586,7 +541,7 @@ hn_status_t hn_sched_lower(const hn_program *src, int world, int nstreams, const
     L.diag = diag;
     L.notes = notes;
     L.out = hn_prog_new(src->filename);
-    if (L.out == NULL || copy_decls(src, L.out) != HN_OK) {
+    if (L.out == NULL || index_seen(&L) != 0 || copy_decls(src, L.out) != HN_OK) {
         st = HN_ERR_NOMEM;
         goto done;
     }
@@ -614,6 +569,10 @@ done:
     for (int i = 0; i < L.hoist.n; i++)
         hn_instr_free(L.hoist.items[i]);
     hn_free(L.hoist.items);
+    hn_block_free(&L.code); /* (moved out when each statement ends) */
+    hn_block_free(&L.top);
+    hn_free(L.seen);
+    hn_free(L.seen_from);
     for (int i = 0; i < body.n; i++)
         hn_instr_free(body.items[i]);
     hn_free(body.items);

@@ -1,6 +1,6 @@
-/* The scheduler's lowering pass (lower.c, with lower_allgather.c,
- * lower_reduce.c, lower_collective.c; docs/SCHEDULER.md). Pure: IR to IR,
- * no device, any thread. */
+/* The scheduler's lowering pass (lower.c, with lower_build.c,
+ * lower_allgather.c, lower_reduce.c, lower_collective.c;
+ * docs/SCHEDULER.md). Pure: IR to IR, no device, any thread. */
 #ifndef HN_SCHED_LOWER_PUBLIC_H
 #define HN_SCHED_LOWER_PUBLIC_H
 

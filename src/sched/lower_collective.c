@@ -1,6 +1,6 @@
 /* Lowering plain allgather, reduce_scatter and allreduce in chunks on
- * streams (docs/SCHEDULER.md). */
-#include <stdio.h>
+ * streams (docs/SCHEDULER.md). The code each builds is written above it
+ * as the program's text. */
 
 #include "lower_int.h"
 
@@ -8,54 +8,127 @@
 void hn_lower_collective(hn_lower *L, const hn_lower_pipe *c)
 {
     const hn_pipe_plan *pl = &c->plan;
+    hn_backend_kind via = pl->via;
+    hn_protocol pr = pl->protocol;
+    hn_dtype dt = c->sh.dtype;
     int n = L->world, S = pl->streams, steps = pl->chunks;
     long long E = c->sh.M; /* elements per rank's chunk (allreduce: all) */
-    const char *kw = hn_op_table[c->in->op].keyword;
-    char op[32] = "", buf[64], iv[64], ov[64], caller[64], j[64], d[64], q[64], v[64], st[80];
-    if (c->sh.kind != HN_PIPE_AG)
-        snprintf(op, sizeof(op), " op %s", hn_redop_name(c->in->redop));
-    if (pl->strategy == HN_STRAT_SEQUENTIAL) {
-        hn_lower_emit(L, "%s %s <- %s%s%s\n", kw, c->out, c->a, op, c->via);
+    hn_op op = c->in->op == HN_OP_PIPE_ALLGATHER   ? HN_OP_ALLGATHER
+               : c->in->op == HN_OP_PIPE_ALLREDUCE ? HN_OP_ALLREDUCE
+                                                   : HN_OP_REDUCE_SCATTER;
+    int redop = c->sh.kind != HN_PIPE_AG ? (int)c->in->redop : -1; /* `op R` but for allgather */
+    int buf, iv, ov, caller, j, d, q, v, u;
+    hn_instr *loop;
+    hn_block *outer;
+    if (pl->strategy == HN_STRAT_SEQUENTIAL) { /* KW Y <- X [op R] */
+        hn_lower_coll(L, op, hn_lower_ref_of(L, c->out), hn_lower_ref_of(L, c->a), redop, NULL, via, pr);
         return;
     }
-    hn_lower_fan_out(L, hn_lower_fresh(L, "caller", caller, sizeof(caller)), steps, S);
-    if (pl->strategy == HN_STRAT_BROADCAST) { /* straight into the output */
-        int u = steps / n;
-        hn_lower_emit(L, "%s = view %s as [%d, %lld]\n", hn_lower_fresh(L, "pieces", iv, sizeof(iv)), c->a, u, E / u);
-        hn_lower_emit(L, "%s = view %s as [%d, %d, %lld]\n", hn_lower_fresh(L, "out", ov, sizeof(ov)), c->out, n, u, E / u);
-        hn_lower_fresh(L, "t", j, sizeof(j));
-        hn_lower_stream_of(st, sizeof(st), j, S);
-        hn_lower_emit(L, "for %s in 0 .. %d {\n  set_stream %s\n", j, steps, st);
-        hn_lower_emit(L, "  %s = %s / %d\n  %s = %s %% %d\n", hn_lower_fresh(L, "owner", q, sizeof(q)), j, u, hn_lower_fresh(L, "piece", v, sizeof(v)),
-             j, u);
-        hn_lower_emit(L, "  broadcast %s[%s][%s] <- %s[%s] root %s%s\n}\n", ov, q, v, iv, v, q, c->via);
-    } else if (c->sh.kind == HN_PIPE_AR) { /* contiguous chunks in place */
-        hn_lower_emit(L, "%s = view %s as [%d, %lld]\n", hn_lower_fresh(L, "pieces", iv, sizeof(iv)), c->a, steps, E / steps);
-        hn_lower_emit(L, "%s = view %s as [%d, %lld]\n", hn_lower_fresh(L, "out", ov, sizeof(ov)), c->out, steps, E / steps);
-        hn_lower_fresh(L, "j", j, sizeof(j));
-        hn_lower_stream_of(st, sizeof(st), j, S);
-        hn_lower_emit(L, "for %s in 0 .. %d {\n  set_stream %s\n  allreduce %s[%s] <- %s[%s]%s%s\n}\n", j, steps, st, ov, j, iv,
-             j, op, c->via);
-    } else if (c->sh.kind == HN_PIPE_AG) { /* chunk j of every rank, then into place */
-        hn_lower_fresh(L, "staged", buf, sizeof(buf));
-        hn_sb_printf(&L->top, "%s = alloc %s[%d, %d, %lld]\n", buf, c->dt, steps, n, E / steps);
-        hn_lower_emit(L, "%s = view %s as [%d, %lld]\n", hn_lower_fresh(L, "pieces", iv, sizeof(iv)), c->a, steps, E / steps);
-        hn_lower_emit(L, "%s = view %s as [%d, %d, %lld]\n", hn_lower_fresh(L, "out", ov, sizeof(ov)), c->out, n, steps, E / steps);
-        hn_lower_fresh(L, "j", j, sizeof(j));
-        hn_lower_stream_of(st, sizeof(st), j, S);
-        hn_lower_emit(L, "for %s in 0 .. %d {\n  set_stream %s\n  allgather %s[%s] <- %s[%s]%s\n", j, steps, st, buf, j, iv, j,
-             c->via);
-        hn_lower_emit(L, "  %s = select %s, 1, %s\n  copy %s <- %s[%s]\n}\n", hn_lower_fresh(L, "place", d, sizeof(d)), ov, j, d, buf, j);
-    } else { /* reduce_scatter: chunk j of every block staged, then reduced */
-        hn_lower_fresh(L, "staged", buf, sizeof(buf));
-        hn_sb_printf(&L->top, "%s = alloc %s[%d, %d, %lld]\n", buf, c->dt, steps, n, E / steps);
-        hn_lower_emit(L, "%s = view %s as [%d, %d, %lld]\n", hn_lower_fresh(L, "pieces", iv, sizeof(iv)), c->a, n, steps, E / steps);
-        hn_lower_emit(L, "%s = view %s as [%d, %lld]\n", hn_lower_fresh(L, "out", ov, sizeof(ov)), c->out, steps, E / steps);
-        hn_lower_fresh(L, "j", j, sizeof(j));
-        hn_lower_stream_of(st, sizeof(st), j, S);
-        hn_lower_emit(L, "for %s in 0 .. %d {\n  set_stream %s\n", j, steps, st);
-        hn_lower_emit(L, "  %s = select %s, 1, %s\n  copy %s[%s] <- %s\n", hn_lower_fresh(L, "chunk", d, sizeof(d)), iv, j, buf, j, d);
-        hn_lower_emit(L, "  reduce_scatter %s[%s] <- %s[%s]%s%s\n}\n", ov, j, buf, j, op, c->via);
+    caller = hn_lower_fresh(L, "caller");
+    hn_lower_fan_out(L, caller, steps, S);
+    if (pl->strategy == HN_STRAT_BROADCAST) {
+        /* straight into the output
+         *
+         * pieces = view X as [u, E / u]
+         * out = view Y as [n, u, E / u]
+         * for t in 0 .. steps {
+         *   set_stream stream(t % S)
+         *   owner = t / u
+         *   piece = t % u
+         *   broadcast out[owner][piece] <- pieces[piece] root owner
+         * } */
+        u = steps / n;
+        iv = hn_lower_fresh(L, "pieces");
+        hn_lower_view(L, iv, hn_lower_ref_of(L, c->a), HN_LOWER_DIMS(u, E / u));
+        ov = hn_lower_fresh(L, "out");
+        hn_lower_view(L, ov, hn_lower_ref_of(L, c->out), HN_LOWER_DIMS(n, u, E / u));
+        j = hn_lower_fresh(L, "t");
+        loop = hn_lower_for(L, j, hn_ex_int(0), hn_ex_int(steps), 1);
+        outer = hn_lower_open(L, loop, 0);
+        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(j, S));
+        q = hn_lower_fresh(L, "owner");
+        hn_lower_let(L, q, hn_ex_bin(HN_B_DIV, hn_ex_var(j), hn_ex_int(u)));
+        v = hn_lower_fresh(L, "piece");
+        hn_lower_let(L, v, hn_ex_bin(HN_B_MOD, hn_ex_var(j), hn_ex_int(u)));
+        hn_lower_coll(L, HN_OP_BROADCAST, hn_lower_ref(L, ov, 2, hn_ex_var(q), hn_ex_var(v)),
+                      hn_lower_ref(L, iv, 1, hn_ex_var(v)), -1, hn_ex_var(q), via, pr);
+        hn_lower_close(L, outer);
+    } else if (c->sh.kind == HN_PIPE_AR) {
+        /* contiguous chunks in place
+         *
+         * pieces = view X as [steps, E / steps]
+         * out = view Y as [steps, E / steps]
+         * for j in 0 .. steps {
+         *   set_stream stream(j % S)
+         *   allreduce out[j] <- pieces[j] op R
+         * } */
+        iv = hn_lower_fresh(L, "pieces");
+        hn_lower_view(L, iv, hn_lower_ref_of(L, c->a), HN_LOWER_DIMS(steps, E / steps));
+        ov = hn_lower_fresh(L, "out");
+        hn_lower_view(L, ov, hn_lower_ref_of(L, c->out), HN_LOWER_DIMS(steps, E / steps));
+        j = hn_lower_fresh(L, "j");
+        loop = hn_lower_for(L, j, hn_ex_int(0), hn_ex_int(steps), 1);
+        outer = hn_lower_open(L, loop, 0);
+        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(j, S));
+        hn_lower_coll(L, HN_OP_ALLREDUCE, hn_lower_ref(L, ov, 1, hn_ex_var(j)), hn_lower_ref(L, iv, 1, hn_ex_var(j)),
+                      redop, NULL, via, pr);
+        hn_lower_close(L, outer);
+    } else if (c->sh.kind == HN_PIPE_AG) {
+        /* chunk j of every rank, then into place
+         *
+         * staged = alloc dt[steps, n, E / steps]
+         * pieces = view X as [steps, E / steps]
+         * out = view Y as [n, steps, E / steps]
+         * for j in 0 .. steps {
+         *   set_stream stream(j % S)
+         *   allgather staged[j] <- pieces[j]
+         *   place = select out, 1, j
+         *   copy place <- staged[j]
+         * } */
+        buf = hn_lower_fresh(L, "staged");
+        hn_lower_alloc(L, buf, dt, HN_LOWER_DIMS(steps, n, E / steps));
+        iv = hn_lower_fresh(L, "pieces");
+        hn_lower_view(L, iv, hn_lower_ref_of(L, c->a), HN_LOWER_DIMS(steps, E / steps));
+        ov = hn_lower_fresh(L, "out");
+        hn_lower_view(L, ov, hn_lower_ref_of(L, c->out), HN_LOWER_DIMS(n, steps, E / steps));
+        j = hn_lower_fresh(L, "j");
+        loop = hn_lower_for(L, j, hn_ex_int(0), hn_ex_int(steps), 1);
+        outer = hn_lower_open(L, loop, 0);
+        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(j, S));
+        hn_lower_coll(L, HN_OP_ALLGATHER, hn_lower_ref(L, buf, 1, hn_ex_var(j)), hn_lower_ref(L, iv, 1, hn_ex_var(j)),
+                      -1, NULL, via, pr);
+        d = hn_lower_fresh(L, "place");
+        hn_lower_select(L, d, hn_lower_ref(L, ov, 0), 1, hn_ex_var(j));
+        hn_lower_compute(L, HN_OP_COPY, hn_lower_ref(L, d, 0), 1, hn_lower_ref(L, buf, 1, hn_ex_var(j)));
+        hn_lower_close(L, outer);
+    } else {
+        /* reduce_scatter: chunk j of every block staged, then reduced
+         *
+         * staged = alloc dt[steps, n, E / steps]
+         * pieces = view X as [n, steps, E / steps]
+         * out = view Y as [steps, E / steps]
+         * for j in 0 .. steps {
+         *   set_stream stream(j % S)
+         *   chunk = select pieces, 1, j
+         *   copy staged[j] <- chunk
+         *   reduce_scatter out[j] <- staged[j] op R
+         * } */
+        buf = hn_lower_fresh(L, "staged");
+        hn_lower_alloc(L, buf, dt, HN_LOWER_DIMS(steps, n, E / steps));
+        iv = hn_lower_fresh(L, "pieces");
+        hn_lower_view(L, iv, hn_lower_ref_of(L, c->a), HN_LOWER_DIMS(n, steps, E / steps));
+        ov = hn_lower_fresh(L, "out");
+        hn_lower_view(L, ov, hn_lower_ref_of(L, c->out), HN_LOWER_DIMS(steps, E / steps));
+        j = hn_lower_fresh(L, "j");
+        loop = hn_lower_for(L, j, hn_ex_int(0), hn_ex_int(steps), 1);
+        outer = hn_lower_open(L, loop, 0);
+        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(j, S));
+        d = hn_lower_fresh(L, "chunk");
+        hn_lower_select(L, d, hn_lower_ref(L, iv, 0), 1, hn_ex_var(j));
+        hn_lower_compute(L, HN_OP_COPY, hn_lower_ref(L, buf, 1, hn_ex_var(j)), 1, hn_lower_ref(L, d, 0));
+        hn_lower_coll(L, HN_OP_REDUCE_SCATTER, hn_lower_ref(L, ov, 1, hn_ex_var(j)),
+                      hn_lower_ref(L, buf, 1, hn_ex_var(j)), redop, NULL, via, pr);
+        hn_lower_close(L, outer);
     }
     hn_lower_join(L, caller, steps, S);
 }

@@ -9,6 +9,7 @@
 #include "exec/fault_inject.h"
 #include "ranks/runtime_int.h"
 #include "runtime/backend.h"
+#include "runtime/check.h"
 #include "../test.h"
 
 
@@ -704,6 +705,62 @@ static void test_memory_given_back(void)
     hn_program_destroy(b);
 }
 
+/* The --check driver prepares its program once, then allocates the
+ * inputs and outputs; when those take the device memory the preparation
+ * held (every program's cached buffers give way), its run prepares the
+ * program anew. B's scratch takes 45 % of the device, A's 30 %, A's input
+ * 30 %: A prepared beside B, its input does not fit until both give way. */
+static void test_check_prepares_anew(void)
+{
+    const char *b_text = "param R = 1\noutput Y : f32[4] replicated\nT = alloc f32[R, 4]\nfill T <- 2.0\n"
+                         "copy Y <- T[R - 1]\nreference {\n  fill Y <- 2.0\n}\n";
+    const char *a_text = "param R = 1\ninput X : f32[R, 4] replicated\noutput Y : f32[4] replicated\n"
+                         "T = alloc f32[R, 4]\ncopy T <- X\ncopy Y <- T[R - 1]\n"
+                         "reference {\n  copy Y <- X[R - 1]\n}\n";
+    char *saved = getenv("HIRNODE_HOST_MEM_MIB") ? strdup(getenv("HIRNODE_HOST_MEM_MIB")) : NULL;
+    hn_program *a = hn_test_parse(a_text, NULL), *b = hn_test_parse(b_text, NULL);
+    hn_runtime *rt;
+    size_t free_b = 0, total_b = 0;
+    const char *names[] = {"R"};
+    int64_t rows;
+    hn_check_opts o;
+    hn_check_result res;
+    hn_strbuf diag;
+    setenv("HIRNODE_HOST_MEM_MIB", "64", 1); /* the host backend's devices: 64 MiB */
+    rt = hn_test_runtime(NULL, 1, 0, 30, 0);
+    if (saved != NULL) {
+        setenv("HIRNODE_HOST_MEM_MIB", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("HIRNODE_HOST_MEM_MIB");
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_mem_info(rt, 0, &free_b, &total_b), HN_OK);
+    memset(&o, 0, sizeof(o));
+    o.iters = 2;
+    o.seed = 1;
+    o.check = 1;
+    o.noverrides = 1;
+    o.names = names;
+    o.values = &rows;
+    for (int k = 0; k < 2; k++) {
+        rows = (int64_t)(free_b / 100 * (k == 0 ? 45 : 30) / 16); /* rows of 16 bytes */
+        hn_sb_init(&diag);
+        CU_ASSERT_EQUAL(hn_check_run(rt, k == 0 ? b : a, &o, &res, &diag), HN_OK);
+        if (diag.data != NULL || hn_runtime_error(rt)[0] != '\0')
+            fprintf(stderr, "\n  check %d: %s%s\n", k, diag.data ? diag.data : "", hn_runtime_error(rt));
+        CU_ASSERT_TRUE(res.passed);
+        CU_ASSERT_EQUAL(res.checked, 1);
+        hn_sb_free(&diag);
+    }
+    CU_ASSERT_EQUAL(rt->preparations, 3); /* B, A, A again */
+    hn_runtime_destroy(rt);
+    hn_program_destroy(a);
+    hn_program_destroy(b);
+}
+
 /* A host_sync waits for the current stream only. */
 static void test_host_sync(void)
 {
@@ -746,6 +803,7 @@ void hn_suite_runtime(void)
         {"a free after a failed launch gives the block back and keeps the failure", test_free_after_failed_launch},
         {"prepared configurations are remembered", test_prepared_configurations},
         {"another program's buffers are given back when memory runs out", test_memory_given_back},
+        {"a --check run whose own buffers take its program's back prepares it anew", test_check_prepares_anew},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("runtime/runtime", tests);

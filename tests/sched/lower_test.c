@@ -297,6 +297,42 @@ static void test_reads_back(void)
     }
 }
 
+/* An operand of any length is the statement's own, copied into the code:
+ * one whose text ran past 255 characters (an index of 120 terms) once
+ * came out cut, and lowering failed with an internal error. */
+static void test_long_operands(void)
+{
+    char idx[1024] = "0", text[2048], *why = NULL;
+    hn_program *p, *lp;
+    int n = hn_test_max_ranks() >= 2 ? 2 : 1, ok;
+    for (int i = 1; i < 120; i++)
+        strcat(idx, " + 0");
+    snprintf(text, sizeof(text),
+             "param M = 8 * world, K = 16, N = 8\n"
+             "input A : f32[1, M / world, K] shard(axis 1)\ninput B : f32[K, N] replicated\n"
+             "output C : f32[M, N] replicated\n"
+             "matmul C <- allgather(A[%s]), B pipelined(strategy=ring)\n"
+             "reference {\n  matmul C <- A[0], B\n}\n", idx);
+    CU_ASSERT(strlen(idx) > 255);
+    p = hn_test_parse(text, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    lp = lower_at(p, n, 3, &why);
+    if (lp == NULL)
+        fprintf(stderr, "\n  a long operand at %d ranks: %s", n, why ? why : "");
+    CU_ASSERT_PTR_NOT_NULL(lp);
+    if (lp != NULL)
+        CU_ASSERT_TRUE(reads_back(lp, n, 3));
+    hn_string_free(why);
+    why = NULL;
+    ok = check(text, n, 3, 0, 7, &why);
+    if (!ok)
+        fprintf(stderr, "\n  a long operand at %d ranks: %s", n, why ? why : "");
+    CU_ASSERT_TRUE(ok);
+    free(why);
+    hn_program_destroy(lp);
+    hn_program_destroy(p);
+}
+
 /* tests/programs/lowered/NAME.hir, first line `# lowered at N ranks: ...`,
  * lowers to NAME.expected, which reads back, verifies and dry-runs. */
 static void test_golden(void)
@@ -552,6 +588,7 @@ void hn_suite_lower(void)
         {"stream-parallel loops at 1..16 streams", test_stream_loops},
         {"golden lowered programs", test_golden},
         {"the lowered text reads back, verifies and dry-runs", test_reads_back},
+        {"operands of any length", test_long_operands},
         {"misuse found when lowering names the statement", test_misuse},
         {"messages about generated code name the statement", test_messages_name_the_statement},
         {"allocation failures", test_alloc_failures},
