@@ -22,7 +22,7 @@ int hn_test_rdv_worker(int argc, char **argv);
  * (hn_tests --rdv-worker ...: a process the rendezvous suite starts) */
 int main(int argc, char **argv)
 {
-    unsigned failures;
+    unsigned failures = 0;
     int verbose = 0;
     const char *only = NULL, *test = NULL;
     if (argc > 1 && strcmp(argv[1], "--rdv-worker") == 0)
@@ -79,12 +79,14 @@ int main(int argc, char **argv)
             } else {
                 CU_basic_run_suite(suite);
             }
+            /* each run starts CUnit's counts afresh: keep this one's */
+            failures += CU_get_number_of_failures() + CU_get_number_of_tests_failed();
         }
     } else {
         CU_basic_run_tests();
+        failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
     }
     hn_test_capture_release();
-    failures = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
     CU_cleanup_registry();
     return failures ? 1 : 0;
 }
