@@ -1,4 +1,4 @@
-/* What every communicator shares, below the backends: the collectives'
+/* What every communicator shares, below the communicators: the collectives'
  * names, the making of a team (team_list.h), the world it exchanges
  * through. */
 #include <string.h>

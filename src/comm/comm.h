@@ -1,5 +1,5 @@
-/* Communication layer: a table of function pointers per backend. Teams are
- * ordered lists of global ranks; member i of a team owns chunk i. */
+/* Communication layer: a table of function pointers per communicator.
+ * Teams are ordered lists of global ranks; member i of a team owns chunk i. */
 #ifndef HN_COMM_H
 #define HN_COMM_H
 

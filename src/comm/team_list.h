@@ -1,4 +1,4 @@
-/* The teams of a communicator world: a small list every backend keeps, and
+/* The teams of a communicator world: a small list every communicator keeps, and
  * which of them is the team of all ranks (point-to-point goes through it);
  * the making of a team (comm.c). */
 #ifndef HN_TEAM_LIST_H
@@ -39,7 +39,7 @@ static inline void hn_team_list_remove(hn_team_list *l, void *t)
 
 static inline void hn_team_list_free(hn_team_list *l) { hn_free(l->teams); }
 
-/* What every backend's team_create does first: a zeroed team of
+/* What every communicator's team_create does first: a zeroed team of
  * `team_bytes` and n zeroed members of `member_bytes` each, with member
  * i's global rank (the int `rank_at` bytes into it) set to ranks[i], the
  * team added to l (nranks: the world's size). Returns the team, its

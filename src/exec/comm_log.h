@@ -13,7 +13,7 @@ typedef struct hn_comm_rec {
     int instr;
     int is_p2p;
     int kind;       /* hn_coll_kind, or 0 recv / 1 send */
-    int via;        /* hn_backend_kind of the instruction */
+    int via;        /* hn_via of the instruction */
     int get;        /* p2p protocol: pull (1) or push (0) */
     int nteam;      /* collectives: members ... */
     int team_off;   /* ... at hn_comm_log.teams[team_off] */

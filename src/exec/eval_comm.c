@@ -128,7 +128,7 @@ static hn_status_t member_of(hn_exec *x, const hn_instr *in, int *members, int *
 
 /* A dry run's record of a collective (rec: its kind, sizes, reduction and
  * root filled in) on this team through `via`, then its name defined. */
-static hn_status_t log_coll(hn_exec *x, const hn_instr *in, hn_comm_rec *rec, hn_backend_kind via, int get,
+static hn_status_t log_coll(hn_exec *x, const hn_instr *in, hn_comm_rec *rec, hn_via via, int get,
                             const int *members, int n)
 {
     rec->instr = in->id;
@@ -147,7 +147,7 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     hn_tensor out, inp;
     int64_t no, ni, total_in, total_out;
     size_t count;
-    hn_backend_kind via;
+    hn_via via;
     int get;
     const char *what = hn_op_table[in->op].keyword;
     const hn_comm_ops *comm;
@@ -206,7 +206,7 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, kind, count, out.dtype, n);
     get = via == in->via ? in->get : 0;
     /* what the communicator cannot run, by its own rules */
-    comm = x->dry ? hn_comm_find(hn_backend_name(via)) : hn_runtime_comm(x->rt, via)->ops;
+    comm = x->dry ? hn_comm_find(hn_via_name(via)) : hn_runtime_comm(x->rt, via)->ops;
     if (comm != NULL && comm->refuses != NULL && comm->refuses(kind, out.dtype, count, n, why, sizeof(why)) != NULL)
         return fail(x, in, HN_ERR_UNSUPPORTED, "%s", why);
     if (via == HN_VIA_LL && get == 0) /* one-shot or two-shot by size (cost.c) */
@@ -296,7 +296,7 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
     const hn_tref *tr[5];
     double eps = HN_NORM_EPS;
     size_t count, hidden;
-    hn_backend_kind via;
+    hn_via via;
     char why[256];
     if (member_of(x, in, members, &n, &me) != HN_OK || me < 0)
         return x->status;
@@ -332,7 +332,7 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
         if (get == 0) /* one-shot or two-shot by size (cost.c) */
             get = hn_via_ll_algo(HN_COLL_ALLREDUCE, count, t[0].dtype, n);
     } else {
-        const hn_comm_ops *comm = x->dry ? hn_comm_find(hn_backend_name(via)) : hn_runtime_comm(x->rt, via)->ops;
+        const hn_comm_ops *comm = x->dry ? hn_comm_find(hn_via_name(via)) : hn_runtime_comm(x->rt, via)->ops;
         if (comm != NULL && comm->refuses != NULL &&
             comm->refuses(HN_COLL_ALLREDUCE, t[0].dtype, count, n, why, sizeof(why)) != NULL)
             return fail(x, in, HN_ERR_UNSUPPORTED, "%s: %s", what, why);
@@ -409,7 +409,7 @@ static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)
     return HN_OK;
 }
 
-static hn_status_t post_p2p(hn_exec *x, const hn_instr *in, hn_backend_kind via, const hn_p2p_op *ops, int n)
+static hn_status_t post_p2p(hn_exec *x, const hn_instr *in, hn_via via, const hn_p2p_op *ops, int n)
 {
     hn_dstream *s;
     hn_origin o;
@@ -448,8 +448,8 @@ hn_status_t hn_exec_GROUP(hn_exec *x, const hn_instr *in)
     for (int i = 0; i < in->body.n && st == HN_OK; i++) {
         if (in->body.items[i]->via != in->body.items[0]->via || in->body.items[i]->get != in->body.items[0]->get)
             st = fail(x, in->body.items[i], HN_ERR_RUNTIME, "a group posts through one communicator and "
-                      "protocol: this is via %s%s, the first via %s%s", hn_backend_name(in->body.items[i]->via),
-                      in->body.items[i]->get ? " get" : "", hn_backend_name(in->body.items[0]->via),
+                      "protocol: this is via %s%s, the first via %s%s", hn_via_name(in->body.items[i]->via),
+                      in->body.items[i]->get ? " get" : "", hn_via_name(in->body.items[0]->via),
                       in->body.items[0]->get ? " get" : "");
         else if (!x->dry && !x->reference && x->rt->faults.n > 0 &&
                  inject_faults(x, in->body.items[i]) != HN_OK) /* its members are instructions too */

@@ -53,8 +53,8 @@ static void rec_text(hn_strbuf *sb, const hn_program *p, const hn_comm_rec *r)
                        r->kind == HN_COLL_GATHER || r->kind == HN_COLL_SCATTER))
         hn_sb_printf(sb, " root %d", r->root);
     if (r->via != HN_VIA_DEFAULT)
-        hn_sb_printf(sb, " via %s%s", hn_backend_name((hn_backend_kind)r->via),
-                     hn_via_variant((hn_backend_kind)r->via, r->get));
+        hn_sb_printf(sb, " via %s%s", hn_via_name((hn_via)r->via),
+                     hn_via_variant((hn_via)r->via, r->get));
     hn_sb_append(sb, " (");
     where(sb, p, r->instr);
     hn_sb_append(sb, ")");

@@ -176,21 +176,21 @@ typedef enum hn_redop { HN_RED_SUM, HN_RED_PROD, HN_RED_MAX, HN_RED_MIN, HN_RED_
 /* HN_VIA_AUTO: NCCL, the p2p rings or the latency path per instruction
  * from crossovers (src/model/cost.c); resolved when the instruction is
  * issued. HN_VIA_LL: the latency path (src/comm/ll/comm_ll.c). */
-typedef enum hn_backend_kind {
+typedef enum hn_via {
     HN_VIA_DEFAULT,
     HN_VIA_NCCL,
     HN_VIA_P2P,
     HN_VIA_AUTO,
     HN_VIA_LL,
     HN_VIA_COUNT
-} hn_backend_kind;
+} hn_via;
 typedef enum hn_team_kind { HN_TEAM_ALL, HN_TEAM_LIST, HN_TEAM_RANGE } hn_team_kind;
 
 const char *hn_redop_name(hn_redop r);
-const char *hn_backend_name(hn_backend_kind b);
-/* The variant written after `via B` (instr.get): " get" (p2p), " oneshot"
+const char *hn_via_name(hn_via v);
+/* The variant written after `via V` (instr.get): " get" (p2p), " oneshot"
  * or " twoshot" (ll), or "". */
-const char *hn_via_variant(hn_backend_kind b, int get);
+const char *hn_via_variant(hn_via v, int get);
 
 /* A tensor operand: a variable, optionally indexed `t[i][j]` (each index
  * selects along the leading axis). The indices are an array of exactly
@@ -252,7 +252,7 @@ struct hn_instr {
                               * its expressions and args (not its other arrays), at the size of
                               * tier HN_POOL_* */
     unsigned char redop;     /* hn_redop */
-    unsigned char via;       /* hn_backend_kind */
+    unsigned char via;       /* hn_via */
     unsigned char get;       /* the protocol's variant: via p2p: the receiver pulls (1) or the sender
                               * pushes (0); via ll: one-shot (1), two-shot (2) or by size (0) */
     unsigned char strategy;  /* hn_strategy: pipelined statements */

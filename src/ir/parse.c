@@ -452,9 +452,9 @@ static int team(parser *ps, hn_instr *in)
 /* via := 'via' ('nccl' | 'p2p' ['get' | 'put'] | 'll' ['oneshot' | 'twoshot'] | 'auto' | 'default') */
 static int via(parser *ps, hn_instr *in)
 {
-    for (int b = 0; b < HN_VIA_COUNT; b++)
-        if (is_word(ps, hn_backend_name((hn_backend_kind)b))) {
-            in->via = (hn_backend_kind)b;
+    for (int v = 0; v < HN_VIA_COUNT; v++)
+        if (is_word(ps, hn_via_name((hn_via)v))) {
+            in->via = (hn_via)v;
             next(ps);
             if (in->via == HN_VIA_P2P && (is_word(ps, "get") || is_word(ps, "put"))) {
                 in->get = is_word(ps, "get");
@@ -465,7 +465,7 @@ static int via(parser *ps, hn_instr *in)
             }
             return 1;
         }
-    expected(ps, "a backend (nccl, p2p, ll, auto, default)");
+    expected(ps, "a communicator (nccl, p2p, ll, auto, default)");
     return 0;
 }
 
@@ -585,7 +585,7 @@ static int pipe_options(parser *ps, hn_instr *in)
     for (int i = 0; i < HN_STRAT_COUNT; i++)
         strategies[i] = hn_strategy_name((hn_strategy)i);
     for (int i = 0; i < HN_VIA_COUNT; i++)
-        vias[i] = hn_backend_name((hn_backend_kind)i);
+        vias[i] = hn_via_name((hn_via)i);
     if (!expect_word(ps, "pipelined") || !expect_punct(ps, HN_P_LPAREN))
         return 0;
     if (accept_punct(ps, HN_P_RPAREN))
@@ -625,7 +625,7 @@ static int pipe_options(parser *ps, hn_instr *in)
             /* not ll: the latency path serves plain collectives */
             if ((v = pipe_choice(ps, "a communicator", vias, HN_VIA_LL)) < 0)
                 return 0;
-            in->via = (hn_backend_kind)v;
+            in->via = (hn_via)v;
             break;
         default:
             if ((v = pipe_choice(ps, "a protocol", protocols, HN_ARRAY_LEN(protocols))) < 0)

@@ -211,7 +211,7 @@ int hn_default_via_auto(const char *device_backend)
     return strcmp(device_backend, "cuda") == 0 && strcmp(via, "auto") == 0;
 }
 
-hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_kind kind, size_t count,
+hn_via hn_via_resolve(hn_via via, int default_auto, hn_coll_kind kind, size_t count,
                                hn_dtype dtype, int n)
 {
     size_t es = (size_t)hn_dtype_size(dtype), bytes;
@@ -313,7 +313,7 @@ static double total_bytes(const hn_pipe_shape *sh)
 
 /* Who moves a collective of `bytes` through via/protocol (default
  * resolves like auto on CUDA, per instruction). */
-static hn_cost_engine engine_of(hn_backend_kind via, hn_protocol protocol, hn_coll_kind kind, double bytes, int n)
+static hn_cost_engine engine_of(hn_via via, hn_protocol protocol, hn_coll_kind kind, double bytes, int n)
 {
     switch (via) {
     case HN_VIA_P2P: return protocol == HN_PROTO_GET ? HN_ENGINE_CE_GET : HN_ENGINE_CE_PUT;
@@ -358,7 +358,7 @@ static void plan_parts(const hn_cost_profile *p, const hn_pipe_shape *sh, const 
         o->C = hn_cost_coll_seconds(p, rk, e, n, B);
         o->steps = n;
         if (sh->kind == HN_PIPE_MM_AR) {
-            hn_backend_kind av = pl->ag_via == HN_VIA_AUTO ? pl->via : pl->ag_via;
+            hn_via av = pl->ag_via == HN_VIA_AUTO ? pl->via : pl->ag_via;
             hn_protocol ap = pl->ag_via == HN_VIA_AUTO ? pl->protocol : pl->ag_protocol;
             o->extra = hn_cost_coll_seconds(p, HN_COLL_ALLGATHER, engine_of(av, ap, HN_COLL_ALLGATHER, B, n), n, B);
         }
@@ -448,7 +448,7 @@ static int feasible(const hn_pipe_shape *sh, const hn_pipe_plan *pl, unfit *u)
         return 0;
     }
     if (pl->protocol == HN_PROTO_GET && pl->via != HN_VIA_P2P) {
-        snprintf(u->need, sizeof(u->need), "protocol=get pulls through p2p, not via=%s", hn_backend_name(pl->via));
+        snprintf(u->need, sizeof(u->need), "protocol=get pulls through p2p, not via=%s", hn_via_name(pl->via));
         return 0;
     }
     u->general = 0;
@@ -514,7 +514,7 @@ static int ll_serves(const hn_cost_profile *p, const hn_pipe_shape *sh)
 }
 
 typedef struct comm_opt {
-    hn_backend_kind via;
+    hn_via via;
     hn_protocol protocol;
 } comm_opt;
 

@@ -88,18 +88,18 @@ static hn_team_entry *find_team(hn_runtime *rt, int comm, const int *ranks, int 
     return NULL;
 }
 
-const hn_comm_slot *hn_runtime_comm(const hn_runtime *rt, hn_backend_kind via)
+const hn_comm_slot *hn_runtime_comm(const hn_runtime *rt, hn_via via)
 {
     return &rt->comms[rt->via_comm[via]];
 }
 
-hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n)
+hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_via via, const int *ranks, int n)
 {
     hn_team_entry *e = find_team(rt, rt->via_comm[via], ranks, n);
     return e != NULL ? e->team : NULL;
 }
 
-int hn_teams_shared_device(const hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, int *a, int *b)
+int hn_teams_shared_device(const hn_runtime *rt, hn_via via, const int *ranks, int n, int *a, int *b)
 {
     int most = rt->comms[rt->via_comm[via]].ops->ranks_per_device;
     if (most == 0 || strcmp(rt->dev->name, "host") == 0)
@@ -117,7 +117,7 @@ int hn_teams_shared_device(const hn_runtime *rt, hn_backend_kind via, const int 
     return 0;
 }
 
-hn_status_t hn_teams_need(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, size_t reserve)
+hn_status_t hn_teams_need(hn_runtime *rt, hn_via via, const int *ranks, int n, size_t reserve)
 {
     int comm = rt->via_comm[via];
     hn_team_entry *e;

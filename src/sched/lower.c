@@ -419,11 +419,11 @@ static int option_value(hn_lower *L, const hn_instr *in, const hn_expr *e, const
     return 1;
 }
 
-void hn_lower_via_text(char *buf, size_t n, hn_backend_kind via, hn_protocol protocol)
+void hn_lower_via_text(char *buf, size_t n, hn_via via, hn_protocol protocol)
 {
     buf[0] = '\0';
     if (via == HN_VIA_NCCL || via == HN_VIA_P2P || via == HN_VIA_LL)
-        snprintf(buf, n, " via %s%s", hn_backend_name(via), via == HN_VIA_P2P && protocol == HN_PROTO_GET ? " get" : "");
+        snprintf(buf, n, " via %s%s", hn_via_name(via), via == HN_VIA_P2P && protocol == HN_PROTO_GET ? " get" : "");
 }
 
 /* The matmul or linear of the statement into `dst` from `a`; `bias`:
@@ -494,11 +494,11 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
         hn_sb_printf(L->notes, "line %d: %s: strategy=%s, chunks=%d, streams=%d", in->line, what,
                      hn_strategy_name(c.plan.strategy), c.plan.chunks, c.plan.streams);
         if (c.plan.via != HN_VIA_AUTO)
-            hn_sb_printf(L->notes, ", via=%s", hn_backend_name(c.plan.via));
+            hn_sb_printf(L->notes, ", via=%s", hn_via_name(c.plan.via));
         if (c.plan.via == HN_VIA_P2P)
             hn_sb_printf(L->notes, ", protocol=%s", c.plan.protocol == HN_PROTO_GET ? "get" : "put");
         if (c.sh.kind == HN_PIPE_MM_AR && c.plan.strategy == HN_STRAT_RING && L->world > 1)
-            hn_sb_printf(L->notes, ", allgather via=%s%s", hn_backend_name(c.plan.ag_via),
+            hn_sb_printf(L->notes, ", allgather via=%s%s", hn_via_name(c.plan.ag_via),
                          c.plan.ag_via != HN_VIA_P2P ? "" : c.plan.ag_protocol == HN_PROTO_GET ? " get" : " put");
         hn_sb_printf(L->notes, " (the model: %.4g ms)\n", c.plan.seconds * 1e3);
     }

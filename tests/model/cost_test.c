@@ -88,7 +88,7 @@ static void test_coefficients_are_the_fit(void)
     }
 }
 
-static hn_pipe_plan plan_of(hn_strategy s, int chunks, int streams, hn_backend_kind via, hn_protocol protocol)
+static hn_pipe_plan plan_of(hn_strategy s, int chunks, int streams, hn_via via, hn_protocol protocol)
 {
     hn_pipe_plan pl;
     memset(&pl, 0, sizeof(pl));
@@ -107,7 +107,7 @@ static hn_pipe_shape shape_of(hn_pipe_kind k, int64_t M, int64_t K, int64_t N, h
     return sh;
 }
 
-static double predicted_ratio(const hn_cost_point *p, hn_backend_kind via)
+static double predicted_ratio(const hn_cost_point *p, hn_via via)
 {
     hn_pipe_shape sh = shape_of(p->kind, p->M, p->K, p->N, HN_BF16, p->world, NULL);
     hn_pipe_plan pl = plan_of(p->strategy, p->chunks, p->strategy == HN_STRAT_SEQUENTIAL ? 1 : 2, via, HN_PROTO_PUT);
@@ -440,7 +440,7 @@ static void test_via_resolve(void)
             for (int n = 2; n <= 8; n++)
                 for (size_t bytes = 1024; bytes <= ((size_t)1 << 31); bytes *= 2) {
                     size_t count = kinds[k] == HN_COLL_ALLREDUCE ? bytes / 2 : bytes / 2 / (size_t)n;
-                    hn_backend_kind v = hn_via_resolve(HN_VIA_AUTO, 0, kinds[k], count, HN_BF16, n);
+                    hn_via v = hn_via_resolve(HN_VIA_AUTO, 0, kinds[k], count, HN_BF16, n);
                     size_t moved = kinds[k] == HN_COLL_ALLREDUCE ? count * 2 : count * 2 * (size_t)n;
                     CU_ASSERT(v != HN_VIA_P2P || moved >= hn_cost_crossover(kinds[k], n));
                     /* and the latency path exactly below its own, when on */

@@ -105,7 +105,7 @@ void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, int red
         case HN_REDUCE_MAX: a = v > a ? v : a; break;
         case HN_REDUCE_MIN: a = v < a ? v : a; break;
         }
-        /* fp32 accumulation for floating types, like the GPU backends */
+        /* fp32 accumulation for floating types, like the GPU communicators */
         acc[i] = is_float ? (double)(float)a : a;
     }
 }

@@ -298,7 +298,7 @@ static hn_status_t nccl_collective(hn_comm_team *t, int me, const hn_coll_args *
     hn_status_t st;
     if (a->redop == HN_REDUCE_AVG && !(a->dtype == HN_F32 || a->dtype == HN_BF16 || a->dtype == HN_F16) &&
         (a->kind == HN_COLL_ALLREDUCE || a->kind == HN_COLL_REDUCE || a->kind == HN_COLL_REDUCE_SCATTER)) {
-        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "the nccl backend averages floating types only");
+        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "the nccl communicator averages floating types only");
         return HN_ERR_UNSUPPORTED;
     }
     if (t->n == 1)

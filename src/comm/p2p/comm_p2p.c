@@ -313,7 +313,7 @@ static const char *p2p_refuses(hn_coll_kind kind, hn_dtype dtype, size_t count, 
     (void)dtype;
     if (kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER && kind != HN_COLL_ALLREDUCE &&
         kind != HN_COLL_BROADCAST)
-        snprintf(why, len, "%s via p2p: the p2p backend does allgather, reduce_scatter, allreduce, broadcast "
+        snprintf(why, len, "%s via p2p: the p2p communicator does allgather, reduce_scatter, allreduce, broadcast "
                  "and send/recv", hn_coll_name(kind));
     else if (kind == HN_COLL_ALLREDUCE && count % (size_t)n != 0)
         snprintf(why, len, "allreduce via p2p of %zu elements: not divisible by the team size %d", count, n);
