@@ -20,9 +20,6 @@ typedef enum hn_coll_kind {
 
 const char *hn_coll_name(hn_coll_kind k);
 
-/* Reductions (same order as the IR's hn_redop). */
-enum { HN_REDUCE_SUM, HN_REDUCE_PROD, HN_REDUCE_MAX, HN_REDUCE_MIN, HN_REDUCE_AVG };
-
 typedef struct hn_coll_args {
     hn_coll_kind kind;
     const void *send;
@@ -32,7 +29,7 @@ typedef struct hn_coll_args {
      * allreduce/broadcast/reduce, one peer's block of all_to_all. */
     size_t count;
     hn_dtype dtype;
-    int redop;
+    hn_redop redop;
     int root; /* index into the team */
     /* The variant of the communicator's protocol. p2p: receivers pull (1)
      * or senders push (0). ll: HN_LL_ONESHOT (1), HN_LL_TWOSHOT (2), or 0:
@@ -167,7 +164,7 @@ typedef struct hn_norm_args {
     size_t rows, hidden;
     hn_dtype dtype;
     float eps;
-    int redop; /* HN_REDUCE_SUM for the decode step; any reduction works */
+    hn_redop redop; /* HN_RED_SUM for the decode step; any reduction works */
     int algo;  /* as hn_coll_args.get: HN_LL_ONESHOT, HN_LL_TWOSHOT, 0 */
 } hn_norm_args;
 
@@ -221,6 +218,6 @@ void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong);
 const hn_comm_ops *hn_comm_find(const char *name);
 
 /* Reduces `n` elements of src into acc (float accumulation), in place. */
-void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, int redop, int first);
+void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, hn_redop redop, int first);
 
 #endif

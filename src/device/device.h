@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/collective.h"
 #include "../base/dtype.h"
 #include "../base/shm.h"
 #include "../base/util.h"
@@ -315,8 +316,9 @@ struct hn_compute_ops {
     /* Uniform in [lo, hi), a function of (seed, element index) only. */
     hn_status_t (*random)(hn_dstream *s, const hn_tensor *dst, uint64_t seed, double lo, double hi,
                           const hn_origin *o);
-    /* op: 0 add, 1 mul, 2 maximum, 3 minimum */
-    hn_status_t (*binary)(hn_dstream *s, int op, const hn_tensor *dst, const hn_tensor *a,
+    /* dst = a op b elementwise, op the reduction's (collective.h): sum adds,
+     * prod multiplies, max and min (not avg) */
+    hn_status_t (*binary)(hn_dstream *s, hn_redop op, const hn_tensor *dst, const hn_tensor *a,
                           const hn_tensor *b, const hn_origin *o);
     hn_status_t (*scale)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a, double f,
                          const hn_origin *o);

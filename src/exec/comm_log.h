@@ -23,7 +23,8 @@ typedef struct hn_comm_rec {
     int norm;       /* allreduce_rmsnorm (kind allreduce), not a plain collective ... */
     size_t hidden;  /* ... with rows of this many elements */
     hn_dtype dtype;
-    int redop, root;
+    hn_redop redop;
+    int root;
 } hn_comm_rec;
 
 /* What the dry run records of one allocation, to size the cache up front. */

@@ -217,11 +217,11 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         rec.kind = kind;
         rec.count = count;
         rec.dtype = out.dtype;
-        rec.redop = (int)in->redop;
+        rec.redop = (hn_redop)in->redop;
         rec.root = (int)root;
         return log_coll(x, in, &rec, via, get, members, n);
     } else {
-        hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (int)in->redop, (int)root, get};
+        hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (hn_redop)in->redop, (int)root, get};
         hn_comm_team *team = hn_runtime_team(x->rt, via, members, n);
         hn_dstream *s;
         hn_origin o = origin_of(x, in);
@@ -345,7 +345,7 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
         rec.norm = 1;
         rec.hidden = hidden;
         rec.dtype = t[0].dtype;
-        rec.redop = (int)in->redop;
+        rec.redop = (hn_redop)in->redop;
         return log_coll(x, in, &rec, via, get, members, n);
     } else {
         hn_comm_team *team = hn_runtime_team(x->rt, via, members, n);
@@ -362,10 +362,10 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
             return record_comm(x, in, s);
         if (via == HN_VIA_LL) {
             hn_norm_args na = {t[2].data, t[0].data, t[3].data, t[1].data, t[4].data, count / hidden, hidden,
-                               t[0].dtype, (float)eps, (int)in->redop, get};
+                               t[0].dtype, (float)eps, (hn_redop)in->redop, get};
             st = hn_comm_ll_allreduce_norm(team, me, &na, s, &o);
         } else {
-            hn_coll_args args = {HN_COLL_ALLREDUCE, t[2].data, t[0].data, count, t[0].dtype, (int)in->redop, 0, get};
+            hn_coll_args args = {HN_COLL_ALLREDUCE, t[2].data, t[0].data, count, t[0].dtype, (hn_redop)in->redop, 0, get};
             st = hn_runtime_comm(x->rt, via)->ops->collective(team, me, &args, s, &o);
             if (st == HN_OK)
                 st = x->rt->compute->rmsnorm(s, &t[0], &t[1], &t[0], &t[3], &t[4], (float)eps, &o);

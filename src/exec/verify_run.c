@@ -48,7 +48,7 @@ static void rec_text(hn_strbuf *sb, const hn_program *p, const hn_comm_rec *r)
                      hn_dtype_name(r->dtype));
     if (!r->is_p2p && (r->kind == HN_COLL_ALLREDUCE || r->kind == HN_COLL_REDUCE_SCATTER ||
                        r->kind == HN_COLL_REDUCE))
-        hn_sb_printf(sb, " op %s", hn_redop_name((hn_redop)r->redop));
+        hn_sb_printf(sb, " op %s", hn_redop_name(r->redop));
     if (!r->is_p2p && (r->kind == HN_COLL_BROADCAST || r->kind == HN_COLL_REDUCE ||
                        r->kind == HN_COLL_GATHER || r->kind == HN_COLL_SCATTER))
         hn_sb_printf(sb, " root %d", r->root);

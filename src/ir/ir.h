@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "../base/collective.h"
 #include "../base/dtype.h"
 #include "../base/util.h"
 
@@ -172,7 +173,6 @@ hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,
                              double *out, char *err, int errlen);
 
 /* ---- instructions ---- */
-typedef enum hn_redop { HN_RED_SUM, HN_RED_PROD, HN_RED_MAX, HN_RED_MIN, HN_RED_AVG, HN_RED_COUNT } hn_redop;
 /* HN_VIA_AUTO: NCCL, the p2p rings or the latency path per instruction
  * from crossovers (src/model/cost.c); resolved when the instruction is
  * issued. HN_VIA_LL: the latency path (src/comm/ll/comm_ll.c). */

@@ -45,7 +45,7 @@ typedef struct call {
     int norm;
     int algo; /* 0: the communicator's choice */
     hn_dtype dt;
-    int redop;
+    hn_redop redop;
     size_t count;  /* as hn_coll_args; the norm: rows * hidden */
     size_t hidden; /* the norm */
 } call;
@@ -505,7 +505,7 @@ static const hn_dtype dts[] = {HN_F32, HN_BF16, HN_F16};
 static const hn_coll_kind kinds[] = {HN_COLL_ALLREDUCE, HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER, HN_COLL_ALLREDUCE};
 
 /* Call number k of kind index kind (3: the norm) of size index z. */
-static call make_call(int t, int kind, int algo, hn_dtype dt, int redop, int z)
+static call make_call(int t, int kind, int algo, hn_dtype dt, hn_redop redop, int z)
 {
     call c;
     memset(&c, 0, sizeof(c));
@@ -530,7 +530,7 @@ static call random_call(uint64_t *seed, int t, size_t most)
     call c;
     do
         c = make_call(t, (int)(hn_splitmix64(seed) % 4), (int)(hn_splitmix64(seed) % 3), dts[hn_splitmix64(seed) % 3],
-                      (int)(hn_splitmix64(seed) % 5), (int)(hn_splitmix64(seed) % 8));
+                      (hn_redop)(hn_splitmix64(seed) % HN_RED_COUNT), (int)(hn_splitmix64(seed) % 8));
     while (c.count > most);
     return c;
 }
@@ -547,7 +547,7 @@ static void one_team(int n, uint64_t seed)
     for (int k = 0; k < 4; k++)
         for (int algo = 0; algo < 3; algo++)
             for (int d = 0; d < 3; d++)
-                for (int op = 0; op < 5; op++) {
+                for (hn_redop op = HN_RED_SUM; op < HN_RED_COUNT; op++) {
                     int z = h->ncalls * 5 + n;
                     h->calls[h->ncalls++] = make_call(0, k, algo, dts[d], op, k == 3 ? z : z % 6);
                 }
@@ -668,7 +668,7 @@ static void test_refusals(void)
     CU_ASSERT_PTR_NOT_NULL(hn_comm_ll_norm_refuses(HN_I32, 2));
     CU_ASSERT_PTR_NOT_NULL(hn_comm_ll_norm_refuses(HN_BF16, 9));
     CU_ASSERT_PTR_NULL(hn_comm_ll_norm_refuses(HN_BF16, 8));
-    na = (hn_norm_args){buf, y, buf, y, w, 10, 8, HN_F32, EPS, HN_REDUCE_SUM, HN_LL_ONESHOT};
+    na = (hn_norm_args){buf, y, buf, y, w, 10, 8, HN_F32, EPS, HN_RED_SUM, HN_LL_ONESHOT};
     h->faults.first = HN_OK; /* the sink keeps the first error: this one next */
     CU_ASSERT_EQUAL(hn_comm_ll_allreduce_norm(h->team[0], 0, &na, h->s[0][0], &o), HN_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(h->faults.err, "one buffer"));
@@ -693,8 +693,8 @@ static void absent(int kind, int algo)
     world *h = start(4, 2.0, 0);
     int ranks[4] = {0, 1, 2, 3};
     double t0 = hn_now();
-    h->calls[0] = make_call(0, kind, algo, HN_F32, HN_REDUCE_SUM, 4);
-    h->calls[1] = make_call(0, 1, algo, HN_BF16, HN_REDUCE_SUM, 3);
+    h->calls[0] = make_call(0, kind, algo, HN_F32, HN_RED_SUM, 4);
+    h->calls[1] = make_call(0, 1, algo, HN_BF16, HN_RED_SUM, 3);
     h->ncalls = 2;
     h->absent = 2;
     add_team(h, ranks, 4, 1000 * 4);
@@ -725,7 +725,7 @@ static void aborted(int words)
 {
     world *h = start(3, 600, 0);
     int ranks[3] = {0, 1, 2};
-    h->calls[0] = make_call(0, 0, 0, HN_F32, HN_REDUCE_SUM, 3);
+    h->calls[0] = make_call(0, 0, 0, HN_F32, HN_RED_SUM, 3);
     h->ncalls = 1;
     h->absent = 1;
     add_team(h, ranks, 3, 64 * 4);
@@ -790,7 +790,7 @@ static void test_split(void)
         int ranks[4] = {0, 1, 2, 3};
         pthread_t th[2];
         issuer is[2];
-        h->calls[0] = make_call(0, 0, 0, HN_F32, HN_REDUCE_SUM, 3);
+        h->calls[0] = make_call(0, 0, 0, HN_F32, HN_RED_SUM, 3);
         h->ncalls = 1;
         add_team(h, ranks, 4, 64 * 4);
         prepare(h, 3);

@@ -110,7 +110,8 @@ static void team_free(team *t)
 /* One call of every member: its shape, and per member the device buffers
  * and the host copies of what went in. */
 typedef struct kcall {
-    int kind, algo, redop, inplace, mode; /* mode: hn_llt_fill's raw (1), sentinels and -0 (2) */
+    int kind, algo, inplace, mode; /* mode: hn_llt_fill's raw (1), sentinels and -0 (2) */
+    hn_redop redop;
     hn_dtype dt;
     size_t count, hidden;
     char *in[MAXM], *out[MAXM], *res[MAXM], *rout[MAXM], *w[MAXM];
@@ -318,7 +319,7 @@ static int make_calls(kcall *c, int n)
                 x->kind = kind;
                 x->algo = algo;
                 x->dt = dts[d];
-                x->redop = (nc * 3 + n) % 5;
+                x->redop = (hn_redop)((nc * 3 + n) % HN_RED_COUNT);
                 x->inplace = (nc + n) % 3 == 0;
                 if (kind == HN_LL_ALLREDUCE_NORM) {
                     const size_t *sh = shapes[(nc + n) % HN_ARRAY_LEN(shapes)];

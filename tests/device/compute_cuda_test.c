@@ -227,7 +227,7 @@ static void test_elementwise(void)
     pair d = make_rand(HN_BF16, 2, (int64_t[]){64, 48}, 23), s = make_rand(HN_F32, 1, (int64_t[]){48}, 24);
     pair f = make_rand(HN_F32, 2, (int64_t[]){48, 64}, 25);
     hn_tensor ath = a.h, atg = a.g;
-    for (int op = 0; op < 4; op++) {
+    for (hn_redop op = HN_RED_SUM; op <= HN_RED_MIN; op++) {
         hn_compute_host.binary(HS, op, &d.h, &a.h, &b.h, NULL);
         hn_compute_cuda.binary(GS, op, &d.g, &a.g, &b.g, NULL);
         CU_ASSERT_EQUAL(distance(&d), 0.0);

@@ -88,7 +88,7 @@ struct hn_comm_world {
     hn_team_list teams;
 };
 
-void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, int redop, int first)
+void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, hn_redop redop, int first)
 {
     int is_float = hn_dtype_is_float(dt);
     for (size_t i = 0; i < n; i++) {
@@ -99,11 +99,12 @@ void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, int red
             continue;
         }
         switch (redop) {
-        case HN_REDUCE_SUM:
-        case HN_REDUCE_AVG: a = a + v; break;
-        case HN_REDUCE_PROD: a = a * v; break;
-        case HN_REDUCE_MAX: a = v > a ? v : a; break;
-        case HN_REDUCE_MIN: a = v < a ? v : a; break;
+        case HN_RED_SUM:
+        case HN_RED_AVG: a = a + v; break;
+        case HN_RED_PROD: a = a * v; break;
+        case HN_RED_MAX: a = v > a ? v : a; break;
+        case HN_RED_MIN: a = v < a ? v : a; break;
+        case HN_RED_COUNT: break; /* not a reduction */
         }
         /* fp32 accumulation for floating types, like the GPU communicators */
         acc[i] = is_float ? (double)(float)a : a;
@@ -298,7 +299,7 @@ static void *compute_result(const hn_comm_team *t, const hn_coll_args *args, int
             hn_reduce_into(acc, (const char *)args[j].send + off * es, a->dtype, c, a->redop, j == 0);
         for (size_t i = 0; i < c; i++) {
             double v = acc[i];
-            if (a->redop == HN_REDUCE_AVG)
+            if (a->redop == HN_RED_AVG)
                 v = hn_dtype_is_float(a->dtype) ? (double)((float)v / (float)n) : floor(v / n);
             hn_store(a->dtype, out, (int64_t)i, v);
         }

@@ -177,7 +177,7 @@ typedef struct hn_ll_args {
     int blocks; /* the most blocks this member runs (0: by size, hn_ll_grid) */
     int pdl;    /* CUDA: programmatic dependent launch */
     int dtype;  /* hn_dtype */
-    int redop;  /* HN_REDUCE_* (comm.h): sum, prod, max, min, avg */
+    hn_redop redop; /* collective.h: sum, prod, max, min, avg */
     size_t count;  /* as hn_coll_args: allreduce all, allgather the input, reduce_scatter the output;
                       the norm: rows * hidden */
     size_t hidden; /* the norm: elements of a row */
@@ -482,17 +482,17 @@ HN_LL_FN uint64_t hn_ll_pack(uint32_t data, uint32_t g) { return (uint64_t)data 
 HN_LL_FN int hn_ll_packet_arrived(uint64_t p, uint32_t g) { return (uint32_t)(p >> 32) == g; }
 
 /* fp32 accumulation of the reductions (avg divides the sum at the end) */
-HN_LL_FN float hn_ll_combine(int redop, float acc, float x)
+HN_LL_FN float hn_ll_combine(hn_redop redop, float acc, float x)
 {
     switch (redop) {
-    case 1: return acc * x;           /* prod */
-    case 2: return acc > x ? acc : x; /* max */
-    case 3: return acc < x ? acc : x; /* min */
-    default: return acc + x;          /* sum, avg */
+    case HN_RED_PROD: return acc * x;
+    case HN_RED_MAX: return acc > x ? acc : x;
+    case HN_RED_MIN: return acc < x ? acc : x;
+    default: return acc + x; /* sum, avg */
     }
 }
 
-HN_LL_FN float hn_ll_finish(int redop, float acc, int n) { return redop == 4 ? acc / (float)n : acc; }
+HN_LL_FN float hn_ll_finish(hn_redop redop, float acc, int n) { return redop == HN_RED_AVG ? acc / (float)n : acc; }
 
 /* The norm's factor from a row's sum of squares: IEEE division and square
  * root on both backends (not rsqrtf's approximation). */

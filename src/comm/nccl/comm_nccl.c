@@ -194,13 +194,13 @@ static ncclDataType_t nccl_type(hn_dtype t)
     }
 }
 
-static ncclRedOp_t nccl_op(int redop)
+static ncclRedOp_t nccl_op(hn_redop redop)
 {
     switch (redop) {
-    case HN_REDUCE_PROD: return ncclProd;
-    case HN_REDUCE_MAX: return ncclMax;
-    case HN_REDUCE_MIN: return ncclMin;
-    case HN_REDUCE_AVG: return ncclAvg;
+    case HN_RED_PROD: return ncclProd;
+    case HN_RED_MAX: return ncclMax;
+    case HN_RED_MIN: return ncclMin;
+    case HN_RED_AVG: return ncclAvg;
     default: return ncclSum;
     }
 }
@@ -296,7 +296,7 @@ static hn_status_t nccl_collective(hn_comm_team *t, int me, const hn_coll_args *
     ncclDataType_t dt = nccl_type(a->dtype);
     ncclResult_t r;
     hn_status_t st;
-    if (a->redop == HN_REDUCE_AVG && !(a->dtype == HN_F32 || a->dtype == HN_BF16 || a->dtype == HN_F16) &&
+    if (a->redop == HN_RED_AVG && !(a->dtype == HN_F32 || a->dtype == HN_BF16 || a->dtype == HN_F16) &&
         (a->kind == HN_COLL_ALLREDUCE || a->kind == HN_COLL_REDUCE || a->kind == HN_COLL_REDUCE_SCATTER)) {
         hn_origin_fail(o, HN_ERR_UNSUPPORTED, "the nccl communicator averages floating types only");
         return HN_ERR_UNSUPPORTED;

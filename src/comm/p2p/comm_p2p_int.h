@@ -254,8 +254,8 @@ void hn_p2p_allgather_put(ctx *c, int me, const void *send, void *recv, size_t c
 void hn_p2p_allgather_get(ctx *c, int me, const void *send, void *recv, size_t cb);
 /* reduce_scatter: chunk `me` (count elements) of the reduction of every
  * member's send into recv; a ring through the members' staging */
-void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop);
-void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop);
+void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, hn_redop redop);
+void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, hn_redop redop);
 /* broadcast: the root's send (cb bytes) into every member's recv */
 void hn_p2p_broadcast_put(ctx *c, int me, int root, const void *send, void *recv, size_t cb);
 void hn_p2p_broadcast_get(ctx *c, int me, int root, const void *send, void *recv, size_t cb);

@@ -34,10 +34,10 @@ static hn_tensor vec(void *data, hn_dtype dt, size_t count)
 }
 
 /* dst = a op b, elementwise (fp32 arithmetic for bf16/f16) */
-static void reduce(ctx *c, int redop, hn_dtype dt, size_t count, void *dst, const void *a, const void *b)
+static void reduce(ctx *c, hn_redop redop, hn_dtype dt, size_t count, void *dst, const void *a, const void *b)
 {
     hn_tensor d = vec(dst, dt, count), x = vec((void *)a, dt, count), y = vec((void *)b, dt, count);
-    int op = redop == HN_REDUCE_PROD ? 1 : redop == HN_REDUCE_MAX ? 2 : redop == HN_REDUCE_MIN ? 3 : 0;
+    hn_redop op = redop == HN_RED_AVG ? HN_RED_SUM : redop; /* avg: a sum, divided at the end */
     if (c->st == HN_OK && count > 0)
         c->st = c->w->compute->binary(c->s, op, &d, &x, &y, c->o);
 }
@@ -146,7 +146,7 @@ void hn_p2p_allgather_get(ctx *c, int me, const void *send, void *recv, size_t c
  * team run one after another (they share its lanes and staging), so their
  * flags need no slots: arrival and consumption of a piece carry the team's
  * global ring step tt, and a buffer's last use is always step tt - 2. */
-void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop)
+void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, hn_redop redop)
 {
     hn_comm_team *t = c->t;
     int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n, P, whole;
@@ -231,7 +231,7 @@ void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, siz
     }
     if (!whole)
         hn_p2p_lanes_end(c, h); /* the caller's stream goes on once the lanes' copies are done */
-    if (redop == HN_REDUCE_AVG && c->st == HN_OK) {
+    if (redop == HN_RED_AVG && c->st == HN_OK) {
         hn_tensor o = vec(recv, dt, count);
         c->st = c->w->compute->scale(c->s, &o, &o, 1.0 / n, c->o);
     }
@@ -248,7 +248,7 @@ void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, siz
  * partials, so the staging and the input are free afterwards. Steps are
  * numbered apart from the put reductions'; before a put follows, every
  * member says its staging is free (gfree). */
-void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop)
+void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, hn_redop redop)
 {
     hn_comm_team *t = c->t;
     int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
@@ -297,7 +297,7 @@ void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, siz
         }
     }
     hn_p2p_wait_on(c, S, next, gpulled_flag(t, (int)((last + 3) % 2)), last + 1); /* all my partials pulled */
-    if (redop == HN_REDUCE_AVG && c->st == HN_OK) {
+    if (redop == HN_RED_AVG && c->st == HN_OK) {
         hn_tensor o = vec(recv, dt, count);
         c->st = c->w->compute->scale(c->s, &o, &o, 1.0 / n, c->o);
     }
