@@ -342,7 +342,7 @@ static void auto_pick(hn_coll_kind kind, size_t chunk, hn_dtype dt, int n, char 
 {
     hn_via v = hn_via_resolve(HN_VIA_AUTO, 0, kind, chunk, dt, n);
     snprintf(buf, len, "%s%s", hn_via_name(v),
-             v == HN_VIA_LL ? (hn_via_ll_algo(kind, chunk, dt, n) == HN_LL_TWOSHOT ? "/2shot" : "/1shot") : "");
+             v == HN_VIA_LL ? (hn_via_ll_algo(kind, chunk, dt, n) == HN_ALGO_TWOSHOT ? "/2shot" : "/1shot") : "");
 }
 
 /* A right-aligned heading of `width` columns (µ is one column, two bytes). */

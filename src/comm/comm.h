@@ -31,11 +31,12 @@ typedef struct hn_coll_args {
     hn_dtype dtype;
     hn_redop redop;
     int root; /* index into the team */
-    /* The variant of the communicator's protocol. p2p: receivers pull (1)
-     * or senders push (0). ll: HN_LL_ONESHOT (1), HN_LL_TWOSHOT (2), or 0:
-     * one-shot where the registered buffer holds it (src/comm/ll/ll.h;
-     * allgather and reduce_scatter are one push by either name). */
-    int get;
+    /* How the communicator moves it (src/base/collective.h): p2p pushes
+     * (HN_ALGO_PUSH, or auto) or pulls (HN_ALGO_PULL); the latency path
+     * runs HN_ALGO_ONESHOT or HN_ALGO_TWOSHOT, or, for auto, one-shot where
+     * its registered buffer holds the call (src/comm/ll/ll.h); NCCL and the
+     * host communicator take auto. */
+    hn_coll_algo algo;
 } hn_coll_args;
 
 typedef struct hn_p2p_op {
@@ -43,7 +44,7 @@ typedef struct hn_p2p_op {
     int peer; /* global rank */
     void *buf;
     size_t bytes;
-    int get; /* p2p: the receiver pulls (1) or the sender pushes (0) */
+    hn_coll_algo algo; /* p2p: the receiver pulls (HN_ALGO_PULL) or the sender pushes (push, auto) */
 } hn_p2p_op;
 
 typedef struct hn_comm_world hn_comm_world;
@@ -165,7 +166,7 @@ typedef struct hn_norm_args {
     hn_dtype dtype;
     float eps;
     hn_redop redop; /* HN_RED_SUM for the decode step; any reduction works */
-    int algo;  /* as hn_coll_args.get: HN_LL_ONESHOT, HN_LL_TWOSHOT, 0 */
+    hn_coll_algo algo; /* as hn_coll_args.algo: HN_ALGO_ONESHOT, HN_ALGO_TWOSHOT, auto */
 } hn_norm_args;
 
 /* Why the latency path cannot run the fused step in dtype over n ranks, or

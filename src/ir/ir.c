@@ -37,12 +37,12 @@ const char *hn_via_name(hn_via v)
     return (unsigned)v < HN_VIA_COUNT ? via_names[v] : "?";
 }
 
-const char *hn_via_variant(hn_via v, int get)
+const char *hn_via_variant(hn_via v, hn_coll_algo algo)
 {
     if (v == HN_VIA_P2P)
-        return get ? " get" : "";
+        return algo == HN_ALGO_PULL ? " get" : "";
     if (v == HN_VIA_LL)
-        return get == 1 ? " oneshot" : get == 2 ? " twoshot" : "";
+        return algo == HN_ALGO_ONESHOT ? " oneshot" : algo == HN_ALGO_TWOSHOT ? " twoshot" : "";
     return "";
 }
 

@@ -419,11 +419,11 @@ static int option_value(hn_lower *L, const hn_instr *in, const hn_expr *e, const
     return 1;
 }
 
-void hn_lower_via_text(char *buf, size_t n, hn_via via, hn_protocol protocol)
+void hn_lower_via_text(char *buf, size_t n, hn_via via, hn_coll_algo protocol)
 {
     buf[0] = '\0';
     if (via == HN_VIA_NCCL || via == HN_VIA_P2P || via == HN_VIA_LL)
-        snprintf(buf, n, " via %s%s", hn_via_name(via), via == HN_VIA_P2P && protocol == HN_PROTO_GET ? " get" : "");
+        snprintf(buf, n, " via %s%s", hn_via_name(via), via == HN_VIA_P2P && protocol == HN_ALGO_PULL ? " get" : "");
 }
 
 /* The matmul or linear of the statement into `dst` from `a`; `bias`:
@@ -467,7 +467,7 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
     c.dt = hn_dtype_name(c.sh.dtype);
     c.plan.strategy = in->strategy;
     c.plan.via = in->via;
-    c.plan.protocol = in->protocol;
+    c.plan.protocol = (hn_coll_algo)in->algo;
     if (!option_value(L, in, in->e[0], "chunks", &c.plan.chunks) ||
         !option_value(L, in, in->e[1], "streams", &c.plan.streams))
         return;
@@ -496,10 +496,10 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
         if (c.plan.via != HN_VIA_AUTO)
             hn_sb_printf(L->notes, ", via=%s", hn_via_name(c.plan.via));
         if (c.plan.via == HN_VIA_P2P)
-            hn_sb_printf(L->notes, ", protocol=%s", c.plan.protocol == HN_PROTO_GET ? "get" : "put");
+            hn_sb_printf(L->notes, ", protocol=%s", c.plan.protocol == HN_ALGO_PULL ? "get" : "put");
         if (c.sh.kind == HN_PIPE_MM_AR && c.plan.strategy == HN_STRAT_RING && L->world > 1)
             hn_sb_printf(L->notes, ", allgather via=%s%s", hn_via_name(c.plan.ag_via),
-                         c.plan.ag_via != HN_VIA_P2P ? "" : c.plan.ag_protocol == HN_PROTO_GET ? " get" : " put");
+                         c.plan.ag_via != HN_VIA_P2P ? "" : c.plan.ag_protocol == HN_ALGO_PULL ? " get" : " put");
         hn_sb_printf(L->notes, " (the model: %.4g ms)\n", c.plan.seconds * 1e3);
     }
     switch (c.sh.kind) {

@@ -43,7 +43,7 @@ typedef struct hn_lower_pipe {
 } hn_lower_pipe;
 
 /* " via nccl", " via p2p get", " via ll", ... (nothing for default). */
-void hn_lower_via_text(char *buf, size_t n, hn_via via, hn_protocol protocol);
+void hn_lower_via_text(char *buf, size_t n, hn_via via, hn_coll_algo protocol);
 /* Appends generated text to the statement's code. */
 void hn_lower_emit(hn_lower *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A name no variable of the program has, reserved: base, base_1, ... */

@@ -122,7 +122,7 @@ static void issue_all(world *h, hn_coll_kind kind, size_t cnt, int get, int abse
     pthread_t th[MAXR];
     issue is[MAXR];
     for (int r = 0; r < h->n; r++) {
-        is[r] = (issue){h, r, {kind, h->send[r], h->recv[r], cnt, HN_F32, HN_RED_SUM, 0, get}, HN_OK};
+        is[r] = (issue){h, r, {kind, h->send[r], h->recv[r], cnt, HN_F32, HN_RED_SUM, 0, get ? HN_ALGO_PULL : HN_ALGO_PUSH}, HN_OK};
         if (r != absent)
             pthread_create(&th[r], NULL, issue_main, &is[r]);
     }

@@ -110,7 +110,8 @@ static void team_free(team *t)
 /* One call of every member: its shape, and per member the device buffers
  * and the host copies of what went in. */
 typedef struct kcall {
-    int kind, algo, inplace, mode; /* mode: hn_llt_fill's raw (1), sentinels and -0 (2) */
+    int kind, inplace, mode; /* mode: hn_llt_fill's raw (1), sentinels and -0 (2) */
+    hn_coll_algo algo;
     hn_redop redop;
     hn_dtype dt;
     size_t count, hidden;
@@ -273,7 +274,7 @@ static int check_member(const kcall *x, int n, int m, const char *what)
         }
         if (!ok) {
             fprintf(stderr, "\n  %s: kind %d, algo %d, %s, op %d, count %zu (rows of %zu)%s, member %d of %d [%zu]: "
-                    "%g, want %g\n", what, x->kind, x->algo, hn_dtype_name(x->dt), x->redop, x->count, x->hidden,
+                    "%g, want %g\n", what, x->kind, (int)x->algo, hn_dtype_name(x->dt), x->redop, x->count, x->hidden,
                     x->inplace ? ", in place" : "", m, n, i, hn_load(x->dt, got, (int64_t)i), want);
             bad = 1;
         }
@@ -312,7 +313,7 @@ static int make_calls(kcall *c, int n)
 {
     int nc = 0;
     for (int kind = 0; kind < 4; kind++)
-        for (int algo = 1; algo <= 2; algo++)
+        for (hn_coll_algo algo = HN_ALGO_ONESHOT; algo <= HN_ALGO_TWOSHOT; algo++)
             for (int d = 0; d < 3; d++) {
                 kcall *x = &c[nc];
                 memset(x, 0, sizeof(*x));
@@ -334,7 +335,7 @@ static int make_calls(kcall *c, int n)
         kcall *x = &c[nc++];
         memset(x, 0, sizeof(*x));
         x->kind = k < 2 ? HN_LL_ALLGATHER : HN_LL_ALLREDUCE;
-        x->algo = 1 + k % 2;
+        x->algo = k % 2 ? HN_ALGO_TWOSHOT : HN_ALGO_ONESHOT;
         x->dt = k == 0 ? HN_I64 : k == 1 ? HN_I32 : HN_BF16;
         x->mode = k < 2 ? 1 : 2;
         x->count = k == 0 ? 1001 : k == 1 ? 3 : 4099;
@@ -344,7 +345,7 @@ static int make_calls(kcall *c, int n)
         kcall *x = &c[nc++]; /* the same two-shot, f32 */
         *x = c[nc - 2];
         x->dt = HN_F32;
-        x->algo = 2;
+        x->algo = HN_ALGO_TWOSHOT;
     }
     return nc;
 }
@@ -493,7 +494,7 @@ static void test_abort_words(void)
     for (int k = 0; k < 3; k++) { /* queued behind one another */
         memset(&x[k], 0, sizeof(x[k]));
         x[k].kind = kinds[k];
-        x[k].algo = 1 + k % 2;
+        x[k].algo = k % 2 ? HN_ALGO_TWOSHOT : HN_ALGO_ONESHOT;
         x[k].dt = HN_F32;
         x[k].hidden = 64;
         x[k].count = 1024;

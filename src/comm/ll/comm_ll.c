@@ -290,9 +290,9 @@ static void ll_team_destroy(hn_comm_team *t)
     hn_team_free(&w->teams, t, t->m);
 }
 
-static const char *algo_name(int algo) { return algo == HN_LL_ONESHOT ? "one-shot" : "two-shot"; }
+static const char *algo_name(hn_coll_algo algo) { return algo == HN_ALGO_ONESHOT ? "one-shot" : "two-shot"; }
 
-/* Fills x's team part and algorithm (0: one-shot where the slot holds it,
+/* Fills x's team part and algorithm (auto: one-shot where the slot holds it,
  * else two-shot) and issues it on s after the member's last call on the
  * team; `what` names the operation in messages. */
 static hn_status_t issue(hn_comm_team *t, int me, hn_ll_args *x, hn_dstream *s, const hn_origin *o,
@@ -311,18 +311,18 @@ static hn_status_t issue(hn_comm_team *t, int me, hn_ll_args *x, hn_dstream *s, 
         x->slots[p] = m->peer_slots[p];
         x->ranks[p] = t->m[p].rank;
     }
-    if (x->algo == HN_LL_AUTO) { /* the same choice on every member: equal reserves */
-        x->algo = HN_LL_ONESHOT;
+    if (x->algo == HN_ALGO_AUTO) { /* the same choice on every member: equal reserves */
+        x->algo = HN_ALGO_ONESHOT;
         hn_ll_plan_make(x, HN_LL_SEG_BYTES, &P);
         if (hn_ll_need(&P, t->n) > m->slot)
-            x->algo = HN_LL_TWOSHOT;
+            x->algo = HN_ALGO_TWOSHOT;
     }
-    if (x->algo != HN_LL_ONESHOT && x->algo != HN_LL_TWOSHOT) {
-        hn_origin_fail(o, HN_ERR_INVALID, "ll %s: no algorithm %d", what, x->algo);
+    if (x->algo != HN_ALGO_ONESHOT && x->algo != HN_ALGO_TWOSHOT) {
+        hn_origin_fail(o, HN_ERR_INVALID, "ll %s: no algorithm %d", what, (int)x->algo);
         return HN_ERR_INVALID;
     }
     if (x->kind == HN_LL_ALLGATHER || x->kind == HN_LL_REDUCE_SCATTER)
-        x->algo = HN_LL_ONESHOT; /* one push either way */
+        x->algo = HN_ALGO_ONESHOT; /* one push either way */
     hn_ll_plan_make(x, HN_LL_SEG_BYTES, &P);
     if (t->n > 1 && hn_ll_need(&P, t->n) > m->slot) {
         hn_origin_fail(o, HN_ERR_RUNTIME, "ll %s (%s) of %zu elements: %zu bytes of registered buffer reserved, "
@@ -369,7 +369,7 @@ static hn_status_t ll_collective(hn_comm_team *t, int me, const hn_coll_args *a,
     memset(&x, 0, sizeof(x));
     x.kind = a->kind == HN_COLL_ALLREDUCE ? HN_LL_ALLREDUCE
              : a->kind == HN_COLL_ALLGATHER ? HN_LL_ALLGATHER : HN_LL_REDUCE_SCATTER;
-    x.algo = a->get;
+    x.algo = a->algo;
     x.dtype = (int)a->dtype;
     x.redop = a->redop;
     x.count = a->count;

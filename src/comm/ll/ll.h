@@ -154,8 +154,6 @@ extern "C" {
 
 /* kinds: the collectives, and allreduce + residual + RMSNorm fused */
 enum { HN_LL_ALLREDUCE, HN_LL_ALLGATHER, HN_LL_REDUCE_SCATTER, HN_LL_ALLREDUCE_NORM };
-/* algorithms; 0 lets the communicator pick */
-enum { HN_LL_AUTO, HN_LL_ONESHOT, HN_LL_TWOSHOT };
 /* wire formats */
 enum { HN_LL_SENTINEL, HN_LL_PACKETS };
 
@@ -172,7 +170,7 @@ typedef struct hn_ll_signal {
 /* One call, as issued by member `me` (passed by value to the kernel). */
 typedef struct hn_ll_args {
     int kind;   /* HN_LL_ALLREDUCE, ... */
-    int algo;   /* HN_LL_ONESHOT or HN_LL_TWOSHOT (allgather, reduce_scatter: ONESHOT) */
+    hn_coll_algo algo; /* HN_ALGO_ONESHOT or HN_ALGO_TWOSHOT (allgather, reduce_scatter: ONESHOT) */
     int n, me;  /* team size, the issuing member */
     int blocks; /* the most blocks this member runs (0: by size, hn_ll_grid) */
     int pdl;    /* CUDA: programmatic dependent launch */
@@ -245,7 +243,7 @@ HN_LL_FN int hn_ll_fmt(int kind) { return kind == HN_LL_ALLGATHER ? HN_LL_PACKET
 
 HN_LL_FN int hn_ll_twoshot(const hn_ll_args *a)
 {
-    return a->algo == HN_LL_TWOSHOT && (a->kind == HN_LL_ALLREDUCE || a->kind == HN_LL_ALLREDUCE_NORM);
+    return a->algo == HN_ALGO_TWOSHOT && (a->kind == HN_LL_ALLREDUCE || a->kind == HN_LL_ALLREDUCE_NORM);
 }
 
 /* Bytes on the wire of `bytes` of data: a multiple of 16. */

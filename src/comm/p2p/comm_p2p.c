@@ -5,8 +5,8 @@
  * emulation runs exactly these algorithms. Buffer addresses that change
  * per operation (the receivers' with put, the senders' with get) are
  * handed over through host mailboxes when the operation is issued. Put
- * (senders push) is the default; get (receivers pull) is chosen per
- * instruction (`via p2p get`).
+ * (senders push: HN_ALGO_PUSH) is the default; get (receivers pull:
+ * HN_ALGO_PULL) is chosen per instruction (`via p2p get`).
  *
  * The files, each calling only those below it:
  *   comm_p2p.c            this table: the world, team lifecycle, what the
@@ -326,6 +326,7 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
 {
     ctx c = {t->w, t, me, s, o, HN_OK};
     size_t es = (size_t)hn_dtype_size(a->dtype), n = (size_t)t->n;
+    int pull = a->algo == HN_ALGO_PULL; /* else push (also auto) */
     char why[160];
     if (p2p_refuses(a->kind, a->dtype, a->count, t->n, why, sizeof(why)) != NULL) {
         hn_origin_fail(o, HN_ERR_UNSUPPORTED, "%s", why);
@@ -333,13 +334,13 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
     }
     switch (a->kind) {
     case HN_COLL_ALLGATHER:
-        if (a->get)
+        if (pull)
             hn_p2p_allgather_get(&c, me, a->send, a->recv, a->count * es);
         else
             hn_p2p_allgather_put(&c, me, a->send, a->recv, a->count * es);
         break;
     case HN_COLL_REDUCE_SCATTER:
-        if (a->get)
+        if (pull)
             hn_p2p_reduce_scatter_get(&c, me, a->send, a->recv, a->count, a->dtype, a->redop);
         else
             hn_p2p_reduce_scatter_put(&c, me, a->send, a->recv, a->count, a->dtype, a->redop);
@@ -347,7 +348,7 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
     case HN_COLL_ALLREDUCE: {
         size_t chunk = a->count / n;
         char *out = a->recv;
-        if (a->get) {
+        if (pull) {
             hn_p2p_reduce_scatter_get(&c, me, a->send, out + (size_t)me * chunk * es, chunk, a->dtype, a->redop);
             hn_p2p_allgather_get(&c, me, out + (size_t)me * chunk * es, out, chunk * es);
         } else {
@@ -357,7 +358,7 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
         break;
     }
     case HN_COLL_BROADCAST:
-        if (a->get)
+        if (pull)
             hn_p2p_broadcast_get(&c, me, a->root, a->send, a->recv, a->count * es);
         else
             hn_p2p_broadcast_put(&c, me, a->root, a->send, a->recv, a->count * es);

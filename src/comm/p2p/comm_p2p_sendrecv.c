@@ -22,7 +22,7 @@ hn_status_t hn_p2p_sendrecv(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     }
     for (int i = 0; i < n; i++) /* sequence numbers per (sender, receiver), from 1 */
         seq[i] = ops[i].is_send ? ++w->send_seq[rank * N + ops[i].peer] : ++w->recv_seq[ops[i].peer * N + rank];
-    if (n > 0 && ops[0].get) {
+    if (n > 0 && ops[0].algo == HN_ALGO_PULL) {
         /* 1: every send posts its buffer and tells its receiver */
         for (int i = 0; i < n; i++) {
             uint64_t slot = seq[i] % SLOTS;
