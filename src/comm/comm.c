@@ -14,12 +14,12 @@ const char *hn_coll_name(hn_coll_kind k)
     return (unsigned)k < HN_COLL_COUNT ? names[k] : "?";
 }
 
-hn_status_t hn_comm_world_of(const hn_comm_config *cfg, size_t shared_bytes, hn_world **world, hn_world **own)
+hn_status_t hn_comm_world_of(const hn_comm_setup *setup, size_t shared_bytes, hn_world **world, hn_world **own)
 {
     hn_status_t st = HN_OK;
     *own = NULL;
-    if ((*world = cfg->world) == NULL &&
-        (st = hn_world_create_local(cfg->nranks, cfg->sink != NULL ? cfg->sink->timeout_s : 60.0, shared_bytes,
+    if ((*world = setup->world) == NULL &&
+        (st = hn_world_create_local(setup->nranks, setup->sink != NULL ? setup->sink->timeout_s : 60.0, shared_bytes,
                                     own)) == HN_OK)
         *world = *own;
     return st;

@@ -50,7 +50,7 @@ typedef struct hn_p2p_op {
 typedef struct hn_comm_world hn_comm_world;
 typedef struct hn_comm_team hn_comm_team;
 
-typedef struct hn_comm_config {
+typedef struct hn_comm_setup {
     int nranks;
     int blocking; /* nccl: blocking communicators (1) or abortable non-blocking ones (0) */
     int nccl_max_ctas; /* nccl: most thread blocks (SMs) a collective takes (0: NCCL's default) */
@@ -69,14 +69,14 @@ typedef struct hn_comm_config {
      * caller's, of nranks ranks with shared regions, outliving the
      * communicator. NULL: a communicator that needs one makes its own. */
     hn_world *world;
-} hn_comm_config;
+} hn_comm_setup;
 
-/* The world a communicator exchanges through: the config's, or, where it
+/* The world a communicator exchanges through: the setup's, or, where it
  * gave none (one process: unit tests, tools), one of its own of nranks
  * ranks with shared_bytes of shared regions, with the sink's deadline
  * (60 s without one), also put in *own for the communicator to destroy
- * (hn_world_destroy; *own NULL when it is the config's). */
-hn_status_t hn_comm_world_of(const hn_comm_config *cfg, size_t shared_bytes, hn_world **world, hn_world **own);
+ * (hn_world_destroy; *own NULL when it is the setup's). */
+hn_status_t hn_comm_world_of(const hn_comm_setup *setup, size_t shared_bytes, hn_world **world, hn_world **own);
 
 typedef struct hn_comm_ops {
     const char *name;
@@ -88,7 +88,7 @@ typedef struct hn_comm_ops {
      * refuses a team past it before creating it (ordinals of a GPU
      * backend; the host backend emulates a device per rank). */
     int ranks_per_device;
-    hn_status_t (*init)(const hn_comm_config *cfg, hn_comm_world **w);
+    hn_status_t (*init)(const hn_comm_setup *setup, hn_comm_world **w);
     void (*fini)(hn_comm_world *w);
     /* Once per team, from the runtime's thread, before any run uses it;
      * then team_join on the thread of every member (at once), then

@@ -122,7 +122,7 @@ size_t hn_tensor_bytes(const hn_tensor *t); /* numel * element size */
 
 typedef hn_status_t (*hn_host_fn)(void *arg, const hn_origin *origin);
 
-typedef struct hn_device_config {
+typedef struct hn_device_setup {
     int ndev;
     double host_delay_us; /* host backend: max random delay per closure */
     uint64_t seed;
@@ -144,7 +144,7 @@ typedef struct hn_device_config {
     int first;
     void *const *arena;
     size_t arena_bytes;
-} hn_device_config;
+} hn_device_setup;
 
 typedef struct hn_compute_ops hn_compute_ops;
 typedef struct hn_ll_args hn_ll_args; /* ll.h */
@@ -187,7 +187,7 @@ typedef struct hn_device_ops {
      * when known. Any thread. NULL (the host backend): the backend's name
      * is the model. */
     void (*describe)(int dev, char *model, size_t n, char *cuda, size_t cn);
-    hn_status_t (*init)(const hn_device_config *cfg, void **ctx);
+    hn_status_t (*init)(const hn_device_setup *setup, void **ctx);
     void (*fini)(void *ctx);
     /* Called first on each rank thread (cudaSetDevice, peer access), and
      * last, after everything of that device is destroyed. */

@@ -7,7 +7,7 @@
 
 /* The communicator of each `via` (default: the device backend's own, nccl:
  * NCCL where there is CUDA, p2p: the rings, ll: the latency path), one
- * instance per distinct one, configured from the settings. At creation. */
+ * instance per distinct one, set up from the settings. At creation. */
 hn_status_t hn_teams_init(hn_runtime *rt);
 /* Every team destroyed, then every communicator (the runtime's end). */
 void hn_teams_fini(hn_runtime *rt);

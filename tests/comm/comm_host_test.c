@@ -38,15 +38,15 @@ typedef struct harness {
 
 static void start(harness *h, int n, double timeout)
 {
-    hn_device_config dc = {n, 0, 3, &h->faults.sink, 0, NULL, 0, NULL, 0};
-    hn_comm_config cc;
+    hn_device_setup dc = {n, 0, 3, &h->faults.sink, 0, NULL, 0, NULL, 0};
+    hn_comm_setup cc;
     memset(h, 0, sizeof(*h));
     h->n = n;
     hn_test_faults_init(&h->faults, timeout);
     dc.sink = &h->faults.sink;
     dc.host_delay_us = 30; /* shake out ordering bugs */
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
-    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .sink = &h->faults.sink};
+    cc = (hn_comm_setup){.nranks = n, .dev = D, .dev_ctx = h->ctx, .sink = &h->faults.sink};
     CU_ASSERT_EQUAL_FATAL(M->init(&cc, &h->w), HN_OK);
     for (int r = 0; r < n; r++) {
         CU_ASSERT_EQUAL_FATAL(D->stream_create(h->ctx, r, &h->s[r]), HN_OK);
@@ -313,7 +313,7 @@ typedef struct procs {
 
 static void procs_start(procs *p, int n, double timeout, uint64_t seed)
 {
-    hn_device_config dc = {n, 30, seed, NULL, 0, NULL, 0, NULL, 0}; /* random stream delays */
+    hn_device_setup dc = {n, 30, seed, NULL, 0, NULL, 0, NULL, 0}; /* random stream delays */
     memset(p, 0, sizeof(*p));
     p->n = n;
     p->rng = seed;
@@ -322,7 +322,7 @@ static void procs_start(procs *p, int n, double timeout, uint64_t seed)
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &p->ctx), HN_OK);
     CU_ASSERT_EQUAL_FATAL(hn_world_create_local(n, timeout, (size_t)64 << 20, &p->world), HN_OK);
     for (int r = 0; r < n; r++) {
-        hn_comm_config cc = {.nranks = n, .dev = D, .dev_ctx = p->ctx, .sink = &p->faults.sink, .world = p->world};
+        hn_comm_setup cc = {.nranks = n, .dev = D, .dev_ctx = p->ctx, .sink = &p->faults.sink, .world = p->world};
         CU_ASSERT_EQUAL_FATAL(M->init(&cc, &p->c[r]), HN_OK);
         CU_ASSERT_EQUAL_FATAL(D->stream_create(p->ctx, r, &p->s[r]), HN_OK);
         CU_ASSERT_EQUAL_FATAL(D->mem_alloc(p->ctx, r, PB * sizeof(float), (void **)&p->send[r]), HN_OK);

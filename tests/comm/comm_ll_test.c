@@ -151,8 +151,8 @@ static hn_status_t part_stream_create(void *ctx, int dev, hn_dstream **s)
  * for its own ranks only. */
 static world *start_split(int n, double timeout, double delay_us, int split)
 {
-    hn_device_config dc = {n, delay_us, 7, NULL, 0, NULL, 0, NULL, 0};
-    hn_comm_config cc;
+    hn_device_setup dc = {n, delay_us, 7, NULL, 0, NULL, 0, NULL, 0};
+    hn_comm_setup cc;
     world *h = calloc(1, sizeof(*h));
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     h->n = n;

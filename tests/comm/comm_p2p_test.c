@@ -40,15 +40,15 @@ static void *join_main(void *arg);
 /* pieces: most pieces per ring step (allgather too), of >= 512 B */
 static void start(world *h, int n, double timeout, int events, int pieces, int lanes)
 {
-    hn_device_config dc = {n, 30, 5, NULL, 0, NULL, 0, NULL, 0};
-    hn_comm_config cc;
+    hn_device_setup dc = {n, 30, 5, NULL, 0, NULL, 0, NULL, 0};
+    hn_comm_setup cc;
     int ranks[MAXR];
     memset(h, 0, sizeof(*h));
     h->n = n;
     hn_test_faults_init(&h->faults, timeout);
     dc.sink = &h->faults.sink;
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
-    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->faults.sink,
+    cc = (hn_comm_setup){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->faults.sink,
                           .p2p_events = events, .p2p_pieces = pieces, .p2p_ag_pieces = pieces,
                           .p2p_lanes = lanes, .p2p_piece_min = 512};
     CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.init(&cc, &h->w), HN_OK);

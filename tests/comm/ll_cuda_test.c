@@ -40,12 +40,12 @@ static hn_test_faults F;
 
 static int setup_with(const hn_device_ops *dev, const hn_compute_ops *compute)
 {
-    hn_device_config cfg = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
+    hn_device_setup ds = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
     G = dev;
     C = compute;
     hn_test_faults_init(&F, 60);
-    cfg.sink = &F.sink;
-    return G->init(&cfg, &GCTX) != HN_OK || G->thread_init(GCTX, 0) != HN_OK;
+    ds.sink = &F.sink;
+    return G->init(&ds, &GCTX) != HN_OK || G->thread_init(GCTX, 0) != HN_OK;
 }
 
 static int teardown(void)

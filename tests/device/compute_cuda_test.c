@@ -15,8 +15,8 @@ static hn_dstream *GS;
 
 static int setup(void)
 {
-    hn_device_config cfg = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
-    return G->init(&cfg, &GCTX) != HN_OK || G->thread_init(GCTX, 0) != HN_OK ||
+    hn_device_setup ds = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
+    return G->init(&ds, &GCTX) != HN_OK || G->thread_init(GCTX, 0) != HN_OK ||
            G->stream_create(GCTX, 0, &GS) != HN_OK;
 }
 
@@ -86,8 +86,8 @@ static double distance(const pair *p)
 
 static int host_setup(void)
 {
-    hn_device_config cfg = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
-    return hn_device_host.init(&cfg, &HCTX) != HN_OK || hn_device_host.stream_create(HCTX, 0, &HS) != HN_OK;
+    hn_device_setup ds = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
+    return hn_device_host.init(&ds, &HCTX) != HN_OK || hn_device_host.stream_create(HCTX, 0, &HS) != HN_OK;
 }
 
 static void test_random_is_the_hosts(void)

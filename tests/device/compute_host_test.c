@@ -43,8 +43,8 @@ static void *CTX;
 
 static int setup(void)
 {
-    hn_device_config cfg = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
-    return D->init(&cfg, &CTX) != HN_OK || D->stream_create(CTX, 0, &S) != HN_OK;
+    hn_device_setup ds = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
+    return D->init(&ds, &CTX) != HN_OK || D->stream_create(CTX, 0, &S) != HN_OK;
 }
 
 static int teardown(void)

@@ -24,7 +24,7 @@
 #define SLICE_S 0.05 /* the longest sleep between two looks at the abort words */
 #define KEY_POSTS 0x686f737470000000ull /* "host" "p": the world's posts */
 #define KEY_TEAM 0x686f737474000000ull  /* "host" "t": a team's slots (| its id) */
-/* a world of its own (no config world): room for the posts and teams */
+/* a world of its own (the setup gave none): room for the posts and teams */
 #define OWN_WORLD_TEAMS ((size_t)64 << 20)
 
 /* One member's part of a rendezvous slot: its arguments, then `state`. */
@@ -113,19 +113,19 @@ void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, hn_redo
 
 static size_t posts_bytes(int nranks) { return (size_t)nranks * (size_t)nranks * POSTS * sizeof(post); }
 
-static hn_status_t host_init(const hn_comm_config *cfg, hn_comm_world **out)
+static hn_status_t host_init(const hn_comm_setup *setup, hn_comm_world **out)
 {
     hn_comm_world *w = hn_calloc(1, sizeof(*w));
-    size_t n2 = (size_t)cfg->nranks * (size_t)cfg->nranks;
+    size_t n2 = (size_t)setup->nranks * (size_t)setup->nranks;
     hn_status_t st = HN_ERR_NOMEM;
     if (w == NULL)
         return HN_ERR_NOMEM;
-    w->nranks = cfg->nranks;
-    w->sink = cfg->sink;
-    w->world = cfg->world;
+    w->nranks = setup->nranks;
+    w->sink = setup->sink;
+    w->world = setup->world;
     if (w->world == NULL) {
-        st = hn_world_create_local(cfg->nranks, cfg->sink != NULL ? cfg->sink->timeout_s : 60.0,
-                                   posts_bytes(cfg->nranks) + OWN_WORLD_TEAMS, &w->own_world);
+        st = hn_world_create_local(setup->nranks, setup->sink != NULL ? setup->sink->timeout_s : 60.0,
+                                   posts_bytes(setup->nranks) + OWN_WORLD_TEAMS, &w->own_world);
         if (st != HN_OK)
             goto fail;
         w->world = w->own_world;

@@ -59,7 +59,7 @@ struct hn_comm_world {
     const hn_compute_ops *compute;
     const hn_fault_sink *sink;
     hn_world *world;     /* the exchanges: the runtime's, or own_world */
-    hn_world *own_world; /* made when the config gave none (one process) */
+    hn_world *own_world; /* made when the setup gave none (one process) */
     uint64_t team_ids;
     hn_team_list teams;
 };
@@ -101,18 +101,18 @@ size_t hn_comm_ll_norm_reserve(size_t rows, size_t hidden, hn_dtype dtype, int n
     return one > two ? one : two;
 }
 
-static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
+static hn_status_t ll_init(const hn_comm_setup *setup, hn_comm_world **out)
 {
     hn_comm_world *w = hn_calloc(1, sizeof(*w));
     hn_status_t st;
     if (w == NULL)
         return HN_ERR_NOMEM;
-    w->n = cfg->nranks;
-    w->dev = cfg->dev;
-    w->dev_ctx = cfg->dev_ctx;
-    w->compute = cfg->compute;
-    w->sink = cfg->sink;
-    if ((st = hn_comm_world_of(cfg, 0, &w->world, &w->own_world)) != HN_OK) {
+    w->n = setup->nranks;
+    w->dev = setup->dev;
+    w->dev_ctx = setup->dev_ctx;
+    w->compute = setup->compute;
+    w->sink = setup->sink;
+    if ((st = hn_comm_world_of(setup, 0, &w->world, &w->own_world)) != HN_OK) {
         hn_free(w);
         return st;
     }

@@ -37,7 +37,7 @@ struct hn_comm_world {
     int max_ctas; /* 0: NCCL's default */
     const hn_fault_sink *sink;
     hn_world *world;     /* the exchange of a team's id: the runtime's, or own_world */
-    hn_world *own_world; /* made when the config gave none (one process) */
+    hn_world *own_world; /* made when the setup gave none (one process) */
     uint64_t team_seqs;
     hn_team_list teams; /* with the team 0..n-1, for send/recv */
     int aborted;
@@ -73,17 +73,17 @@ static hn_status_t settle(ncclComm_t comm, ncclResult_t r, const char *what, con
 /* `what` names the NCCL call in messages */
 #define HN_NCCL_SETTLE(comm, result, what, sink) settle((comm), (result), (what), __FILE__, __LINE__, (sink))
 
-static hn_status_t nccl_init(const hn_comm_config *cfg, hn_comm_world **out)
+static hn_status_t nccl_init(const hn_comm_setup *setup, hn_comm_world **out)
 {
     hn_comm_world *w = hn_calloc(1, sizeof(*w));
     hn_status_t st;
     if (w == NULL)
         return HN_ERR_NOMEM;
-    w->nranks = cfg->nranks;
-    w->blocking = cfg->blocking;
-    w->max_ctas = cfg->nccl_max_ctas;
-    w->sink = cfg->sink;
-    if ((st = hn_comm_world_of(cfg, 0, &w->world, &w->own_world)) != HN_OK) {
+    w->nranks = setup->nranks;
+    w->blocking = setup->blocking;
+    w->max_ctas = setup->nccl_max_ctas;
+    w->sink = setup->sink;
+    if ((st = hn_comm_world_of(setup, 0, &w->world, &w->own_world)) != HN_OK) {
         hn_free(w);
         return st;
     }

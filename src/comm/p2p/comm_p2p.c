@@ -31,16 +31,16 @@
 /* what a member's exchanges on a team are about */
 enum { XCHG_JOIN = 1, XCHG_RESERVE = 2 };
 
-static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
+static hn_status_t p2p_init(const hn_comm_setup *setup, hn_comm_world **out)
 {
     hn_comm_world *w = hn_calloc(1, sizeof(*w));
-    size_t n2 = (size_t)cfg->nranks * (size_t)cfg->nranks;
+    size_t n2 = (size_t)setup->nranks * (size_t)setup->nranks;
     if (w == NULL)
         return HN_ERR_NOMEM;
-    w->n = cfg->nranks;
-    w->world = cfg->world;
+    w->n = setup->nranks;
+    w->world = setup->world;
     if (w->world == NULL) {
-        hn_status_t st = hn_world_create_local(cfg->nranks, cfg->sink != NULL ? cfg->sink->timeout_s : 60.0,
+        hn_status_t st = hn_world_create_local(setup->nranks, setup->sink != NULL ? setup->sink->timeout_s : 60.0,
                                                OWN_WORLD_SHARED, &w->own_world);
         if (st != HN_OK) {
             hn_free(w);
@@ -48,18 +48,18 @@ static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
         }
         w->world = w->own_world;
     }
-    w->dev = cfg->dev;
-    w->dev_ctx = cfg->dev_ctx;
-    w->compute = cfg->compute;
-    w->sink = cfg->sink;
-    w->events = cfg->p2p_events;
-    w->graph_kernel_copy = cfg->p2p_graph_kernel_copy;
-    w->pieces = cfg->p2p_pieces > 0 ? cfg->p2p_pieces : PIECES_DEFAULT;
+    w->dev = setup->dev;
+    w->dev_ctx = setup->dev_ctx;
+    w->compute = setup->compute;
+    w->sink = setup->sink;
+    w->events = setup->p2p_events;
+    w->graph_kernel_copy = setup->p2p_graph_kernel_copy;
+    w->pieces = setup->p2p_pieces > 0 ? setup->p2p_pieces : PIECES_DEFAULT;
     if (w->pieces > PIECES_MAX)
         w->pieces = PIECES_MAX;
-    w->ag_pieces = cfg->p2p_ag_pieces < 1 ? 1 : cfg->p2p_ag_pieces > w->pieces ? w->pieces : cfg->p2p_ag_pieces;
-    w->piece_min = cfg->p2p_piece_min > 0 ? cfg->p2p_piece_min : PIECE_MIN_DEFAULT;
-    w->lanes = cfg->p2p_lanes > 0 ? cfg->p2p_lanes : 1;
+    w->ag_pieces = setup->p2p_ag_pieces < 1 ? 1 : setup->p2p_ag_pieces > w->pieces ? w->pieces : setup->p2p_ag_pieces;
+    w->piece_min = setup->p2p_piece_min > 0 ? setup->p2p_piece_min : PIECE_MIN_DEFAULT;
+    w->lanes = setup->p2p_lanes > 0 ? setup->p2p_lanes : 1;
     if (w->lanes > LANES_MAX)
         w->lanes = LANES_MAX;
     w->send_seq = hn_calloc(n2, sizeof(uint64_t));
@@ -69,7 +69,7 @@ static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
     if (w->send_seq == NULL || w->recv_seq == NULL ||
         hn_world_shared(w->world, 0x7032000000000001ull, n2 * SLOTS * sizeof(mailbox), (void **)&w->pair_mbox) !=
             HN_OK ||
-        hn_world_shared(w->world, 0x7032000000000002ull, (size_t)cfg->nranks * sizeof(int),
+        hn_world_shared(w->world, 0x7032000000000002ull, (size_t)setup->nranks * sizeof(int),
                         (void **)&w->waiting_for) != HN_OK) {
         hn_world_shared_free(w->world, w->waiting_for);
         hn_world_shared_free(w->world, w->pair_mbox);

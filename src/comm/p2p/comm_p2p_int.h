@@ -103,8 +103,8 @@ struct hn_comm_team {
 
 struct hn_comm_world {
     int n;
-    hn_world *world;     /* the configuration's, or own_world */
-    hn_world *own_world; /* made when the configuration has none */
+    hn_world *world;     /* the setup's, or own_world */
+    hn_world *own_world; /* made when the setup has none */
     uint64_t team_ids;
     const hn_device_ops *dev;
     void *dev_ctx;
