@@ -71,13 +71,6 @@ typedef struct hn_comm_setup {
     hn_world *world;
 } hn_comm_setup;
 
-/* The world a communicator exchanges through: the setup's, or, where it
- * gave none (one process: unit tests, tools), one of its own of nranks
- * ranks with shared_bytes of shared regions, with the sink's deadline
- * (60 s without one), also put in *own for the communicator to destroy
- * (hn_world_destroy; *own NULL when it is the setup's). */
-hn_status_t hn_comm_world_of(const hn_comm_setup *setup, size_t shared_bytes, hn_world **world, hn_world **own);
-
 typedef struct hn_comm_ops {
     const char *name;
     /* The most members of a team one GPU may hold (0: any): NCCL refuses

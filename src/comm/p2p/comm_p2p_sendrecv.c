@@ -9,9 +9,9 @@
  * from them and say they are done; senders wait for that. */
 hn_status_t hn_p2p_sendrecv(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s, const hn_origin *o)
 {
-    hn_comm_team *t = w->teams.all;
+    hn_comm_team *t = w->base.teams.all;
     ctx c = {w, t, rank, s, o, HN_OK};
-    int N = w->n;
+    int N = w->base.nranks;
     uint64_t *seq = hn_calloc((size_t)n + 1, sizeof(uint64_t));
     if (seq == NULL)
         return HN_ERR_NOMEM;
