@@ -43,7 +43,7 @@
     HN_SUITE(lowered)                                                        \
     HN_SUITE(memory)                                                         \
     HN_SUITE(cost)                                                           \
-    HN_SUITE(config)                                                         \
+    HN_SUITE(settings)                                                       \
     HN_SUITE(profile)                                                        \
     HN_SUITE(tune)                                                           \
     HN_SUITE(options)                                                        \

@@ -340,9 +340,9 @@ static void run_raw(const bench_opts *o, int n, hn_coll_kind kind, size_t chunk,
 /* What `via auto` picks for this collective, as text. */
 static void auto_pick(hn_coll_kind kind, size_t chunk, hn_dtype dt, int n, char *buf, size_t len)
 {
-    hn_backend_kind v = hn_via_resolve(HN_VIA_AUTO, 0, kind, chunk, dt, n);
-    snprintf(buf, len, "%s%s", hn_backend_name(v),
-             v == HN_VIA_LL ? (hn_via_ll_algo(kind, chunk, dt, n) == HN_LL_TWOSHOT ? "/2shot" : "/1shot") : "");
+    hn_via v = hn_via_resolve(HN_VIA_AUTO, 0, kind, chunk, dt, n);
+    snprintf(buf, len, "%s%s", hn_via_name(v),
+             v == HN_VIA_LL ? (hn_via_ll_algo(kind, chunk, dt, n) == HN_ALGO_TWOSHOT ? "/2shot" : "/1shot") : "");
 }
 
 /* A right-aligned heading of `width` columns (µ is one column, two bytes). */

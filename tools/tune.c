@@ -145,8 +145,8 @@ static void summary(const hn_cost_profile *p, const char *path)
         hn_pipe_shape sh = {q->kind, q->M, q->K, q->N, HN_BF16, q->world, p};
         hn_pipe_plan pl = {q->strategy, q->strategy == HN_STRAT_RING ? q->world : q->chunks,
                            q->strategy == HN_STRAT_SEQUENTIAL ? 1 : 2, q->p2p ? HN_VIA_P2P : HN_VIA_NCCL,
-                           q->p2p ? (q->get ? HN_PROTO_GET : HN_PROTO_PUT) : HN_PROTO_AUTO, 0, HN_VIA_AUTO,
-                           HN_PROTO_AUTO};
+                           q->p2p ? (q->get ? HN_ALGO_PULL : HN_ALGO_PUSH) : HN_ALGO_AUTO, 0, HN_VIA_AUTO,
+                           HN_ALGO_AUTO};
         double meas = 2.0 * q->M * q->N * q->K / (q->gemm_tflops * 1e12) / q->ratio, model = hn_pipe_seconds(&sh, &pl);
         char shape[48], variant[48];
         snprintf(shape, sizeof(shape), "%lldx%lldx%lld", (long long)q->M, (long long)q->K, (long long)q->N);

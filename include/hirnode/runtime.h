@@ -95,7 +95,7 @@ typedef struct hn_runtime_config {
  * NULL. */
 void hn_runtime_config_default(hn_runtime_config *cfg);
 
-/* Starts one thread per rank and the device and comm backends. A failed
+/* Starts one thread per rank, the device backend and the communicators. A failed
  * create leaves nothing to destroy (and logs why). HN_ERR_INVALID for an
  * unknown backend name, a backend with fewer devices than ndev (or than an
  * ordinal of cfg->devices needs), a bad count or ordinal, a world below

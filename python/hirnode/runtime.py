@@ -354,7 +354,7 @@ def _queue(state, kind, rank, handle, keep=None):
 # ---- the runtime ----
 
 class Runtime(_Closing):
-    """One thread per rank and the device and comm backends (hn_runtime).
+    """One thread per rank, the device backend and the communicators (hn_runtime).
 
     Runtime(ranks=1, backend=None, devices=None, nstreams=None, timeout=None, graphs=None,
             host_delay_us=None, seed=None, world=None, rank=None, rendezvous=None)

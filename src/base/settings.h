@@ -1,7 +1,7 @@
-/* The runtime's settings (config.c): one typed table of name, variable,
+/* The runtime's settings (settings.c): one typed table of name, variable,
  * default, kind and range, help; one getter per kind. Pure: any thread. */
-#ifndef HN_SCHED_CONFIG_H
-#define HN_SCHED_CONFIG_H
+#ifndef HN_BASE_SETTINGS_H
+#define HN_BASE_SETTINGS_H
 
 #include "fault.h"
 #include "util.h"

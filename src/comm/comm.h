@@ -1,5 +1,5 @@
-/* Communication layer: a table of function pointers per backend. Teams are
- * ordered lists of global ranks; member i of a team owns chunk i. */
+/* Communication layer: a table of function pointers per communicator.
+ * Teams are ordered lists of global ranks; member i of a team owns chunk i. */
 #ifndef HN_COMM_H
 #define HN_COMM_H
 
@@ -23,9 +23,6 @@ typedef enum hn_coll_kind {
 
 const char *hn_coll_name(hn_coll_kind k);
 
-/* Reductions (same order as the IR's hn_redop). */
-enum { HN_REDUCE_SUM, HN_REDUCE_PROD, HN_REDUCE_MAX, HN_REDUCE_MIN, HN_REDUCE_AVG };
-
 typedef struct hn_coll_args {
     hn_coll_kind kind;
     const void *send;
@@ -35,13 +32,14 @@ typedef struct hn_coll_args {
      * allreduce/broadcast/reduce, one peer's block of all_to_all. */
     size_t count;
     hn_dtype dtype;
-    int redop;
+    hn_redop redop;
     int root; /* index into the team */
-    /* The variant of the communicator's protocol. p2p: receivers pull (1)
-     * or senders push (0). ll: HN_LL_ONESHOT (1), HN_LL_TWOSHOT (2), or 0:
-     * one-shot where the registered buffer holds it (src/comm/ll/ll.h;
-     * allgather and reduce_scatter are one push by either name). */
-    int get;
+    /* How the communicator moves it (src/base/collective.h): p2p pushes
+     * (HN_ALGO_PUSH, or auto) or pulls (HN_ALGO_PULL); the latency path
+     * runs HN_ALGO_ONESHOT or HN_ALGO_TWOSHOT, or, for auto, one-shot where
+     * its registered buffer holds the call (src/comm/ll/ll.h); NCCL and the
+     * host communicator take auto. */
+    hn_coll_algo algo;
 } hn_coll_args;
 
 typedef struct hn_p2p_op {
@@ -49,13 +47,13 @@ typedef struct hn_p2p_op {
     int peer; /* global rank */
     void *buf;
     size_t bytes;
-    int get; /* p2p: the receiver pulls (1) or the sender pushes (0) */
+    hn_coll_algo algo; /* p2p: the receiver pulls (HN_ALGO_PULL) or the sender pushes (push, auto) */
 } hn_p2p_op;
 
 typedef struct hn_comm_world hn_comm_world;
 typedef struct hn_comm_team hn_comm_team;
 
-typedef struct hn_comm_config {
+typedef struct hn_comm_setup {
     int nranks;
     int blocking; /* nccl: blocking communicators (1) or abortable non-blocking ones (0) */
     int nccl_max_ctas; /* nccl: most thread blocks (SMs) a collective takes (0: NCCL's default) */
@@ -74,14 +72,7 @@ typedef struct hn_comm_config {
      * caller's, of nranks ranks with shared regions, outliving the
      * communicator. NULL: a communicator that needs one makes its own. */
     hn_world *world;
-} hn_comm_config;
-
-/* The world a communicator exchanges through: the config's, or, where it
- * gave none (one process: unit tests, tools), one of its own of nranks
- * ranks with shared_bytes of shared regions, with the sink's deadline
- * (60 s without one), also put in *own for the communicator to destroy
- * (hn_world_destroy; *own NULL when it is the config's). */
-hn_status_t hn_comm_world_of(const hn_comm_config *cfg, size_t shared_bytes, hn_world **world, hn_world **own);
+} hn_comm_setup;
 
 typedef struct hn_comm_ops {
     const char *name;
@@ -93,7 +84,7 @@ typedef struct hn_comm_ops {
      * refuses a team past it before creating it (ordinals of a GPU
      * backend; the host backend emulates a device per rank). */
     int ranks_per_device;
-    hn_status_t (*init)(const hn_comm_config *cfg, hn_comm_world **w);
+    hn_status_t (*init)(const hn_comm_setup *setup, hn_comm_world **w);
     void (*fini)(hn_comm_world *w);
     /* Once per team, from the runtime's thread, before any run uses it;
      * then team_join on the thread of every member (at once), then
@@ -172,8 +163,8 @@ typedef struct hn_norm_args {
     size_t rows, hidden;
     hn_dtype dtype;
     float eps;
-    int redop; /* HN_REDUCE_SUM for the decode step; any reduction works */
-    int algo;  /* as hn_coll_args.get: HN_LL_ONESHOT, HN_LL_TWOSHOT, 0 */
+    hn_redop redop; /* HN_RED_SUM for the decode step; any reduction works */
+    hn_coll_algo algo; /* as hn_coll_args.algo: HN_ALGO_ONESHOT, HN_ALGO_TWOSHOT, auto */
 } hn_norm_args;
 
 /* Why the latency path cannot run the fused step in dtype over n ranks, or
@@ -226,6 +217,6 @@ void hn_nccl_raw_close(hn_nccl_raw *h, long *wrong);
 const hn_comm_ops *hn_comm_find(const char *name);
 
 /* Reduces `n` elements of src into acc (float accumulation), in place. */
-void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, int redop, int first);
+void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, hn_redop redop, int first);
 
 #endif

@@ -1,4 +1,4 @@
-/* The communicators, registered in one list (above every backend). */
+/* The communicators, registered in one list (above every communicator). */
 #include <string.h>
 
 #include "comm.h"

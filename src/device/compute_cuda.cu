@@ -107,7 +107,7 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t *state)
 enum { K_COPY, K_FILL, K_IOTA, K_RANDOM, K_BINARY, K_SCALE };
 
 /* One kernel for every elementwise op: x, y are its scalars. */
-__global__ void elementwise(int kind, int op, tdesc dst, tdesc a, tdesc b, double x, double y,
+__global__ void elementwise(int kind, hn_redop op, tdesc dst, tdesc a, tdesc b, double x, double y,
                             uint64_t seed, int64_t n)
 {
     int is_float = dst.dtype == HN_F32 || dst.dtype == HN_BF16 || dst.dtype == HN_F16;
@@ -129,9 +129,10 @@ __global__ void elementwise(int kind, int op, tdesc dst, tdesc a, tdesc b, doubl
         }
         case K_BINARY: {
             double p = load(a, offset_of(a, i)), q = load(b, offset_of(b, i));
-            v = op == 0 ? p + q : op == 1 ? p * q : op == 2 ? fmax(p, q) : fmin(p, q);
+            v = op == HN_RED_PROD ? p * q : op == HN_RED_MAX ? fmax(p, q) : op == HN_RED_MIN ? fmin(p, q) : p + q;
             if (is_float)
-                v = op == 0 ? (double)((float)p + (float)q) : op == 1 ? (double)((float)p * (float)q) : v;
+                v = op == HN_RED_PROD ? (double)((float)p * (float)q)
+                    : op == HN_RED_MAX || op == HN_RED_MIN ? v : (double)((float)p + (float)q);
             break;
         }
         case K_SCALE: {
@@ -266,7 +267,7 @@ static hn_status_t launched(const char *what)
 
 static int is_float(hn_dtype t) { return t == HN_F32 || t == HN_BF16 || t == HN_F16; }
 
-static hn_status_t run_elementwise(hn_dstream *s, int kind, int op, const hn_tensor *dst, const hn_tensor *a,
+static hn_status_t run_elementwise(hn_dstream *s, int kind, hn_redop op, const hn_tensor *dst, const hn_tensor *a,
                                    const hn_tensor *b, double x, double y, uint64_t seed)
 {
     int64_t n = hn_tensor_numel(dst);
@@ -289,37 +290,37 @@ static hn_status_t c_copy(hn_dstream *s, const hn_tensor *dst, const hn_tensor *
     if (dst->dtype == src->dtype && hn_tensor_is_contiguous(dst) && hn_tensor_is_contiguous(src))
         return HN_CUDA_STATUS(cudaMemcpyAsync(dst->data, src->data, hn_tensor_bytes(dst),
                                               cudaMemcpyDefault, s->s));
-    return run_elementwise(s, K_COPY, 0, dst, src, NULL, 0, 0, 0);
+    return run_elementwise(s, K_COPY, HN_RED_SUM, dst, src, NULL, 0, 0, 0);
 }
 
 static hn_status_t c_fill(hn_dstream *s, const hn_tensor *dst, double v, const hn_origin *o)
 {
     (void)o;
-    return run_elementwise(s, K_FILL, 0, dst, NULL, NULL, v, 0, 0);
+    return run_elementwise(s, K_FILL, HN_RED_SUM, dst, NULL, NULL, v, 0, 0);
 }
 
 static hn_status_t c_iota(hn_dstream *s, const hn_tensor *dst, double start, double step, const hn_origin *o)
 {
     (void)o;
-    return run_elementwise(s, K_IOTA, 0, dst, NULL, NULL, start, step, 0);
+    return run_elementwise(s, K_IOTA, HN_RED_SUM, dst, NULL, NULL, start, step, 0);
 }
 
 static hn_status_t c_random(hn_dstream *s, const hn_tensor *dst, uint64_t seed, double lo, double hi,
                             const hn_origin *o)
 {
     (void)o;
-    return run_elementwise(s, K_RANDOM, 0, dst, NULL, NULL, lo, hi, seed);
+    return run_elementwise(s, K_RANDOM, HN_RED_SUM, dst, NULL, NULL, lo, hi, seed);
 }
 
-__device__ __forceinline__ float apply(int op, float p, float q)
+__device__ __forceinline__ float apply(hn_redop op, float p, float q)
 {
-    return op == 0 ? p + q : op == 1 ? p * q : op == 2 ? fmaxf(p, q) : fminf(p, q);
+    return op == HN_RED_PROD ? p * q : op == HN_RED_MAX ? fmaxf(p, q) : op == HN_RED_MIN ? fminf(p, q) : p + q;
 }
 
 /* d = a op b on contiguous buffers, 16 bytes per thread and step, fp32
  * arithmetic: the reduction of the peer-copy rings */
 template <typename T>
-__global__ void binary_contiguous(int op, T *d, const T *a, const T *b, int64_t n)
+__global__ void binary_contiguous(hn_redop op, T *d, const T *a, const T *b, int64_t n)
 {
     const int V = 16 / sizeof(T);
     int64_t nv = n / V;
@@ -339,7 +340,7 @@ __global__ void binary_contiguous(int op, T *d, const T *a, const T *b, int64_t 
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-static hn_status_t c_binary(hn_dstream *s, int op, const hn_tensor *dst, const hn_tensor *a,
+static hn_status_t c_binary(hn_dstream *s, hn_redop op, const hn_tensor *dst, const hn_tensor *a,
                             const hn_tensor *b, const hn_origin *o)
 {
     int64_t n = hn_tensor_numel(dst);
@@ -370,7 +371,7 @@ static hn_status_t c_scale(hn_dstream *s, const hn_tensor *dst, const hn_tensor 
                            const hn_origin *o)
 {
     (void)o;
-    return run_elementwise(s, K_SCALE, 0, dst, a, NULL, f, 0, 0);
+    return run_elementwise(s, K_SCALE, HN_RED_SUM, dst, a, NULL, f, 0, 0);
 }
 
 static hn_status_t c_sum(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a, int axis, const hn_origin *o)

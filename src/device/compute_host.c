@@ -12,7 +12,8 @@ typedef struct job {
     hn_tensor dst, a, b, bias; /* rmsnorm: b the residual, bias the weight */
     hn_tensor res_out;
     int has_bias, has_b, has_res_out;
-    int op, axis, transb;
+    hn_redop op; /* binary */
+    int axis, transb;
     double x, y;
     uint64_t seed;
 } job;
@@ -61,10 +62,10 @@ static void elementwise(job *j)
             double a = hn_load(j->a.dtype, j->a.data, offset_of(&j->a, i));
             double b = hn_load(j->b.dtype, j->b.data, offset_of(&j->b, i));
             switch (j->op) {
-            case 0: v = a + b; break;
-            case 1: v = a * b; break;
-            case 2: v = a > b ? a : b; break;
-            default: v = a < b ? a : b; break;
+            case HN_RED_PROD: v = a * b; break;
+            case HN_RED_MAX: v = a > b ? a : b; break;
+            case HN_RED_MIN: v = a < b ? a : b; break;
+            default: v = a + b; break; /* sum (avg: a sum here) */
             }
             if (hn_dtype_is_float(dt)) /* fp32 arithmetic, like the GPU */
                 v = (double)(float)v;
@@ -254,7 +255,7 @@ static hn_status_t h_random(hn_dstream *s, const hn_tensor *dst, uint64_t seed, 
     return submit(s, &j, o);
 }
 
-static hn_status_t h_binary(hn_dstream *s, int op, const hn_tensor *dst, const hn_tensor *a,
+static hn_status_t h_binary(hn_dstream *s, hn_redop op, const hn_tensor *dst, const hn_tensor *a,
                             const hn_tensor *b, const hn_origin *o)
 {
     job j = {.kind = J_BINARY, .op = op, .dst = *dst, .a = *a, .b = *b};

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/collective.h"
 #include "../base/dtype.h"
 #include "../base/shm.h"
 #include "../base/tensor.h"
@@ -95,7 +96,7 @@ static inline int hn_origin_aborted(const hn_origin *o)
 
 typedef hn_status_t (*hn_host_fn)(void *arg, const hn_origin *origin);
 
-typedef struct hn_device_config {
+typedef struct hn_device_setup {
     int ndev;
     double host_delay_us; /* host backend: max random delay per closure */
     uint64_t seed;
@@ -117,7 +118,7 @@ typedef struct hn_device_config {
     int first;
     void *const *arena;
     size_t arena_bytes;
-} hn_device_config;
+} hn_device_setup;
 
 typedef struct hn_compute_ops hn_compute_ops;
 
@@ -182,7 +183,7 @@ typedef struct hn_device_ops {
      * when known. Any thread. NULL (the host backend): the backend's name
      * is the model. */
     void (*describe)(int dev, char *model, size_t n, char *cuda, size_t cn);
-    hn_status_t (*init)(const hn_device_config *cfg, void **ctx);
+    hn_status_t (*init)(const hn_device_setup *setup, void **ctx);
     void (*fini)(void *ctx);
     /* Called first on each rank thread (cudaSetDevice, peer access), and
      * last, after everything of that device is destroyed. */
@@ -311,8 +312,9 @@ struct hn_compute_ops {
     /* Uniform in [lo, hi), a function of (seed, element index) only. */
     hn_status_t (*random)(hn_dstream *s, const hn_tensor *dst, uint64_t seed, double lo, double hi,
                           const hn_origin *o);
-    /* op: 0 add, 1 mul, 2 maximum, 3 minimum */
-    hn_status_t (*binary)(hn_dstream *s, int op, const hn_tensor *dst, const hn_tensor *a,
+    /* dst = a op b elementwise, op the reduction's (collective.h): sum adds,
+     * prod multiplies, max and min (not avg) */
+    hn_status_t (*binary)(hn_dstream *s, hn_redop op, const hn_tensor *dst, const hn_tensor *a,
                           const hn_tensor *b, const hn_origin *o);
     hn_status_t (*scale)(hn_dstream *s, const hn_tensor *dst, const hn_tensor *a, double f,
                          const hn_origin *o);

@@ -1,5 +1,5 @@
 /* CUDA device backend: one device per rank thread (cudaSetDevice once, to
- * the rank's ordinal: hn_device_config.ordinals),
+ * the rank's ordinal: hn_device_setup.ordinals),
  * non-blocking streams only, events without timing, peer access enabled for
  * every pair at start, waits that poll with a deadline and give up when
  * another rank failed. */
@@ -67,17 +67,17 @@ static void cuda_describe(int dev, char *model, size_t n, char *cuda, size_t cn)
         (void)cudaGetLastError();
 }
 
-static hn_status_t cuda_init(const hn_device_config *cfg, void **out)
+static hn_status_t cuda_init(const hn_device_setup *setup, void **out)
 {
     cuda_ctx *c = hn_calloc(1, sizeof(*c));
-    int n = cfg->first + cfg->ndev;
+    int n = setup->first + setup->ndev;
     if (c == NULL)
         return HN_ERR_NOMEM;
     c->io = hn_calloc((size_t)n, sizeof(cudaStream_t));
     c->ord = hn_calloc((size_t)n, sizeof(int));
-    if (cfg->arena != NULL)
+    if (setup->arena != NULL)
         c->arenas = hn_calloc((size_t)n, sizeof(hn_arena));
-    if (c->io == NULL || c->ord == NULL || (cfg->arena != NULL && c->arenas == NULL)) {
+    if (c->io == NULL || c->ord == NULL || (setup->arena != NULL && c->arenas == NULL)) {
         hn_free(c->io);
         hn_free(c->ord);
         hn_free(c->arenas);
@@ -85,12 +85,12 @@ static hn_status_t cuda_init(const hn_device_config *cfg, void **out)
         return HN_ERR_NOMEM;
     }
     for (int i = 0; i < n; i++)
-        c->ord[i] = i < cfg->first ? -1 : cfg->ordinals != NULL ? cfg->ordinals[i - cfg->first] : i;
-    for (int i = 0; c->arenas != NULL && i < cfg->ndev; i++)
-        hn_arena_init(&c->arenas[cfg->first + i], cfg->arena[i], cfg->arena_bytes);
+        c->ord[i] = i < setup->first ? -1 : setup->ordinals != NULL ? setup->ordinals[i - setup->first] : i;
+    for (int i = 0; c->arenas != NULL && i < setup->ndev; i++)
+        hn_arena_init(&c->arenas[setup->first + i], setup->arena[i], setup->arena_bytes);
     c->ndev = n;
-    c->first = cfg->first;
-    c->sink = cfg->sink;
+    c->first = setup->first;
+    c->sink = setup->sink;
     *out = c;
     return HN_OK;
 }

@@ -133,33 +133,33 @@ static size_t default_capacity(int ndev)
     return each < ((size_t)64 << 20) ? (size_t)64 << 20 : each;
 }
 
-static hn_status_t host_init(const hn_device_config *cfg, void **out)
+static hn_status_t host_init(const hn_device_setup *setup, void **out)
 {
     host_ctx *c = hn_calloc(1, sizeof(*c));
     if (c == NULL)
         return HN_ERR_NOMEM;
-    c->first = cfg->first;
-    c->ndev = cfg->first + cfg->ndev;
+    c->first = setup->first;
+    c->ndev = setup->first + setup->ndev;
     c->used = hn_calloc((size_t)c->ndev, sizeof(size_t));
     c->lost = hn_calloc((size_t)c->ndev, sizeof(int));
-    if (cfg->arena != NULL)
+    if (setup->arena != NULL)
         c->arenas = hn_calloc((size_t)c->ndev, sizeof(hn_arena));
-    if (c->used == NULL || c->lost == NULL || (cfg->arena != NULL && c->arenas == NULL)) {
+    if (c->used == NULL || c->lost == NULL || (setup->arena != NULL && c->arenas == NULL)) {
         hn_free(c->used);
         hn_free(c->lost);
         hn_free(c->arenas);
         hn_free(c);
         return HN_ERR_NOMEM;
     }
-    c->capacity = cfg->host_mem_bytes > 0 ? cfg->host_mem_bytes : default_capacity(cfg->ndev);
+    c->capacity = setup->host_mem_bytes > 0 ? setup->host_mem_bytes : default_capacity(setup->ndev);
     if (c->arenas != NULL) {
-        c->capacity = cfg->arena_bytes;
-        for (int i = 0; i < cfg->ndev; i++)
-            hn_arena_init(&c->arenas[cfg->first + i], cfg->arena[i], cfg->arena_bytes);
+        c->capacity = setup->arena_bytes;
+        for (int i = 0; i < setup->ndev; i++)
+            hn_arena_init(&c->arenas[setup->first + i], setup->arena[i], setup->arena_bytes);
     }
-    c->delay_us = cfg->host_delay_us;
-    c->seed = cfg->seed;
-    c->sink = cfg->sink;
+    c->delay_us = setup->host_delay_us;
+    c->seed = setup->seed;
+    c->sink = setup->sink;
     pthread_mutex_init(&c->mu, NULL);
     *out = c;
     return HN_OK;

@@ -13,8 +13,8 @@ typedef struct hn_comm_rec {
     int instr;
     int is_p2p;
     int kind;       /* hn_coll_kind, or 0 recv / 1 send */
-    int via;        /* hn_backend_kind of the instruction */
-    int get;        /* p2p protocol: pull (1) or push (0) */
+    int via;        /* hn_via the instruction resolved to */
+    hn_coll_algo algo; /* the algorithm it hands that communicator (explicit for p2p and ll) */
     int nteam;      /* collectives: members ... */
     int team_off;   /* ... at hn_comm_log.teams[team_off] */
     int peer;       /* p2p */
@@ -23,7 +23,8 @@ typedef struct hn_comm_rec {
     int norm;       /* allreduce_rmsnorm (kind allreduce), not a plain collective ... */
     size_t hidden;  /* ... with rows of this many elements */
     hn_dtype dtype;
-    int redop, root;
+    hn_redop redop;
+    int root;
 } hn_comm_rec;
 
 /* What the dry run records of one allocation, to size the cache up front. */

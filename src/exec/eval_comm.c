@@ -126,14 +126,28 @@ static hn_status_t member_of(hn_exec *x, const hn_instr *in, int *members, int *
     return HN_OK;
 }
 
+/* The algorithm a statement hands the communicator `via` resolved to, for
+ * a collective of `kind` and count (hn_coll_args) of dt over n ranks:
+ * the statement's own where it named this via, else the communicator's
+ * default made explicit — p2p pushes, the latency path goes one-shot or
+ * two-shot by size (cost.c); the others take auto. The same on every
+ * member. */
+static hn_coll_algo algo_of(const hn_instr *in, hn_via via, hn_coll_kind kind, size_t count, hn_dtype dt, int n)
+{
+    hn_coll_algo algo = via == in->via ? (hn_coll_algo)in->algo : HN_ALGO_AUTO;
+    if (algo != HN_ALGO_AUTO)
+        return algo;
+    return via == HN_VIA_P2P ? HN_ALGO_PUSH : via == HN_VIA_LL ? hn_via_ll_algo(kind, count, dt, n) : HN_ALGO_AUTO;
+}
+
 /* A dry run's record of a collective (rec: its kind, sizes, reduction and
  * root filled in) on this team through `via`, then its name defined. */
-static hn_status_t log_coll(hn_exec *x, const hn_instr *in, hn_comm_rec *rec, hn_backend_kind via, int get,
+static hn_status_t log_coll(hn_exec *x, const hn_instr *in, hn_comm_rec *rec, hn_via via, hn_coll_algo algo,
                             const int *members, int n)
 {
     rec->instr = in->id;
     rec->via = (int)via;
-    rec->get = get;
+    rec->algo = algo;
     rec->nteam = n;
     if (intern_team(x, in, members, n, &rec->team_off) != HN_OK || log_comm(x, in, rec) != HN_OK)
         return x->status;
@@ -147,8 +161,8 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     hn_tensor out, inp;
     int64_t no, ni, total_in, total_out;
     size_t count;
-    hn_backend_kind via;
-    int get;
+    hn_via via;
+    hn_coll_algo algo;
     const char *what = hn_op_table[in->op].keyword;
     const hn_comm_ops *comm;
     char why[256];
@@ -204,24 +218,22 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
     }
     /* `via auto` picks by size here, the same way on every member */
     via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, kind, count, out.dtype, n);
-    get = via == in->via ? in->get : 0;
     /* what the communicator cannot run, by its own rules */
-    comm = x->dry ? hn_comm_find(hn_backend_name(via)) : hn_runtime_comm(x->rt, via)->ops;
+    comm = x->dry ? hn_comm_find(hn_via_name(via)) : hn_runtime_comm(x->rt, via)->ops;
     if (comm != NULL && comm->refuses != NULL && comm->refuses(kind, out.dtype, count, n, why, sizeof(why)) != NULL)
         return fail(x, in, HN_ERR_UNSUPPORTED, "%s", why);
-    if (via == HN_VIA_LL && get == 0) /* one-shot or two-shot by size (cost.c) */
-        get = hn_via_ll_algo(kind, count, out.dtype, n);
+    algo = algo_of(in, via, kind, count, out.dtype, n);
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));
         rec.kind = kind;
         rec.count = count;
         rec.dtype = out.dtype;
-        rec.redop = (int)in->redop;
+        rec.redop = (hn_redop)in->redop;
         rec.root = (int)root;
-        return log_coll(x, in, &rec, via, get, members, n);
+        return log_coll(x, in, &rec, via, algo, members, n);
     } else {
-        hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (int)in->redop, (int)root, get};
+        hn_coll_args args = {kind, inp.data, out.data, count, out.dtype, (hn_redop)in->redop, (int)root, algo};
         hn_comm_team *team = hn_runtime_team(x->rt, via, members, n);
         hn_dstream *s;
         hn_origin o = origin_of(x, in);
@@ -291,12 +303,13 @@ static hn_status_t norm_buffers(hn_exec *x, const hn_instr *in, const hn_tensor 
 hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
 {
     const char *what = hn_op_table[in->op].keyword;
-    int members[256], n = 0, me = -1, get;
+    int members[256], n = 0, me = -1;
+    hn_coll_algo algo;
     hn_tensor t[5]; /* out, res_out, input, residual, weight */
     const hn_tref *tr[5];
     double eps = HN_NORM_EPS;
     size_t count, hidden;
-    hn_backend_kind via;
+    hn_via via;
     char why[256];
     if (member_of(x, in, members, &n, &me) != HN_OK || me < 0)
         return x->status;
@@ -324,19 +337,17 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
     hidden = (size_t)t[0].shape[t[0].ndim - 1];
     /* `via auto` picks by the allreduce's size, the same way on every member */
     via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, HN_COLL_ALLREDUCE, count, t[0].dtype, n);
-    get = via == in->via ? in->get : 0;
     if (via == HN_VIA_LL) {
         const char *r = hn_comm_ll_norm_refuses(t[0].dtype, n);
         if (r != NULL)
             return fail(x, in, HN_ERR_UNSUPPORTED, "%s via ll: %s", what, r);
-        if (get == 0) /* one-shot or two-shot by size (cost.c) */
-            get = hn_via_ll_algo(HN_COLL_ALLREDUCE, count, t[0].dtype, n);
     } else {
-        const hn_comm_ops *comm = x->dry ? hn_comm_find(hn_backend_name(via)) : hn_runtime_comm(x->rt, via)->ops;
+        const hn_comm_ops *comm = x->dry ? hn_comm_find(hn_via_name(via)) : hn_runtime_comm(x->rt, via)->ops;
         if (comm != NULL && comm->refuses != NULL &&
             comm->refuses(HN_COLL_ALLREDUCE, t[0].dtype, count, n, why, sizeof(why)) != NULL)
             return fail(x, in, HN_ERR_UNSUPPORTED, "%s: %s", what, why);
     }
+    algo = algo_of(in, via, HN_COLL_ALLREDUCE, count, t[0].dtype, n);
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));
@@ -345,8 +356,8 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
         rec.norm = 1;
         rec.hidden = hidden;
         rec.dtype = t[0].dtype;
-        rec.redop = (int)in->redop;
-        return log_coll(x, in, &rec, via, get, members, n);
+        rec.redop = (hn_redop)in->redop;
+        return log_coll(x, in, &rec, via, algo, members, n);
     } else {
         hn_comm_team *team = hn_runtime_team(x->rt, via, members, n);
         hn_dstream *s;
@@ -362,10 +373,11 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
             return record_comm(x, in, s);
         if (via == HN_VIA_LL) {
             hn_norm_args na = {t[2].data, t[0].data, t[3].data, t[1].data, t[4].data, count / hidden, hidden,
-                               t[0].dtype, (float)eps, (int)in->redop, get};
+                               t[0].dtype, (float)eps, (hn_redop)in->redop, algo};
             st = hn_comm_ll_allreduce_norm(team, me, &na, s, &o);
         } else {
-            hn_coll_args args = {HN_COLL_ALLREDUCE, t[2].data, t[0].data, count, t[0].dtype, (int)in->redop, 0, get};
+            hn_coll_args args = {HN_COLL_ALLREDUCE, t[2].data, t[0].data, count, t[0].dtype, (hn_redop)in->redop, 0,
+                                 algo};
             st = hn_runtime_comm(x->rt, via)->ops->collective(team, me, &args, s, &o);
             if (st == HN_OK)
                 st = x->rt->compute->rmsnorm(s, &t[0], &t[1], &t[0], &t[3], &t[4], (float)eps, &o);
@@ -388,7 +400,8 @@ static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)
     if (peer < 0 || peer >= x->world)
         return fail(x, in, HN_ERR_RUNTIME, "peer %lld out of range [0, %d)", (long long)peer, x->world);
     op->is_send = in->op == HN_OP_SEND;
-    op->get = in->get;
+    /* p2p: pull as the statement says, else its default push, made explicit */
+    op->algo = in->via == HN_VIA_P2P && in->algo != HN_ALGO_PULL ? HN_ALGO_PUSH : (hn_coll_algo)in->algo;
     op->peer = (int)peer;
     op->buf = t.data;
     op->bytes = hn_tensor_bytes(&t);
@@ -397,7 +410,7 @@ static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)
         memset(&rec, 0, sizeof(rec));
         rec.instr = in->id;
         rec.via = (int)in->via;
-        rec.get = in->get;
+        rec.algo = op->algo;
         rec.is_p2p = 1;
         rec.kind = op->is_send;
         rec.peer = op->peer;
@@ -409,7 +422,7 @@ static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)
     return HN_OK;
 }
 
-static hn_status_t post_p2p(hn_exec *x, const hn_instr *in, hn_backend_kind via, const hn_p2p_op *ops, int n)
+static hn_status_t post_p2p(hn_exec *x, const hn_instr *in, hn_via via, const hn_p2p_op *ops, int n)
 {
     hn_dstream *s;
     hn_origin o;
@@ -446,11 +459,11 @@ hn_status_t hn_exec_GROUP(hn_exec *x, const hn_instr *in)
         (ops = hn_malloc((size_t)in->body.n * sizeof(*ops))) == NULL)
         return fail(x, in, HN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < in->body.n && st == HN_OK; i++) {
-        if (in->body.items[i]->via != in->body.items[0]->via || in->body.items[i]->get != in->body.items[0]->get)
-            st = fail(x, in->body.items[i], HN_ERR_RUNTIME, "a group posts through one communicator and "
-                      "protocol: this is via %s%s, the first via %s%s", hn_backend_name(in->body.items[i]->via),
-                      in->body.items[i]->get ? " get" : "", hn_backend_name(in->body.items[0]->via),
-                      in->body.items[0]->get ? " get" : "");
+        const hn_instr *a = in->body.items[i], *first = in->body.items[0];
+        if (a->via != first->via || a->algo != first->algo)
+            st = fail(x, a, HN_ERR_RUNTIME, "a group posts through one communicator and protocol: this is "
+                      "via %s%s, the first via %s%s", hn_via_name(a->via), hn_via_variant(a->via, a->algo),
+                      hn_via_name(first->via), hn_via_variant(first->via, first->algo));
         else if (!x->dry && !x->reference && x->rt->faults.n > 0 &&
                  inject_faults(x, in->body.items[i]) != HN_OK) /* its members are instructions too */
             st = x->status != HN_OK ? x->status : HN_ERR_ABORTED;

@@ -114,7 +114,7 @@ hn_status_t hn_exec_RANDOM(hn_exec *x, const hn_instr *in)
     return issued(x, in, x->rt->compute->random(s, &o.dst, (uint64_t)o.ival[0], lo, hi, &or), hn_op_table[in->op].keyword);
 }
 
-static hn_status_t exec_binary(hn_exec *x, const hn_instr *in, int op)
+static hn_status_t exec_binary(hn_exec *x, const hn_instr *in, hn_redop op)
 {
     operands o;
     hn_dstream *s;
@@ -128,10 +128,11 @@ static hn_status_t exec_binary(hn_exec *x, const hn_instr *in, int op)
     return issued(x, in, x->rt->compute->binary(s, op, &o.dst, &o.t[0], &o.t[1], &or), hn_op_table[in->op].keyword);
 }
 
-hn_status_t hn_exec_ADD(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, 0); }
-hn_status_t hn_exec_MUL(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, 1); }
-hn_status_t hn_exec_MAXIMUM(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, 2); }
-hn_status_t hn_exec_MINIMUM(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, 3); }
+/* the elementwise ops are the reductions' (the compute table's binary) */
+hn_status_t hn_exec_ADD(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, HN_RED_SUM); }
+hn_status_t hn_exec_MUL(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, HN_RED_PROD); }
+hn_status_t hn_exec_MAXIMUM(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, HN_RED_MAX); }
+hn_status_t hn_exec_MINIMUM(hn_exec *x, const hn_instr *in) { return exec_binary(x, in, HN_RED_MIN); }
 
 hn_status_t hn_exec_SCALE(hn_exec *x, const hn_instr *in)
 {

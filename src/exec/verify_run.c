@@ -48,13 +48,12 @@ static void rec_text(hn_strbuf *sb, const hn_program *p, const hn_comm_rec *r)
                      hn_dtype_name(r->dtype));
     if (!r->is_p2p && (r->kind == HN_COLL_ALLREDUCE || r->kind == HN_COLL_REDUCE_SCATTER ||
                        r->kind == HN_COLL_REDUCE))
-        hn_sb_printf(sb, " op %s", hn_redop_name((hn_redop)r->redop));
+        hn_sb_printf(sb, " op %s", hn_redop_name(r->redop));
     if (!r->is_p2p && (r->kind == HN_COLL_BROADCAST || r->kind == HN_COLL_REDUCE ||
                        r->kind == HN_COLL_GATHER || r->kind == HN_COLL_SCATTER))
         hn_sb_printf(sb, " root %d", r->root);
     if (r->via != HN_VIA_DEFAULT)
-        hn_sb_printf(sb, " via %s%s", hn_backend_name((hn_backend_kind)r->via),
-                     hn_via_variant((hn_backend_kind)r->via, r->get));
+        hn_sb_printf(sb, " via %s%s", hn_via_name((hn_via)r->via), hn_via_variant((hn_via)r->via, r->algo));
     hn_sb_append(sb, " (");
     where(sb, p, r->instr);
     hn_sb_append(sb, ")");
@@ -62,7 +61,7 @@ static void rec_text(hn_strbuf *sb, const hn_program *p, const hn_comm_rec *r)
 
 static int same_sig(const hn_comm_rec *a, const hn_comm_rec *b)
 {
-    return a->via == b->via && a->get == b->get && a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->redop == b->redop &&
+    return a->via == b->via && a->algo == b->algo && a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->redop == b->redop &&
            a->root == b->root && a->norm == b->norm && a->hidden == b->hidden;
 }
 
@@ -276,7 +275,7 @@ static int match_p2p(const hn_program *p, int world, const hn_comm_log *logs, co
                     break;
                 }
                 if (snd->count != rcv->count || snd->dtype != rcv->dtype || snd->via != rcv->via ||
-                    snd->get != rcv->get) {
+                    snd->algo != rcv->algo) {
                     where(diag, p, rcv->instr);
                     hn_sb_printf(diag, ": error: message #%d from rank %d to rank %d: ", k, s, d);
                     rec_text(diag, p, snd);

@@ -23,7 +23,7 @@ int hn_op_lookup(const char *word, int len)
 }
 
 static const char *redop_names[HN_RED_COUNT] = {"sum", "prod", "max", "min", "avg"};
-static const char *backend_names[HN_VIA_COUNT] = {"default", "nccl", "p2p", "auto", "ll"};
+static const char *via_names[HN_VIA_COUNT] = {"default", "nccl", "p2p", "auto", "ll"};
 static const char *strategy_names[HN_STRAT_COUNT] = {"auto", "sequential", "ring", "collective", "broadcast"};
 
 const char *hn_strategy_name(hn_strategy s)
@@ -32,17 +32,17 @@ const char *hn_strategy_name(hn_strategy s)
 }
 
 const char *hn_redop_name(hn_redop r) { return (unsigned)r < HN_RED_COUNT ? redop_names[r] : "?"; }
-const char *hn_backend_name(hn_backend_kind b)
+const char *hn_via_name(hn_via v)
 {
-    return (unsigned)b < HN_VIA_COUNT ? backend_names[b] : "?";
+    return (unsigned)v < HN_VIA_COUNT ? via_names[v] : "?";
 }
 
-const char *hn_via_variant(hn_backend_kind b, int get)
+const char *hn_via_variant(hn_via v, hn_coll_algo algo)
 {
-    if (b == HN_VIA_P2P)
-        return get ? " get" : "";
-    if (b == HN_VIA_LL)
-        return get == 1 ? " oneshot" : get == 2 ? " twoshot" : "";
+    if (v == HN_VIA_P2P)
+        return algo == HN_ALGO_PULL ? " get" : "";
+    if (v == HN_VIA_LL)
+        return algo == HN_ALGO_ONESHOT ? " oneshot" : algo == HN_ALGO_TWOSHOT ? " twoshot" : "";
     return "";
 }
 

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "../base/collective.h"
 #include "../base/dtype.h"
 #include "../base/util.h"
 
@@ -59,9 +60,6 @@ typedef enum hn_strategy {
 
 #define HN_OPF_STRATEGY(s) (1 << (8 + (int)(s)))
 const char *hn_strategy_name(hn_strategy s);
-
-/* p2p protocol of a pipelined statement */
-typedef enum hn_protocol { HN_PROTO_AUTO, HN_PROTO_PUT, HN_PROTO_GET } hn_protocol;
 
 typedef enum hn_op {
 #define HN_OP(e, kw, form, sig, flags) HN_OP_##e,
@@ -172,25 +170,25 @@ hn_status_t hn_expr_eval_num(const hn_expr *e, const hn_scalar_env *env,
                              double *out, char *err, int errlen);
 
 /* ---- instructions ---- */
-typedef enum hn_redop { HN_RED_SUM, HN_RED_PROD, HN_RED_MAX, HN_RED_MIN, HN_RED_AVG, HN_RED_COUNT } hn_redop;
 /* HN_VIA_AUTO: NCCL, the p2p rings or the latency path per instruction
  * from crossovers (src/model/cost.c); resolved when the instruction is
  * issued. HN_VIA_LL: the latency path (src/comm/ll/comm_ll.c). */
-typedef enum hn_backend_kind {
+typedef enum hn_via {
     HN_VIA_DEFAULT,
     HN_VIA_NCCL,
     HN_VIA_P2P,
     HN_VIA_AUTO,
     HN_VIA_LL,
     HN_VIA_COUNT
-} hn_backend_kind;
+} hn_via;
 typedef enum hn_team_kind { HN_TEAM_ALL, HN_TEAM_LIST, HN_TEAM_RANGE } hn_team_kind;
 
 const char *hn_redop_name(hn_redop r);
-const char *hn_backend_name(hn_backend_kind b);
-/* The variant written after `via B` (instr.get): " get" (p2p), " oneshot"
- * or " twoshot" (ll), or "". */
-const char *hn_via_variant(hn_backend_kind b, int get);
+const char *hn_via_name(hn_via v);
+/* The variant written after `via V` (a statement's algo): " get" (p2p
+ * pull), " oneshot" or " twoshot" (ll), or "" (auto, and p2p's push: its
+ * default, which `put` names). */
+const char *hn_via_variant(hn_via v, hn_coll_algo algo);
 
 /* A tensor operand: a variable, optionally indexed `t[i][j]` (each index
  * selects along the leading axis). The indices are an array of exactly
@@ -252,11 +250,11 @@ struct hn_instr {
                               * its expressions and args (not its other arrays), at the size of
                               * tier HN_POOL_* */
     unsigned char redop;     /* hn_redop */
-    unsigned char via;       /* hn_backend_kind */
-    unsigned char get;       /* the protocol's variant: via p2p: the receiver pulls (1) or the sender
-                              * pushes (0); via ll: one-shot (1), two-shot (2) or by size (0) */
+    unsigned char via;       /* hn_via */
+    unsigned char algo;      /* hn_coll_algo of the via: a statement's variant (via p2p: auto, which
+                              * pushes, or pull; via ll: auto, one-shot or two-shot); a pipelined
+                              * statement's protocol (auto, push or pull) */
     unsigned char strategy;  /* hn_strategy: pipelined statements */
-    unsigned char protocol;  /* hn_protocol: pipelined statements */
     unsigned char on_streams; /* `for ... on streams`: iterations go to stream(i % nstreams) */
     unsigned char team_kind; /* hn_team_kind */
     unsigned char else_if;   /* orelse is one `if`, written `else if` */

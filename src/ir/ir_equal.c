@@ -72,8 +72,8 @@ static int instr_eq(const eq_ctx *c, const hn_instr *a, const hn_instr *b)
     if (a->op != b->op || !name_equal(c, a->dst, b->dst) || !tref_eq(c, part_a(a), part_a(b)) ||
         !tref_eq(c, part_b(a), part_b(b)) || !type_eq(c, part_type(a), part_type(b)) ||
         !name_equal(c, part_sref_var(a), part_sref_var(b)) || !expr_eq(c, part_sref(a), part_sref(b)) ||
-        a->redop != b->redop || a->via != b->via || a->get != b->get || a->team_kind != b->team_kind ||
-        a->strategy != b->strategy || a->protocol != b->protocol || a->on_streams != b->on_streams ||
+        a->redop != b->redop || a->via != b->via || a->algo != b->algo || a->team_kind != b->team_kind ||
+        a->strategy != b->strategy || a->on_streams != b->on_streams ||
         part_nteam(a) != part_nteam(b) || !name_equal(c, part_wait_var(a), part_wait_var(b)) ||
         a->nargs != b->nargs)
         return 0;

@@ -452,20 +452,21 @@ static int team(parser *ps, hn_instr *in)
 /* via := 'via' ('nccl' | 'p2p' ['get' | 'put'] | 'll' ['oneshot' | 'twoshot'] | 'auto' | 'default') */
 static int via(parser *ps, hn_instr *in)
 {
-    for (int b = 0; b < HN_VIA_COUNT; b++)
-        if (is_word(ps, hn_backend_name((hn_backend_kind)b))) {
-            in->via = (hn_backend_kind)b;
+    for (int v = 0; v < HN_VIA_COUNT; v++)
+        if (is_word(ps, hn_via_name((hn_via)v))) {
+            in->via = (hn_via)v;
             next(ps);
+            /* put is p2p's default push: the same statement as none */
             if (in->via == HN_VIA_P2P && (is_word(ps, "get") || is_word(ps, "put"))) {
-                in->get = is_word(ps, "get");
+                in->algo = is_word(ps, "get") ? HN_ALGO_PULL : HN_ALGO_AUTO;
                 next(ps);
             } else if (in->via == HN_VIA_LL && (is_word(ps, "oneshot") || is_word(ps, "twoshot"))) {
-                in->get = is_word(ps, "oneshot") ? 1 : 2;
+                in->algo = is_word(ps, "oneshot") ? HN_ALGO_ONESHOT : HN_ALGO_TWOSHOT;
                 next(ps);
             }
             return 1;
         }
-    expected(ps, "a backend (nccl, p2p, ll, auto, default)");
+    expected(ps, "a communicator (nccl, p2p, ll, auto, default)");
     return 0;
 }
 
@@ -580,12 +581,13 @@ static int pipe_options(parser *ps, hn_instr *in)
 {
     static const char *const keys[] = {"strategy", "chunks", "streams", "via", "protocol"};
     static const char *const protocols[] = {"auto", "put", "get"};
+    static const hn_coll_algo protocol_algos[] = {HN_ALGO_AUTO, HN_ALGO_PUSH, HN_ALGO_PULL};
     const char *strategies[HN_STRAT_COUNT], *vias[HN_VIA_COUNT];
     int seen[HN_ARRAY_LEN(keys)] = {0};
     for (int i = 0; i < HN_STRAT_COUNT; i++)
         strategies[i] = hn_strategy_name((hn_strategy)i);
     for (int i = 0; i < HN_VIA_COUNT; i++)
-        vias[i] = hn_backend_name((hn_backend_kind)i);
+        vias[i] = hn_via_name((hn_via)i);
     if (!expect_word(ps, "pipelined") || !expect_punct(ps, HN_P_LPAREN))
         return 0;
     if (accept_punct(ps, HN_P_RPAREN))
@@ -625,12 +627,12 @@ static int pipe_options(parser *ps, hn_instr *in)
             /* not ll: the latency path serves plain collectives */
             if ((v = pipe_choice(ps, "a communicator", vias, HN_VIA_LL)) < 0)
                 return 0;
-            in->via = (hn_backend_kind)v;
+            in->via = (hn_via)v;
             break;
         default:
             if ((v = pipe_choice(ps, "a protocol", protocols, HN_ARRAY_LEN(protocols))) < 0)
                 return 0;
-            in->protocol = (hn_protocol)v;
+            in->algo = protocol_algos[v];
             break;
         }
     } while (accept_punct(ps, HN_P_COMMA));
@@ -642,7 +644,7 @@ static void become_pipelined(hn_instr *in, int op)
 {
     in->op = (hn_op)op;
     in->via = HN_VIA_AUTO;
-    in->get = 0;
+    in->algo = HN_ALGO_AUTO;
 }
 
 /* pipelined := KW tref '<-' NESTED pipe_operands [ 'op' REDOP ] pipe_opts

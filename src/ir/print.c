@@ -139,9 +139,9 @@ static void pipelined(hn_strbuf *sb, const hn_program *p, const hn_instr *in)
             hn_print_expr(sb, p, in->e[k]);
         }
     if (in->via != HN_VIA_AUTO)
-        hn_sb_printf(sb, "%svia=%s", nopt++ ? ", " : "", hn_backend_name(in->via));
-    if (in->protocol != HN_PROTO_AUTO)
-        hn_sb_printf(sb, "%sprotocol=%s", nopt++ ? ", " : "", in->protocol == HN_PROTO_GET ? "get" : "put");
+        hn_sb_printf(sb, "%svia=%s", nopt++ ? ", " : "", hn_via_name(in->via));
+    if (in->algo != HN_ALGO_AUTO)
+        hn_sb_printf(sb, "%sprotocol=%s", nopt++ ? ", " : "", in->algo == HN_ALGO_PULL ? "get" : "put");
     hn_sb_append(sb, ")");
 }
 
@@ -250,7 +250,7 @@ static void instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in, int in
             hn_sb_append(sb, in->team_kind == HN_TEAM_RANGE ? ")" : "]");
         }
         if (in->via != HN_VIA_DEFAULT)
-            hn_sb_printf(sb, " via %s%s", hn_backend_name(in->via), hn_via_variant(in->via, in->get));
+            hn_sb_printf(sb, " via %s%s", hn_via_name(in->via), hn_via_variant(in->via, (hn_coll_algo)in->algo));
         break;
     }
     case HN_FORM_P2P:
@@ -259,7 +259,7 @@ static void instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in, int in
         hn_sb_append(sb, in->op == HN_OP_SEND ? " to " : " from ");
         hn_print_expr(sb, p, in->e[0]);
         if (in->via != HN_VIA_DEFAULT)
-            hn_sb_printf(sb, " via %s%s", hn_backend_name(in->via), hn_via_variant(in->via, in->get));
+            hn_sb_printf(sb, " via %s%s", hn_via_name(in->via), hn_via_variant(in->via, (hn_coll_algo)in->algo));
         break;
     case HN_FORM_GROUP: block(sb, p, &in->body, indent, oneline); break;
     case HN_FORM_WAIT:

@@ -203,9 +203,9 @@ static void check_pipelined(vstate *v, const hn_instr *in)
         check_expr(v, in->e[k], in->line, in->col, 0);
         params_only(v, in->e[k], in->line, in->col, k == 0 ? "chunks" : "streams");
     }
-    if (in->protocol != HN_PROTO_AUTO && in->via != HN_VIA_P2P && in->via != HN_VIA_AUTO)
+    if (in->algo != HN_ALGO_AUTO && in->via != HN_VIA_P2P && in->via != HN_VIA_AUTO)
         err(v, in->line, in->col, "protocol=%s applies to via=p2p, not via=%s",
-            in->protocol == HN_PROTO_GET ? "get" : "put", hn_backend_name(in->via));
+            in->algo == HN_ALGO_PULL ? "get" : "put", hn_via_name(in->via));
 }
 
 static int same_tref(const hn_tref *a, const hn_tref *b)

@@ -180,9 +180,9 @@ static size_t coll_bytes(hn_coll_kind kind, size_t count, hn_dtype dtype, int n)
     return kind == HN_COLL_ALLREDUCE ? count * es : count * (size_t)n * es;
 }
 
-int hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n)
+hn_coll_algo hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n)
 {
-    return coll_bytes(kind, count, dtype, n) >= hn_cost_ll_crossover(kind, n, 1) ? HN_LL_TWOSHOT : HN_LL_ONESHOT;
+    return coll_bytes(kind, count, dtype, n) >= hn_cost_ll_crossover(kind, n, 1) ? HN_ALGO_TWOSHOT : HN_ALGO_ONESHOT;
 }
 
 /* The one switch behind `via auto`'s latency path: 0 while ll_crossovers[]
@@ -210,7 +210,7 @@ int hn_default_via_auto(const hn_device_ops *dev)
     return dev->default_via_auto && strcmp(via, "auto") == 0;
 }
 
-hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_kind kind, size_t count,
+hn_via hn_via_resolve(hn_via via, int default_auto, hn_coll_kind kind, size_t count,
                                hn_dtype dtype, int n)
 {
     size_t es = (size_t)hn_dtype_size(dtype), bytes;
@@ -312,10 +312,10 @@ static double total_bytes(const hn_pipe_shape *sh)
 
 /* Who moves a collective of `bytes` through via/protocol (default
  * resolves like auto on CUDA, per instruction). */
-static hn_cost_engine engine_of(hn_backend_kind via, hn_protocol protocol, hn_coll_kind kind, double bytes, int n)
+static hn_cost_engine engine_of(hn_via via, hn_coll_algo protocol, hn_coll_kind kind, double bytes, int n)
 {
     switch (via) {
-    case HN_VIA_P2P: return protocol == HN_PROTO_GET ? HN_ENGINE_CE_GET : HN_ENGINE_CE_PUT;
+    case HN_VIA_P2P: return protocol == HN_ALGO_PULL ? HN_ENGINE_CE_GET : HN_ENGINE_CE_PUT;
     case HN_VIA_LL: return HN_ENGINE_LL;
     case HN_VIA_DEFAULT: return bytes >= (double)hn_cost_crossover(kind, n) ? HN_ENGINE_CE_PUT : HN_ENGINE_NCCL;
     default: return HN_ENGINE_NCCL;
@@ -357,8 +357,8 @@ static void plan_parts(const hn_cost_profile *p, const hn_pipe_shape *sh, const 
         o->C = hn_cost_coll_seconds(p, rk, e, n, B);
         o->steps = n;
         if (sh->kind == HN_PIPE_MM_AR) {
-            hn_backend_kind av = pl->ag_via == HN_VIA_AUTO ? pl->via : pl->ag_via;
-            hn_protocol ap = pl->ag_via == HN_VIA_AUTO ? pl->protocol : pl->ag_protocol;
+            hn_via av = pl->ag_via == HN_VIA_AUTO ? pl->via : pl->ag_via;
+            hn_coll_algo ap = pl->ag_via == HN_VIA_AUTO ? pl->protocol : pl->ag_protocol;
             o->extra = hn_cost_coll_seconds(p, HN_COLL_ALLGATHER, engine_of(av, ap, HN_COLL_ALLGATHER, B, n), n, B);
         }
         break;
@@ -446,8 +446,8 @@ static int feasible(const hn_pipe_shape *sh, const hn_pipe_plan *pl, unfit *u)
         snprintf(u->need, sizeof(u->need), "streams=%d out of range [1, %d]", pl->streams, HN_MAX_STREAMS);
         return 0;
     }
-    if (pl->protocol == HN_PROTO_GET && pl->via != HN_VIA_P2P) {
-        snprintf(u->need, sizeof(u->need), "protocol=get pulls through p2p, not via=%s", hn_backend_name(pl->via));
+    if (pl->protocol == HN_ALGO_PULL && pl->via != HN_VIA_P2P) {
+        snprintf(u->need, sizeof(u->need), "protocol=get pulls through p2p, not via=%s", hn_via_name(pl->via));
         return 0;
     }
     u->general = 0;
@@ -513,8 +513,8 @@ static int ll_serves(const hn_cost_profile *p, const hn_pipe_shape *sh)
 }
 
 typedef struct comm_opt {
-    hn_backend_kind via;
-    hn_protocol protocol;
+    hn_via via;
+    hn_coll_algo protocol;
 } comm_opt;
 
 /* The communicators strategy s may go through, in the order ties keep:
@@ -524,19 +524,19 @@ static int comm_options(const hn_cost_profile *p, const hn_pipe_shape *sh, const
 {
     int k = 0;
     if (plan->via != HN_VIA_AUTO) {
-        o[k++] = (comm_opt){plan->via, plan->via == HN_VIA_P2P && plan->protocol == HN_PROTO_AUTO ? HN_PROTO_PUT
+        o[k++] = (comm_opt){plan->via, plan->via == HN_VIA_P2P && plan->protocol == HN_ALGO_AUTO ? HN_ALGO_PUSH
                                                                                              : plan->protocol};
         return k;
     }
     /* a ring's sends and receives go through p2p unless told; get pulls through p2p */
-    if (s != HN_STRAT_RING && plan->protocol != HN_PROTO_GET)
+    if (s != HN_STRAT_RING && plan->protocol != HN_ALGO_PULL)
         o[k++] = (comm_opt){HN_VIA_NCCL, plan->protocol};
-    if (plan->protocol != HN_PROTO_GET)
-        o[k++] = (comm_opt){HN_VIA_P2P, HN_PROTO_PUT};
-    if (plan->protocol != HN_PROTO_PUT)
-        o[k++] = (comm_opt){HN_VIA_P2P, HN_PROTO_GET};
-    if (s == HN_STRAT_SEQUENTIAL && plan->protocol == HN_PROTO_AUTO && ll_serves(p, sh))
-        o[k++] = (comm_opt){HN_VIA_LL, HN_PROTO_AUTO};
+    if (plan->protocol != HN_ALGO_PULL)
+        o[k++] = (comm_opt){HN_VIA_P2P, HN_ALGO_PUSH};
+    if (plan->protocol != HN_ALGO_PUSH)
+        o[k++] = (comm_opt){HN_VIA_P2P, HN_ALGO_PULL};
+    if (s == HN_STRAT_SEQUENTIAL && plan->protocol == HN_ALGO_AUTO && ll_serves(p, sh))
+        o[k++] = (comm_opt){HN_VIA_LL, HN_ALGO_AUTO};
     return k;
 }
 
@@ -556,7 +556,7 @@ static void choose_ag_half(const hn_cost_profile *p, const hn_pipe_shape *sh, co
         if (t >= 0 && t < best) {
             best = t;
             pl->ag_via = o[i].via;
-            pl->ag_protocol = o[i].via == HN_VIA_P2P ? o[i].protocol : HN_PROTO_AUTO;
+            pl->ag_protocol = o[i].via == HN_VIA_P2P ? o[i].protocol : HN_ALGO_AUTO;
         }
     }
 }
@@ -773,7 +773,7 @@ static void point_plan(const hn_cost_profile *curves, const hn_cost_point *q, hn
     pl->chunks = q->strategy == HN_STRAT_RING ? q->world : q->chunks;
     pl->streams = q->strategy == HN_STRAT_SEQUENTIAL ? 1 : 2;
     pl->via = q->p2p ? HN_VIA_P2P : HN_VIA_NCCL;
-    pl->protocol = q->p2p ? (q->get ? HN_PROTO_GET : HN_PROTO_PUT) : HN_PROTO_AUTO;
+    pl->protocol = q->p2p ? (q->get ? HN_ALGO_PULL : HN_ALGO_PUSH) : HN_ALGO_AUTO;
 }
 
 int hn_cost_fit_gemm(const hn_cost_gemm_point *pts, int n, hn_dtype dtype, double *tflops_at_1t, double *gamma)

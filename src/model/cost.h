@@ -39,13 +39,13 @@ typedef struct hn_pipe_plan {
     hn_strategy strategy;
     int chunks;           /* steps of the pipeline (ring: world; sequential: 1) */
     int streams;          /* worker streams, stream(i % streams) */
-    hn_backend_kind via;  /* nccl, p2p, ll (sequential only, chosen by the model) or default once chosen */
-    hn_protocol protocol; /* put or get once chosen (p2p) */
+    hn_via via;  /* nccl, p2p, ll (sequential only, chosen by the model) or default once chosen */
+    hn_coll_algo protocol; /* put or get once chosen (p2p) */
     double seconds;       /* the model's time for the plan */
     /* GEMM + allreduce by ring: the allgather of the reduced blocks, its
      * own communicator (copy engines where they win); AUTO elsewhere */
-    hn_backend_kind ag_via;
-    hn_protocol ag_protocol;
+    hn_via ag_via;
+    hn_coll_algo ag_protocol;
 } hn_pipe_plan;
 
 /* Settles every free field of *plan with the plan the model finds
@@ -208,11 +208,10 @@ int hn_cost_fit_gemm(const hn_cost_gemm_point *pts, int n, hn_dtype dtype, doubl
  * rings from crossovers by kind, size, dtype and team size; any other via
  * is kept. count as in hn_coll_args. Deterministic: every member picks
  * the same. */
-hn_backend_kind hn_via_resolve(hn_backend_kind via, int default_auto, hn_coll_kind kind, size_t count,
-                               hn_dtype dtype, int n);
+hn_via hn_via_resolve(hn_via via, int default_auto, hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
 /* The latency path's algorithm for a collective `via ll` names none of:
- * HN_LL_ONESHOT (1) below the crossover, HN_LL_TWOSHOT (2) from it. */
-int hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
+ * HN_ALGO_ONESHOT below the crossover, HN_ALGO_TWOSHOT from it. */
+hn_coll_algo hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
 /* 1 once the latency path's crossovers are measured (cost.c): the default
  * of HIRNODE_AUTO_LL follows it. */
 extern const int hn_cost_ll_measured;

@@ -10,7 +10,7 @@
 #include "runtime_int.h"
 
 /* The world (of rt->world ranks, with the run's deadline), the slot and
- * the fault sink the device and comm backends report to (errors of rt);
+ * the fault sink the device backend and the communicators report to (errors of rt);
  * at creation, HN_ERR_NOMEM when the world cannot be made. Undone by fini
  * (also after a failed init). */
 hn_status_t hn_run_error_init(hn_runtime *rt);

@@ -12,25 +12,25 @@
 #include "teams.h"
 
 /* The communicators' settings (checked when the runtime was created). */
-static void comm_settings(hn_comm_config *ccfg)
+static void comm_settings(hn_comm_setup *cs)
 {
     const char *sync;
     int64_t v;
-    (void)hn_setting_flag("nccl_blocking", &ccfg->blocking, NULL);
+    (void)hn_setting_flag("nccl_blocking", &cs->blocking, NULL);
     (void)hn_setting_int("nccl_max_ctas", &v, NULL);
-    ccfg->nccl_max_ctas = (int)v;
+    cs->nccl_max_ctas = (int)v;
     (void)hn_setting_word("p2p_sync", &sync, NULL);
-    ccfg->p2p_events = strcmp(sync, "events") == 0;
+    cs->p2p_events = strcmp(sync, "events") == 0;
     (void)hn_setting_int("p2p_pieces", &v, NULL);
-    ccfg->p2p_pieces = (int)v;
+    cs->p2p_pieces = (int)v;
     (void)hn_setting_int("p2p_ag_pieces", &v, NULL);
-    ccfg->p2p_ag_pieces = (int)v;
+    cs->p2p_ag_pieces = (int)v;
     (void)hn_setting_int("p2p_lanes", &v, NULL);
-    ccfg->p2p_lanes = (int)v;
+    cs->p2p_lanes = (int)v;
     (void)hn_setting_word("p2p_graph_copy", &sync, NULL);
-    ccfg->p2p_graph_kernel_copy = strcmp(sync, "kernel") == 0;
+    cs->p2p_graph_kernel_copy = strcmp(sync, "kernel") == 0;
     (void)hn_setting_int("p2p_piece_kib", &v, NULL);
-    ccfg->p2p_piece_min = (size_t)v << 10;
+    cs->p2p_piece_min = (size_t)v << 10;
 }
 
 /* The communicator of each `via`: default and nccl are the device
@@ -48,7 +48,7 @@ hn_status_t hn_teams_init(hn_runtime *rt)
     for (int v = 0; v < HN_VIA_COUNT; v++) {
         const hn_comm_ops *ops = hn_comm_find(names[v]);
         int found = -1;
-        hn_comm_config ccfg;
+        hn_comm_setup cs;
         hn_status_t st;
         if (ops == NULL) {
             HN_ERROR("no communicator '%s' for the %s backend", names[v], rt->dev->name);
@@ -58,19 +58,19 @@ hn_status_t hn_teams_init(hn_runtime *rt)
             if (rt->comms[c].ops == ops)
                 found = c;
         if (found < 0) {
-            memset(&ccfg, 0, sizeof(ccfg));
-            ccfg.nranks = rt->world;
-            comm_settings(&ccfg);
-            ccfg.dev = rt->dev;
-            ccfg.dev_ctx = rt->dev_ctx;
-            ccfg.compute = rt->compute;
-            ccfg.sink = &rt->sink;
-            ccfg.world = rt->world_state;
+            memset(&cs, 0, sizeof(cs));
+            cs.nranks = rt->world;
+            comm_settings(&cs);
+            cs.dev = rt->dev;
+            cs.dev_ctx = rt->dev_ctx;
+            cs.compute = rt->compute;
+            cs.sink = &rt->sink;
+            cs.world = rt->world_state;
             /* across processes streams do not wait on other processes'
              * events: the rings order devices with flags in shared memory */
             if (hn_procs(rt))
-                ccfg.p2p_events = 0;
-            if ((st = ops->init(&ccfg, &rt->comms[rt->ncomms].world)) != HN_OK)
+                cs.p2p_events = 0;
+            if ((st = ops->init(&cs, &rt->comms[rt->ncomms].world)) != HN_OK)
                 return st;
             rt->comms[rt->ncomms].ops = ops;
             found = rt->ncomms++;
@@ -89,18 +89,18 @@ static hn_team_entry *find_team(hn_runtime *rt, int comm, const int *ranks, int 
     return NULL;
 }
 
-const hn_comm_slot *hn_runtime_comm(const hn_runtime *rt, hn_backend_kind via)
+const hn_comm_slot *hn_runtime_comm(const hn_runtime *rt, hn_via via)
 {
     return &rt->comms[rt->via_comm[via]];
 }
 
-hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n)
+hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_via via, const int *ranks, int n)
 {
     hn_team_entry *e = find_team(rt, rt->via_comm[via], ranks, n);
     return e != NULL ? e->team : NULL;
 }
 
-int hn_teams_shared_device(const hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, int *a, int *b)
+int hn_teams_shared_device(const hn_runtime *rt, hn_via via, const int *ranks, int n, int *a, int *b)
 {
     int most = rt->comms[rt->via_comm[via]].ops->ranks_per_device;
     if (most == 0 || rt->dev->emulated) /* emulated: every rank a device of its own */
@@ -118,7 +118,7 @@ int hn_teams_shared_device(const hn_runtime *rt, hn_backend_kind via, const int 
     return 0;
 }
 
-hn_status_t hn_teams_need(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, size_t reserve)
+hn_status_t hn_teams_need(hn_runtime *rt, hn_via via, const int *ranks, int n, size_t reserve)
 {
     int comm = rt->via_comm[via];
     hn_team_entry *e;

@@ -7,23 +7,23 @@
 
 /* The communicator of each `via` (default: the device backend's own, nccl:
  * NCCL where there is CUDA, p2p: the rings, ll: the latency path), one
- * instance per distinct one, configured from the settings. At creation. */
+ * instance per distinct one, set up from the settings. At creation. */
 hn_status_t hn_teams_init(hn_runtime *rt);
 /* Every team destroyed, then every communicator (the runtime's end). */
 void hn_teams_fini(hn_runtime *rt);
 
 /* The communicator of `via`, and its team of these ranks (NULL if none).
  * Any thread: read-only while runs issue. */
-const hn_comm_slot *hn_runtime_comm(const hn_runtime *rt, hn_backend_kind via);
-hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n);
+const hn_comm_slot *hn_runtime_comm(const hn_runtime *rt, hn_via via);
+hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_via via, const int *ranks, int n);
 
 /* When more of these ranks share a GPU than the communicator of `via`
  * takes (hn_comm_ops.ranks_per_device): that limit, with the first rank on
  * the device in *a and the one too many in *b; else 0. */
-int hn_teams_shared_device(const hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, int *a, int *b);
+int hn_teams_shared_device(const hn_runtime *rt, hn_via via, const int *ranks, int n, int *a, int *b);
 /* The team of these ranks on the communicator of `via`, created when new
  * (joined later), needing `reserve` bytes of staging on each member. */
-hn_status_t hn_teams_need(hn_runtime *rt, hn_backend_kind via, const int *ranks, int n, size_t reserve);
+hn_status_t hn_teams_need(hn_runtime *rt, hn_via via, const int *ranks, int n, size_t reserve);
 /* Every member of every new team joins it on its own thread, all at once;
  * then each warms its communicators up and reserves what is needed. */
 hn_status_t hn_teams_join_new(hn_runtime *rt);

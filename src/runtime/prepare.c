@@ -76,8 +76,8 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
             int n = rec->is_p2p ? rt->world : rec->nteam;
             size_t reserve = 0;
             /* as the run will resolve `via default` */
-            hn_backend_kind via = rec->is_p2p ? (hn_backend_kind)rec->via
-                                              : hn_via_resolve((hn_backend_kind)rec->via, rt->default_auto,
+            hn_via via = rec->is_p2p ? (hn_via)rec->via
+                                              : hn_via_resolve((hn_via)rec->via, rt->default_auto,
                                                                (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
             /* reductions stage chunks; the latency path stages allgathers too,
              * and the fused norm by rows */

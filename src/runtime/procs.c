@@ -26,7 +26,7 @@ static size_t world_bytes(const hn_runtime *rt) { return hn_world_bytes(rt->worl
 hn_status_t hn_procs_join(hn_runtime *rt, const char *dir, const char *check_text, size_t device_bytes, void **arena,
                           size_t *arena_bytes, hn_strbuf *why)
 {
-    hn_rdv_config c;
+    hn_rdv_setup c;
     hn_rdv *r;
     hn_status_t st;
     uint64_t h = 0x9e3779b97f4a7c15ull;

@@ -203,13 +203,13 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     hn_runtime_settings set;
     hn_strbuf bad;
     hn_runtime *rt;
-    hn_device_config dcfg;
+    hn_device_setup ds;
     hn_status_t st = HN_OK;
     int nthreads = 0, need = 0;
     void *arena = NULL;
     size_t arena_bytes = 0;
     if (cfg_in == NULL || out == NULL) {
-        hn_sb_printf(why, "no configuration or no place for the runtime (NULL)");
+        hn_sb_printf(why, "no hn_runtime_config or no place for the runtime (NULL)");
         return HN_ERR_INVALID;
     }
     cfg = *cfg_in;
@@ -305,19 +305,19 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     rt->compute = hn_device_compute(rt->dev);
     rt->profile = hn_profile_for(rt->dev, rt->world);
     rt->default_auto = hn_default_via_auto(rt->dev);
-    memset(&dcfg, 0, sizeof(dcfg));
-    dcfg.ndev = rt->nlocal;
-    dcfg.host_delay_us = cfg.host_delay_us;
-    dcfg.host_mem_bytes = set.host_mem_bytes;
-    dcfg.seed = cfg.seed;
-    dcfg.sink = &rt->sink;
-    dcfg.ordinals = rt->devices;
-    dcfg.first = rt->first;
+    memset(&ds, 0, sizeof(ds));
+    ds.ndev = rt->nlocal;
+    ds.host_delay_us = cfg.host_delay_us;
+    ds.host_mem_bytes = set.host_mem_bytes;
+    ds.seed = cfg.seed;
+    ds.sink = &rt->sink;
+    ds.ordinals = rt->devices;
+    ds.first = rt->first;
     if (arena != NULL) {
-        dcfg.arena = &arena;
-        dcfg.arena_bytes = arena_bytes;
+        ds.arena = &arena;
+        ds.arena_bytes = arena_bytes;
     }
-    if ((st = rt->dev->init(&dcfg, &rt->dev_ctx)) != HN_OK) {
+    if ((st = rt->dev->init(&ds, &rt->dev_ctx)) != HN_OK) {
         hn_sb_printf(why, "cannot start the %s backend: %s", rt->dev->name, hn_status_string(st));
         goto undo;
     }

@@ -425,7 +425,7 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
         return;
     c.plan.strategy = in->strategy;
     c.plan.via = in->via;
-    c.plan.protocol = in->protocol;
+    c.plan.protocol = (hn_coll_algo)in->algo;
     if (!option_value(L, in, in->e[0], "chunks", &c.plan.chunks) ||
         !option_value(L, in, in->e[1], "streams", &c.plan.streams))
         return;
@@ -449,12 +449,12 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
         hn_sb_printf(L->notes, "line %d: %s: strategy=%s, chunks=%d, streams=%d", in->line, what,
                      hn_strategy_name(c.plan.strategy), c.plan.chunks, c.plan.streams);
         if (c.plan.via != HN_VIA_AUTO)
-            hn_sb_printf(L->notes, ", via=%s", hn_backend_name(c.plan.via));
+            hn_sb_printf(L->notes, ", via=%s", hn_via_name(c.plan.via));
         if (c.plan.via == HN_VIA_P2P)
-            hn_sb_printf(L->notes, ", protocol=%s", c.plan.protocol == HN_PROTO_GET ? "get" : "put");
+            hn_sb_printf(L->notes, ", protocol=%s", c.plan.protocol == HN_ALGO_PULL ? "get" : "put");
         if (c.sh.kind == HN_PIPE_MM_AR && c.plan.strategy == HN_STRAT_RING && L->world > 1)
-            hn_sb_printf(L->notes, ", allgather via=%s%s", hn_backend_name(c.plan.ag_via),
-                         c.plan.ag_via != HN_VIA_P2P ? "" : c.plan.ag_protocol == HN_PROTO_GET ? " get" : " put");
+            hn_sb_printf(L->notes, ", allgather via=%s%s", hn_via_name(c.plan.ag_via),
+                         c.plan.ag_via != HN_VIA_P2P ? "" : c.plan.ag_protocol == HN_ALGO_PULL ? " get" : " put");
         hn_sb_printf(L->notes, " (the model: %.4g ms)\n", c.plan.seconds * 1e3);
     }
     switch (c.sh.kind) {

@@ -106,11 +106,11 @@ static void shape(hn_lower *L, hn_type *ty, int ndim, const int64_t *dims)
 
 /* the code says via only for these (nothing for default or auto), and get
  * only of p2p */
-static void set_via(hn_instr *in, hn_backend_kind via, hn_protocol protocol)
+static void set_via(hn_instr *in, hn_via via, hn_coll_algo protocol)
 {
     if (via == HN_VIA_NCCL || via == HN_VIA_P2P || via == HN_VIA_LL) {
         in->via = (unsigned char)via;
-        in->get = via == HN_VIA_P2P && protocol == HN_PROTO_GET;
+        in->algo = via == HN_VIA_P2P && protocol == HN_ALGO_PULL ? HN_ALGO_PULL : HN_ALGO_AUTO;
     }
 }
 
@@ -184,7 +184,7 @@ void hn_lower_stream_at(hn_lower *L, hn_op op, hn_expr *index)
         take(L, &in->sref_index, index);
 }
 
-void hn_lower_p2p(hn_lower *L, hn_op op, hn_tref buf, hn_expr *peer, hn_backend_kind via, hn_protocol protocol)
+void hn_lower_p2p(hn_lower *L, hn_op op, hn_tref buf, hn_expr *peer, hn_via via, hn_coll_algo protocol)
 {
     hn_instr *in = add(L, L->at, op);
     if (in == NULL) {
@@ -197,8 +197,8 @@ void hn_lower_p2p(hn_lower *L, hn_op op, hn_tref buf, hn_expr *peer, hn_backend_
     set_via(in, via, protocol);
 }
 
-void hn_lower_coll(hn_lower *L, hn_op op, hn_tref out, hn_tref src, int redop, hn_expr *root, hn_backend_kind via,
-                   hn_protocol protocol)
+void hn_lower_coll(hn_lower *L, hn_op op, hn_tref out, hn_tref src, int redop, hn_expr *root, hn_via via,
+                   hn_coll_algo protocol)
 {
     hn_instr *in = add(L, L->at, op);
     if (in == NULL) {

@@ -8,8 +8,8 @@
 void hn_lower_collective(hn_lower *L, const hn_lower_pipe *c)
 {
     const hn_pipe_plan *pl = &c->plan;
-    hn_backend_kind via = pl->via;
-    hn_protocol pr = pl->protocol;
+    hn_via via = pl->via;
+    hn_coll_algo pr = pl->protocol;
     hn_dtype dt = c->sh.dtype;
     int n = L->world, S = pl->streams, steps = pl->chunks;
     long long E = c->sh.M; /* elements per rank's chunk (allreduce: all) */

@@ -102,11 +102,11 @@ void hn_lower_stream_var(hn_lower *L, hn_op op, int var);
 /* ... or of stream(index) */
 void hn_lower_stream_at(hn_lower *L, hn_op op, hn_expr *index);
 /* send buf to peer / recv buf from peer (op), via */
-void hn_lower_p2p(hn_lower *L, hn_op op, hn_tref buf, hn_expr *peer, hn_backend_kind via, hn_protocol protocol);
+void hn_lower_p2p(hn_lower *L, hn_op op, hn_tref buf, hn_expr *peer, hn_via via, hn_coll_algo protocol);
 /* op out <- in [op redop] [root root] via: redop < 0 where none is written;
  * root for the ops that take one (else NULL) */
-void hn_lower_coll(hn_lower *L, hn_op op, hn_tref out, hn_tref in, int redop, hn_expr *root, hn_backend_kind via,
-                   hn_protocol protocol);
+void hn_lower_coll(hn_lower *L, hn_op op, hn_tref out, hn_tref in, int redop, hn_expr *root, hn_via via,
+                   hn_coll_algo protocol);
 /* op dst <- the nargs tensor operands that follow (hn_tref, taken) */
 void hn_lower_compute(hn_lower *L, hn_op op, hn_tref dst, int nargs, ...);
 /* `for var in lo .. hi [step s]` (step 1: none written), `if cond`,

@@ -58,8 +58,8 @@ static hn_expr *behind(int k)
 
 static void rs_ring(hn_lower *L, const hn_lower_pipe *c, hn_tref dst, int caller)
 {
-    hn_backend_kind via = c->plan.via;
-    hn_protocol pr = c->plan.protocol;
+    hn_via via = c->plan.via;
+    hn_coll_algo pr = c->plan.protocol;
     int n = L->world, S = reduce_streams(c);
     long long m = c->sh.M / n, K = c->sh.K, N = c->sh.N;
     int part = hn_lower_fresh(L, "partial"), recvd = hn_lower_fresh(L, "received"), av, k;
@@ -102,8 +102,8 @@ static void rs_ring(hn_lower *L, const hn_lower_pipe *c, hn_tref dst, int caller
 void hn_lower_gemm_reduce(hn_lower *L, const hn_lower_pipe *c)
 {
     const hn_pipe_plan *pl = &c->plan;
-    hn_backend_kind via = pl->via, ag_via = pl->via;
-    hn_protocol pr = pl->protocol, ag_pr = pl->protocol;
+    hn_via via = pl->via, ag_via = pl->via;
+    hn_coll_algo pr = pl->protocol, ag_pr = pl->protocol;
     hn_dtype dt = c->sh.dtype;
     int n = L->world, S = reduce_streams(c), steps = pl->chunks, ar = c->sh.kind == HN_PIPE_MM_AR;
     long long M = c->sh.M, K = c->sh.K, N = c->sh.N, rows = ar ? M : M / n;

@@ -484,10 +484,10 @@ static void put_instr(hn_strbuf *sb, const hn_program *p, const hn_instr *in)
 static void put_comm(hn_strbuf *sb, const hn_trace_rank *t, const pend *e)
 {
     const hn_runtime *rt = t->tr->rt;
-    const char *via = hn_backend_name((hn_backend_kind)e->via);
+    const char *via = hn_via_name((hn_via)e->via);
     const int *v = t->ints + e->info;
     hn_sb_printf(sb, ",\"via\":\"%s\",\"comm\":\"%s\",\"bytes\":%zu", via,
-                 hn_runtime_comm(rt, (hn_backend_kind)e->via)->ops->name, e->bytes);
+                 hn_runtime_comm(rt, (hn_via)e->via)->ops->name, e->bytes);
     if (e->coll < 0) {
         hn_sb_printf(sb, ",\"lane\":%d", e->lane);
     } else if (e->coll == 1 && e->ninfo >= 2) {

@@ -356,7 +356,7 @@ static void nak_all(hn_rdv *r, const char *text)
             (void)send_msg(r->fd[q], M_NAK, text, (uint32_t)strlen(text) + 1, NULL, 0);
 }
 
-static hn_status_t greet_all(hn_rdv *r, const hn_rdv_config *c, int lfd, int *arena_fd, double end,
+static hn_status_t greet_all(hn_rdv *r, const hn_rdv_setup *c, int lfd, int *arena_fd, double end,
                              hn_strbuf *why)
 {
     int got = 1;
@@ -576,7 +576,7 @@ static void rdv_free(hn_rdv *r)
 
 /* ---- join ---- */
 
-hn_status_t hn_rdv_join(const hn_rdv_config *c, hn_rdv **out, hn_strbuf *why)
+hn_status_t hn_rdv_join(const hn_rdv_setup *c, hn_rdv **out, hn_strbuf *why)
 {
     struct sockaddr_un sa;
     hn_rdv *r;

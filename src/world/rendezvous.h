@@ -17,7 +17,7 @@
 
 typedef struct hn_rdv hn_rdv;
 
-typedef struct hn_rdv_config {
+typedef struct hn_rdv_setup {
     const char *dir;    /* the directory every process can reach (0700, this user's) */
     int world, rank;    /* the world's size and this process's rank (one rank per process) */
     double timeout_s;   /* how long to wait for the others */
@@ -27,7 +27,7 @@ typedef struct hn_rdv_config {
     size_t arena_bytes; /* each rank's device memory (0: none); each makes its own */
     const hn_share_ops *share; /* how device memory is made, reserved and mapped (the backend's) */
     int ord;                   /* this rank's device ordinal, for share */
-} hn_rdv_config;
+} hn_rdv_setup;
 
 /* Joins the world of c, within c->timeout_s: every process of it must call
  * this with the same world, check and sizes. On success the range is
@@ -38,7 +38,7 @@ typedef struct hn_rdv_config {
  * HN_ERR_MISMATCH (a greeting differs, both sides named), HN_ERR_IO,
  * HN_ERR_INVALID (a bad directory), each with why; nothing is left on
  * failure (a socket file this process made is removed). */
-hn_status_t hn_rdv_join(const hn_rdv_config *c, hn_rdv **out, hn_strbuf *why);
+hn_status_t hn_rdv_join(const hn_rdv_setup *c, hn_rdv **out, hn_strbuf *why);
 void *hn_rdv_world_base(const hn_rdv *r);
 void *hn_rdv_arena(const hn_rdv *r, int rank);
 int hn_rdv_pid(const hn_rdv *r, int rank);

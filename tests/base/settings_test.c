@@ -309,7 +309,7 @@ static void test_runtime_settings(void)
     restore_env();
 }
 
-void hn_suite_config(void)
+void hn_suite_settings(void)
 {
     static CU_TestInfo tests[] = {
         {"the table: names, defaults, empty variables", test_table},

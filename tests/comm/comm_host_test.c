@@ -38,15 +38,15 @@ typedef struct harness {
 
 static void start(harness *h, int n, double timeout)
 {
-    hn_device_config dc = {n, 0, 3, &h->faults.sink, 0, NULL, 0, NULL, 0};
-    hn_comm_config cc;
+    hn_device_setup dc = {n, 0, 3, &h->faults.sink, 0, NULL, 0, NULL, 0};
+    hn_comm_setup cc;
     memset(h, 0, sizeof(*h));
     h->n = n;
     hn_test_faults_init(&h->faults, timeout);
     dc.sink = &h->faults.sink;
     dc.host_delay_us = 30; /* shake out ordering bugs */
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
-    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .sink = &h->faults.sink};
+    cc = (hn_comm_setup){.nranks = n, .dev = D, .dev_ctx = h->ctx, .sink = &h->faults.sink};
     CU_ASSERT_EQUAL_FATAL(M->init(&cc, &h->w), HN_OK);
     for (int r = 0; r < n; r++) {
         CU_ASSERT_EQUAL_FATAL(D->stream_create(h->ctx, r, &h->s[r]), HN_OK);
@@ -77,20 +77,20 @@ static void stop(harness *h)
 /* input value of rank r, position p, repetition k */
 static float in_val(int r, int p, int k) { return (float)(r * 100 + p) + 0.25f * (float)k; }
 
-static double reduce_ref(int redop, int n, int p, int k, int off)
+static double reduce_ref(hn_redop redop, int n, int p, int k, int off)
 {
     double acc = in_val(0, p + off, k);
     for (int r = 1; r < n; r++) {
         double v = in_val(r, p + off, k);
-        acc = redop == HN_REDUCE_PROD ? acc * v : redop == HN_REDUCE_MAX ? fmax(acc, v)
-            : redop == HN_REDUCE_MIN ? fmin(acc, v) : acc + v;
+        acc = redop == HN_RED_PROD ? acc * v : redop == HN_RED_MAX ? fmax(acc, v)
+            : redop == HN_RED_MIN ? fmin(acc, v) : acc + v;
         acc = (float)acc;
     }
-    return redop == HN_REDUCE_AVG ? (float)acc / (float)n : acc;
+    return redop == HN_RED_AVG ? (float)acc / (float)n : acc;
 }
 
 /* Runs one kind of collective on team = all n ranks; checks every rank. */
-static void run_collective(int n, hn_coll_kind kind, int redop, int root)
+static void run_collective(int n, hn_coll_kind kind, hn_redop redop, int root)
 {
     harness h;
     hn_comm_team *team;
@@ -172,13 +172,13 @@ static void test_every_collective(void)
 {
     for (int n = 1; n <= MAXR; n++) {
         run_collective(n, HN_COLL_ALLGATHER, 0, 0);
-        run_collective(n, HN_COLL_REDUCE_SCATTER, HN_REDUCE_SUM, 0);
-        run_collective(n, HN_COLL_BROADCAST, 0, n - 1);
-        run_collective(n, HN_COLL_REDUCE, HN_REDUCE_MAX, n / 2);
-        run_collective(n, HN_COLL_GATHER, 0, n - 1);
-        run_collective(n, HN_COLL_SCATTER, 0, n / 2);
-        run_collective(n, HN_COLL_ALL_TO_ALL, 0, 0);
-        for (int op = HN_REDUCE_SUM; op <= HN_REDUCE_AVG; op++)
+        run_collective(n, HN_COLL_REDUCE_SCATTER, HN_RED_SUM, 0);
+        run_collective(n, HN_COLL_BROADCAST, HN_RED_SUM, n - 1);
+        run_collective(n, HN_COLL_REDUCE, HN_RED_MAX, n / 2);
+        run_collective(n, HN_COLL_GATHER, HN_RED_SUM, n - 1);
+        run_collective(n, HN_COLL_SCATTER, HN_RED_SUM, n / 2);
+        run_collective(n, HN_COLL_ALL_TO_ALL, HN_RED_SUM, 0);
+        for (hn_redop op = HN_RED_SUM; op <= HN_RED_AVG; op++)
             run_collective(n, HN_COLL_ALLREDUCE, op, 0);
     }
 }
@@ -202,7 +202,7 @@ static void test_mesh(void)
             }
         for (int r = 0; r < n; r++) {
             hn_origin o = {&h.faults.sink, r, 0, NULL, NULL};
-            hn_coll_args ar = {HN_COLL_ALLREDUCE, h.send[r], h.recv[r], C, HN_F32, HN_REDUCE_SUM, 0, 0};
+            hn_coll_args ar = {HN_COLL_ALLREDUCE, h.send[r], h.recv[r], C, HN_F32, HN_RED_SUM, 0, 0};
             /* then the columns allgather into the upper half of recv */
             hn_coll_args ag = {HN_COLL_ALLGATHER, h.send[r], h.recv[r] + 4 * C, C, HN_F32, 0, 0, 0};
             M->collective(rows[r / 4], r % 4, &ar, h.s[r], &o);
@@ -313,7 +313,7 @@ typedef struct procs {
 
 static void procs_start(procs *p, int n, double timeout, uint64_t seed)
 {
-    hn_device_config dc = {n, 30, seed, NULL, 0, NULL, 0, NULL, 0}; /* random stream delays */
+    hn_device_setup dc = {n, 30, seed, NULL, 0, NULL, 0, NULL, 0}; /* random stream delays */
     memset(p, 0, sizeof(*p));
     p->n = n;
     p->rng = seed;
@@ -322,7 +322,7 @@ static void procs_start(procs *p, int n, double timeout, uint64_t seed)
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &p->ctx), HN_OK);
     CU_ASSERT_EQUAL_FATAL(hn_world_create_local(n, timeout, (size_t)64 << 20, &p->world), HN_OK);
     for (int r = 0; r < n; r++) {
-        hn_comm_config cc = {.nranks = n, .dev = D, .dev_ctx = p->ctx, .sink = &p->faults.sink, .world = p->world};
+        hn_comm_setup cc = {.nranks = n, .dev = D, .dev_ctx = p->ctx, .sink = &p->faults.sink, .world = p->world};
         CU_ASSERT_EQUAL_FATAL(M->init(&cc, &p->c[r]), HN_OK);
         CU_ASSERT_EQUAL_FATAL(D->stream_create(p->ctx, r, &p->s[r]), HN_OK);
         CU_ASSERT_EQUAL_FATAL(D->mem_alloc(p->ctx, r, PB * sizeof(float), (void **)&p->send[r]), HN_OK);
@@ -437,11 +437,11 @@ static void expect(const hn_coll_args *a, int n, int r, float *const *in, float 
             double acc = in[0][off + i];
             for (int j = 1; j < n; j++) {
                 double v = in[j][off + i];
-                acc = a->redop == HN_REDUCE_PROD ? acc * v : a->redop == HN_REDUCE_MAX ? fmax(acc, v)
-                    : a->redop == HN_REDUCE_MIN ? fmin(acc, v) : acc + v;
+                acc = a->redop == HN_RED_PROD ? acc * v : a->redop == HN_RED_MAX ? fmax(acc, v)
+                    : a->redop == HN_RED_MIN ? fmin(acc, v) : acc + v;
                 acc = (float)acc;
             }
-            want[i] = a->redop == HN_REDUCE_AVG ? (float)acc / (float)n : (float)acc;
+            want[i] = a->redop == HN_RED_AVG ? (float)acc / (float)n : (float)acc;
         }
         break;
     }
@@ -490,9 +490,9 @@ static void test_procs_every_collective(void)
             ranks[r] = r;
         procs_team(&p, ranks, n, t);
         for (int kind = 0; kind < HN_COLL_COUNT; kind++)
-            for (int op = HN_REDUCE_SUM; op <= HN_REDUCE_AVG; op++) {
+            for (hn_redop op = HN_RED_SUM; op <= HN_RED_AVG; op++) {
                 int reduces = kind == HN_COLL_ALLREDUCE || kind == HN_COLL_REDUCE || kind == HN_COLL_REDUCE_SCATTER;
-                if (op > HN_REDUCE_SUM && !reduces)
+                if (op > HN_RED_SUM && !reduces)
                     break;
                 for (int k = 0; k < 3; k++) {
                     hn_coll_args a = {(hn_coll_kind)kind, NULL, NULL, C, HN_F32, op,
@@ -615,7 +615,7 @@ static void test_procs_reuse(void)
     procs_team(&p, (int[]){2, 0}, 2, pair);
     fill(&p);
     for (int k = 0; k < K; k++) {
-        hn_coll_args ar = {HN_COLL_ALLREDUCE, NULL, NULL, C, HN_F32, HN_REDUCE_SUM, 0, 0};
+        hn_coll_args ar = {HN_COLL_ALLREDUCE, NULL, NULL, C, HN_F32, HN_RED_SUM, 0, 0};
         issue_all(&p, all, ar, (size_t)k * 4 * C);
         for (int r = 0; r < n; r += 2) { /* ranks 2 and 0: members 0 and 1 */
             hn_origin o = {&p.faults.sink, r, 0, NULL, NULL};
@@ -663,7 +663,7 @@ static void test_procs_mismatch_then_recover(void)
 {
     procs p;
     hn_comm_team *t[MAXR];
-    hn_coll_args a = {HN_COLL_ALLREDUCE, NULL, NULL, C, HN_F32, HN_REDUCE_SUM, 0, 0};
+    hn_coll_args a = {HN_COLL_ALLREDUCE, NULL, NULL, C, HN_F32, HN_RED_SUM, 0, 0};
     int n = 3;
     procs_start(&p, n, 30, 0xd1ffu);
     procs_team(&p, (int[]){0, 1, 2}, 3, t);

@@ -43,9 +43,9 @@ typedef struct call {
     int team;
     hn_coll_kind kind; /* the norm: an allreduce with norm = 1 */
     int norm;
-    int algo; /* 0: the communicator's choice */
+    hn_coll_algo algo; /* auto: the communicator's choice */
     hn_dtype dt;
-    int redop;
+    hn_redop redop;
     size_t count;  /* as hn_coll_args; the norm: rows * hidden */
     size_t hidden; /* the norm */
 } call;
@@ -151,8 +151,8 @@ static hn_status_t part_stream_create(void *ctx, int dev, hn_dstream **s)
  * for its own ranks only. */
 static world *start_split(int n, double timeout, double delay_us, int split)
 {
-    hn_device_config dc = {n, delay_us, 7, NULL, 0, NULL, 0, NULL, 0};
-    hn_comm_config cc;
+    hn_device_setup dc = {n, delay_us, 7, NULL, 0, NULL, 0, NULL, 0};
+    hn_comm_setup cc;
     world *h = calloc(1, sizeof(*h));
     CU_ASSERT_PTR_NOT_NULL_FATAL(h);
     h->n = n;
@@ -406,7 +406,7 @@ static void *issue_main(void *arg)
             a.count = c->count;
             a.dtype = c->dt;
             a.redop = c->redop;
-            a.get = c->algo;
+            a.algo = c->algo;
             h->st[r] = hn_comm_ll.collective(team_of(h, c->team, r), me, &a, s, &o);
         }
         /* afterwards the rank's stream overwrites its input (as a program
@@ -435,7 +435,10 @@ static void issue_all(world *h)
             D->stream_sync(h->s[r][k]);
 }
 
-static const char *algo_name(int a) { return a == 1 ? "one-shot" : a == 2 ? "two-shot" : "auto"; }
+static const char *algo_name(hn_coll_algo a)
+{
+    return a == HN_ALGO_ONESHOT ? "one-shot" : a == HN_ALGO_TWOSHOT ? "two-shot" : "auto";
+}
 
 /* Output element i of call ci on member me; 1 if it is right. scale:
  * the norm's factor of i's row (from y as the member stored it). */
@@ -502,10 +505,12 @@ static int check(world *h, const char *what)
 static const size_t counts[] = {1, 3, 8, 61, 1000, 4099, 9000, 30001};
 static const size_t shapes[][2] = {{1, 7}, {3, 61}, {5, 1000}, {2, 1003}, {9, 64}, {2, 4096}}; /* rows, hidden */
 static const hn_dtype dts[] = {HN_F32, HN_BF16, HN_F16};
+/* the algorithms a call may name, by index */
+static const hn_coll_algo algos[] = {HN_ALGO_AUTO, HN_ALGO_ONESHOT, HN_ALGO_TWOSHOT};
 static const hn_coll_kind kinds[] = {HN_COLL_ALLREDUCE, HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER, HN_COLL_ALLREDUCE};
 
 /* Call number k of kind index kind (3: the norm) of size index z. */
-static call make_call(int t, int kind, int algo, hn_dtype dt, int redop, int z)
+static call make_call(int t, int kind, hn_coll_algo algo, hn_dtype dt, hn_redop redop, int z)
 {
     call c;
     memset(&c, 0, sizeof(c));
@@ -529,8 +534,8 @@ static call random_call(uint64_t *seed, int t, size_t most)
 {
     call c;
     do
-        c = make_call(t, (int)(hn_splitmix64(seed) % 4), (int)(hn_splitmix64(seed) % 3), dts[hn_splitmix64(seed) % 3],
-                      (int)(hn_splitmix64(seed) % 5), (int)(hn_splitmix64(seed) % 8));
+        c = make_call(t, (int)(hn_splitmix64(seed) % 4), algos[hn_splitmix64(seed) % 3], dts[hn_splitmix64(seed) % 3],
+                      (hn_redop)(hn_splitmix64(seed) % HN_RED_COUNT), (int)(hn_splitmix64(seed) % 8));
     while (c.count > most);
     return c;
 }
@@ -547,9 +552,9 @@ static void one_team(int n, uint64_t seed)
     for (int k = 0; k < 4; k++)
         for (int algo = 0; algo < 3; algo++)
             for (int d = 0; d < 3; d++)
-                for (int op = 0; op < 5; op++) {
+                for (hn_redop op = HN_RED_SUM; op < HN_RED_COUNT; op++) {
                     int z = h->ncalls * 5 + n;
-                    h->calls[h->ncalls++] = make_call(0, k, algo, dts[d], op, k == 3 ? z : z % 6);
+                    h->calls[h->ncalls++] = make_call(0, k, algos[algo], dts[d], op, k == 3 ? z : z % 6);
                 }
     while (h->ncalls < 190)
         h->calls[h->ncalls++] = random_call(&seed, 0, n > 4 ? 9000 : 30001);
@@ -653,7 +658,7 @@ static void test_refusals(void)
     a.send = a.recv = buf;
     a.count = 80; /* 320 bytes: 2 lanes of 320; slots of 2 x 128 (the reserve), rounded up to 256 */
     a.dtype = HN_F32;
-    a.get = HN_LL_ONESHOT;
+    a.algo = HN_ALGO_ONESHOT;
     CU_ASSERT_EQUAL(hn_comm_ll.collective(h->team[0], 0, &a, h->s[0][0], &o), HN_ERR_RUNTIME);
     if (strstr(h->faults.err, "256 bytes of registered buffer reserved, 640 needed") == NULL)
         fprintf(stderr, "\n  %s\n", h->faults.err);
@@ -668,7 +673,7 @@ static void test_refusals(void)
     CU_ASSERT_PTR_NOT_NULL(hn_comm_ll_norm_refuses(HN_I32, 2));
     CU_ASSERT_PTR_NOT_NULL(hn_comm_ll_norm_refuses(HN_BF16, 9));
     CU_ASSERT_PTR_NULL(hn_comm_ll_norm_refuses(HN_BF16, 8));
-    na = (hn_norm_args){buf, y, buf, y, w, 10, 8, HN_F32, EPS, HN_REDUCE_SUM, HN_LL_ONESHOT};
+    na = (hn_norm_args){buf, y, buf, y, w, 10, 8, HN_F32, EPS, HN_RED_SUM, HN_ALGO_ONESHOT};
     h->faults.first = HN_OK; /* the sink keeps the first error: this one next */
     CU_ASSERT_EQUAL(hn_comm_ll_allreduce_norm(h->team[0], 0, &na, h->s[0][0], &o), HN_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(h->faults.err, "one buffer"));
@@ -688,13 +693,13 @@ static void test_refusals(void)
 /* Rank 2 never comes: the others time out naming it (and only it: the
  * deadline counts from the last progress, so a slow present rank is not
  * taken for the absent one), within a bounded time. */
-static void absent(int kind, int algo)
+static void absent(int kind, hn_coll_algo algo)
 {
     world *h = start(4, 2.0, 0);
     int ranks[4] = {0, 1, 2, 3};
     double t0 = hn_now();
-    h->calls[0] = make_call(0, kind, algo, HN_F32, HN_REDUCE_SUM, 4);
-    h->calls[1] = make_call(0, 1, algo, HN_BF16, HN_REDUCE_SUM, 3);
+    h->calls[0] = make_call(0, kind, algo, HN_F32, HN_RED_SUM, 4);
+    h->calls[1] = make_call(0, 1, algo, HN_BF16, HN_RED_SUM, 3);
     h->ncalls = 2;
     h->absent = 2;
     add_team(h, ranks, 4, 1000 * 4);
@@ -711,11 +716,11 @@ static void absent(int kind, int algo)
 
 static void test_absent_rank(void)
 {
-    absent(0, HN_LL_ONESHOT);
-    absent(0, HN_LL_TWOSHOT);
-    absent(1, HN_LL_ONESHOT);
-    absent(2, HN_LL_ONESHOT);
-    absent(3, HN_LL_TWOSHOT);
+    absent(0, HN_ALGO_ONESHOT);
+    absent(0, HN_ALGO_TWOSHOT);
+    absent(1, HN_ALGO_ONESHOT);
+    absent(2, HN_ALGO_ONESHOT);
+    absent(3, HN_ALGO_TWOSHOT);
 }
 
 /* Another rank failed (the abort flag), or the communicator was aborted
@@ -725,7 +730,7 @@ static void aborted(int words)
 {
     world *h = start(3, 600, 0);
     int ranks[3] = {0, 1, 2};
-    h->calls[0] = make_call(0, 0, 0, HN_F32, HN_REDUCE_SUM, 3);
+    h->calls[0] = make_call(0, 0, 0, HN_F32, HN_RED_SUM, 3);
     h->ncalls = 1;
     h->absent = 1;
     add_team(h, ranks, 3, 64 * 4);
@@ -790,7 +795,7 @@ static void test_split(void)
         int ranks[4] = {0, 1, 2, 3};
         pthread_t th[2];
         issuer is[2];
-        h->calls[0] = make_call(0, 0, 0, HN_F32, HN_REDUCE_SUM, 3);
+        h->calls[0] = make_call(0, 0, 0, HN_F32, HN_RED_SUM, 3);
         h->ncalls = 1;
         add_team(h, ranks, 4, 64 * 4);
         prepare(h, 3);
@@ -856,7 +861,7 @@ static void test_protocol(void)
     static const int segs[] = {512, 1024, 2048, 8192};
     int ph[HN_LL_MAX_PHASES];
     for (int kind = 0; kind < 4; kind++)
-        for (int algo = 1; algo <= 2; algo++)
+        for (hn_coll_algo algo = HN_ALGO_ONESHOT; algo <= HN_ALGO_TWOSHOT; algo++)
             for (int n = 1; n <= MAXR; n++)
                 for (int ci = 0; ci < HN_ARRAY_LEN(cnts); ci++)
                     for (int dt = 0; dt < 2; dt++) {
@@ -899,8 +904,8 @@ static void test_protocol(void)
                         CU_ASSERT_EQUAL(bad, 0); /* pushed once, read at the width it was pushed */
                         for (size_t i = 0; i < 2 * slot * (size_t)n; i++)
                             if (map[i] != 0) {
-                                fprintf(stderr, "\n  kind %d algo %d n %d count %zu: wire byte %zu pushed, never read\n",
-                                        kind, algo, n, a.count, i);
+                                fprintf(stderr, "\n  kind %d %s n %d count %zu: wire byte %zu pushed, never read\n",
+                                        kind, algo_name(algo), n, a.count, i);
                                 CU_FAIL("a lane byte was not read");
                                 break;
                             }
@@ -945,7 +950,7 @@ static void test_protocol(void)
         hn_ll_plan P;
         memset(&a, 0, sizeof(a));
         a.kind = HN_LL_ALLREDUCE;
-        a.algo = HN_LL_ONESHOT;
+        a.algo = HN_ALGO_ONESHOT;
         a.n = 2;
         a.dtype = HN_BF16;
         a.count = 8192; /* 16 KiB: two segments */
@@ -956,7 +961,7 @@ static void test_protocol(void)
         CU_ASSERT_EQUAL(hn_ll_grid(&P, hn_ll_cap(132)), HN_LL_MAX_BLOCKS);
         CU_ASSERT_EQUAL(hn_ll_grid(&P, 3), 3);
         CU_ASSERT_EQUAL(hn_ll_phases(&a, ph), 2);
-        a.algo = HN_LL_TWOSHOT;
+        a.algo = HN_ALGO_TWOSHOT;
         CU_ASSERT_EQUAL(hn_ll_phases(&a, ph), 3);
         CU_ASSERT_EQUAL(ph[2], HN_LL_GATHER);
     }

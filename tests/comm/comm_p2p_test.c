@@ -40,15 +40,15 @@ static void *join_main(void *arg);
 /* pieces: most pieces per ring step (allgather too), of >= 512 B */
 static void start(world *h, int n, double timeout, int events, int pieces, int lanes)
 {
-    hn_device_config dc = {n, 30, 5, NULL, 0, NULL, 0, NULL, 0};
-    hn_comm_config cc;
+    hn_device_setup dc = {n, 30, 5, NULL, 0, NULL, 0, NULL, 0};
+    hn_comm_setup cc;
     int ranks[MAXR];
     memset(h, 0, sizeof(*h));
     h->n = n;
     hn_test_faults_init(&h->faults, timeout);
     dc.sink = &h->faults.sink;
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
-    cc = (hn_comm_config){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->faults.sink,
+    cc = (hn_comm_setup){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->faults.sink,
                           .p2p_events = events, .p2p_pieces = pieces, .p2p_ag_pieces = pieces,
                           .p2p_lanes = lanes, .p2p_piece_min = 512};
     CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.init(&cc, &h->w), HN_OK);
@@ -122,7 +122,7 @@ static void issue_all(world *h, hn_coll_kind kind, size_t cnt, int get, int abse
     pthread_t th[MAXR];
     issue is[MAXR];
     for (int r = 0; r < h->n; r++) {
-        is[r] = (issue){h, r, {kind, h->send[r], h->recv[r], cnt, HN_F32, HN_REDUCE_SUM, 0, get}, HN_OK};
+        is[r] = (issue){h, r, {kind, h->send[r], h->recv[r], cnt, HN_F32, HN_RED_SUM, 0, get ? HN_ALGO_PULL : HN_ALGO_PUSH}, HN_OK};
         if (r != absent)
             pthread_create(&th[r], NULL, issue_main, &is[r]);
     }

@@ -41,13 +41,13 @@ static hn_test_faults F;
 
 static int setup_with(const hn_device_ops *dev)
 {
-    hn_device_config cfg = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
+    hn_device_setup ds = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
     G = dev;
     if ((K = hn_ll_kernel_for(dev)) == NULL)
         return 1;
     hn_test_faults_init(&F, 60);
-    cfg.sink = &F.sink;
-    return G->init(&cfg, &GCTX) != HN_OK || G->thread_init(GCTX, 0) != HN_OK;
+    ds.sink = &F.sink;
+    return G->init(&ds, &GCTX) != HN_OK || G->thread_init(GCTX, 0) != HN_OK;
 }
 
 static int teardown(void)
@@ -112,7 +112,9 @@ static void team_free(team *t)
 /* One call of every member: its shape, and per member the device buffers
  * and the host copies of what went in. */
 typedef struct kcall {
-    int kind, algo, redop, inplace, mode; /* mode: hn_llt_fill's raw (1), sentinels and -0 (2) */
+    int kind, inplace, mode; /* mode: hn_llt_fill's raw (1), sentinels and -0 (2) */
+    hn_coll_algo algo;
+    hn_redop redop;
     hn_dtype dt;
     size_t count, hidden;
     char *in[MAXM], *out[MAXM], *res[MAXM], *rout[MAXM], *w[MAXM];
@@ -274,7 +276,7 @@ static int check_member(const kcall *x, int n, int m, const char *what)
         }
         if (!ok) {
             fprintf(stderr, "\n  %s: kind %d, algo %d, %s, op %d, count %zu (rows of %zu)%s, member %d of %d [%zu]: "
-                    "%g, want %g\n", what, x->kind, x->algo, hn_dtype_name(x->dt), x->redop, x->count, x->hidden,
+                    "%g, want %g\n", what, x->kind, (int)x->algo, hn_dtype_name(x->dt), x->redop, x->count, x->hidden,
                     x->inplace ? ", in place" : "", m, n, i, hn_load(x->dt, got, (int64_t)i), want);
             bad = 1;
         }
@@ -313,14 +315,14 @@ static int make_calls(kcall *c, int n)
 {
     int nc = 0;
     for (int kind = 0; kind < 4; kind++)
-        for (int algo = 1; algo <= 2; algo++)
+        for (hn_coll_algo algo = HN_ALGO_ONESHOT; algo <= HN_ALGO_TWOSHOT; algo++)
             for (int d = 0; d < 3; d++) {
                 kcall *x = &c[nc];
                 memset(x, 0, sizeof(*x));
                 x->kind = kind;
                 x->algo = algo;
                 x->dt = dts[d];
-                x->redop = (nc * 3 + n) % 5;
+                x->redop = (hn_redop)((nc * 3 + n) % HN_RED_COUNT);
                 x->inplace = (nc + n) % 3 == 0;
                 if (kind == HN_LL_ALLREDUCE_NORM) {
                     const size_t *sh = shapes[(nc + n) % HN_ARRAY_LEN(shapes)];
@@ -335,7 +337,7 @@ static int make_calls(kcall *c, int n)
         kcall *x = &c[nc++];
         memset(x, 0, sizeof(*x));
         x->kind = k < 2 ? HN_LL_ALLGATHER : HN_LL_ALLREDUCE;
-        x->algo = 1 + k % 2;
+        x->algo = k % 2 ? HN_ALGO_TWOSHOT : HN_ALGO_ONESHOT;
         x->dt = k == 0 ? HN_I64 : k == 1 ? HN_I32 : HN_BF16;
         x->mode = k < 2 ? 1 : 2;
         x->count = k == 0 ? 1001 : k == 1 ? 3 : 4099;
@@ -345,7 +347,7 @@ static int make_calls(kcall *c, int n)
         kcall *x = &c[nc++]; /* the same two-shot, f32 */
         *x = c[nc - 2];
         x->dt = HN_F32;
-        x->algo = 2;
+        x->algo = HN_ALGO_TWOSHOT;
     }
     return nc;
 }
@@ -494,7 +496,7 @@ static void test_abort_words(void)
     for (int k = 0; k < 3; k++) { /* queued behind one another */
         memset(&x[k], 0, sizeof(x[k]));
         x[k].kind = kinds[k];
-        x[k].algo = 1 + k % 2;
+        x[k].algo = k % 2 ? HN_ALGO_TWOSHOT : HN_ALGO_ONESHOT;
         x[k].dt = HN_F32;
         x[k].hidden = 64;
         x[k].count = 1024;

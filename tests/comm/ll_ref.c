@@ -6,7 +6,7 @@
 #include "base/util.h"
 #include "ll_ref.h"
 
-void hn_llt_fill(hn_dtype dt, int redop, int raw, void *host, size_t n, uint64_t *seed)
+void hn_llt_fill(hn_dtype dt, hn_redop redop, int raw, void *host, size_t n, uint64_t *seed)
 {
     size_t es = (size_t)hn_dtype_size(dt);
     for (size_t i = 0; i < n; i++) {
@@ -15,7 +15,7 @@ void hn_llt_fill(hn_dtype dt, int redop, int raw, void *host, size_t n, uint64_t
             if (i % 7 == 3)
                 r = ~0ull;
             memcpy((char *)host + i * es, &r, es);
-        } else if (redop == 1) { /* prod */
+        } else if (redop == HN_RED_PROD) {
             hn_store(dt, host, (int64_t)i, (double)((r % 2 ? 1 : 2) * (r / 2 % 2 ? -1 : 1)));
         } else {
             hn_store(dt, host, (int64_t)i, (double)((int)(r % 17) - 8));
@@ -23,7 +23,7 @@ void hn_llt_fill(hn_dtype dt, int redop, int raw, void *host, size_t n, uint64_t
     }
 }
 
-float hn_llt_reduce(hn_dtype dt, int redop, const void *const *in, int n, size_t at, const void *res, size_t i)
+float hn_llt_reduce(hn_dtype dt, hn_redop redop, const void *const *in, int n, size_t at, const void *res, size_t i)
 {
     float acc = (float)hn_load(dt, in[0], (int64_t)(at + i));
     for (int p = 1; p < n; p++)

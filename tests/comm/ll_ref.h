@@ -7,19 +7,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/collective.h"
 #include "base/dtype.h"
 
 /* n random inputs of dtype dt: small integers (every sum, max, min exact
  * in bf16), or +-1 and +-2 for products (powers of two); for an allgather
  * of integers (raw = 1), any bits, every 7th element all ones (the
  * sentinel pattern and a packet flag's look-alikes must pass unchanged). */
-void hn_llt_fill(hn_dtype dt, int redop, int raw, void *host, size_t n, uint64_t *seed);
+void hn_llt_fill(hn_dtype dt, hn_redop redop, int raw, void *host, size_t n, uint64_t *seed);
 
 /* Element i of the reduction of the n members' inputs in[p] (host copies,
  * elements of dt from offset `at`), as the latency path computes it: fp32
  * in team order, avg divided at the end; plus res (NULL: nothing) before
  * it is stored, as the fused norm does. */
-float hn_llt_reduce(hn_dtype dt, int redop, const void *const *in, int n, size_t at, const void *res, size_t i);
+float hn_llt_reduce(hn_dtype dt, hn_redop redop, const void *const *in, int n, size_t at, const void *res, size_t i);
 
 /* The fused norm's factor of a row of y as stored (hidden elements of
  * dt), in double: out[j] = y[j] * factor * weight[j]. */

@@ -15,8 +15,8 @@ static hn_dstream *GS;
 
 static int setup(void)
 {
-    hn_device_config cfg = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
-    return G->init(&cfg, &GCTX) != HN_OK || G->thread_init(GCTX, 0) != HN_OK ||
+    hn_device_setup ds = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
+    return G->init(&ds, &GCTX) != HN_OK || G->thread_init(GCTX, 0) != HN_OK ||
            G->stream_create(GCTX, 0, &GS) != HN_OK;
 }
 
@@ -86,8 +86,8 @@ static double distance(const pair *p)
 
 static int host_setup(void)
 {
-    hn_device_config cfg = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
-    return hn_device_host.init(&cfg, &HCTX) != HN_OK || hn_device_host.stream_create(HCTX, 0, &HS) != HN_OK;
+    hn_device_setup ds = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
+    return hn_device_host.init(&ds, &HCTX) != HN_OK || hn_device_host.stream_create(HCTX, 0, &HS) != HN_OK;
 }
 
 static void test_random_is_the_hosts(void)
@@ -227,7 +227,7 @@ static void test_elementwise(void)
     pair d = make_rand(HN_BF16, 2, (int64_t[]){64, 48}, 23), s = make_rand(HN_F32, 1, (int64_t[]){48}, 24);
     pair f = make_rand(HN_F32, 2, (int64_t[]){48, 64}, 25);
     hn_tensor ath = a.h, atg = a.g;
-    for (int op = 0; op < 4; op++) {
+    for (hn_redop op = HN_RED_SUM; op <= HN_RED_MIN; op++) {
         hn_compute_host.binary(HS, op, &d.h, &a.h, &b.h, NULL);
         hn_compute_cuda.binary(GS, op, &d.g, &a.g, &b.g, NULL);
         CU_ASSERT_EQUAL(distance(&d), 0.0);

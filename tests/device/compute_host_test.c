@@ -43,8 +43,8 @@ static void *CTX;
 
 static int setup(void)
 {
-    hn_device_config cfg = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
-    return D->init(&cfg, &CTX) != HN_OK || D->stream_create(CTX, 0, &S) != HN_OK;
+    hn_device_setup ds = {1, 0, 1, NULL, 0, NULL, 0, NULL, 0};
+    return D->init(&ds, &CTX) != HN_OK || D->stream_create(CTX, 0, &S) != HN_OK;
 }
 
 static int teardown(void)
@@ -147,13 +147,13 @@ static void test_elementwise(void)
     for (int i = 0; i < 6; i++)
         for (int j = 0; j < 4; j++)
             CU_ASSERT_EQUAL(pd[i * 4 + j], pa[j * 6 + i]);
-    for (int op = 0; op < 4; op++) {
+    for (hn_redop op = HN_RED_SUM; op <= HN_RED_MIN; op++) {
         hn_tensor e = make(HN_F32, 2, (int64_t[]){4, 6});
         float *pe = e.data;
         C->binary(S, op, &e, &a, &b, NULL);
         D->stream_sync(S);
         for (int i = 0; i < 24; i++) {
-            float want = op == 0 ? pa[i] + pb[i] : op == 1 ? pa[i] * pb[i] : op == 2 ? fmaxf(pa[i], pb[i]) : fminf(pa[i], pb[i]);
+            float want = op == HN_RED_SUM ? pa[i] + pb[i] : op == HN_RED_PROD ? pa[i] * pb[i] : op == HN_RED_MAX ? fmaxf(pa[i], pb[i]) : fminf(pa[i], pb[i]);
             CU_ASSERT_EQUAL(pe[i], want);
         }
         free(e.data);

@@ -42,8 +42,8 @@ static hn_status_t append(void *arg, const hn_origin *o)
 static void *ctx_new(double delay)
 {
     void *ctx = NULL;
-    hn_device_config cfg = {4, delay, 7, NULL, 0, NULL, 0, NULL, 0};
-    CU_ASSERT_EQUAL(D->init(&cfg, &ctx), HN_OK);
+    hn_device_setup ds = {4, delay, 7, NULL, 0, NULL, 0, NULL, 0};
+    CU_ASSERT_EQUAL(D->init(&ds, &ctx), HN_OK);
     return ctx;
 }
 

@@ -140,7 +140,7 @@ static void expect_word(const char *dict, const char *word)
     CU_ASSERT_PTR_NOT_NULL(strstr(dict, quoted));
 }
 
-/* Every instruction keyword, punctuation, dtype, reduction and backend. */
+/* Every instruction keyword, punctuation, dtype, reduction and communicator. */
 static void test_dictionary(void)
 {
     char *dict = hn_test_read_file("tests/fuzz/hir.dict", NULL);
@@ -154,7 +154,7 @@ static void test_dictionary(void)
     for (int i = 0; i < HN_RED_COUNT; i++)
         expect_word(dict, hn_redop_name((hn_redop)i));
     for (int i = 0; i < HN_VIA_COUNT; i++)
-        expect_word(dict, hn_backend_name((hn_backend_kind)i));
+        expect_word(dict, hn_via_name((hn_via)i));
     free(dict);
 }
 

@@ -19,7 +19,7 @@ strings_of() {
     done
     echo "# words the parser reserves or expects (src/ir/parse.c, ir.c)"
     { strings_of src/ir/parse.c 'reserved\[\]'; strings_of src/ir/ir.c 'redop_names'
-      strings_of src/ir/ir.c 'backend_names'; echo get; echo put; } | sort -u | while read -r w; do
+      strings_of src/ir/ir.c 'via_names'; echo get; echo put; } | sort -u | while read -r w; do
         echo "w_$w=\"$w\""
     done
     echo "# punctuation (src/ir/lex.c)"

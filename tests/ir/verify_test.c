@@ -335,9 +335,9 @@ static void test_matching(void)
                "t.hir:3:3: error: rank 0 sends message #0 to rank 1, which never receives it; it would hang");
     expect_dry("t = alloc f32[4]\nu = alloc f32[2]\nif rank == 0 {\n  send t to 1\n} else {\n  recv u from 0\n}\n",
                2, "message #0 from rank 0 to rank 1: send of 4 x f32 (t.hir:4:3) against recv of 2 x f32");
-    /* what the p2p backend does not do is rejected before anything runs */
+    /* what the p2p communicator does not do is rejected before anything runs */
     expect_dry("t = alloc f32[8]\nreduce t <- t op sum via p2p\n", 2,
-               "reduce via p2p: the p2p backend does allgather, reduce_scatter, allreduce, broadcast and send/recv");
+               "reduce via p2p: the p2p communicator does allgather, reduce_scatter, allreduce, broadcast and send/recv");
     expect_dry("t = alloc f32[6]\nallreduce t <- t via p2p\n", 4, "not divisible by the team size 4");
     expect_dry("t = alloc i32[6]\nallreduce t <- t via ll\n", 2,
                "allreduce via ll: the latency path reduces f32, bf16 and f16");

@@ -88,7 +88,7 @@ static void test_coefficients_are_the_fit(void)
     }
 }
 
-static hn_pipe_plan plan_of(hn_strategy s, int chunks, int streams, hn_backend_kind via, hn_protocol protocol)
+static hn_pipe_plan plan_of(hn_strategy s, int chunks, int streams, hn_via via, hn_coll_algo protocol)
 {
     hn_pipe_plan pl;
     memset(&pl, 0, sizeof(pl));
@@ -107,10 +107,10 @@ static hn_pipe_shape shape_of(hn_pipe_kind k, int64_t M, int64_t K, int64_t N, h
     return sh;
 }
 
-static double predicted_ratio(const hn_cost_point *p, hn_backend_kind via)
+static double predicted_ratio(const hn_cost_point *p, hn_via via)
 {
     hn_pipe_shape sh = shape_of(p->kind, p->M, p->K, p->N, HN_BF16, p->world, NULL);
-    hn_pipe_plan pl = plan_of(p->strategy, p->chunks, p->strategy == HN_STRAT_SEQUENTIAL ? 1 : 2, via, HN_PROTO_PUT);
+    hn_pipe_plan pl = plan_of(p->strategy, p->chunks, p->strategy == HN_STRAT_SEQUENTIAL ? 1 : 2, via, HN_ALGO_PUSH);
     double flops = 2.0 * p->M * p->N * p->K;
     return hn_cost_gemm_seconds(NULL, flops, HN_BF16) / hn_pipe_seconds(&sh, &pl);
 }
@@ -173,18 +173,18 @@ static void test_choose(void)
         for (int op = 0; op < 2; op++) {
             hn_pipe_shape sh = shape_of(op ? HN_PIPE_MM_RS : HN_PIPE_AG_MM, shapes[k][0], shapes[k][1], shapes[k][2],
                                         HN_BF16, 2, NULL);
-            hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+            hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
             CU_ASSERT_EQUAL(hn_pipe_choose(&sh, op ? rs : ag, &pl, err, sizeof(err)), HN_OK);
             CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_RING);
             CU_ASSERT_EQUAL(pl.chunks, 2);
             CU_ASSERT_EQUAL(pl.via, HN_VIA_P2P);
-            CU_ASSERT_EQUAL(pl.protocol, HN_PROTO_PUT); /* get ties with put where nothing measured it */
+            CU_ASSERT_EQUAL(pl.protocol, HN_ALGO_PUSH); /* get ties with put where nothing measured it */
             CU_ASSERT(pl.streams >= 2);
         }
     for (int op = 0; op < 2; op++) {
         /* a decode-sized GEMM on 4 GPUs: nothing to hide the latency behind */
         hn_pipe_shape sh = shape_of(op ? HN_PIPE_MM_RS : HN_PIPE_AG_MM, 16, 4096, 4096, HN_BF16, 4, NULL);
-        hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+        hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, op ? rs : ag, &pl, err, sizeof(err)), HN_OK);
         CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_SEQUENTIAL);
         CU_ASSERT_EQUAL(pl.streams, 1);
@@ -192,20 +192,20 @@ static void test_choose(void)
     {
         /* fixed choices are kept, the free ones chosen */
         hn_pipe_shape sh = shape_of(HN_PIPE_AG_MM, 4096, 8192, 8192, HN_BF16, 4, NULL);
-        hn_pipe_plan pl = plan_of(HN_STRAT_COLLECTIVE, 0, 3, HN_VIA_NCCL, HN_PROTO_AUTO);
+        hn_pipe_plan pl = plan_of(HN_STRAT_COLLECTIVE, 0, 3, HN_VIA_NCCL, HN_ALGO_AUTO);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_OK);
         CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_COLLECTIVE);
         CU_ASSERT_EQUAL(pl.streams, 3);
         CU_ASSERT_EQUAL(pl.via, HN_VIA_NCCL);
         CU_ASSERT(pl.chunks == 2 || pl.chunks == 4 || pl.chunks == 8);
-        pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_GET);
+        pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_PULL);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_OK);
         CU_ASSERT_EQUAL(pl.via, HN_VIA_P2P); /* get pulls through p2p */
-        CU_ASSERT_EQUAL(pl.protocol, HN_PROTO_GET);
-        pl = plan_of(HN_STRAT_RING, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+        CU_ASSERT_EQUAL(pl.protocol, HN_ALGO_PULL);
+        pl = plan_of(HN_STRAT_RING, 3, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, ag, &pl, err, sizeof(err)), HN_ERR_VERIFY);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "chunks=3 must be world (4)"));
-        pl = plan_of(HN_STRAT_BROADCAST, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+        pl = plan_of(HN_STRAT_BROADCAST, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, HN_OPF_SEQUENTIAL | HN_OPF_RING, &pl, err, sizeof(err)), HN_OK);
         CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_BROADCAST); /* a fixed strategy is the statement's business */
     }
@@ -213,12 +213,12 @@ static void test_choose(void)
         /* GEMM + allreduce by ring cuts the output in world blocks: rows
          * that do not divide are refused, and auto takes another way */
         hn_pipe_shape sh = shape_of(HN_PIPE_MM_AR, 16, 8, 8, HN_F32, 3, NULL);
-        hn_pipe_plan pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+        hn_pipe_plan pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
         CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_ERR_VERIFY);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "the 16 rows of the output do not divide"));
         for (int64_t m = 16; m <= 1 << 14; m *= 4) {
             sh.M = m + 1;
-            pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+            pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
             CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_OK);
             CU_ASSERT_NOT_EQUAL(pl.strategy, HN_STRAT_RING);
         }
@@ -234,29 +234,29 @@ static void test_allreduce_halves(void)
     char err[256];
     hn_pipe_shape big = shape_of(HN_PIPE_MM_AR, 32768, 16384, 8192, HN_BF16, 2, NULL); /* blocks: 512 MiB */
     hn_pipe_shape small = shape_of(HN_PIPE_MM_AR, 256, 8192, 1024, HN_BF16, 2, NULL);  /* 512 KiB */
-    hn_pipe_plan pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO), q;
+    hn_pipe_plan pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO), q;
     double t_nccl, t_p2p;
     CU_ASSERT_EQUAL(hn_pipe_choose(&big, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.via, HN_VIA_P2P);
     CU_ASSERT_EQUAL(pl.ag_via, HN_VIA_P2P);
-    CU_ASSERT_EQUAL(pl.ag_protocol, HN_PROTO_PUT);
+    CU_ASSERT_EQUAL(pl.ag_protocol, HN_ALGO_PUSH);
     /* the plan's time is the ring's and the allgather's after it */
     q = pl;
     q.ag_via = HN_VIA_NCCL;
-    q.ag_protocol = HN_PROTO_AUTO;
+    q.ag_protocol = HN_ALGO_AUTO;
     t_p2p = hn_pipe_seconds(&big, &pl);
     t_nccl = hn_pipe_seconds(&big, &q);
     CU_ASSERT(fabs((t_nccl - t_p2p) - (1044.0 - 836.9) * 1e-6) < 1e-9); /* 512 MiB allgathers on 2 H200s */
-    pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
     CU_ASSERT_EQUAL(hn_pipe_choose(&small, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.ag_via, HN_VIA_NCCL);
     /* named: kept for both halves */
-    pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_P2P, HN_PROTO_AUTO);
+    pl = plan_of(HN_STRAT_RING, 0, 0, HN_VIA_P2P, HN_ALGO_AUTO);
     CU_ASSERT_EQUAL(hn_pipe_choose(&small, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.ag_via, HN_VIA_P2P);
     /* auto's plan is never slower than the ring with the halves of one communicator */
-    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
-    q = plan_of(HN_STRAT_RING, 2, 2, HN_VIA_P2P, HN_PROTO_PUT);
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
+    q = plan_of(HN_STRAT_RING, 2, 2, HN_VIA_P2P, HN_ALGO_PUSH);
     CU_ASSERT_EQUAL(hn_pipe_choose(&big, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT(pl.seconds <= hn_pipe_seconds(&big, &q) + 1e-12);
 }
@@ -269,7 +269,7 @@ static void test_latency_path_at_small_m(void)
     int offered = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE;
     char err[256];
     hn_pipe_shape decode = shape_of(HN_PIPE_MM_AR, 16, 4096, 4096, HN_BF16, 2, NULL); /* 128 KiB */
-    hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
     hn_cost_profile *m = measured_copy();
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     unsetenv("HIRNODE_AUTO_LL");
@@ -277,7 +277,7 @@ static void test_latency_path_at_small_m(void)
     CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_SEQUENTIAL);
     CU_ASSERT_EQUAL(pl.via, HN_VIA_NCCL);
     setenv("HIRNODE_AUTO_LL", "1", 1);
-    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
     CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_SEQUENTIAL);
     CU_ASSERT_EQUAL(pl.via, HN_VIA_LL);
@@ -285,29 +285,29 @@ static void test_latency_path_at_small_m(void)
                    hn_cost_model.seq_overhead_s) < 1e-9);
     /* 4 ranks: no curve of it measured */
     decode.world = 4;
-    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
     CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_NOT_EQUAL(pl.via, HN_VIA_LL);
     /* integers: the latency path reduces floats only */
     decode.world = 2;
     decode.dtype = HN_I32;
-    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
     CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_NOT_EQUAL(pl.via, HN_VIA_LL);
     /* a statement that names its communicator keeps it */
     decode.dtype = HN_BF16;
-    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_NCCL, HN_PROTO_AUTO);
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_NCCL, HN_ALGO_AUTO);
     CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.via, HN_VIA_NCCL);
     unsetenv("HIRNODE_AUTO_LL");
     /* measured on this machine: picked without the switch */
     decode.prof = m;
-    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
     CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.via, HN_VIA_LL);
     /* large: NCCL or the rings, never the latency path */
     decode.M = 32768;
-    pl = plan_of(HN_STRAT_SEQUENTIAL, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    pl = plan_of(HN_STRAT_SEQUENTIAL, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
     CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_NOT_EQUAL(pl.via, HN_VIA_LL);
     free(m);
@@ -320,7 +320,7 @@ static void test_profile_drives_the_model(void)
     char err[256];
     hn_cost_profile *m = measured_copy();
     hn_pipe_shape sh = shape_of(HN_PIPE_MM_RS, 4096, 8192, 8192, HN_BF16, 2, NULL);
-    hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO);
+    hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
     const hn_cost_curve *put;
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     /* a pull ring measured faster than the push ring: get */
@@ -335,11 +335,11 @@ static void test_profile_drives_the_model(void)
     sh.prof = m;
     CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_RING);
-    CU_ASSERT_EQUAL(pl.protocol, HN_PROTO_GET);
+    CU_ASSERT_EQUAL(pl.protocol, HN_ALGO_PULL);
     /* a GEMM ten times slower hides more: the same time for the
      * communication, a larger share of it hidden */
     {
-        hn_pipe_plan q = plan_of(HN_STRAT_SEQUENTIAL, 1, 1, HN_VIA_NCCL, HN_PROTO_AUTO);
+        hn_pipe_plan q = plan_of(HN_STRAT_SEQUENTIAL, 1, 1, HN_VIA_NCCL, HN_ALGO_AUTO);
         double before = hn_pipe_seconds(&sh, &q);
         for (int i = 0; i < m->ngemm; i++)
             m->gemm[i].tflops /= 10;
@@ -427,11 +427,11 @@ static void test_via_resolve(void)
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 2), HN_VIA_DEFAULT);
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_LL, 0, HN_COLL_ALLREDUCE, 1 << 30, HN_F32, 2), HN_VIA_LL);
     /* one-shot below the two-shot crossover: never on 2 ranks */
-    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 1 << 20, HN_BF16, 2), HN_LL_ONESHOT);
-    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, (256 << 10) - 1, HN_BF16, 4), HN_LL_ONESHOT);
-    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 256 << 10, HN_BF16, 4), HN_LL_TWOSHOT); /* 512 KiB */
-    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 128 << 10, HN_BF16, 8), HN_LL_TWOSHOT); /* 256 KiB */
-    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLGATHER, 1 << 20, HN_BF16, 8), HN_LL_ONESHOT);
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 1 << 20, HN_BF16, 2), HN_ALGO_ONESHOT);
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, (256 << 10) - 1, HN_BF16, 4), HN_ALGO_ONESHOT);
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 256 << 10, HN_BF16, 4), HN_ALGO_TWOSHOT); /* 512 KiB */
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 128 << 10, HN_BF16, 8), HN_ALGO_TWOSHOT); /* 256 KiB */
+    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLGATHER, 1 << 20, HN_BF16, 8), HN_ALGO_ONESHOT);
     /* never the rings below their crossover, the latency path on or off */
     for (int on = 0; on < 2; on++) {
         static const hn_coll_kind kinds[] = {HN_COLL_ALLREDUCE, HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER};
@@ -440,7 +440,7 @@ static void test_via_resolve(void)
             for (int n = 2; n <= 8; n++)
                 for (size_t bytes = 1024; bytes <= ((size_t)1 << 31); bytes *= 2) {
                     size_t count = kinds[k] == HN_COLL_ALLREDUCE ? bytes / 2 : bytes / 2 / (size_t)n;
-                    hn_backend_kind v = hn_via_resolve(HN_VIA_AUTO, 0, kinds[k], count, HN_BF16, n);
+                    hn_via v = hn_via_resolve(HN_VIA_AUTO, 0, kinds[k], count, HN_BF16, n);
                     size_t moved = kinds[k] == HN_COLL_ALLREDUCE ? count * 2 : count * 2 * (size_t)n;
                     CU_ASSERT(v != HN_VIA_P2P || moved >= hn_cost_crossover(kinds[k], n));
                     /* and the latency path exactly below its own, when on */
@@ -501,26 +501,26 @@ static void test_choose_failures(void)
     char err[1024];
     int fit[3];
     uint64_t rng = 0xc0575;
-    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO},
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_ALGO_AUTO, 0, HN_VIA_AUTO, HN_ALGO_AUTO},
                  "strategy=auto finds no strategy for chunks=3: sequential runs in one step, chunks=3 must be 1; "
                  "ring moves one shard per step, chunks=3 must be world (2); collective: chunks=3 does not divide "
                  "the 32 rows of each rank's shard of A; broadcast takes chunks from each rank in turn, chunks=3 is "
                  "not a multiple of world (2); chunks=2 or chunks=4 would fit");
     /* only the strategies the statement offers */
     expect_unfit((hn_pipe_shape){HN_PIPE_MM_RS, 40, 64, 16, HN_F32, 4, NULL}, rs,
-                 (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO},
+                 (hn_pipe_plan){HN_STRAT_AUTO, 3, 0, HN_VIA_AUTO, HN_ALGO_AUTO, 0, HN_VIA_AUTO, HN_ALGO_AUTO},
                  "strategy=auto finds no strategy for chunks=3: sequential runs in one step, chunks=3 must be 1; "
                  "ring moves one shard per step, chunks=3 must be world (4); collective: chunks=3 does not divide "
                  "the 10 rows of each rank's block of the output; chunks=2 or chunks=4 would fit");
     /* a fixed strategy, free chunks: what auto tried for it */
     expect_unfit((hn_pipe_shape){HN_PIPE_AG_MM, 14, 128, 64, HN_BF16, 2, NULL}, ag,
-                 (hn_pipe_plan){HN_STRAT_COLLECTIVE, 0, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO},
+                 (hn_pipe_plan){HN_STRAT_COLLECTIVE, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO, 0, HN_VIA_AUTO, HN_ALGO_AUTO},
                  "strategy=collective with the chunks auto tries (2, 4 and 8): chunks=2 does not divide the 7 rows "
                  "of each rank's shard of A; chunks=1 or chunks=7 would fit");
     /* no strategy's business: said alone */
-    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 0, 0, HN_VIA_NCCL, HN_PROTO_GET, 0, HN_VIA_AUTO, HN_PROTO_AUTO},
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 0, 0, HN_VIA_NCCL, HN_ALGO_PULL, 0, HN_VIA_AUTO, HN_ALGO_AUTO},
                  "protocol=get pulls through p2p, not via=nccl");
-    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 4, 17, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO},
+    expect_unfit(ag64, ag, (hn_pipe_plan){HN_STRAT_AUTO, 4, 17, HN_VIA_AUTO, HN_ALGO_AUTO, 0, HN_VIA_AUTO, HN_ALGO_AUTO},
                  "streams=17 out of range [1, 16]");
     /* random shapes and chunks: what is said to fit fits, and nothing
      * between the nearest below and above does */
@@ -529,7 +529,7 @@ static void test_choose_failures(void)
         int64_t M = world * (1 + (int64_t)(hn_splitmix64(&rng) % 40));
         hn_pipe_shape sh = {(hn_pipe_kind)kind, M, kind < 3 ? 64 : 1, kind < 3 ? 32 : 1, HN_BF16, world, NULL};
         int offered = kind == HN_PIPE_AG_MM || kind == HN_PIPE_AG ? ag : rs;
-        hn_pipe_plan pl = {HN_STRAT_AUTO, 1 + (int)(hn_splitmix64(&rng) % 24), 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO};
+        hn_pipe_plan pl = {HN_STRAT_AUTO, 1 + (int)(hn_splitmix64(&rng) % 24), 0, HN_VIA_AUTO, HN_ALGO_AUTO, 0, HN_VIA_AUTO, HN_ALGO_AUTO};
         int n;
         if (kind == HN_PIPE_AG) /* a plain allgather: no ring */
             offered = HN_OPF_SEQUENTIAL | HN_OPF_COLLECTIVE | HN_OPF_BROADCAST;
@@ -539,11 +539,11 @@ static void test_choose_failures(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "sequential runs in one step"));
         n = suggested(err, fit);
         for (int i = 0; i < n; i++) {
-            hn_pipe_plan q = {HN_STRAT_AUTO, fit[i], 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO};
+            hn_pipe_plan q = {HN_STRAT_AUTO, fit[i], 0, HN_VIA_AUTO, HN_ALGO_AUTO, 0, HN_VIA_AUTO, HN_ALGO_AUTO};
             CU_ASSERT_EQUAL(hn_pipe_choose(&sh, offered, &q, err, sizeof(err)), HN_OK);
         }
         for (int c = n > 0 ? fit[0] + 1 : 1; n == 2 && c < fit[1]; c++) {
-            hn_pipe_plan q = {HN_STRAT_AUTO, c, 0, HN_VIA_AUTO, HN_PROTO_AUTO, 0, HN_VIA_AUTO, HN_PROTO_AUTO};
+            hn_pipe_plan q = {HN_STRAT_AUTO, c, 0, HN_VIA_AUTO, HN_ALGO_AUTO, 0, HN_VIA_AUTO, HN_ALGO_AUTO};
             CU_ASSERT_EQUAL(hn_pipe_choose(&sh, offered, &q, err, sizeof(err)), HN_ERR_VERIFY);
         }
     }
@@ -584,10 +584,10 @@ static void test_via_auto_runs(void)
         CU_ASSERT_EQUAL(logs[r].recs[1].via, HN_VIA_NCCL); /* 4 MiB gathered */
         /* 12 KB reduced: the latency path, one-shot as the cost model says */
         CU_ASSERT_EQUAL(logs[r].recs[2].via, HN_VIA_LL);
-        CU_ASSERT_EQUAL(logs[r].recs[2].get, HN_LL_ONESHOT);
+        CU_ASSERT_EQUAL(logs[r].recs[2].algo, HN_ALGO_ONESHOT);
         CU_ASSERT_EQUAL(logs[r].recs[3].via, HN_VIA_LL);
-        CU_ASSERT_EQUAL(logs[r].recs[3].get, HN_LL_ONESHOT);
-        CU_ASSERT_EQUAL(logs[r].recs[4].get, HN_LL_TWOSHOT);
+        CU_ASSERT_EQUAL(logs[r].recs[3].algo, HN_ALGO_ONESHOT);
+        CU_ASSERT_EQUAL(logs[r].recs[4].algo, HN_ALGO_TWOSHOT);
     }
     for (int i = 0; i < 2; i++) {
         hn_free(logs[i].recs);
@@ -659,7 +659,7 @@ static void test_ll_crossover_runs(void)
             CU_ASSERT_EQUAL_FATAL(logs[r].n, 2);
             for (int i = 0; i < 2; i++) {
                 CU_ASSERT_EQUAL(logs[r].recs[i].via, HN_VIA_LL);
-                CU_ASSERT_EQUAL(logs[r].recs[i].get, k == 0 ? HN_LL_ONESHOT : HN_LL_TWOSHOT);
+                CU_ASSERT_EQUAL(logs[r].recs[i].algo, k == 0 ? HN_ALGO_ONESHOT : HN_ALGO_TWOSHOT);
             }
             hn_free(logs[r].recs);
             hn_free(logs[r].teams);

@@ -27,7 +27,7 @@ extern char **environ;
 
 static uint64_t pattern(int rank, int i) { return 0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1) ^ (uint64_t)i; }
 
-static void config(hn_rdv_config *c, const char *dir, int world, int rank, uint64_t check)
+static void config(hn_rdv_setup *c, const char *dir, int world, int rank, uint64_t check)
 {
     memset(c, 0, sizeof(*c));
     c->dir = dir;
@@ -78,7 +78,7 @@ static int share_and_check(hn_rdv *r, int world, int rank)
 int hn_test_rdv_worker(int argc, char **argv);
 int hn_test_rdv_worker(int argc, char **argv)
 {
-    hn_rdv_config c;
+    hn_rdv_setup c;
     hn_rdv *r;
     hn_strbuf why;
     int world, rank, rc;
@@ -143,7 +143,7 @@ static void test_world_shares_memory(void)
     for (int world = 2; world <= 4; world += 2) {
         char *dir = make_dir();
         pid_t pid[4];
-        hn_rdv_config c;
+        hn_rdv_setup c;
         hn_rdv *r = NULL;
         hn_strbuf why;
         for (int q = 1; q < world; q++)
@@ -169,7 +169,7 @@ static void test_other_settings_named(void)
     char *dir = make_dir();
     char *said;
     pid_t pid;
-    hn_rdv_config c;
+    hn_rdv_setup c;
     hn_rdv *r = NULL;
     hn_strbuf why;
     hn_test_capture_begin(); /* the worker says why it stopped: expected */
@@ -190,7 +190,7 @@ static void test_other_settings_named(void)
 static void test_absent_rank_named(void)
 {
     char *dir = make_dir();
-    hn_rdv_config c;
+    hn_rdv_setup c;
     hn_rdv *r = NULL;
     hn_strbuf why;
     double t0 = hn_now();
@@ -229,7 +229,7 @@ static void test_death_reported(void)
 {
     char *dir = make_dir();
     pid_t pid = spawn_worker("die", dir, 2, 1);
-    hn_rdv_config c;
+    hn_rdv_setup c;
     hn_rdv *r = NULL;
     hn_strbuf why;
     lost_note note;
@@ -256,7 +256,7 @@ static void test_death_reported(void)
 static void test_bad_directories(void)
 {
     char *dir = make_dir(), longdir[200], sock[256];
-    hn_rdv_config c;
+    hn_rdv_setup c;
     hn_rdv *r = NULL;
     hn_strbuf why;
     hn_log_level_t level = hn_log_level();

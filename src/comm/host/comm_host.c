@@ -16,15 +16,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../comm.h"
-#include "../team_list.h"
+#include "../comm_base.h"
 
 #define RDV_SLOTS 16 /* rendezvous of one team in flight at once */
 #define POSTS 8      /* sends of one (src, dst) pair in flight at once */
 #define SLICE_S 0.05 /* the longest sleep between two looks at the abort words */
 #define KEY_POSTS 0x686f737470000000ull /* "host" "p": the world's posts */
 #define KEY_TEAM 0x686f737474000000ull  /* "host" "t": a team's slots (| its id) */
-/* a world of its own (no config world): room for the posts and teams */
+/* a world of its own (the setup gave none): room for the posts and teams */
 #define OWN_WORLD_TEAMS ((size_t)64 << 20)
 
 /* One member's part of a rendezvous slot: its arguments, then `state`. */
@@ -62,33 +61,27 @@ typedef struct post {
 } post;
 
 typedef struct member {
-    int rank;
     uint64_t issue_seq; /* touched only by that rank's thread */
 } member;
 
 struct hn_comm_team {
-    hn_comm_world *w;
-    int n;
-    member *m;
-    char *slots;       /* shared: RDV_SLOTS slots of slot_bytes */
+    hn_comm_team_base base; /* the world, size, id, ranks (comm_base.h) */
+    char *slots;            /* shared: RDV_SLOTS slots of slot_bytes */
     size_t slot_bytes;
+    member m[];
 };
 
 struct hn_comm_world {
-    int nranks;
-    const hn_fault_sink *sink;
-    hn_world *world, *own_world;
+    hn_comm_base base;
     hn_doorbell *bell;  /* the world's */
     post *posts;        /* shared: [(src * nranks + dst) * POSTS] */
     uint64_t *send_seq; /* [src * n + dst]; issue side, src's thread */
     uint64_t *recv_seq; /* [src * n + dst]; issue side, dst's thread */
-    uint64_t team_ids;  /* teams made so far: the same sequence in every process */
     int aborted;        /* this process's members give up (host_abort) */
     int shared_dirty;   /* an abort left slots and posts behind (reset_shared) */
-    hn_team_list teams;
 };
 
-void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, int redop, int first)
+void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, hn_redop redop, int first)
 {
     int is_float = hn_dtype_is_float(dt);
     for (size_t i = 0; i < n; i++) {
@@ -99,89 +92,68 @@ void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, int red
             continue;
         }
         switch (redop) {
-        case HN_REDUCE_SUM:
-        case HN_REDUCE_AVG: a = a + v; break;
-        case HN_REDUCE_PROD: a = a * v; break;
-        case HN_REDUCE_MAX: a = v > a ? v : a; break;
-        case HN_REDUCE_MIN: a = v < a ? v : a; break;
+        case HN_RED_SUM:
+        case HN_RED_AVG: a = a + v; break;
+        case HN_RED_PROD: a = a * v; break;
+        case HN_RED_MAX: a = v > a ? v : a; break;
+        case HN_RED_MIN: a = v < a ? v : a; break;
+        case HN_RED_COUNT: break; /* not a reduction */
         }
-        /* fp32 accumulation for floating types, like the GPU backends */
+        /* fp32 accumulation for floating types, like the GPU communicators */
         acc[i] = is_float ? (double)(float)a : a;
     }
 }
 
 static size_t posts_bytes(int nranks) { return (size_t)nranks * (size_t)nranks * POSTS * sizeof(post); }
 
-static hn_status_t host_init(const hn_comm_config *cfg, hn_comm_world **out)
-{
-    hn_comm_world *w = hn_calloc(1, sizeof(*w));
-    size_t n2 = (size_t)cfg->nranks * (size_t)cfg->nranks;
-    hn_status_t st = HN_ERR_NOMEM;
-    if (w == NULL)
-        return HN_ERR_NOMEM;
-    w->nranks = cfg->nranks;
-    w->sink = cfg->sink;
-    w->world = cfg->world;
-    if (w->world == NULL) {
-        st = hn_world_create_local(cfg->nranks, cfg->sink != NULL ? cfg->sink->timeout_s : 60.0,
-                                   posts_bytes(cfg->nranks) + OWN_WORLD_TEAMS, &w->own_world);
-        if (st != HN_OK)
-            goto fail;
-        w->world = w->own_world;
-    }
-    w->bell = hn_world_bell(w->world);
-    w->send_seq = hn_calloc(n2, sizeof(uint64_t));
-    w->recv_seq = hn_calloc(n2, sizeof(uint64_t));
-    if (w->send_seq == NULL || w->recv_seq == NULL) {
-        st = HN_ERR_NOMEM;
-        goto fail;
-    }
-    /* in every process, first of this communicator's regions: the same offset everywhere */
-    if ((st = hn_world_shared(w->world, KEY_POSTS, posts_bytes(w->nranks), (void **)&w->posts)) != HN_OK) {
-        HN_ERROR("host: no room in the shared regions for the posts of %d ranks (%zu bytes)", w->nranks,
-                 posts_bytes(w->nranks));
-        goto fail;
-    }
-    *out = w;
-    return HN_OK;
-fail:
-    hn_free(w->send_seq);
-    hn_free(w->recv_seq);
-    hn_world_destroy(w->own_world);
-    hn_free(w);
-    return st;
-}
-
 static void host_fini(hn_comm_world *w)
 {
     if (w == NULL)
         return;
-    hn_world_shared_free(w->world, w->posts);
+    hn_world_shared_free(w->base.world, w->posts);
     hn_free(w->send_seq);
     hn_free(w->recv_seq);
-    hn_team_list_free(&w->teams);
-    hn_world_destroy(w->own_world);
-    hn_free(w);
+    hn_comm_base_free(&w->base);
+}
+
+static hn_status_t host_init(const hn_comm_setup *setup, hn_comm_world **out)
+{
+    size_t n2 = (size_t)setup->nranks * (size_t)setup->nranks;
+    hn_comm_world *w;
+    hn_status_t st = hn_comm_base_new("host", setup, sizeof(*w), posts_bytes(setup->nranks) + OWN_WORLD_TEAMS, &w);
+    if (st != HN_OK)
+        return st;
+    w->bell = hn_world_bell(w->base.world);
+    w->send_seq = hn_calloc(n2, sizeof(uint64_t));
+    w->recv_seq = hn_calloc(n2, sizeof(uint64_t));
+    if (w->send_seq == NULL || w->recv_seq == NULL) {
+        host_fini(w);
+        return HN_ERR_NOMEM;
+    }
+    /* in every process, first of this communicator's regions: the same offset everywhere */
+    if ((st = hn_world_shared(w->base.world, KEY_POSTS, posts_bytes(w->base.nranks), (void **)&w->posts)) != HN_OK) {
+        HN_ERROR("host: no room in the shared regions for the posts of %d ranks (%zu bytes)", w->base.nranks,
+                 posts_bytes(w->base.nranks));
+        host_fini(w);
+        return st;
+    }
+    *out = w;
+    return HN_OK;
 }
 
 static hn_status_t host_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
 {
-    void *m = NULL;
-    hn_status_t st;
-    hn_comm_team *t = hn_team_new(&w->teams, w->nranks, ranks, n, sizeof(hn_comm_team), sizeof(member),
-                                  offsetof(member, rank), &m);
-    if (t == NULL)
-        return HN_ERR_NOMEM;
-    t->m = m;
-    t->n = n;
-    t->w = w;
+    hn_comm_team *t;
+    hn_status_t st = hn_comm_team_new(&w->base, ranks, n, sizeof(*t) + (size_t)n * sizeof(member), &t);
+    if (st != HN_OK)
+        return st;
     t->slot_bytes = (sizeof(rdv_slot) + (size_t)n * sizeof(slot_member) + 63) / 64 * 64;
     /* team_create runs in every process in the same order: the same region everywhere */
-    st = hn_world_shared(w->world, KEY_TEAM | w->team_ids++, RDV_SLOTS * t->slot_bytes, (void **)&t->slots);
+    st = hn_world_shared(w->base.world, KEY_TEAM | t->base.id, RDV_SLOTS * t->slot_bytes, (void **)&t->slots);
     if (st != HN_OK) {
         HN_ERROR("host: no room in the shared regions for a team of %d (%zu bytes)", n,
                  RDV_SLOTS * t->slot_bytes);
-        hn_team_free(&w->teams, t, t->m);
+        hn_comm_team_free(&t->base);
         return st;
     }
     *out = t;
@@ -192,22 +164,22 @@ static void host_team_destroy(hn_comm_team *t)
 {
     if (t == NULL)
         return;
-    hn_world_shared_free(t->w->world, t->slots);
-    hn_team_free(&t->w->teams, t, t->m);
+    hn_world_shared_free(t->base.w->base.world, t->slots);
+    hn_comm_team_free(&t->base);
 }
 
 static void team_text(const hn_comm_team *t, char *buf, size_t n)
 {
     size_t k = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < t->n && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, i ? ", %d" : "%d", t->m[i].rank);
+    for (int i = 0; i < t->base.n && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, i ? ", %d" : "%d", t->base.ranks[i]);
     if (k < n)
         snprintf(buf + k, n - k, "]");
 }
 
 static int is_aborted(const hn_comm_world *w, const hn_origin *o)
 {
-    return __atomic_load_n(&w->aborted, __ATOMIC_ACQUIRE) || hn_world_aborted(w->world) || hn_origin_aborted(o);
+    return __atomic_load_n(&w->aborted, __ATOMIC_ACQUIRE) || hn_world_aborted(w->base.world) || hn_origin_aborted(o);
 }
 
 static uint32_t load32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
@@ -254,7 +226,7 @@ static void describe_args(const hn_coll_args *a, char *buf, size_t n)
 static void *compute_result(const hn_comm_team *t, const hn_coll_args *args, int me, size_t *bytes_out)
 {
     const hn_coll_args *a = &args[me];
-    int n = t->n;
+    int n = t->base.n;
     size_t es = (size_t)hn_dtype_size(a->dtype), c = a->count;
     size_t out_elems = 0;
     char *out;
@@ -298,7 +270,7 @@ static void *compute_result(const hn_comm_team *t, const hn_coll_args *args, int
             hn_reduce_into(acc, (const char *)args[j].send + off * es, a->dtype, c, a->redop, j == 0);
         for (size_t i = 0; i < c; i++) {
             double v = acc[i];
-            if (a->redop == HN_REDUCE_AVG)
+            if (a->redop == HN_RED_AVG)
                 v = hn_dtype_is_float(a->dtype) ? (double)((float)v / (float)n) : floor(v / n);
             hn_store(a->dtype, out, (int64_t)i, v);
         }
@@ -358,20 +330,20 @@ static void ranks_below(const hn_comm_team *t, rdv_slot *r, uint32_t state, char
 {
     size_t k = 0;
     buf[0] = '\0';
-    for (int m = 0; m < t->n && k < len; m++)
+    for (int m = 0; m < t->base.n && k < len; m++)
         if (load32(&r->m[m].state) < state)
-            k += (size_t)snprintf(buf + k, len - k, k ? ", %d" : "%d", t->m[m].rank);
+            k += (size_t)snprintf(buf + k, len - k, k ? ", %d" : "%d", t->base.ranks[m]);
 }
 
 /* The last member out: the slot zeroed, then its key freed for the next. */
 static void slot_leave(const hn_comm_team *t, rdv_slot *r)
 {
-    if (__atomic_add_fetch(&r->left, 1, __ATOMIC_ACQ_REL) == (uint32_t)t->n) {
-        memset(r->m, 0, (size_t)t->n * sizeof(slot_member));
+    if (__atomic_add_fetch(&r->left, 1, __ATOMIC_ACQ_REL) == (uint32_t)t->base.n) {
+        memset(r->m, 0, (size_t)t->base.n * sizeof(slot_member));
         r->arrived = r->read = r->left = 0;
         __atomic_store_n(&r->key, 0, __ATOMIC_RELEASE);
     }
-    hn_doorbell_ring(t->w->bell);
+    hn_doorbell_ring(t->base.w->bell);
 }
 
 /* A member's arrival: its arguments published, then compared with every
@@ -383,8 +355,8 @@ static hn_status_t arrive(const hn_comm_team *t, rdv_slot *r, const coll_job *j,
     sm->args = j->a;
     __atomic_store_n(&sm->state, M_HERE, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&r->arrived, 1, __ATOMIC_SEQ_CST);
-    hn_doorbell_ring(t->w->bell);
-    for (int m = 0; m < t->n; m++)
+    hn_doorbell_ring(t->base.w->bell);
+    for (int m = 0; m < t->base.n; m++)
         if (m != j->me && load32(&r->m[m].state) >= M_HERE && !same_signature(&r->m[m].args, &j->a)) {
             char mine[96], theirs[96];
             describe_args(&j->a, mine, sizeof(mine));
@@ -392,7 +364,7 @@ static hn_status_t arrive(const hn_comm_team *t, rdv_slot *r, const coll_job *j,
             hn_origin_fail(o, HN_ERR_MISMATCH,
                            "ranks diverge on team %s, communication #%llu: rank %d issues %s, "
                            "rank %d issues %s",
-                           team, (unsigned long long)j->seq, t->m[j->me].rank, mine, t->m[m].rank, theirs);
+                           team, (unsigned long long)j->seq, t->base.ranks[j->me], mine, t->base.ranks[m], theirs);
             return HN_ERR_MISMATCH;
         }
     return HN_OK;
@@ -412,8 +384,8 @@ static hn_status_t run_coll(void *arg, const hn_origin *o)
 
     j->seq = seq_key(o, j->seq);
     team_text(t, team, sizeof(team));
-    sw = (slot_wait){slot_at(t, j->seq), j->seq + 1, (uint32_t)t->n, CLAIM};
-    if ((rc = wait_for(t->w, o, slot_ready, &sw)) != 0) {
+    sw = (slot_wait){slot_at(t, j->seq), j->seq + 1, (uint32_t)t->base.n, CLAIM};
+    if ((rc = wait_for(t->base.w, o, slot_ready, &sw)) != 0) {
         uint64_t held = __atomic_load_n(&sw.r->key, __ATOMIC_ACQUIRE);
         ranks_below(t, sw.r, M_HERE, who, sizeof(who));
         if (rc == 2)
@@ -427,7 +399,7 @@ static hn_status_t run_coll(void *arg, const hn_origin *o)
     if ((st = arrive(t, sw.r, j, team, o)) != HN_OK)
         return st; /* the slot stays taken: the run fails, and the reset clears it */
     sw.phase = ARRIVED;
-    if ((rc = wait_for(t->w, o, slot_ready, &sw)) != 0) {
+    if ((rc = wait_for(t->base.w, o, slot_ready, &sw)) != 0) {
         ranks_below(t, sw.r, M_HERE, who, sizeof(who));
         if (rc == 2)
             hn_origin_fail(o, HN_ERR_TIMEOUT,
@@ -438,8 +410,8 @@ static hn_status_t run_coll(void *arg, const hn_origin *o)
 
     /* everyone's buffers are published and nobody has written yet */
     st = HN_ERR_NOMEM;
-    if ((args = hn_malloc((size_t)t->n * sizeof(*args))) != NULL) {
-        for (int m = 0; m < t->n; m++)
+    if ((args = hn_malloc((size_t)t->base.n * sizeof(*args))) != NULL) {
+        for (int m = 0; m < t->base.n; m++)
             args[m] = sw.r->m[m].args;
         result = compute_result(t, args, j->me, &bytes);
         hn_free(args);
@@ -451,9 +423,9 @@ static hn_status_t run_coll(void *arg, const hn_origin *o)
 
     __atomic_store_n(&sw.r->m[j->me].state, M_READ, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&sw.r->read, 1, __ATOMIC_SEQ_CST);
-    hn_doorbell_ring(t->w->bell);
+    hn_doorbell_ring(t->base.w->bell);
     sw.phase = READ;
-    rc = wait_for(t->w, o, slot_ready, &sw);
+    rc = wait_for(t->base.w, o, slot_ready, &sw);
     if (rc == 0 && st == HN_OK && bytes > 0)
         memcpy(j->a.recv, result, bytes); /* no member reads inputs any more */
     if (rc == 2) {
@@ -488,7 +460,7 @@ typedef struct p2p_job {
 
 static post *ring_of(const hn_comm_world *w, int src, int dst)
 {
-    return &w->posts[((size_t)src * (size_t)w->nranks + (size_t)dst) * POSTS];
+    return &w->posts[((size_t)src * (size_t)w->base.nranks + (size_t)dst) * POSTS];
 }
 
 /* Posts a send in a free post of its pair's ring; NULL when all are in use. */
@@ -690,8 +662,8 @@ static hn_status_t host_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     j->n = n;
     /* sequence numbers per (src, dst) pair, taken in issue order */
     for (int i = 0; i < n; i++)
-        j->seqs[i] = ops[i].is_send ? w->send_seq[rank * w->nranks + ops[i].peer]++
-                                    : w->recv_seq[ops[i].peer * w->nranks + rank]++;
+        j->seqs[i] = ops[i].is_send ? w->send_seq[rank * w->base.nranks + ops[i].peer]++
+                                    : w->recv_seq[ops[i].peer * w->base.nranks + rank]++;
     return hn_device_host.launch_host(s, run_p2p, j, free_p2p_job, o);
 }
 
@@ -712,15 +684,15 @@ static int host_abort(hn_comm_world *w)
  * launches still in flight keeps its partners. */
 static void host_reset(hn_comm_world *w)
 {
-    size_t n2 = (size_t)w->nranks * (size_t)w->nranks;
+    size_t n2 = (size_t)w->base.nranks * (size_t)w->base.nranks;
     if (!__atomic_load_n(&w->aborted, __ATOMIC_ACQUIRE))
         return;
     __atomic_store_n(&w->aborted, 0, __ATOMIC_RELEASE);
     memset(w->send_seq, 0, n2 * sizeof(uint64_t));
     memset(w->recv_seq, 0, n2 * sizeof(uint64_t));
-    for (int i = 0; i < w->teams.n; i++) {
-        hn_comm_team *t = w->teams.teams[i];
-        for (int k = 0; k < t->n; k++)
+    for (int i = 0; i < w->base.teams.n; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
+        for (int k = 0; k < t->base.n; k++)
             t->m[k].issue_seq = 0;
     }
 }
@@ -735,9 +707,9 @@ static void host_reset_shared(hn_comm_world *w)
 {
     if (!__atomic_exchange_n(&w->shared_dirty, 0, __ATOMIC_ACQ_REL))
         return;
-    memset(w->posts, 0, posts_bytes(w->nranks));
-    for (int i = 0; i < w->teams.n; i++) {
-        hn_comm_team *t = w->teams.teams[i];
+    memset(w->posts, 0, posts_bytes(w->base.nranks));
+    for (int i = 0; i < w->base.teams.n; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
         memset(t->slots, 0, RDV_SLOTS * t->slot_bytes);
     }
     hn_doorbell_ring(w->bell);

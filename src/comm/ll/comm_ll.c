@@ -22,47 +22,36 @@
 #include <string.h>
 
 #include "ll.h"
-#include "../comm.h"
-#include "../team_list.h"
+#include "../comm_base.h"
 
 #define SLOT_ALIGN 256
 #define FILL_PIECE ((size_t)1 << 20) /* host bytes of all ones a slot is cleared from at a time */
 /* what a member's exchanges on a team are about */
 enum { XCHG_JOIN = 1, XCHG_RESERVE = 2 };
 
-/* A member, as this process knows it: all but `rank` is written by the
- * member's own thread and stays empty here for a member another process
- * joined (so a non-NULL sig marks a member joined here). */
+/* A member, as this process knows it: written by the member's own thread,
+ * empty here for a member another process joined (so a non-NULL sig
+ * marks a member joined here). */
 typedef struct member {
-    int rank;
     hn_ll_signal *sig; /* its own, on its device */
     char *slots;       /* its own, on its device: HN_LL_SLOTS slots of `slot` bytes, all ones between calls */
     size_t slot;       /* 0: not reserved (or a reserve failed somewhere: grown anew by the next) */
     /* every member's, as the exchanges told it (peer_sig[me] is sig) */
     hn_ll_signal *peer_sig[HN_LL_MAX_RANKS];
     char *peer_slots[HN_LL_MAX_RANKS];
-    uint64_t xchgs;   /* its exchanges on the team: their names */
     hn_dstream *last; /* issue side: the stream of its last call on the team */
     hn_devent *ev;    /* issue side: orders a call after the last one when the stream changes */
 } member;
 
 struct hn_comm_team {
-    hn_comm_world *w;
-    int n;
-    uint64_t id; /* the same in every process: teams are created in one order everywhere */
-    member *m;
+    hn_comm_team_base base; /* the world, size, id, ranks (comm_base.h) */
+    member m[];
 };
 
+/* all it needs is the base's: the devices, the exchanges, the teams */
 struct hn_comm_world {
-    int n;
-    const hn_device_ops *dev;
-    void *dev_ctx;
-    hn_ll_kernel kernel; /* the one of dev's kind (hn_ll_kernel_for), or no_kernel */
-    const hn_fault_sink *sink;
-    hn_world *world;     /* the exchanges: the runtime's, or own_world */
-    hn_world *own_world; /* made when the config gave none (one process) */
-    uint64_t team_ids;
-    hn_team_list teams;
+    hn_comm_base base;
+    hn_ll_kernel kernel; /* the one of the device's kind (hn_ll_kernel_for), or no_kernel */
 };
 
 const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n)
@@ -126,102 +115,56 @@ static hn_status_t no_kernel(hn_dstream *s, const hn_ll_args *a, const hn_origin
     return HN_ERR_UNSUPPORTED;
 }
 
-static hn_status_t ll_init(const hn_comm_config *cfg, hn_comm_world **out)
+static hn_status_t ll_init(const hn_comm_setup *setup, hn_comm_world **out)
 {
-    hn_comm_world *w = hn_calloc(1, sizeof(*w));
-    hn_status_t st;
-    if (w == NULL)
-        return HN_ERR_NOMEM;
-    w->n = cfg->nranks;
-    w->dev = cfg->dev;
-    w->dev_ctx = cfg->dev_ctx;
-    w->kernel = hn_ll_kernel_for(cfg->dev);
-    if (w->kernel == NULL)
-        w->kernel = no_kernel;
-    w->sink = cfg->sink;
-    if ((st = hn_comm_world_of(cfg, 0, &w->world, &w->own_world)) != HN_OK) {
-        hn_free(w);
-        return st;
+    hn_status_t st = hn_comm_base_new("ll", setup, sizeof(hn_comm_world), 0, out);
+    if (st == HN_OK) {
+        (*out)->kernel = hn_ll_kernel_for(setup->dev);
+        if ((*out)->kernel == NULL)
+            (*out)->kernel = no_kernel;
     }
-    *out = w;
-    return HN_OK;
-}
-
-static void ll_fini(hn_comm_world *w)
-{
-    if (w == NULL)
-        return;
-    hn_team_list_free(&w->teams);
-    hn_world_destroy(w->own_world);
-    hn_free(w);
+    return st;
 }
 
 static hn_status_t ll_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
 {
-    hn_comm_team *t;
-    void *m = NULL;
     if (n > HN_LL_MAX_RANKS) {
         HN_ERROR("ll: a team of %d ranks; the latency path serves at most %d", n, HN_LL_MAX_RANKS);
         return HN_ERR_UNSUPPORTED;
     }
-    t = hn_team_new(&w->teams, w->n, ranks, n, sizeof(hn_comm_team), sizeof(member), offsetof(member, rank), &m);
-    if (t == NULL)
-        return HN_ERR_NOMEM;
-    t->m = m;
-    t->n = n;
-    t->w = w;
-    t->id = w->team_ids++;
-    *out = t;
-    return HN_OK;
+    return hn_comm_team_new(&w->base, ranks, n, sizeof(hn_comm_team) + (size_t)n * sizeof(member), out);
 }
 
-/* What a member tells its team in an exchange: its status (a failure
- * anywhere fails every member at once) and its device memory. */
+/* What a member tells its team in an exchange: its device memory. */
 typedef struct xmember {
-    int32_t status, kind;
     uint64_t slot;
     uint64_t sig, slots; /* addresses, the same in every process */
 } xmember;
 
-/* Member me's exchange of `kind` on t, on its own thread: mine is its own
- * status; on success every member's signal region (join) or registered
- * buffer (reserve) lands in its peer_sig or peer_slots. The exchange's
- * name counts the member's exchanges on the team, the same sequence on
- * every member. */
+/* Member me's exchange of `kind` on t, on its own thread (mine: its own
+ * status, a failure anywhere failing every member at once): on success
+ * every member's signal region (join) or registered buffer (reserve)
+ * lands in its peer_sig or peer_slots. */
 static hn_status_t team_xchg(hn_comm_team *t, int me, int kind, hn_status_t mine, const hn_origin *o)
 {
     member *m = &t->m[me];
     xmember own, all[HN_LL_MAX_RANKS];
-    int ranks[HN_LL_MAX_RANKS];
-    uint64_t tag = ((uint64_t)0x6c6c << 48) ^ (t->id << 24) ^ ((uint64_t)kind << 20) ^ ++m->xchgs;
     hn_status_t st;
-    hn_strbuf why;
     memset(&own, 0, sizeof(own));
-    own.status = mine;
-    own.kind = kind;
     own.slot = m->slot;
     own.sig = (uint64_t)(uintptr_t)m->sig;
     own.slots = (uint64_t)(uintptr_t)m->slots;
-    for (int i = 0; i < t->n; i++)
-        ranks[i] = t->m[i].rank;
-    hn_sb_init(&why);
-    st = hn_world_xchg(t->w->world, ranks, t->n, me, tag, &own, sizeof(own), all, 0, &why);
-    if (st != HN_OK)
-        hn_origin_fail(o, st, "ll: %s a team of %d: %s", kind == XCHG_JOIN ? "joining" : "reserving for", t->n,
-                       why.data != NULL ? why.data : hn_status_string(st));
-    hn_sb_free(&why);
-    for (int i = 0; i < t->n && st == HN_OK; i++)
-        if (all[i].status != HN_OK) /* said by that member */
-            st = mine != HN_OK ? mine : HN_ERR_ABORTED;
-    for (int i = 0; i < t->n && st == HN_OK; i++) {
+    st = hn_comm_team_xchg(&t->base, me, kind, kind == XCHG_JOIN ? "joining" : "reserving for", mine, &own,
+                           sizeof(own), all, o);
+    for (int i = 0; i < t->base.n && st == HN_OK; i++) {
         if (kind == XCHG_RESERVE && all[i].slot != m->slot) {
             /* lanes are found by the slot's size: the members must agree */
             hn_origin_fail(o, HN_ERR_RUNTIME, "ll: rank %d reserved slots of %llu bytes, rank %d of %zu",
-                           t->m[i].rank, (unsigned long long)all[i].slot, m->rank, m->slot);
+                           t->base.ranks[i], (unsigned long long)all[i].slot, t->base.ranks[me], m->slot);
             st = HN_ERR_RUNTIME;
         }
     }
-    for (int i = 0; i < t->n && st == HN_OK; i++) {
+    for (int i = 0; i < t->base.n && st == HN_OK; i++) {
         if (kind == XCHG_JOIN)
             m->peer_sig[i] = (hn_ll_signal *)(uintptr_t)all[i].sig;
         else
@@ -234,23 +177,24 @@ static hn_status_t team_xchg(hn_comm_team *t, int me, int kind, hn_status_t mine
  * the team learns every member's signal region. */
 static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
 {
-    hn_comm_world *w = t->w;
+    const hn_comm_base *b = &t->base.w->base;
     member *m = &t->m[me];
+    int rank = t->base.ranks[me];
     hn_ll_signal *zero = hn_calloc(1, sizeof(*zero));
     void *p = NULL;
     hn_status_t st = zero != NULL ? HN_OK : HN_ERR_NOMEM;
     if (st == HN_OK)
-        st = w->dev->mem_alloc(w->dev_ctx, m->rank, sizeof(hn_ll_signal), &p);
+        st = b->dev->mem_alloc(b->dev_ctx, rank, sizeof(hn_ll_signal), &p);
     if (st == HN_OK)
-        st = w->dev->copy_to_device(w->dev_ctx, m->rank, p, zero, sizeof(hn_ll_signal));
+        st = b->dev->copy_to_device(b->dev_ctx, rank, p, zero, sizeof(hn_ll_signal));
     if (st == HN_OK)
-        st = w->dev->event_create(w->dev_ctx, m->rank, &m->ev);
+        st = b->dev->event_create(b->dev_ctx, rank, &m->ev);
     hn_free(zero);
     if (st != HN_OK) {
         if (p != NULL)
-            w->dev->mem_free(w->dev_ctx, m->rank, p);
+            b->dev->mem_free(b->dev_ctx, rank, p);
         p = NULL;
-        hn_origin_fail(o, st, "ll: cannot set up member %d of a team of %d", me, t->n);
+        hn_origin_fail(o, st, "ll: cannot set up member %d of a team of %d", me, t->base.n);
     }
     m->sig = p;
     /* the others wait for it in the exchange: it takes part even when it failed */
@@ -262,9 +206,11 @@ static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
  * all ones, as the protocol keeps a slot between calls. */
 static hn_status_t ll_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
 {
-    hn_comm_world *w = t->w;
+    const hn_comm_base *b = &t->base.w->base;
     member *m = &t->m[me];
-    size_t slot = (hn_ll_slot_bytes(t->n, bytes) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN, total = HN_LL_SLOTS * slot;
+    int rank = t->base.ranks[me];
+    size_t slot = (hn_ll_slot_bytes(t->base.n, bytes) + SLOT_ALIGN - 1) / SLOT_ALIGN * SLOT_ALIGN;
+    size_t total = HN_LL_SLOTS * slot;
     size_t piece = total < FILL_PIECE ? total : FILL_PIECE;
     void *p = NULL, *ones = NULL;
     hn_status_t st = HN_OK;
@@ -276,19 +222,19 @@ static hn_status_t ll_team_reserve(hn_comm_team *t, int me, size_t bytes, const 
         goto tell;
     }
     memset(ones, HN_LL_CLEAR, piece);
-    if ((st = w->dev->mem_alloc(w->dev_ctx, m->rank, total, &p)) != HN_OK) {
+    if ((st = b->dev->mem_alloc(b->dev_ctx, rank, total, &p)) != HN_OK) {
         hn_origin_fail(o, st, "ll: cannot allocate a registered buffer of %d x %zu bytes", HN_LL_SLOTS, slot);
         goto tell;
     }
     for (size_t at = 0; at < total && st == HN_OK; at += piece)
-        st = w->dev->copy_to_device(w->dev_ctx, m->rank, (char *)p + at, ones, total - at < piece ? total - at : piece);
+        st = b->dev->copy_to_device(b->dev_ctx, rank, (char *)p + at, ones, total - at < piece ? total - at : piece);
     if (st != HN_OK) {
         hn_origin_fail(o, st, "ll: cannot clear a registered buffer of %zu bytes", total);
-        w->dev->mem_free(w->dev_ctx, m->rank, p);
+        b->dev->mem_free(b->dev_ctx, rank, p);
         goto tell;
     }
     if (m->slots != NULL)
-        w->dev->mem_free(w->dev_ctx, m->rank, m->slots);
+        b->dev->mem_free(b->dev_ctx, rank, m->slots);
     m->slots = p;
     m->slot = slot;
 tell: /* every member grows together (the runtime reserves on all at once, by one size) and tells the others */
@@ -301,73 +247,74 @@ tell: /* every member grows together (the runtime reserves on all at once, by on
 /* Frees what the members joined here made (another process's have none here). */
 static void ll_team_destroy(hn_comm_team *t)
 {
-    hn_comm_world *w;
+    const hn_comm_base *b;
     if (t == NULL)
         return;
-    w = t->w;
-    for (int i = 0; i < t->n; i++) {
+    b = &t->base.w->base;
+    for (int i = 0; i < t->base.n; i++) {
         member *m = &t->m[i];
+        int rank = t->base.ranks[i];
         if (m->sig != NULL)
-            w->dev->mem_free(w->dev_ctx, m->rank, m->sig);
+            b->dev->mem_free(b->dev_ctx, rank, m->sig);
         if (m->slots != NULL)
-            w->dev->mem_free(w->dev_ctx, m->rank, m->slots);
+            b->dev->mem_free(b->dev_ctx, rank, m->slots);
         if (m->ev != NULL)
-            w->dev->event_destroy(m->ev);
+            b->dev->event_destroy(m->ev);
     }
-    hn_team_free(&w->teams, t, t->m);
+    hn_comm_team_free(&t->base);
 }
 
-static const char *algo_name(int algo) { return algo == HN_LL_ONESHOT ? "one-shot" : "two-shot"; }
+static const char *algo_name(hn_coll_algo algo) { return algo == HN_ALGO_ONESHOT ? "one-shot" : "two-shot"; }
 
-/* Fills x's team part and algorithm (0: one-shot where the slot holds it,
+/* Fills x's team part and algorithm (auto: one-shot where the slot holds it,
  * else two-shot) and issues it on s after the member's last call on the
  * team; `what` names the operation in messages. */
 static hn_status_t issue(hn_comm_team *t, int me, hn_ll_args *x, hn_dstream *s, const hn_origin *o,
                          const char *what)
 {
-    hn_comm_world *w = t->w;
+    const hn_comm_base *b = &t->base.w->base;
     member *m = &t->m[me];
     hn_ll_plan P;
     hn_status_t st;
-    x->n = t->n;
+    x->n = t->base.n;
     x->me = me;
     x->pdl = 1;
     x->slot = m->slot;
-    for (int p = 0; p < t->n; p++) { /* as the exchanges told this member */
+    for (int p = 0; p < t->base.n; p++) { /* as the exchanges told this member */
         x->sig[p] = m->peer_sig[p];
         x->slots[p] = m->peer_slots[p];
-        x->ranks[p] = t->m[p].rank;
+        x->ranks[p] = t->base.ranks[p];
     }
-    if (x->algo == HN_LL_AUTO) { /* the same choice on every member: equal reserves */
-        x->algo = HN_LL_ONESHOT;
+    if (x->algo == HN_ALGO_AUTO) { /* the same choice on every member: equal reserves */
+        x->algo = HN_ALGO_ONESHOT;
         hn_ll_plan_make(x, HN_LL_SEG_BYTES, &P);
-        if (hn_ll_need(&P, t->n) > m->slot)
-            x->algo = HN_LL_TWOSHOT;
+        if (hn_ll_need(&P, t->base.n) > m->slot)
+            x->algo = HN_ALGO_TWOSHOT;
     }
-    if (x->algo != HN_LL_ONESHOT && x->algo != HN_LL_TWOSHOT) {
-        hn_origin_fail(o, HN_ERR_INVALID, "ll %s: no algorithm %d", what, x->algo);
+    if (x->algo != HN_ALGO_ONESHOT && x->algo != HN_ALGO_TWOSHOT) {
+        hn_origin_fail(o, HN_ERR_INVALID, "ll %s: no algorithm %d", what, (int)x->algo);
         return HN_ERR_INVALID;
     }
     if (x->kind == HN_LL_ALLGATHER || x->kind == HN_LL_REDUCE_SCATTER)
-        x->algo = HN_LL_ONESHOT; /* one push either way */
+        x->algo = HN_ALGO_ONESHOT; /* one push either way */
     hn_ll_plan_make(x, HN_LL_SEG_BYTES, &P);
-    if (t->n > 1 && hn_ll_need(&P, t->n) > m->slot) {
+    if (t->base.n > 1 && hn_ll_need(&P, t->base.n) > m->slot) {
         hn_origin_fail(o, HN_ERR_RUNTIME, "ll %s (%s) of %zu elements: %zu bytes of registered buffer reserved, "
                        "%zu needed (not prepared?)", what, algo_name(x->algo), x->count, m->slot,
-                       hn_ll_need(&P, t->n));
+                       hn_ll_need(&P, t->base.n));
         return HN_ERR_RUNTIME;
     }
     /* a member's calls run one after another (the protocol counts on it):
      * on another stream than the last, after what the last one has so far */
     if (m->last != NULL && m->last != s) {
-        if ((st = w->dev->event_record(m->ev, m->last)) != HN_OK ||
-            (st = w->dev->stream_wait_event(s, m->ev, o)) != HN_OK) {
+        if ((st = b->dev->event_record(m->ev, m->last)) != HN_OK ||
+            (st = b->dev->stream_wait_event(s, m->ev, o)) != HN_OK) {
             hn_origin_fail(o, st, "ll %s: cannot order it after the team's last call", what);
             return st;
         }
     }
     m->last = s;
-    if ((st = w->kernel(s, x, o)) != HN_OK)
+    if ((st = t->base.w->kernel(s, x, o)) != HN_OK)
         hn_origin_fail(o, st, "ll %s (%s): the kernel was not issued: %s", what, algo_name(x->algo),
                        hn_status_string(st));
     return st;
@@ -375,8 +322,8 @@ static hn_status_t issue(hn_comm_team *t, int me, hn_ll_args *x, hn_dstream *s, 
 
 static hn_status_t ll_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
 {
-    hn_comm_world *w = t->w;
-    const char *why = hn_comm_ll_refuses(a->kind, a->dtype, t->n);
+    const hn_comm_base *b = &t->base.w->base;
+    const char *why = hn_comm_ll_refuses(a->kind, a->dtype, t->base.n);
     hn_ll_args x;
     hn_status_t st;
     if (why != NULL) {
@@ -385,18 +332,18 @@ static hn_status_t ll_collective(hn_comm_team *t, int me, const hn_coll_args *a,
     }
     if (a->count == 0)
         return HN_OK;
-    if (t->n == 1) { /* its own chunk: a copy (an average of one is the value) */
+    if (t->base.n == 1) { /* its own chunk: a copy (an average of one is the value) */
         size_t bytes = a->count * (size_t)hn_dtype_size(a->dtype);
         if (a->recv == a->send)
             return HN_OK;
-        if ((st = w->dev->memcpy_async(a->recv, a->send, bytes, s, o)) != HN_OK)
+        if ((st = b->dev->memcpy_async(a->recv, a->send, bytes, s, o)) != HN_OK)
             hn_origin_fail(o, st, "ll %s: a copy of %zu bytes failed", hn_coll_name(a->kind), bytes);
         return st;
     }
     memset(&x, 0, sizeof(x));
     x.kind = a->kind == HN_COLL_ALLREDUCE ? HN_LL_ALLREDUCE
              : a->kind == HN_COLL_ALLGATHER ? HN_LL_ALLGATHER : HN_LL_REDUCE_SCATTER;
-    x.algo = a->get;
+    x.algo = a->algo;
     x.dtype = (int)a->dtype;
     x.redop = a->redop;
     x.count = a->count;
@@ -408,7 +355,7 @@ static hn_status_t ll_collective(hn_comm_team *t, int me, const hn_coll_args *a,
 hn_status_t hn_comm_ll_allreduce_norm(hn_comm_team *t, int me, const hn_norm_args *a, hn_dstream *s,
                                       const hn_origin *o)
 {
-    const char *why = hn_comm_ll_norm_refuses(a->dtype, t->n);
+    const char *why = hn_comm_ll_norm_refuses(a->dtype, t->base.n);
     hn_ll_args x;
     if (why != NULL) {
         hn_origin_fail(o, HN_ERR_UNSUPPORTED, "allreduce + rmsnorm via ll: %s", why);
@@ -465,11 +412,12 @@ static hn_status_t ll_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int 
 static int ll_abort(hn_comm_world *w)
 {
     static const uint32_t one = 1;
-    for (int i = 0; i < w->teams.n; i++) {
-        hn_comm_team *t = w->teams.teams[i];
-        for (int k = 0; k < t->n; k++)
+    const hn_comm_base *b = &w->base;
+    for (int i = 0; i < b->teams.n; i++) {
+        hn_comm_team *t = b->teams.teams[i];
+        for (int k = 0; k < t->base.n; k++)
             if (t->m[k].sig != NULL)
-                w->dev->copy_to_device(w->dev_ctx, t->m[k].rank, &t->m[k].sig->abort, &one, sizeof(one));
+                b->dev->copy_to_device(b->dev_ctx, t->base.ranks[k], &t->m[k].sig->abort, &one, sizeof(one));
     }
     return 1;
 }
@@ -477,9 +425,9 @@ static int ll_abort(hn_comm_world *w)
 /* Between runs, all streams idle: no call needs ordering after another. */
 static void ll_reset(hn_comm_world *w)
 {
-    for (int i = 0; i < w->teams.n; i++) {
-        hn_comm_team *t = w->teams.teams[i];
-        for (int k = 0; k < t->n; k++)
+    for (int i = 0; i < w->base.teams.n; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
+        for (int k = 0; k < t->base.n; k++)
             t->m[k].last = NULL;
     }
 }
@@ -488,7 +436,7 @@ const hn_comm_ops hn_comm_ll = {
     .name = "ll",
     .ranks_per_device = 1,
     .init = ll_init,
-    .fini = ll_fini,
+    .fini = hn_comm_base_fini,
     .team_create = ll_team_create,
     .team_join = ll_team_join,
     .team_reserve = ll_team_reserve,

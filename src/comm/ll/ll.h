@@ -154,8 +154,6 @@ extern "C" {
 
 /* kinds: the collectives, and allreduce + residual + RMSNorm fused */
 enum { HN_LL_ALLREDUCE, HN_LL_ALLGATHER, HN_LL_REDUCE_SCATTER, HN_LL_ALLREDUCE_NORM };
-/* algorithms; 0 lets the communicator pick */
-enum { HN_LL_AUTO, HN_LL_ONESHOT, HN_LL_TWOSHOT };
 /* wire formats */
 enum { HN_LL_SENTINEL, HN_LL_PACKETS };
 
@@ -172,12 +170,12 @@ typedef struct hn_ll_signal {
 /* One call, as issued by member `me` (passed by value to the kernel). */
 typedef struct hn_ll_args {
     int kind;   /* HN_LL_ALLREDUCE, ... */
-    int algo;   /* HN_LL_ONESHOT or HN_LL_TWOSHOT (allgather, reduce_scatter: ONESHOT) */
+    hn_coll_algo algo; /* HN_ALGO_ONESHOT or HN_ALGO_TWOSHOT (allgather, reduce_scatter: ONESHOT) */
     int n, me;  /* team size, the issuing member */
     int blocks; /* the most blocks this member runs (0: by size, hn_ll_grid) */
     int pdl;    /* CUDA: programmatic dependent launch */
     int dtype;  /* hn_dtype */
-    int redop;  /* HN_REDUCE_* (comm.h): sum, prod, max, min, avg */
+    hn_redop redop; /* collective.h: sum, prod, max, min, avg */
     size_t count;  /* as hn_coll_args: allreduce all, allgather the input, reduce_scatter the output;
                       the norm: rows * hidden */
     size_t hidden; /* the norm: elements of a row */
@@ -245,7 +243,7 @@ HN_LL_FN int hn_ll_fmt(int kind) { return kind == HN_LL_ALLGATHER ? HN_LL_PACKET
 
 HN_LL_FN int hn_ll_twoshot(const hn_ll_args *a)
 {
-    return a->algo == HN_LL_TWOSHOT && (a->kind == HN_LL_ALLREDUCE || a->kind == HN_LL_ALLREDUCE_NORM);
+    return a->algo == HN_ALGO_TWOSHOT && (a->kind == HN_LL_ALLREDUCE || a->kind == HN_LL_ALLREDUCE_NORM);
 }
 
 /* Bytes on the wire of `bytes` of data: a multiple of 16. */
@@ -482,17 +480,17 @@ HN_LL_FN uint64_t hn_ll_pack(uint32_t data, uint32_t g) { return (uint64_t)data 
 HN_LL_FN int hn_ll_packet_arrived(uint64_t p, uint32_t g) { return (uint32_t)(p >> 32) == g; }
 
 /* fp32 accumulation of the reductions (avg divides the sum at the end) */
-HN_LL_FN float hn_ll_combine(int redop, float acc, float x)
+HN_LL_FN float hn_ll_combine(hn_redop redop, float acc, float x)
 {
     switch (redop) {
-    case 1: return acc * x;           /* prod */
-    case 2: return acc > x ? acc : x; /* max */
-    case 3: return acc < x ? acc : x; /* min */
-    default: return acc + x;          /* sum, avg */
+    case HN_RED_PROD: return acc * x;
+    case HN_RED_MAX: return acc > x ? acc : x;
+    case HN_RED_MIN: return acc < x ? acc : x;
+    default: return acc + x; /* sum, avg */
     }
 }
 
-HN_LL_FN float hn_ll_finish(int redop, float acc, int n) { return redop == 4 ? acc / (float)n : acc; }
+HN_LL_FN float hn_ll_finish(hn_redop redop, float acc, int n) { return redop == HN_RED_AVG ? acc / (float)n : acc; }
 
 /* The latency path's kernels, one per kind of device (hn_device_ops.kind),
  * each written for that kind's streams and memory: issue one call on s (a

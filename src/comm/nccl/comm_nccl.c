@@ -17,32 +17,27 @@
 
 #include "../../device/cuda_check.h"
 #include "../../device/device_cuda.h"
-#include "../comm.h"
-#include "../team_list.h"
+#include "../comm_base.h"
 
 typedef struct member {
-    int rank;
     ncclComm_t comm; /* made on the member's thread (team_join) */
 } member;
 
 struct hn_comm_team {
-    hn_comm_world *w;
-    int n;
-    uint64_t seq; /* the same in every process: teams are created in one order everywhere */
-    member *m;
+    hn_comm_team_base base; /* the world, size, id, ranks (comm_base.h) */
+    member m[];
 };
 
+/* the base's world hands out a team's id; its team 0..n-1 does send/recv */
 struct hn_comm_world {
-    int nranks;
+    hn_comm_base base;
     int blocking;
     int max_ctas; /* 0: NCCL's default */
-    const hn_fault_sink *sink;
-    hn_world *world;     /* the exchange of a team's id: the runtime's, or own_world */
-    hn_world *own_world; /* made when the config gave none (one process) */
-    uint64_t team_seqs;
-    hn_team_list teams; /* with the team 0..n-1, for send/recv */
     int aborted;
 };
+
+/* what a member's exchanges on a team are about */
+enum { XCHG_ID = 1 };
 
 static hn_status_t nccl_fail(ncclResult_t r, const char *what, const char *file, int line)
 {
@@ -74,113 +69,70 @@ static hn_status_t settle(ncclComm_t comm, ncclResult_t r, const char *what, con
 /* `what` names the NCCL call in messages */
 #define HN_NCCL_SETTLE(comm, result, what, sink) settle((comm), (result), (what), __FILE__, __LINE__, (sink))
 
-static hn_status_t nccl_init(const hn_comm_config *cfg, hn_comm_world **out)
+static hn_status_t nccl_init(const hn_comm_setup *setup, hn_comm_world **out)
 {
-    hn_comm_world *w = hn_calloc(1, sizeof(*w));
-    hn_status_t st;
-    if (w == NULL)
-        return HN_ERR_NOMEM;
-    w->nranks = cfg->nranks;
-    w->blocking = cfg->blocking;
-    w->max_ctas = cfg->nccl_max_ctas;
-    w->sink = cfg->sink;
-    if ((st = hn_comm_world_of(cfg, 0, &w->world, &w->own_world)) != HN_OK) {
-        hn_free(w);
-        return st;
+    hn_status_t st = hn_comm_base_new("nccl", setup, sizeof(hn_comm_world), 0, out);
+    if (st == HN_OK) {
+        (*out)->blocking = setup->blocking;
+        (*out)->max_ctas = setup->nccl_max_ctas;
     }
-    *out = w;
-    return HN_OK;
-}
-
-static void nccl_fini(hn_comm_world *w)
-{
-    if (w == NULL)
-        return;
-    hn_team_list_free(&w->teams);
-    hn_world_destroy(w->own_world);
-    hn_free(w);
+    return st;
 }
 
 static hn_status_t nccl_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
 {
-    void *m = NULL;
-    hn_comm_team *t = hn_team_new(&w->teams, w->nranks, ranks, n, sizeof(hn_comm_team), sizeof(member),
-                                  offsetof(member, rank), &m);
-    if (t == NULL)
-        return HN_ERR_NOMEM;
-    t->m = m;
-    t->n = n;
-    t->w = w;
-    t->seq = w->team_seqs++;
-    *out = t;
-    return HN_OK;
+    return hn_comm_team_new(&w->base, ranks, n, sizeof(hn_comm_team) + (size_t)n * sizeof(member), out);
 }
-
-/* What member 0 hands its team before the communicators are made: whether
- * it got an id, and the id (the others put theirs empty). */
-typedef struct xid {
-    int32_t status, pad;
-    ncclUniqueId id;
-} xid;
 
 /* The team's ncclUniqueId into *id, on member me's thread: member 0 asks
  * NCCL for one and every member takes member 0's from one exchange (every
  * member of a team joins at once, on its own thread, teams in one order
- * everywhere: no member waits for one held in an earlier team). */
+ * everywhere: no member waits for one held in an earlier team); the
+ * others hand theirs empty. */
 static hn_status_t team_id(hn_comm_team *t, int me, ncclUniqueId *id, const hn_origin *o)
 {
-    xid own, *all = hn_calloc((size_t)t->n, sizeof(*all));
-    int ranks[HN_WORLD_MAX_RANKS];
-    uint64_t tag = ((uint64_t)0x6e63 << 48) ^ (t->seq << 8);
-    hn_status_t st;
-    hn_strbuf why;
+    ncclUniqueId own, *all = hn_calloc((size_t)t->base.n, sizeof(*all));
+    hn_status_t mine = HN_OK, st;
     if (all == NULL) {
         hn_origin_fail(o, HN_ERR_NOMEM, "nccl: out of host memory");
         return HN_ERR_NOMEM;
     }
     memset(&own, 0, sizeof(own));
     if (me == 0) {
-        ncclResult_t r = ncclGetUniqueId(&own.id);
-        own.status = r == ncclSuccess ? HN_OK : nccl_fail(r, "ncclGetUniqueId", __FILE__, __LINE__);
+        ncclResult_t r = ncclGetUniqueId(&own);
+        if (r != ncclSuccess) {
+            mine = nccl_fail(r, "ncclGetUniqueId", __FILE__, __LINE__);
+            hn_origin_fail(o, mine, "nccl: ncclGetUniqueId failed for a team of %d", t->base.n);
+        }
     }
-    for (int i = 0; i < t->n; i++)
-        ranks[i] = t->m[i].rank;
-    hn_sb_init(&why);
     /* member 0 takes part even when it has no id: the others then fail at once instead of timing out */
-    st = hn_world_xchg(t->w->world, ranks, t->n, me, tag, &own, sizeof(own), all, 0, &why);
-    if (st != HN_OK)
-        hn_origin_fail(o, st, "nccl: handing out the id of a team of %d: %s", t->n,
-                       why.data != NULL ? why.data : hn_status_string(st));
-    else if (all[0].status != HN_OK)
-        st = me == 0 ? all[0].status : HN_ERR_ABORTED; /* member 0 said why */
-    else
-        *id = all[0].id;
-    if (me == 0 && own.status != HN_OK)
-        hn_origin_fail(o, own.status, "nccl: ncclGetUniqueId failed for a team of %d", t->n);
-    hn_sb_free(&why);
+    if ((st = hn_comm_team_xchg(&t->base, me, XCHG_ID, "handing out the id of", mine, &own, sizeof(own), all, o)) ==
+        HN_OK)
+        *id = all[0];
     hn_free(all);
     return st;
 }
 
 static hn_status_t nccl_team_join(hn_comm_team *t, int me, const hn_origin *o)
 {
+    const hn_comm_world *w = t->base.w;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     ncclUniqueId id;
     ncclResult_t r;
     hn_status_t st;
     if ((st = team_id(t, me, &id, o)) != HN_OK)
         return st;
-    cfg.blocking = t->w->blocking; /* either way ncclCommAbort unblocks a failed run */
+    cfg.blocking = w->blocking; /* either way ncclCommAbort unblocks a failed run */
     /* inside a pipeline NCCL's kernels take SMs from the GEMM beside them:
      * a cap leaves the GEMM more (HIRNODE_NCCL_MAX_CTAS) */
-    if (t->w->max_ctas > 0) {
-        cfg.maxCTAs = t->w->max_ctas;
+    if (w->max_ctas > 0) {
+        cfg.maxCTAs = w->max_ctas;
         cfg.minCTAs = 1;
     }
-    r = ncclCommInitRankConfig(&t->m[me].comm, t->n, id, me, &cfg);
-    st = HN_NCCL_SETTLE(t->m[me].comm, r, "ncclCommInitRankConfig", t->w->sink);
+    r = ncclCommInitRankConfig(&t->m[me].comm, t->base.n, id, me, &cfg);
+    st = HN_NCCL_SETTLE(t->m[me].comm, r, "ncclCommInitRankConfig", w->base.sink);
     if (st != HN_OK)
-        hn_origin_fail(o, st, "cannot create the NCCL communicator of a team of %d (member %d)", t->n, me);
+        hn_origin_fail(o, st, "cannot create the NCCL communicator of a team of %d (member %d)", t->base.n, me);
     return st;
 }
 
@@ -195,13 +147,13 @@ static ncclDataType_t nccl_type(hn_dtype t)
     }
 }
 
-static ncclRedOp_t nccl_op(int redop)
+static ncclRedOp_t nccl_op(hn_redop redop)
 {
     switch (redop) {
-    case HN_REDUCE_PROD: return ncclProd;
-    case HN_REDUCE_MAX: return ncclMax;
-    case HN_REDUCE_MIN: return ncclMin;
-    case HN_REDUCE_AVG: return ncclAvg;
+    case HN_RED_PROD: return ncclProd;
+    case HN_RED_MAX: return ncclMax;
+    case HN_RED_MIN: return ncclMin;
+    case HN_RED_AVG: return ncclAvg;
     default: return ncclSum;
     }
 }
@@ -216,29 +168,27 @@ static hn_status_t nccl_team_warmup(hn_comm_team *t, int me, hn_dstream *s, cons
         st = HN_CUDA_STATUS(cudaMemsetAsync(buf, 0, 64, s->s));
     if (st == HN_OK)
         st = HN_NCCL_SETTLE(t->m[me].comm, ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, t->m[me].comm, s->s),
-                            "ncclAllReduce (warm-up)", t->w->sink);
+                            "ncclAllReduce (warm-up)", t->base.w->base.sink);
     if (buf != NULL)
         (void)HN_CUDA_STATUS(cudaFreeAsync(buf, s->s));
     if (st != HN_OK && st != HN_ERR_ABORTED)
-        hn_origin_fail(o, st, "warm-up of the NCCL communicator of a team of %d failed", t->n);
+        hn_origin_fail(o, st, "warm-up of the NCCL communicator of a team of %d failed", t->base.n);
     return st;
 }
 
 /* Only the members joined here have a communicator here. */
 static void nccl_team_destroy(hn_comm_team *t)
 {
-    hn_comm_world *w;
     if (t == NULL)
         return;
-    w = t->w;
-    for (int i = 0; i < t->n; i++)
+    for (int i = 0; i < t->base.n; i++)
         if (t->m[i].comm != NULL) {
-            if (w->aborted)
+            if (t->base.w->aborted)
                 ncclCommAbort(t->m[i].comm);
             else
                 ncclCommDestroy(t->m[i].comm);
         }
-    hn_team_free(&w->teams, t, t->m);
+    hn_comm_team_free(&t->base);
 }
 
 /* gather / scatter / all_to_all as one group of sends and receives */
@@ -297,12 +247,12 @@ static hn_status_t nccl_collective(hn_comm_team *t, int me, const hn_coll_args *
     ncclDataType_t dt = nccl_type(a->dtype);
     ncclResult_t r;
     hn_status_t st;
-    if (a->redop == HN_REDUCE_AVG && !(a->dtype == HN_F32 || a->dtype == HN_BF16 || a->dtype == HN_F16) &&
+    if (a->redop == HN_RED_AVG && !(a->dtype == HN_F32 || a->dtype == HN_BF16 || a->dtype == HN_F16) &&
         (a->kind == HN_COLL_ALLREDUCE || a->kind == HN_COLL_REDUCE || a->kind == HN_COLL_REDUCE_SCATTER)) {
-        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "the nccl backend averages floating types only");
+        hn_origin_fail(o, HN_ERR_UNSUPPORTED, "the nccl communicator averages floating types only");
         return HN_ERR_UNSUPPORTED;
     }
-    if (t->n == 1)
+    if (t->base.n == 1)
         return solo_copy(a->recv, a->send, a->count * (size_t)hn_dtype_size(a->dtype), s, o, hn_coll_name(a->kind));
     switch (a->kind) {
     case HN_COLL_ALLGATHER: r = ncclAllGather(a->send, a->recv, a->count, dt, comm, s->s); break;
@@ -314,9 +264,9 @@ static hn_status_t nccl_collective(hn_comm_team *t, int me, const hn_coll_args *
     case HN_COLL_REDUCE:
         r = ncclReduce(a->send, a->recv, a->count, dt, nccl_op(a->redop), a->root, comm, s->s);
         break;
-    default: r = grouped(a, me, t->n, comm, s->s); break;
+    default: r = grouped(a, me, t->base.n, comm, s->s); break;
     }
-    st = HN_NCCL_SETTLE(comm, r, hn_coll_name(a->kind), t->w->sink);
+    st = HN_NCCL_SETTLE(comm, r, hn_coll_name(a->kind), t->base.w->base.sink);
     if (st != HN_OK && st != HN_ERR_ABORTED)
         hn_origin_fail(o, st, "nccl %s: %s", hn_coll_name(a->kind), hn_status_string(st));
     return st;
@@ -328,11 +278,11 @@ static hn_status_t nccl_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     ncclComm_t comm;
     ncclResult_t r;
     hn_status_t st;
-    if (w->teams.all == NULL) {
+    if (w->base.teams.all == NULL) {
         hn_origin_fail(o, HN_ERR_RUNTIME, "no communicator of all ranks for send/recv");
         return HN_ERR_RUNTIME;
     }
-    if (w->nranks == 1) { /* sends to oneself: the k-th send feeds the k-th receive */
+    if (w->base.nranks == 1) { /* sends to oneself: the k-th send feeds the k-th receive */
         int recv = 0;
         for (int i = 0; i < n; i++) {
             if (!ops[i].is_send)
@@ -349,7 +299,7 @@ static hn_status_t nccl_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
         }
         return HN_OK;
     }
-    comm = ((hn_comm_team *)w->teams.all)->m[rank].comm;
+    comm = ((hn_comm_team *)w->base.teams.all)->m[rank].comm;
     /* one group: NCCL orders the posting, no order of them deadlocks */
     r = ncclGroupStart();
     for (int i = 0; i < n && (r == ncclSuccess || r == ncclInProgress); i++)
@@ -360,7 +310,7 @@ static hn_status_t nccl_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
         if (r == ncclSuccess || r == ncclInProgress)
             r = e;
     }
-    st = HN_NCCL_SETTLE(comm, r, "ncclSend/ncclRecv group", w->sink);
+    st = HN_NCCL_SETTLE(comm, r, "ncclSend/ncclRecv group", w->base.sink);
     if (st != HN_OK && st != HN_ERR_ABORTED)
         hn_origin_fail(o, st, "nccl send/recv: %s", hn_status_string(st));
     return st;
@@ -387,13 +337,13 @@ static int nccl_abort(hn_comm_world *w)
     ncclComm_t *all;
     pthread_t *th;
     w->aborted = 1;
-    for (int i = 0; i < w->teams.n; i++)
-        total += ((hn_comm_team *)w->teams.teams[i])->n;
+    for (int i = 0; i < w->base.teams.n; i++)
+        total += ((hn_comm_team *)w->base.teams.teams[i])->base.n;
     all = hn_calloc((size_t)total + 1, sizeof(*all));
     th = hn_calloc((size_t)total + 1, sizeof(*th));
-    for (int i = 0; i < w->teams.n; i++) {
-        hn_comm_team *t = w->teams.teams[i];
-        for (int m = 0; m < t->n; m++)
+    for (int i = 0; i < w->base.teams.n; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
+        for (int m = 0; m < t->base.n; m++)
             if (t->m[m].comm != NULL) {
                 if (all != NULL)
                     all[k++] = t->m[m].comm;
@@ -437,7 +387,7 @@ static int nccl_abort(hn_comm_world *w)
 
 static void nccl_reset(hn_comm_world *w)
 {
-    if (w->teams.n == 0)
+    if (w->base.teams.n == 0)
         w->aborted = 0;
 }
 
@@ -445,7 +395,7 @@ const hn_comm_ops hn_comm_nccl = {
     .name = "nccl",
     .ranks_per_device = 1,
     .init = nccl_init,
-    .fini = nccl_fini,
+    .fini = hn_comm_base_fini,
     .team_create = nccl_team_create,
     .team_join = nccl_team_join,
     .team_warmup = nccl_team_warmup,

@@ -5,8 +5,8 @@
  * emulation runs exactly these algorithms. Buffer addresses that change
  * per operation (the receivers' with put, the senders' with get) are
  * handed over through host mailboxes when the operation is issued. Put
- * (senders push) is the default; get (receivers pull) is chosen per
- * instruction (`via p2p get`).
+ * (senders push: HN_ALGO_PUSH) is the default; get (receivers pull:
+ * HN_ALGO_PULL) is chosen per instruction (`via p2p get`).
  *
  * The files, each calling only those below it:
  *   comm_p2p.c            this table: the world, team lifecycle, what the
@@ -31,61 +31,6 @@
 /* what a member's exchanges on a team are about */
 enum { XCHG_JOIN = 1, XCHG_RESERVE = 2 };
 
-static hn_status_t p2p_init(const hn_comm_config *cfg, hn_comm_world **out)
-{
-    hn_comm_world *w = hn_calloc(1, sizeof(*w));
-    size_t n2 = (size_t)cfg->nranks * (size_t)cfg->nranks;
-    if (w == NULL)
-        return HN_ERR_NOMEM;
-    w->n = cfg->nranks;
-    w->world = cfg->world;
-    if (w->world == NULL) {
-        hn_status_t st = hn_world_create_local(cfg->nranks, cfg->sink != NULL ? cfg->sink->timeout_s : 60.0,
-                                               OWN_WORLD_SHARED, &w->own_world);
-        if (st != HN_OK) {
-            hn_free(w);
-            return st;
-        }
-        w->world = w->own_world;
-    }
-    w->dev = cfg->dev;
-    w->dev_ctx = cfg->dev_ctx;
-    w->compute = cfg->compute;
-    w->sink = cfg->sink;
-    w->events = cfg->p2p_events;
-    w->graph_kernel_copy = cfg->p2p_graph_kernel_copy;
-    w->pieces = cfg->p2p_pieces > 0 ? cfg->p2p_pieces : PIECES_DEFAULT;
-    if (w->pieces > PIECES_MAX)
-        w->pieces = PIECES_MAX;
-    w->ag_pieces = cfg->p2p_ag_pieces < 1 ? 1 : cfg->p2p_ag_pieces > w->pieces ? w->pieces : cfg->p2p_ag_pieces;
-    w->piece_min = cfg->p2p_piece_min > 0 ? cfg->p2p_piece_min : PIECE_MIN_DEFAULT;
-    w->lanes = cfg->p2p_lanes > 0 ? cfg->p2p_lanes : 1;
-    if (w->lanes > LANES_MAX)
-        w->lanes = LANES_MAX;
-    w->send_seq = hn_calloc(n2, sizeof(uint64_t));
-    w->recv_seq = hn_calloc(n2, sizeof(uint64_t));
-    /* what ranks read of each other: in the world's shared regions, the
-     * same in every process (the world's first regions: made at init) */
-    if (w->send_seq == NULL || w->recv_seq == NULL ||
-        hn_world_shared(w->world, 0x7032000000000001ull, n2 * SLOTS * sizeof(mailbox), (void **)&w->pair_mbox) !=
-            HN_OK ||
-        hn_world_shared(w->world, 0x7032000000000002ull, (size_t)cfg->nranks * sizeof(int),
-                        (void **)&w->waiting_for) != HN_OK) {
-        hn_world_shared_free(w->world, w->waiting_for);
-        hn_world_shared_free(w->world, w->pair_mbox);
-        hn_free(w->send_seq);
-        hn_free(w->recv_seq);
-        hn_world_destroy(w->own_world);
-        hn_free(w);
-        return HN_ERR_NOMEM;
-    }
-    for (int r = 0; r < w->n; r++)
-        w->waiting_for[r] = -1;
-    pthread_mutex_init(&w->gmu, NULL);
-    *out = w;
-    return HN_OK;
-}
-
 static void p2p_fini(hn_comm_world *w)
 {
     if (w == NULL)
@@ -98,39 +43,68 @@ static void p2p_fini(hn_comm_world *w)
     pthread_mutex_destroy(&w->gmu);
     hn_free(w->send_seq);
     hn_free(w->recv_seq);
-    hn_world_shared_free(w->world, w->pair_mbox);
-    hn_world_shared_free(w->world, w->waiting_for);
-    hn_team_list_free(&w->teams);
-    hn_world_destroy(w->own_world);
-    hn_free(w);
+    hn_world_shared_free(w->base.world, w->pair_mbox);
+    hn_world_shared_free(w->base.world, w->waiting_for);
+    hn_comm_base_free(&w->base);
+}
+
+static hn_status_t p2p_init(const hn_comm_setup *setup, hn_comm_world **out)
+{
+    size_t n2 = (size_t)setup->nranks * (size_t)setup->nranks;
+    hn_comm_world *w;
+    hn_status_t st = hn_comm_base_new("p2p", setup, sizeof(*w), OWN_WORLD_SHARED, &w);
+    if (st != HN_OK)
+        return st;
+    pthread_mutex_init(&w->gmu, NULL);
+    w->events = setup->p2p_events;
+    w->graph_kernel_copy = setup->p2p_graph_kernel_copy;
+    w->pieces = setup->p2p_pieces > 0 ? setup->p2p_pieces : PIECES_DEFAULT;
+    if (w->pieces > PIECES_MAX)
+        w->pieces = PIECES_MAX;
+    w->ag_pieces = setup->p2p_ag_pieces < 1 ? 1 : setup->p2p_ag_pieces > w->pieces ? w->pieces : setup->p2p_ag_pieces;
+    w->piece_min = setup->p2p_piece_min > 0 ? setup->p2p_piece_min : PIECE_MIN_DEFAULT;
+    w->lanes = setup->p2p_lanes > 0 ? setup->p2p_lanes : 1;
+    if (w->lanes > LANES_MAX)
+        w->lanes = LANES_MAX;
+    w->send_seq = hn_calloc(n2, sizeof(uint64_t));
+    w->recv_seq = hn_calloc(n2, sizeof(uint64_t));
+    /* what ranks read of each other: in the world's shared regions, the
+     * same in every process (the world's first regions: made at init) */
+    if (w->send_seq == NULL || w->recv_seq == NULL ||
+        hn_world_shared(w->base.world, 0x7032000000000001ull, n2 * SLOTS * sizeof(mailbox), (void **)&w->pair_mbox) !=
+            HN_OK ||
+        hn_world_shared(w->base.world, 0x7032000000000002ull, (size_t)setup->nranks * sizeof(int),
+                        (void **)&w->waiting_for) != HN_OK) {
+        p2p_fini(w);
+        return HN_ERR_NOMEM;
+    }
+    for (int r = 0; r < w->base.nranks; r++)
+        w->waiting_for[r] = -1;
+    *out = w;
+    return HN_OK;
 }
 
 static void team_free(hn_comm_team *t)
 {
-    for (int i = 0; t->sh != NULL && i < t->n; i++)
-        hn_world_shared_free(t->w->world, t->sh[i]);
+    for (int i = 0; t->sh != NULL && i < t->base.n; i++)
+        hn_world_shared_free(t->base.w->base.world, t->sh[i]);
     hn_free(t->sh);
     hn_free(t->view);
-    hn_team_free(&t->w->teams, t, t->m);
+    hn_comm_team_free(&t->base);
 }
 
 static hn_status_t p2p_team_create(hn_comm_world *w, const int *ranks, int n, hn_comm_team **out)
 {
-    void *m = NULL;
-    hn_comm_team *t = hn_team_new(&w->teams, w->n, ranks, n, sizeof(hn_comm_team), sizeof(member),
-                                  offsetof(member, rank), &m);
-    if (t == NULL)
-        return HN_ERR_NOMEM;
-    t->m = m;
-    t->n = n;
-    t->w = w;
+    hn_comm_team *t;
+    hn_status_t st = hn_comm_team_new(&w->base, ranks, n, sizeof(*t) + (size_t)n * sizeof(member), &t);
+    if (st != HN_OK)
+        return st;
     t->pieces = w->pieces;
     t->ag_pieces = w->ag_pieces;
     t->lanes = w->lanes;
     t->piece_min = w->piece_min;
     t->events = w->events;
     t->nflags = pair_flag(t, n, 0, 0);
-    t->id = w->team_ids++;
     /* every member's shared part, in the same order in every process */
     t->sh = hn_calloc((size_t)n, sizeof(*t->sh));
     t->view = hn_calloc((size_t)n, sizeof(*t->view));
@@ -140,8 +114,8 @@ static hn_status_t p2p_team_create(hn_comm_world *w, const int *ranks, int n, hn
     }
     for (int i = 0; i < n; i++) {
         size_t bytes = sizeof(member_shared) + (t->events ? t->nflags * sizeof(evslot) : 0);
-        hn_status_t st = hn_world_shared(w->world, (t->id << 16) ^ (uint64_t)i ^ 0x7032700000000000ull, bytes,
-                                         (void **)&t->sh[i]);
+        st = hn_world_shared(w->base.world, (t->base.id << 16) ^ (uint64_t)i ^ 0x7032700000000000ull, bytes,
+                             (void **)&t->sh[i]);
         if (st != HN_OK) {
             HN_ERROR("p2p: no room in the shared regions for a member of a team of %d (%zu bytes)", n, bytes);
             team_free(t);
@@ -152,63 +126,39 @@ static hn_status_t p2p_team_create(hn_comm_world *w, const int *ranks, int n, hn
     return HN_OK;
 }
 
-/* A member's exchange on its team: its status and the addresses of its
- * device memory (view) to every member; every member's back in all. The
- * exchange's name counts the member's exchanges on the team, the same
- * sequence on every member. */
-typedef struct xmember {
-    int32_t status, kind;
-    member_view view;
-} xmember;
-
+/* Member me's exchange of `kind` on its team (mine: its own status, a
+ * failure anywhere failing every member at once): the addresses of its
+ * device memory (its view) to every member. Another process's member's
+ * becomes its view here (its device memory is at the same address in
+ * every process); a member of this process's must be its own view (the
+ * member may be past it: its join, then its staging). */
 static hn_status_t team_xchg(hn_comm_team *t, int me, int kind, hn_status_t mine, const hn_origin *o)
 {
-    hn_comm_world *w = t->w;
-    xmember own, *all = hn_calloc((size_t)t->n, sizeof(*all));
-    int ranks[HN_WORLD_MAX_RANKS];
-    uint64_t tag = ((uint64_t)0x7032 << 48) ^ (t->id << 24) ^ ((uint64_t)kind << 20) ^ ++t->m[me].xchgs;
-    hn_status_t st = HN_OK;
-    hn_strbuf why;
-    if (all == NULL)
+    member_view *all = hn_calloc((size_t)t->base.n, sizeof(*all));
+    hn_status_t st;
+    if (all == NULL) {
+        hn_origin_fail(o, HN_ERR_NOMEM, "p2p: out of host memory");
         return HN_ERR_NOMEM;
-    memset(&own, 0, sizeof(own));
-    own.status = mine;
-    own.kind = kind;
-    own.view = t->view[me];
-    for (int i = 0; i < t->n; i++)
-        ranks[i] = t->m[i].rank;
-    hn_sb_init(&why);
-    if ((st = hn_world_xchg(w->world, ranks, t->n, me, tag, &own, sizeof(own), all, 0, &why)) != HN_OK) {
-        hn_origin_fail(o, st, "p2p: %s a team of %d: %s", kind == XCHG_JOIN ? "joining" : "staging for", t->n,
-                       why.data != NULL ? why.data : hn_status_string(st));
-        goto done;
     }
-    for (int i = 0; i < t->n && st == HN_OK; i++) {
-        if (all[i].status != HN_OK) { /* said by that member */
-            st = mine != HN_OK ? mine : HN_ERR_ABORTED;
-        } else if (!__atomic_load_n(&t->m[i].here, __ATOMIC_ACQUIRE)) {
-            /* another process's member: what it said is its view here
-             * (its device memory is at the same address in every process) */
+    st = hn_comm_team_xchg(&t->base, me, kind, kind == XCHG_JOIN ? "joining" : "staging for", mine, &t->view[me],
+                           sizeof(*all), all, o);
+    for (int i = 0; i < t->base.n && st == HN_OK; i++) {
+        if (!__atomic_load_n(&t->m[i].here, __ATOMIC_ACQUIRE)) {
             if (kind == XCHG_JOIN) {
-                t->view[i].flags = all[i].view.flags;
+                t->view[i].flags = all[i].flags;
             } else {
-                t->view[i].stage[0] = all[i].view.stage[0];
-                t->view[i].stage[1] = all[i].view.stage[1];
-                t->view[i].stage_bytes = all[i].view.stage_bytes;
+                t->view[i].stage[0] = all[i].stage[0];
+                t->view[i].stage[1] = all[i].stage[1];
+                t->view[i].stage_bytes = all[i].stage_bytes;
             }
-        } else if (kind == XCHG_JOIN ? all[i].view.flags != t->view[i].flags
-                                     : all[i].view.stage[0] != t->view[i].stage[0] ||
-                                           all[i].view.stage[1] != t->view[i].stage[1]) {
-            /* one process: the view is the member's own, the exchange must
-             * agree on what it is about (the member may be past it: its
-             * join, then its staging) */
+        } else if (kind == XCHG_JOIN ? all[i].flags != t->view[i].flags
+                                     : all[i].stage[0] != t->view[i].stage[0] ||
+                                           all[i].stage[1] != t->view[i].stage[1]) {
             hn_origin_fail(o, HN_ERR_RUNTIME, "p2p: rank %d's exchanged addresses differ from its own",
-                           t->m[i].rank);
+                           t->base.ranks[i]);
             st = HN_ERR_RUNTIME;
         }
     }
-done:
-    hn_sb_free(&why);
     hn_free(all);
     return st;
 }
@@ -217,33 +167,34 @@ done:
  * and its table of events, created when first recorded (events). */
 static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
 {
-    hn_comm_world *w = t->w;
+    const hn_comm_base *b = &t->base.w->base;
     member *m = &t->m[me];
+    int rank = t->base.ranks[me];
     size_t bytes = t->nflags * sizeof(uint32_t);
     uint32_t *zeros = NULL;
     hn_status_t st = HN_OK;
     void *p = NULL;
     __atomic_store_n(&m->here, 1, __ATOMIC_RELEASE); /* before its exchanges: members here compare, not adopt */
     if (t->events) { /* its slots are in its shared part, zeroed */
-        m->ev = hn_calloc((size_t)t->n * t->nflags, sizeof(hn_devent *));
+        m->ev = hn_calloc((size_t)t->base.n * t->nflags, sizeof(hn_devent *));
         if (m->ev == NULL)
             st = HN_ERR_NOMEM;
     } else {
         zeros = hn_calloc(t->nflags, sizeof(uint32_t));
         st = zeros != NULL ? HN_OK : HN_ERR_NOMEM;
         if (st == HN_OK)
-            st = w->dev->mem_alloc(w->dev_ctx, m->rank, bytes, &p);
+            st = b->dev->mem_alloc(b->dev_ctx, rank, bytes, &p);
         if (st == HN_OK)
-            st = w->dev->copy_to_device(w->dev_ctx, m->rank, p, zeros, bytes);
+            st = b->dev->copy_to_device(b->dev_ctx, rank, p, zeros, bytes);
     }
     for (int k = 0; k < t->lanes && st == HN_OK; k++)
-        st = w->dev->stream_create(w->dev_ctx, m->rank, &m->side[k]);
+        st = b->dev->stream_create(b->dev_ctx, rank, &m->side[k]);
     hn_free(zeros);
     if (st != HN_OK) {
         if (p != NULL)
-            w->dev->mem_free(w->dev_ctx, m->rank, p);
+            b->dev->mem_free(b->dev_ctx, rank, p);
         p = NULL;
-        hn_origin_fail(o, st, "p2p: cannot allocate the %s of a team of %d", t->events ? "events" : "flags", t->n);
+        hn_origin_fail(o, st, "p2p: cannot allocate the %s of a team of %d", t->events ? "events" : "flags", t->base.n);
     }
     t->view[me].flags = p;
     /* the others learn its flags' address; a failure anywhere fails all */
@@ -254,17 +205,18 @@ static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
  * member at once, by the same sizes), then tells the others. */
 static hn_status_t p2p_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
 {
-    hn_comm_world *w = t->w;
+    const hn_comm_base *b = &t->base.w->base;
     member_view *v = &t->view[me];
+    int rank = t->base.ranks[me];
     hn_status_t st = HN_OK;
     if (bytes <= v->stage_bytes)
         return HN_OK;
     v->stage_bytes = 0;
     for (int i = 0; i < 2 && st == HN_OK; i++) {
         if (v->stage[i] != NULL)
-            w->dev->mem_free(w->dev_ctx, t->m[me].rank, v->stage[i]);
+            b->dev->mem_free(b->dev_ctx, rank, v->stage[i]);
         v->stage[i] = NULL;
-        if ((st = w->dev->mem_alloc(w->dev_ctx, t->m[me].rank, bytes, &v->stage[i])) != HN_OK)
+        if ((st = b->dev->mem_alloc(b->dev_ctx, rank, bytes, &v->stage[i])) != HN_OK)
             hn_origin_fail(o, st, "p2p: cannot allocate %zu bytes of staging", bytes);
     }
     if (st == HN_OK)
@@ -279,29 +231,29 @@ static void p2p_team_destroy(hn_comm_team *t)
     hn_comm_world *w;
     if (t == NULL)
         return;
-    w = t->w;
-    for (int i = 0; i < t->n; i++) {
+    w = t->base.w;
+    for (int i = 0; i < t->base.n; i++) {
         if (!t->m[i].here) /* another process's: it frees its own */
             continue;
         for (int k = 0; k < t->lanes; k++)
             if (t->m[i].side[k] != NULL) {
-                w->dev->stream_sync(t->m[i].side[k]);
-                w->dev->stream_destroy(t->m[i].side[k]);
+                w->base.dev->stream_sync(t->m[i].side[k]);
+                w->base.dev->stream_destroy(t->m[i].side[k]);
             }
         while (t->m[i].banks != NULL) {
             gbank *b = t->m[i].banks;
             t->m[i].banks = b->next;
-            hn_p2p_bank_free(w, t->m[i].rank, b);
+            hn_p2p_bank_free(w, t->base.ranks[i], b);
         }
         if (t->view[i].flags != NULL)
-            w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->view[i].flags);
+            w->base.dev->mem_free(w->base.dev_ctx, t->base.ranks[i], t->view[i].flags);
         if (t->m[i].ev != NULL)
-            for (size_t k = 0; k < (size_t)t->n * t->nflags; k++)
-                w->dev->event_destroy(t->m[i].ev[k]);
+            for (size_t k = 0; k < (size_t)t->base.n * t->nflags; k++)
+                w->base.dev->event_destroy(t->m[i].ev[k]);
         hn_free(t->m[i].ev);
         for (int k = 0; k < 2; k++)
             if (t->view[i].stage[k] != NULL)
-                w->dev->mem_free(w->dev_ctx, t->m[i].rank, t->view[i].stage[k]);
+                w->base.dev->mem_free(w->base.dev_ctx, t->base.ranks[i], t->view[i].stage[k]);
     }
     team_free(t);
 }
@@ -313,7 +265,7 @@ static const char *p2p_refuses(hn_coll_kind kind, hn_dtype dtype, size_t count, 
     (void)dtype;
     if (kind != HN_COLL_ALLGATHER && kind != HN_COLL_REDUCE_SCATTER && kind != HN_COLL_ALLREDUCE &&
         kind != HN_COLL_BROADCAST)
-        snprintf(why, len, "%s via p2p: the p2p backend does allgather, reduce_scatter, allreduce, broadcast "
+        snprintf(why, len, "%s via p2p: the p2p communicator does allgather, reduce_scatter, allreduce, broadcast "
                  "and send/recv", hn_coll_name(kind));
     else if (kind == HN_COLL_ALLREDUCE && count % (size_t)n != 0)
         snprintf(why, len, "allreduce via p2p of %zu elements: not divisible by the team size %d", count, n);
@@ -324,22 +276,23 @@ static const char *p2p_refuses(hn_coll_kind kind, hn_dtype dtype, size_t count, 
 
 static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
 {
-    ctx c = {t->w, t, me, s, o, HN_OK};
-    size_t es = (size_t)hn_dtype_size(a->dtype), n = (size_t)t->n;
+    ctx c = {t->base.w, t, me, s, o, HN_OK};
+    size_t es = (size_t)hn_dtype_size(a->dtype), n = (size_t)t->base.n;
+    int pull = a->algo == HN_ALGO_PULL; /* else push (also auto) */
     char why[160];
-    if (p2p_refuses(a->kind, a->dtype, a->count, t->n, why, sizeof(why)) != NULL) {
+    if (p2p_refuses(a->kind, a->dtype, a->count, t->base.n, why, sizeof(why)) != NULL) {
         hn_origin_fail(o, HN_ERR_UNSUPPORTED, "%s", why);
         return HN_ERR_UNSUPPORTED;
     }
     switch (a->kind) {
     case HN_COLL_ALLGATHER:
-        if (a->get)
+        if (pull)
             hn_p2p_allgather_get(&c, me, a->send, a->recv, a->count * es);
         else
             hn_p2p_allgather_put(&c, me, a->send, a->recv, a->count * es);
         break;
     case HN_COLL_REDUCE_SCATTER:
-        if (a->get)
+        if (pull)
             hn_p2p_reduce_scatter_get(&c, me, a->send, a->recv, a->count, a->dtype, a->redop);
         else
             hn_p2p_reduce_scatter_put(&c, me, a->send, a->recv, a->count, a->dtype, a->redop);
@@ -347,7 +300,7 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
     case HN_COLL_ALLREDUCE: {
         size_t chunk = a->count / n;
         char *out = a->recv;
-        if (a->get) {
+        if (pull) {
             hn_p2p_reduce_scatter_get(&c, me, a->send, out + (size_t)me * chunk * es, chunk, a->dtype, a->redop);
             hn_p2p_allgather_get(&c, me, out + (size_t)me * chunk * es, out, chunk * es);
         } else {
@@ -357,7 +310,7 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
         break;
     }
     case HN_COLL_BROADCAST:
-        if (a->get)
+        if (pull)
             hn_p2p_broadcast_get(&c, me, a->root, a->send, a->recv, a->count * es);
         else
             hn_p2p_broadcast_put(&c, me, a->root, a->send, a->recv, a->count * es);
@@ -375,16 +328,16 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
  * leave nothing waiting on a device; their host spins see the abort. */
 static int p2p_abort(hn_comm_world *w)
 {
-    for (int i = 0; i < w->teams.n; i++) {
-        hn_comm_team *t = w->teams.teams[i];
+    for (int i = 0; i < w->base.teams.n; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
         uint32_t *high = hn_malloc(t->nflags * sizeof(uint32_t));
         if (high == NULL)
             continue;
         for (size_t k = 0; k < t->nflags; k++)
             high[k] = 0x7fffffffu;
-        for (int m = 0; m < t->n; m++)
+        for (int m = 0; m < t->base.n; m++)
             if (t->view[m].flags != NULL && !t->events)
-                w->dev->copy_to_device(w->dev_ctx, t->m[m].rank, t->view[m].flags, high,
+                w->base.dev->copy_to_device(w->base.dev_ctx, t->base.ranks[m], t->view[m].flags, high,
                                        t->nflags * sizeof(uint32_t));
         hn_free(high);
     }
@@ -395,8 +348,8 @@ static int p2p_abort(hn_comm_world *w)
  * mailboxes, who waits for whom): once for the world. */
 static void p2p_reset(hn_comm_world *w)
 {
-    if (w->teams.n == 0) { /* teams were destroyed: sequences start over */
-        size_t n2 = (size_t)w->n * (size_t)w->n;
+    if (w->base.teams.n == 0) { /* teams were destroyed: sequences start over */
+        size_t n2 = (size_t)w->base.nranks * (size_t)w->base.nranks;
         memset(w->send_seq, 0, n2 * sizeof(uint64_t));
         memset(w->recv_seq, 0, n2 * sizeof(uint64_t));
     }
@@ -404,10 +357,10 @@ static void p2p_reset(hn_comm_world *w)
 
 static void p2p_reset_shared(hn_comm_world *w)
 {
-    for (int r = 0; r < w->n; r++) /* spins a failure cut short */
+    for (int r = 0; r < w->base.nranks; r++) /* spins a failure cut short */
         w->waiting_for[r] = -1;
-    if (w->teams.n == 0)
-        memset(w->pair_mbox, 0, (size_t)w->n * (size_t)w->n * SLOTS * sizeof(mailbox));
+    if (w->base.teams.n == 0)
+        memset(w->pair_mbox, 0, (size_t)w->base.nranks * (size_t)w->base.nranks * SLOTS * sizeof(mailbox));
 }
 
 const hn_comm_ops hn_comm_p2p = {

@@ -10,10 +10,10 @@ void hn_p2p_bank_free(hn_comm_world *w, int rank, gbank *b)
 {
     hn_free(b->peer_flags);
     if (b->flags != NULL)
-        w->dev->mem_free(w->dev_ctx, rank, b->flags);
-    w->dev->event_destroy(b->fork);
+        w->base.dev->mem_free(w->base.dev_ctx, rank, b->flags);
+    w->base.dev->event_destroy(b->fork);
     for (int k = 0; k < LANES_MAX; k++)
-        w->dev->event_destroy(b->join[k]);
+        w->base.dev->event_destroy(b->join[k]);
     hn_free(b);
 }
 
@@ -32,7 +32,7 @@ static gpairs *pairs_of(hn_comm_world *w, int rank, uint64_t id)
 void hn_p2p_pairs_free(hn_comm_world *w, gpairs *gp)
 {
     if (gp->bar != NULL)
-        w->dev->mem_free(w->dev_ctx, gp->rank, gp->bar);
+        w->base.dev->mem_free(w->base.dev_ctx, gp->rank, gp->bar);
     hn_free(gp->send_at);
     hn_free(gp->recv_at);
     hn_free(gp->peer_bar);
@@ -42,12 +42,9 @@ void hn_p2p_pairs_free(hn_comm_world *w, gpairs *gp)
 /* the ranks of any team, as a bit set: those that take part in the barriers */
 static int in_any_team(const hn_comm_world *w, int rank)
 {
-    for (int i = 0; i < w->teams.n; i++) {
-        const hn_comm_team *t = w->teams.teams[i];
-        for (int k = 0; k < t->n; k++)
-            if (t->m[k].rank == rank)
-                return 1;
-    }
+    for (int i = 0; i < w->base.teams.n; i++)
+        if (hn_comm_team_index(w->base.teams.teams[i], rank) >= 0)
+            return 1;
     return 0;
 }
 
@@ -64,13 +61,12 @@ static void take_over(hn_comm_world *w, int rank, const hn_graph_ctx *g)
         gp->id = g->id;
         pthread_mutex_unlock(&w->gmu);
     }
-    for (int i = 0; i < w->teams.n; i++) {
-        hn_comm_team *t = w->teams.teams[i];
-        for (int k = 0; k < t->n; k++) {
-            gbank *b = t->m[k].rank == rank ? bank_of(&t->m[k], g->prev) : NULL;
-            if (b != NULL)
-                b->id = g->id;
-        }
+    for (int i = 0; i < w->base.teams.n; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
+        int k = hn_comm_team_index(&t->base, rank);
+        gbank *b = k >= 0 ? bank_of(&t->m[k], g->prev) : NULL;
+        if (b != NULL)
+            b->id = g->id;
     }
 }
 
@@ -88,15 +84,15 @@ static hn_status_t bank_new(hn_comm_world *w, hn_comm_team *t, member *m, int ra
     b->id = id;
     b->next = m->banks;
     m->banks = b;
-    if ((b->peer_flags = hn_calloc((size_t)t->n, sizeof(*b->peer_flags))) == NULL)
+    if ((b->peer_flags = hn_calloc((size_t)t->base.n, sizeof(*b->peer_flags))) == NULL)
         st = HN_ERR_NOMEM;
-    if (st == HN_OK && (st = w->dev->mem_alloc(w->dev_ctx, rank, bytes, (void **)&b->flags)) == HN_OK)
-        st = w->dev->copy_to_device(w->dev_ctx, rank, b->flags, zero_flags, bytes);
+    if (st == HN_OK && (st = w->base.dev->mem_alloc(w->base.dev_ctx, rank, bytes, (void **)&b->flags)) == HN_OK)
+        st = w->base.dev->copy_to_device(w->base.dev_ctx, rank, b->flags, zero_flags, bytes);
     hn_free(zero_flags);
     if (st == HN_OK)
-        st = w->dev->event_create(w->dev_ctx, rank, &b->fork);
+        st = w->base.dev->event_create(w->base.dev_ctx, rank, &b->fork);
     for (int k = 0; k < t->lanes && st == HN_OK; k++)
-        st = w->dev->event_create(w->dev_ctx, rank, &b->join[k]);
+        st = w->base.dev->event_create(w->base.dev_ctx, rank, &b->join[k]);
     return st;
 }
 
@@ -105,7 +101,8 @@ static hn_status_t pairs_new(hn_comm_world *w, int rank, uint64_t id, gpairs **o
 {
     hn_status_t st = HN_OK;
     gpairs *gp;
-    uint32_t *zeros = hn_calloc((size_t)w->n, sizeof(uint32_t));
+    size_t bar_bytes = (size_t)w->base.nranks * sizeof(uint32_t);
+    uint32_t *zeros = hn_calloc((size_t)w->base.nranks, sizeof(uint32_t));
     if (zeros == NULL || (gp = hn_calloc(1, sizeof(*gp))) == NULL) {
         hn_free(zeros);
         return HN_ERR_NOMEM;
@@ -116,87 +113,62 @@ static hn_status_t pairs_new(hn_comm_world *w, int rank, uint64_t id, gpairs **o
     gp->next = w->gpairs;
     w->gpairs = gp;
     pthread_mutex_unlock(&w->gmu);
-    gp->send_at = hn_calloc((size_t)w->n, sizeof(uint64_t));
-    gp->recv_at = hn_calloc((size_t)w->n, sizeof(uint64_t));
-    gp->peer_bar = hn_calloc((size_t)w->n, sizeof(uint32_t *));
+    gp->send_at = hn_calloc((size_t)w->base.nranks, sizeof(uint64_t));
+    gp->recv_at = hn_calloc((size_t)w->base.nranks, sizeof(uint64_t));
+    gp->peer_bar = hn_calloc((size_t)w->base.nranks, sizeof(uint32_t *));
     if (gp->send_at == NULL || gp->recv_at == NULL || gp->peer_bar == NULL)
         st = HN_ERR_NOMEM;
-    if (st == HN_OK &&
-        (st = w->dev->mem_alloc(w->dev_ctx, rank, (size_t)w->n * sizeof(uint32_t), (void **)&gp->bar)) == HN_OK)
-        st = w->dev->copy_to_device(w->dev_ctx, rank, gp->bar, zeros, (size_t)w->n * sizeof(uint32_t));
+    if (st == HN_OK && (st = w->base.dev->mem_alloc(w->base.dev_ctx, rank, bar_bytes, (void **)&gp->bar)) == HN_OK)
+        st = w->base.dev->copy_to_device(w->base.dev_ctx, rank, gp->bar, zeros, bar_bytes);
     hn_free(zeros);
     *out = gp;
     return st;
 }
 
-/* What a rank hands the others at graph_begin: its status and the
- * address of a bank's flags or of its barrier words. */
-typedef struct xaddr {
-    int32_t status, pad;
-    void *p;
-} xaddr;
-
-/* An exchange of graph_begin among ranks[0 .. n-1] (me: the caller's
- * index): mine in, everyone's into all; a member's failure is
- * HN_ERR_ABORTED here (that member said why). */
-static hn_status_t begin_xchg(hn_comm_world *w, const int *ranks, int n, int me, uint64_t tag, hn_status_t st,
-                              void *p, xaddr *all, const hn_origin *o)
-{
-    xaddr mine = {st, 0, p};
-    hn_strbuf why;
-    hn_status_t x;
-    hn_sb_init(&why);
-    if ((x = hn_world_xchg(w->world, ranks, n, me, tag, &mine, sizeof(mine), all, 0, &why)) != HN_OK)
-        hn_origin_fail(o, x, "p2p: preparing a capture: %s", why.data != NULL ? why.data : hn_status_string(x));
-    hn_sb_free(&why);
-    for (int i = 0; i < n && x == HN_OK; i++)
-        if (all[i].status != HN_OK)
-            x = st != HN_OK ? st : HN_ERR_ABORTED;
-    return x;
-}
+/* what a member's exchange on a team at graph_begin is about (after the
+ * join's and the reserve's, comm_p2p.c) */
+enum { XCHG_GRAPH = 3 };
 
 /* Every member's bank flags and every rank's barrier words, exchanged
- * (what captured work writes into on the others); after a failure the
+ * (what captured work writes into on the others: the address of a
+ * bank's flags, of a rank's barrier words); after a failure the
  * exchanges still run, with the failure in them, so no rank waits for
  * one that gave up. */
 static hn_status_t begin_exchanges(hn_comm_world *w, int rank, const hn_graph_ctx *g, gpairs *gp, hn_status_t st,
                                    const hn_origin *o)
 {
-    xaddr *all = hn_calloc((size_t)w->n, sizeof(*all));
-    int *ranks = hn_calloc((size_t)w->n, sizeof(int)), n = 0, me = -1;
+    void **all = hn_calloc((size_t)w->base.nranks, sizeof(*all));
+    int *ranks = hn_calloc((size_t)w->base.nranks, sizeof(int)), n = 0, me = -1;
+    void *mine;
     if (all == NULL || ranks == NULL) {
         hn_free(all);
         hn_free(ranks);
         return HN_ERR_NOMEM; /* the peers time out naming this rank */
     }
-    for (int i = 0; i < w->teams.n; i++) {
-        hn_comm_team *t = w->teams.teams[i];
-        gbank *b;
-        int k = 0;
-        while (k < t->n && t->m[k].rank != rank)
-            k++;
-        if (k == t->n)
+    for (int i = 0; i < w->base.teams.n; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
+        int k = hn_comm_team_index(&t->base, rank);
+        gbank *b = k >= 0 ? bank_of(&t->m[k], g->id) : NULL;
+        if (k < 0)
             continue;
-        for (int j = 0; j < t->n; j++)
-            ranks[j] = t->m[j].rank;
-        b = bank_of(&t->m[k], g->id);
-        st = begin_xchg(w, ranks, t->n, k,
-                        ((uint64_t)0x7033 << 48) ^ (t->id << 24) ^ ((uint64_t)3 << 20) ^ ++t->m[k].xchgs,
-                        st == HN_OK && b == NULL ? HN_ERR_RUNTIME : st, b != NULL ? b->flags : NULL, all, o);
-        for (int j = 0; j < t->n && st == HN_OK; j++)
-            b->peer_flags[j] = all[j].p;
+        mine = b != NULL ? b->flags : NULL;
+        st = hn_comm_team_xchg(&t->base, k, XCHG_GRAPH, "preparing a capture for",
+                               st == HN_OK && b == NULL ? HN_ERR_RUNTIME : st, &mine, sizeof(mine), all, o);
+        for (int j = 0; j < t->base.n && st == HN_OK; j++)
+            b->peer_flags[j] = all[j];
     }
-    for (int q = 0; q < w->n; q++)
+    for (int q = 0; q < w->base.nranks; q++)
         if (in_any_team(w, q)) {
             if (q == rank)
                 me = n;
             ranks[n++] = q;
         }
     if (me >= 0) {
-        st = begin_xchg(w, ranks, n, me, ((uint64_t)0x7034 << 48) ^ g->id, st == HN_OK && gp == NULL ? HN_ERR_RUNTIME : st,
-                        gp != NULL ? gp->bar : NULL, all, o);
+        mine = gp != NULL ? gp->bar : NULL;
+        st = hn_comm_xchg(&w->base, ranks, n, me, ((uint64_t)0x7034 << 48) ^ g->id, "preparing a capture",
+                          st == HN_OK && gp == NULL ? HN_ERR_RUNTIME : st, &mine, sizeof(mine), all, o);
         for (int i = 0; i < n && st == HN_OK; i++)
-            gp->peer_bar[ranks[i]] = all[i].p;
+            gp->peer_bar[ranks[i]] = all[i];
     }
     hn_free(all);
     hn_free(ranks);
@@ -212,19 +184,17 @@ hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g
     if ((gp = pairs_of(w, rank, g->id)) == NULL)
         st = pairs_new(w, rank, g->id, &gp);
     /* saved even when something failed: graph_end gives them back */
-    for (int q = 0; q < w->n && gp != NULL && gp->send_at != NULL && gp->recv_at != NULL; q++) {
-        gp->send_at[q] = w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q];
-        gp->recv_at[q] = w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank];
-        w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q] = 0; /* afresh, as the teams */
-        w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank] = 0;
+    for (int q = 0; q < w->base.nranks && gp != NULL && gp->send_at != NULL && gp->recv_at != NULL; q++) {
+        gp->send_at[q] = w->send_seq[(size_t)rank * (size_t)w->base.nranks + (size_t)q];
+        gp->recv_at[q] = w->recv_seq[(size_t)q * (size_t)w->base.nranks + (size_t)rank];
+        w->send_seq[(size_t)rank * (size_t)w->base.nranks + (size_t)q] = 0; /* afresh, as the teams */
+        w->recv_seq[(size_t)q * (size_t)w->base.nranks + (size_t)rank] = 0;
     }
-    for (int i = 0; i < w->teams.n && st == HN_OK; i++) {
-        hn_comm_team *t = w->teams.teams[i];
+    for (int i = 0; i < w->base.teams.n && st == HN_OK; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
+        int k = hn_comm_team_index(&t->base, rank);
+        member *m = k >= 0 ? &t->m[k] : NULL;
         gbank *b;
-        member *m = NULL;
-        for (int k = 0; k < t->n; k++)
-            if (t->m[k].rank == rank)
-                m = &t->m[k];
         if (m == NULL)
             continue;
         if (bank_of(m, g->id) == NULL)
@@ -257,16 +227,16 @@ static hn_status_t graph_barrier(hn_comm_world *w, int rank, const hn_graph_ctx 
 {
     hn_status_t st = HN_OK;
     gpairs *me = pairs_of(w, rank, g->id);
-    for (int q = 0; q < w->n && st == HN_OK; q++) {
+    for (int q = 0; q < w->base.nranks && st == HN_OK; q++) {
         if (q == rank || !in_any_team(w, q))
             continue;
         if (me == NULL || me->peer_bar == NULL || me->peer_bar[q] == NULL)
             return HN_ERR_RUNTIME;
-        st = w->dev->stream_write_flag_rel(s, me->peer_bar[q] + rank, p, g->ep, o);
+        st = w->base.dev->stream_write_flag_rel(s, me->peer_bar[q] + rank, p, g->ep, o);
     }
-    for (int q = 0; q < w->n && st == HN_OK; q++)
+    for (int q = 0; q < w->base.nranks && st == HN_OK; q++)
         if (q != rank && in_any_team(w, q))
-            st = w->dev->stream_wait_flag_rel(s, me->bar + q, p, g->ep, o);
+            st = w->base.dev->stream_wait_flag_rel(s, me->bar + q, p, g->ep, o);
     return st;
 }
 
@@ -275,19 +245,19 @@ static hn_status_t graph_barrier(hn_comm_world *w, int rank, const hn_graph_ctx 
 static uint64_t values_taken(const hn_comm_world *w, int rank)
 {
     uint64_t most = 0;
-    for (int i = 0; i < w->teams.n; i++) {
-        const hn_comm_team *t = w->teams.teams[i];
-        for (int k = 0; k < t->n; k++) {
-            const member *m = &t->m[k];
-            uint64_t steps = (m->staged > m->gstaged ? m->staged : m->gstaged) * (uint64_t)(t->n - 1) + 1;
-            if (m->rank != rank)
-                continue;
-            most = HN_MAX(most, HN_MAX(HN_MAX(m->slot_ops, m->joins), steps));
-        }
+    for (int i = 0; i < w->base.teams.n; i++) {
+        const hn_comm_team *t = w->base.teams.teams[i];
+        int k = hn_comm_team_index(&t->base, rank);
+        const member *m = k >= 0 ? &t->m[k] : NULL;
+        uint64_t steps;
+        if (m == NULL)
+            continue;
+        steps = (m->staged > m->gstaged ? m->staged : m->gstaged) * (uint64_t)(t->base.n - 1) + 1;
+        most = HN_MAX(most, HN_MAX(HN_MAX(m->slot_ops, m->joins), steps));
     }
-    for (int q = 0; q < w->n; q++)
-        most = HN_MAX(most, HN_MAX(w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q],
-                                   w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank]));
+    for (int q = 0; q < w->base.nranks; q++)
+        most = HN_MAX(most, HN_MAX(w->send_seq[(size_t)rank * (size_t)w->base.nranks + (size_t)q],
+                                   w->recv_seq[(size_t)q * (size_t)w->base.nranks + (size_t)rank]));
     return most;
 }
 
@@ -321,25 +291,24 @@ hn_status_t hn_p2p_graph_finish(hn_comm_world *w, int rank, const hn_graph_ctx *
 void hn_p2p_graph_end(hn_comm_world *w, int rank, const hn_graph_ctx *g)
 {
     gpairs *gp = pairs_of(w, rank, g->id);
-    for (int q = 0; q < w->n && gp != NULL && gp->send_at != NULL && gp->recv_at != NULL; q++) {
-        w->send_seq[(size_t)rank * (size_t)w->n + (size_t)q] = gp->send_at[q];
-        w->recv_seq[(size_t)q * (size_t)w->n + (size_t)rank] = gp->recv_at[q];
+    for (int q = 0; q < w->base.nranks && gp != NULL && gp->send_at != NULL && gp->recv_at != NULL; q++) {
+        w->send_seq[(size_t)rank * (size_t)w->base.nranks + (size_t)q] = gp->send_at[q];
+        w->recv_seq[(size_t)q * (size_t)w->base.nranks + (size_t)rank] = gp->recv_at[q];
     }
-    for (int i = 0; i < w->teams.n; i++) {
-        hn_comm_team *t = w->teams.teams[i];
-        for (int k = 0; k < t->n; k++) {
-            member *m = &t->m[k];
-            gbank *b = m->rank == rank ? bank_of(m, g->id) : NULL;
-            if (b == NULL)
-                continue;
-            m->slot_ops = b->at[0];
-            m->staged = b->at[1];
-            m->joins = b->at[2];
-            m->gstaged = b->at[3];
-            m->stage_pieces[0] = b->stage_pieces[0];
-            m->stage_pieces[1] = b->stage_pieces[1];
-            m->last_get = b->last_get;
-        }
+    for (int i = 0; i < w->base.teams.n; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
+        int k = hn_comm_team_index(&t->base, rank);
+        member *m = k >= 0 ? &t->m[k] : NULL;
+        gbank *b = m != NULL ? bank_of(m, g->id) : NULL;
+        if (b == NULL)
+            continue;
+        m->slot_ops = b->at[0];
+        m->staged = b->at[1];
+        m->joins = b->at[2];
+        m->gstaged = b->at[3];
+        m->stage_pieces[0] = b->stage_pieces[0];
+        m->stage_pieces[1] = b->stage_pieces[1];
+        m->last_get = b->last_get;
     }
 }
 
@@ -355,19 +324,18 @@ void hn_p2p_graph_free(hn_comm_world *w, int rank, const hn_graph_ctx *g)
     pthread_mutex_unlock(&w->gmu);
     if (gp != NULL)
         hn_p2p_pairs_free(w, gp);
-    for (int i = 0; i < w->teams.n; i++) {
-        hn_comm_team *t = w->teams.teams[i];
-        for (int k = 0; k < t->n; k++) {
-            gbank **bl = &t->m[k].banks;
-            if (t->m[k].rank != rank)
-                continue;
-            while (*bl != NULL && (*bl)->id != g->id)
-                bl = &(*bl)->next;
-            if (*bl != NULL) {
-                gbank *b = *bl;
-                *bl = b->next;
-                hn_p2p_bank_free(w, rank, b);
-            }
+    for (int i = 0; i < w->base.teams.n; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
+        int k = hn_comm_team_index(&t->base, rank);
+        gbank **bl = k >= 0 ? &t->m[k].banks : NULL;
+        if (bl == NULL)
+            continue;
+        while (*bl != NULL && (*bl)->id != g->id)
+            bl = &(*bl)->next;
+        if (*bl != NULL) {
+            gbank *b = *bl;
+            *bl = b->next;
+            hn_p2p_bank_free(w, rank, b);
         }
     }
 }

@@ -7,7 +7,7 @@
 void hn_p2p_broadcast_put(ctx *c, int me, int root, const void *send, void *recv, size_t cb)
 {
     hn_comm_team *t = c->t;
-    int n = t->n;
+    int n = t->base.n;
     uint64_t g = ++t->m[me].slot_ops, slot = g % SLOTS;
     uint32_t v = (uint32_t)g;
     if (me != root) {
@@ -21,7 +21,8 @@ void hn_p2p_broadcast_put(ctx *c, int me, int root, const void *send, void *recv
         void *dst = NULL;
         if (p == root)
             continue;
-        if ((c->st = hn_p2p_mbox_take(c->w, &t->sh[p]->mbox[slot], g, &dst, c->o, "broadcast", t->m[p].rank)) != HN_OK)
+        if ((c->st = hn_p2p_mbox_take(c->w, &t->sh[p]->mbox[slot], g, &dst, c->o, "broadcast", t->base.ranks[p])) !=
+            HN_OK)
             return;
         wait_flag(c, p, slot_flag(t, slot, p), v);
         copy(c, dst, send, cb);
@@ -34,7 +35,7 @@ void hn_p2p_broadcast_put(ctx *c, int me, int root, const void *send, void *recv
 void hn_p2p_broadcast_get(ctx *c, int me, int root, const void *send, void *recv, size_t cb)
 {
     hn_comm_team *t = c->t;
-    int n = t->n;
+    int n = t->base.n;
     uint64_t g = ++t->m[me].slot_ops, slot = g % SLOTS;
     uint32_t v = (uint32_t)g;
     if (me == root) {
@@ -50,7 +51,8 @@ void hn_p2p_broadcast_get(ctx *c, int me, int root, const void *send, void *recv
     }
     {
         void *src = NULL;
-        if ((c->st = hn_p2p_mbox_take(c->w, &t->sh[root]->mbox[slot], g, &src, c->o, "broadcast", t->m[root].rank)) != HN_OK)
+        if ((c->st = hn_p2p_mbox_take(c->w, &t->sh[root]->mbox[slot], g, &src, c->o, "broadcast",
+                                      t->base.ranks[root])) != HN_OK)
             return;
         wait_flag(c, root, slot_flag(t, slot, n), v);
         copy(c, recv, src, cb);

@@ -11,8 +11,7 @@
 
 #include <pthread.h>
 
-#include "../comm.h"
-#include "../team_list.h"
+#include "../comm_base.h"
 
 #define SLOTS 64
 #define LANES_MAX 4 /* side streams of a member: its copy lanes */
@@ -76,11 +75,9 @@ typedef struct member_view {
 } member_view;
 
 typedef struct member {
-    int rank;
     int here;     /* it joined in this process (its rank is driven here) */
     gbank *banks; /* of the graphs captured with this team */
     hn_devent **ev;  /* events: [n * nflags], the events this member records, per (waiter, index) */
-    uint64_t xchgs;    /* exchanges this member made on the team (they name them) */
     uint64_t slot_ops; /* issue side: generations taken */
     uint64_t staged;   /* issue side: staged operations taken */
     uint64_t joins;    /* issue side: hand-offs to the side streams taken */
@@ -91,29 +88,20 @@ typedef struct member {
 } member;
 
 struct hn_comm_team {
-    hn_comm_world *w;
-    int n;
-    uint64_t id;          /* the world's count of teams made before it: the same in every process */
-    member *m;            /* [n] */
+    hn_comm_team_base base; /* the world, size, id, ranks (comm_base.h) */
     member_shared **sh;   /* [n], in the world's shared regions */
     member_view *view;    /* [n] */
     size_t nflags, piece_min;
     int pieces, ag_pieces, lanes, events;
+    member m[];           /* [n] */
 };
 
+/* base.teams: the team of all ranks carries the pair flags */
 struct hn_comm_world {
-    int n;
-    hn_world *world;     /* the configuration's, or own_world */
-    hn_world *own_world; /* made when the configuration has none */
-    uint64_t team_ids;
-    const hn_device_ops *dev;
-    void *dev_ctx;
-    const hn_compute_ops *compute;
-    const hn_fault_sink *sink;
+    hn_comm_base base;
     int pieces, ag_pieces, lanes, events;
     int graph_kernel_copy; /* copies inside captures by SM kernels (the compute table's copy) */
     size_t piece_min;
-    hn_team_list teams; /* the team of all ranks carries the pair flags */
     uint64_t *send_seq, *recv_seq; /* [src * n + dst], issue side */
     mailbox *pair_mbox;            /* [(src * n + dst) * SLOTS + slot] */
     int *waiting_for;              /* [rank]: the rank its thread spins for, or -1 (atomic) */
@@ -170,7 +158,7 @@ static inline size_t gfree_flag(const hn_comm_team *t) { return (size_t)(5 * t->
 /* per slot: n + 2 indices of whole operations, then n steps x P pieces */
 static inline size_t slot_size(const hn_comm_team *t)
 {
-    return (size_t)(t->n + 2) + (size_t)t->n * (size_t)t->pieces;
+    return (size_t)(t->base.n + 2) + (size_t)t->base.n * (size_t)t->pieces;
 }
 static inline size_t slot_flag(const hn_comm_team *t, uint64_t slot, int i)
 {
@@ -178,7 +166,7 @@ static inline size_t slot_flag(const hn_comm_team *t, uint64_t slot, int i)
 }
 static inline size_t piece_flag(const hn_comm_team *t, uint64_t slot, int step, int j)
 {
-    return slot_flag(t, slot, t->n + 2) + (size_t)step * (size_t)t->pieces + (size_t)j;
+    return slot_flag(t, slot, t->base.n + 2) + (size_t)step * (size_t)t->pieces + (size_t)j;
 }
 static inline size_t pair_flag(const hn_comm_team *t, int peer, uint64_t slot, int kind)
 {
@@ -254,8 +242,8 @@ void hn_p2p_allgather_put(ctx *c, int me, const void *send, void *recv, size_t c
 void hn_p2p_allgather_get(ctx *c, int me, const void *send, void *recv, size_t cb);
 /* reduce_scatter: chunk `me` (count elements) of the reduction of every
  * member's send into recv; a ring through the members' staging */
-void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop);
-void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop);
+void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, hn_redop redop);
+void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, hn_redop redop);
 /* broadcast: the root's send (cb bytes) into every member's recv */
 void hn_p2p_broadcast_put(ctx *c, int me, int root, const void *send, void *recv, size_t cb);
 void hn_p2p_broadcast_get(ctx *c, int me, int root, const void *send, void *recv, size_t cb);

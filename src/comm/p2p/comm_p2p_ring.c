@@ -34,12 +34,12 @@ static hn_tensor vec(void *data, hn_dtype dt, size_t count)
 }
 
 /* dst = a op b, elementwise (fp32 arithmetic for bf16/f16) */
-static void reduce(ctx *c, int redop, hn_dtype dt, size_t count, void *dst, const void *a, const void *b)
+static void reduce(ctx *c, hn_redop redop, hn_dtype dt, size_t count, void *dst, const void *a, const void *b)
 {
     hn_tensor d = vec(dst, dt, count), x = vec((void *)a, dt, count), y = vec((void *)b, dt, count);
-    int op = redop == HN_REDUCE_PROD ? 1 : redop == HN_REDUCE_MAX ? 2 : redop == HN_REDUCE_MIN ? 3 : 0;
+    hn_redop op = redop == HN_RED_AVG ? HN_RED_SUM : redop; /* avg: a sum, divided at the end */
     if (c->st == HN_OK && count > 0)
-        c->st = c->w->compute->binary(c->s, op, &d, &x, &y, c->o);
+        c->st = c->w->base.compute->binary(c->s, op, &d, &x, &y, c->o);
 }
 
 /* The start of a slot operation of an allgather: its generation and slot,
@@ -53,10 +53,11 @@ static int allgather_begin(ctx *c, int me, int peer, const void *send, void *rec
     *g = ++t->m[me].slot_ops;
     slot = *g % SLOTS;
     copy(c, (char *)recv + (size_t)me * cb, send, cb);
-    if (t->n == 1 || c->st != HN_OK)
+    if (t->base.n == 1 || c->st != HN_OK)
         return 0;
     mbox_post(c->o, &t->sh[me]->mbox[slot], *g, recv);
-    c->st = hn_p2p_mbox_take(c->w, &t->sh[peer]->mbox[slot], *g, (void **)peer_buf, c->o, "allgather", t->m[peer].rank);
+    c->st = hn_p2p_mbox_take(c->w, &t->sh[peer]->mbox[slot], *g, (void **)peer_buf, c->o, "allgather",
+                             t->base.ranks[peer]);
     return c->st == HN_OK;
 }
 
@@ -68,7 +69,7 @@ static int allgather_begin(ctx *c, int me, int peer, const void *send, void *rec
 void hn_p2p_allgather_put(ctx *c, int me, const void *send, void *recv, size_t cb)
 {
     hn_comm_team *t = c->t;
-    int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
+    int n = t->base.n, next = (me + 1) % n, prev = (me + n - 1) % n;
     int P = pieces_of(t, cb, t->ag_pieces);
     uint64_t g, slot;
     uint32_t v, h;
@@ -116,7 +117,7 @@ void hn_p2p_allgather_put(ctx *c, int me, const void *send, void *recv, size_t c
 void hn_p2p_allgather_get(ctx *c, int me, const void *send, void *recv, size_t cb)
 {
     hn_comm_team *t = c->t;
-    int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
+    int n = t->base.n, next = (me + 1) % n, prev = (me + n - 1) % n;
     uint64_t g, slot;
     uint32_t v;
     char *R = recv, *Rp = NULL;
@@ -146,10 +147,10 @@ void hn_p2p_allgather_get(ctx *c, int me, const void *send, void *recv, size_t c
  * team run one after another (they share its lanes and staging), so their
  * flags need no slots: arrival and consumption of a piece carry the team's
  * global ring step tt, and a buffer's last use is always step tt - 2. */
-void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop)
+void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, hn_redop redop)
 {
     hn_comm_team *t = c->t;
-    int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n, P, whole;
+    int n = t->base.n, next = (me + 1) % n, prev = (me + n - 1) % n, P, whole;
     size_t es = (size_t)hn_dtype_size(dt), cb = count * es;
     const char *I = send;
     uint64_t staged = ++t->m[me].staged;
@@ -231,9 +232,9 @@ void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, siz
     }
     if (!whole)
         hn_p2p_lanes_end(c, h); /* the caller's stream goes on once the lanes' copies are done */
-    if (redop == HN_REDUCE_AVG && c->st == HN_OK) {
+    if (redop == HN_RED_AVG && c->st == HN_OK) {
         hn_tensor o = vec(recv, dt, count);
-        c->st = c->w->compute->scale(c->s, &o, &o, 1.0 / n, c->o);
+        c->st = c->w->base.compute->scale(c->s, &o, &o, 1.0 / n, c->o);
     }
 }
 
@@ -248,10 +249,10 @@ void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, siz
  * partials, so the staging and the input are free afterwards. Steps are
  * numbered apart from the put reductions'; before a put follows, every
  * member says its staging is free (gfree). */
-void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, int redop)
+void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, hn_redop redop)
 {
     hn_comm_team *t = c->t;
-    int n = t->n, next = (me + 1) % n, prev = (me + n - 1) % n;
+    int n = t->base.n, next = (me + 1) % n, prev = (me + n - 1) % n;
     size_t es = (size_t)hn_dtype_size(dt), cb = count * es;
     const char *I = send, *Ip = NULL;
     member *M = t->m;
@@ -274,7 +275,7 @@ void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, siz
     slot = g % SLOTS;
     mbox_post(c->o, &t->sh[me]->mbox[slot], g, (void *)send);
     if ((c->st = hn_p2p_mbox_take(c->w, &t->sh[prev]->mbox[slot], g, (void **)&Ip, c->o, "reduce_scatter",
-                                  M[prev].rank)) != HN_OK)
+                                  t->base.ranks[prev])) != HN_OK)
         return;
     M[me].last_get = 1;
     hn_p2p_lanes_after(c, S); /* put lanes are done with the staging */
@@ -297,8 +298,8 @@ void hn_p2p_reduce_scatter_get(ctx *c, int me, const void *send, void *recv, siz
         }
     }
     hn_p2p_wait_on(c, S, next, gpulled_flag(t, (int)((last + 3) % 2)), last + 1); /* all my partials pulled */
-    if (redop == HN_REDUCE_AVG && c->st == HN_OK) {
+    if (redop == HN_RED_AVG && c->st == HN_OK) {
         hn_tensor o = vec(recv, dt, count);
-        c->st = c->w->compute->scale(c->s, &o, &o, 1.0 / n, c->o);
+        c->st = c->w->base.compute->scale(c->s, &o, &o, 1.0 / n, c->o);
     }
 }

@@ -9,9 +9,9 @@
  * from them and say they are done; senders wait for that. */
 hn_status_t hn_p2p_sendrecv(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s, const hn_origin *o)
 {
-    hn_comm_team *t = w->teams.all;
+    hn_comm_team *t = w->base.teams.all;
     ctx c = {w, t, rank, s, o, HN_OK};
-    int N = w->n;
+    int N = w->base.nranks;
     uint64_t *seq = hn_calloc((size_t)n + 1, sizeof(uint64_t));
     if (seq == NULL)
         return HN_ERR_NOMEM;
@@ -22,7 +22,7 @@ hn_status_t hn_p2p_sendrecv(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     }
     for (int i = 0; i < n; i++) /* sequence numbers per (sender, receiver), from 1 */
         seq[i] = ops[i].is_send ? ++w->send_seq[rank * N + ops[i].peer] : ++w->recv_seq[ops[i].peer * N + rank];
-    if (n > 0 && ops[0].get) {
+    if (n > 0 && ops[0].algo == HN_ALGO_PULL) {
         /* 1: every send posts its buffer and tells its receiver */
         for (int i = 0; i < n; i++) {
             uint64_t slot = seq[i] % SLOTS;

@@ -35,15 +35,15 @@ static hn_status_t spin_once(const hn_comm_world *w, double *start, const hn_ori
 {
     if (*start == 0) {
         *start = hn_now();
-        if (o->rank >= 0 && o->rank < w->n)
+        if (o->rank >= 0 && o->rank < w->base.nranks)
             __atomic_store_n(&w->waiting_for[o->rank], peer, __ATOMIC_RELAXED);
     }
     if (hn_origin_aborted(o))
         return HN_ERR_ABORTED;
-    if (hn_now() - *start > (w->sink != NULL ? w->sink->timeout_s : 60.0)) {
+    if (hn_now() - *start > (w->base.sink != NULL ? w->base.sink->timeout_s : 60.0)) {
         int root = peer;
-        for (int hops = 0; hops < w->n; hops++) {
-            int r = root >= 0 && root < w->n ? __atomic_load_n(&w->waiting_for[root], __ATOMIC_RELAXED) : -1;
+        for (int hops = 0; hops < w->base.nranks; hops++) {
+            int r = root >= 0 && root < w->base.nranks ? __atomic_load_n(&w->waiting_for[root], __ATOMIC_RELAXED) : -1;
             if (r < 0 || r == o->rank)
                 break;
             root = r;
@@ -61,7 +61,7 @@ static hn_status_t spin_once(const hn_comm_world *w, double *start, const hn_ori
 
 static void spin_end(const hn_comm_world *w, const hn_origin *o, double start)
 {
-    if (start != 0 && o->rank >= 0 && o->rank < w->n)
+    if (start != 0 && o->rank >= 0 && o->rank < w->base.nranks)
         __atomic_store_n(&w->waiting_for[o->rank], -1, __ATOMIC_RELAXED);
 }
 
@@ -111,9 +111,9 @@ void hn_p2p_copy_on(ctx *c, hn_dstream *s, void *dst, const void *src, size_t by
         t = d;
         d.data = dst;
         t.data = (void *)src;
-        c->st = c->w->compute->copy(s, &d, &t, c->o);
+        c->st = c->w->base.compute->copy(s, &d, &t, c->o);
     } else {
-        c->st = c->w->dev->memcpy_async(dst, src, bytes, s, c->o);
+        c->st = c->w->base.dev->memcpy_async(dst, src, bytes, s, c->o);
     }
     if (lane >= 0 && c->st == HN_OK)
         hn_origin_lane_mark(c->o, s, lane, bytes, 1);
@@ -128,16 +128,16 @@ static hn_status_t event_signal(ctx *c, hn_dstream *s, int m, size_t i, uint32_t
     hn_devent **e = &t->m[c->me].ev[(size_t)m * t->nflags + i];
     double start = 0;
     hn_status_t st;
-    if (*e == NULL && (st = c->w->dev->event_create(c->w->dev_ctx, t->m[c->me].rank, e)) != HN_OK) {
+    if (*e == NULL && (st = c->w->base.dev->event_create(c->w->base.dev_ctx, t->base.ranks[c->me], e)) != HN_OK) {
         hn_origin_fail(c->o, st, "p2p: cannot create an event");
         return st;
     }
     while (__atomic_load_n(&sl->ev, __ATOMIC_ACQUIRE) != NULL &&
            !reached(__atomic_load_n(&sl->seen, __ATOMIC_ACQUIRE), __atomic_load_n(&sl->sig, __ATOMIC_ACQUIRE)))
-        if ((st = spin_once(c->w, &start, c->o, "signal", t->m[m].rank)) != HN_OK)
+        if ((st = spin_once(c->w, &start, c->o, "signal", t->base.ranks[m])) != HN_OK)
             return st;
     spin_end(c->w, c->o, start);
-    if ((st = c->w->dev->event_record(*e, s)) != HN_OK)
+    if ((st = c->w->base.dev->event_record(*e, s)) != HN_OK)
         return st;
     __atomic_store_n(&sl->ev, *e, __ATOMIC_RELAXED);
     __atomic_store_n(&sl->sig, v, __ATOMIC_RELEASE);
@@ -154,11 +154,11 @@ static hn_status_t event_wait(ctx *c, hn_dstream *s, int from, size_t i, uint32_
     hn_devent *e;
     hn_status_t st;
     while (!reached(__atomic_load_n(&sl->sig, __ATOMIC_ACQUIRE), v))
-        if ((st = spin_once(c->w, &start, c->o, "wait", t->m[from].rank)) != HN_OK)
+        if ((st = spin_once(c->w, &start, c->o, "wait", t->base.ranks[from])) != HN_OK)
             return st;
     spin_end(c->w, c->o, start);
     e = __atomic_load_n(&sl->ev, __ATOMIC_ACQUIRE);
-    if (e != NULL && (st = c->w->dev->stream_wait_event(s, e, c->o)) != HN_OK)
+    if (e != NULL && (st = c->w->base.dev->stream_wait_event(s, e, c->o)) != HN_OK)
         return st;
     if (!reached(__atomic_load_n(&sl->seen, __ATOMIC_RELAXED), v))
         __atomic_store_n(&sl->seen, v, __ATOMIC_RELEASE);
@@ -188,11 +188,11 @@ void hn_p2p_signal_on(ctx *c, hn_dstream *s, int m, size_t i, uint32_t v)
     if (captured(c)) {
         uint32_t *f = graph_flags(c, m);
         if (f != NULL)
-            c->st = c->w->dev->stream_write_flag_rel(s, f + i, v, c->o->graph->ep, c->o);
+            c->st = c->w->base.dev->stream_write_flag_rel(s, f + i, v, c->o->graph->ep, c->o);
     } else if (c->t->events)
         c->st = event_signal(c, s, m, i, v);
     else
-        c->st = c->w->dev->stream_write_flag(s, c->t->view[m].flags + i, v, c->o);
+        c->st = c->w->base.dev->stream_write_flag(s, c->t->view[m].flags + i, v, c->o);
 }
 
 /* Later work of s waits until this member's index i has reached v (member
@@ -204,11 +204,11 @@ void hn_p2p_wait_on(ctx *c, hn_dstream *s, int from, size_t i, uint32_t v)
     if (captured(c)) {
         uint32_t *f = graph_flags(c, c->me);
         if (f != NULL && (int32_t)v > 0)
-            c->st = c->w->dev->stream_wait_flag_rel(s, f + i, v, c->o->graph->ep, c->o);
+            c->st = c->w->base.dev->stream_wait_flag_rel(s, f + i, v, c->o->graph->ep, c->o);
     } else if (c->t->events)
         c->st = event_wait(c, s, from, i, v);
     else
-        c->st = c->w->dev->stream_wait_flag(s, c->t->view[c->me].flags + i, v, c->o);
+        c->st = c->w->base.dev->stream_wait_flag(s, c->t->view[c->me].flags + i, v, c->o);
 }
 
 /* The member's lanes start after the caller's stream's work so far; every
@@ -224,10 +224,10 @@ uint32_t hn_p2p_lanes_start(ctx *c)
             c->st = HN_ERR_RUNTIME;
         if (c->st == HN_OK) {
             b->lanes_used = 1;
-            c->st = c->w->dev->event_record(b->fork, c->s);
+            c->st = c->w->base.dev->event_record(b->fork, c->s);
         }
         for (int k = 0; k < c->t->lanes && c->st == HN_OK; k++)
-            c->st = c->w->dev->stream_wait_event(M->side[k], b->fork, c->o);
+            c->st = c->w->base.dev->stream_wait_event(M->side[k], b->fork, c->o);
         return h;
     }
     hn_p2p_signal_on(c, c->s, c->me, start_flag(c->t), h);
@@ -243,8 +243,8 @@ void hn_p2p_lanes_end(ctx *c, uint32_t h)
     if (captured(c)) { /* ... and leave it by one */
         gbank *b = bank_of(M, c->o->graph->id);
         for (int k = 0; k < c->t->lanes && c->st == HN_OK && b != NULL; k++)
-            if ((c->st = c->w->dev->event_record(b->join[k], M->side[k])) == HN_OK)
-                c->st = c->w->dev->stream_wait_event(c->s, b->join[k], c->o);
+            if ((c->st = c->w->base.dev->event_record(b->join[k], M->side[k])) == HN_OK)
+                c->st = c->w->base.dev->stream_wait_event(c->s, b->join[k], c->o);
         return;
     }
     for (int k = 0; k < c->t->lanes; k++) {
@@ -262,7 +262,7 @@ void hn_p2p_lanes_after(ctx *c, hn_dstream *S)
     if (captured(c)) {
         gbank *b = bank_of(M, c->o->graph->id);
         for (int k = 0; k < c->t->lanes && c->st == HN_OK && b != NULL && b->lanes_used; k++)
-            c->st = c->w->dev->stream_wait_event(S, b->join[k], c->o);
+            c->st = c->w->base.dev->stream_wait_event(S, b->join[k], c->o);
         return;
     }
     for (int k = 0; k < c->t->lanes; k++)
