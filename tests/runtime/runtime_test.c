@@ -737,6 +737,15 @@ static void test_check_prepares_anew(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    if (!rt->dev->emulated) {
+        /* --check builds its inputs and reference on the host: a third of
+         * a GPU's memory (tens of GB) would take minutes; the 64 MiB
+         * devices of the host backend show the same */
+        hn_runtime_destroy(rt);
+        hn_program_destroy(a);
+        hn_program_destroy(b);
+        return;
+    }
     CU_ASSERT_EQUAL_FATAL(hn_runtime_mem_info(rt, 0, &free_b, &total_b), HN_OK);
     memset(&o, 0, sizeof(o));
     o.iters = 2;
