@@ -362,9 +362,9 @@ static int nccl_abort(hn_comm_world *w)
         for (int i = started; i < k; i++) /* threads could not start: here */
             ncclCommAbort(all[i]);
         /* An abort can block (seen: a communicator that CUDA graphs still
-         * hold, with their kernels spinning): each gets ABORT_JOIN_S, then
-         * its thread is left to finish on its own, with `all` (which it
-         * reads), and the runtime is lost. */
+         * hold, with their kernels spinning): together they get
+         * ABORT_JOIN_S, then a thread still in one is left to finish on its
+         * own, with `all` (which it reads), and the runtime is lost. */
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += ABORT_JOIN_S;
