@@ -260,12 +260,10 @@ hn_status_t hn_cache_abort_all(hn_runtime *rt, int *dead)
 {
     double until;
     hn_status_t st;
-    int how;
     if (rt->graphs != NULL)
         hn_cache_graphs_abort(rt);
-    how = hn_teams_abort(rt);
-    *dead = hn_teams_aborted(rt, how);
-    if (how & HN_COMM_STUCK) /* an abort still runs: draining would wait for what it holds */
+    *dead = hn_teams_aborted(rt, hn_teams_abort(rt));
+    if (rt->lost)
         return HN_ERR_DEVICE_LOST;
     until = hn_now() + DRAIN_S;
     if ((st = hn_pool_exec(rt, hn_rank_drain, &until, 1)) != HN_OK) {
