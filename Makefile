@@ -57,7 +57,7 @@ ifeq ($(CUDA),auto)
   CUDA := $(if $(wildcard $(NVCC)),1,0)
 endif
 CUDA_SRC_C := src/device/device_cuda.c src/device/device_cuda_share.c src/device/cuda_error.c src/comm/nccl/comm_nccl.c src/comm/nccl/nccl_bench.c
-CUDA_SRC_CU := src/device/compute_cuda.cu src/comm/ll/ll_cuda.cu
+CUDA_SRC_CU := src/device/compute_cuda.cu src/comm/ll/ll_cuda.cu src/comm/ll/ll_cuda_short.cu
 ifeq ($(CUDA),1)
   NCCL_HOME ?= $(patsubst %/include/nccl.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h)))
   ifeq ($(NCCL_HOME),)
@@ -93,7 +93,7 @@ CLI      := $(BUILD)/hirnode
 TESTS    := $(BUILD)/hn_tests
 
 .PHONY: all run test test-build check-deps check-layers check-layers-test format clean sanitize install uninstall fuzz fuzz-run fuzz-test fuzz-seeds \
-        python python-test
+        python python-test timeline
 all: $(LIB) $(SOLIB) $(CLI) $(TESTS)
 
 # objects are rebuilt when the flags change (CUDA=0/1, sanitizers, ...)
@@ -185,6 +185,17 @@ uninstall:
 
 run: $(CLI)
 	$(CLI) run --gpus 8 --check examples/ag_matmul_p2p.hir
+
+# perf/cupti_timeline.c: a CUDA injection library that writes every kernel,
+# copy and memset the GPUs ran (graph nodes one by one) to a CSV; read it
+# with perf/timeline.py. Needs CUPTI (CUDA's lib64 or extras/CUPTI).
+CUPTI_LIBDIR ?= $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_HOME)/lib64/libcupti.so $(CUDA_HOME)/extras/CUPTI/lib64/libcupti.so))))
+timeline: $(BUILD)/libhn_timeline.so
+$(BUILD)/libhn_timeline.so: perf/cupti_timeline.c
+	@mkdir -p $(BUILD)
+	@test -n "$(CUPTI_LIBDIR)" || { echo "timeline: no libcupti.so under $(CUDA_HOME)"; exit 1; }
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -fPIC -shared -isystem $(CUDA_HOME)/include -isystem $(CUDA_HOME)/extras/CUPTI/include \
+	    $< -o $@ -L$(CUPTI_LIBDIR) -Wl,-rpath,$(CUPTI_LIBDIR) -lcupti
 
 # Python (python/hirnode: ctypes over libhirnode.so). `make python` puts the
 # package with a copy of the library beside it in build/python: a folder to

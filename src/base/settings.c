@@ -42,6 +42,9 @@ static const hn_setting settings[] = {
     WORD("auto_ll", "HIRNODE_AUTO_LL", "auto", ("auto", "1", "0"),
          "via auto picks the latency path (via ll) below its crossovers: auto (once they are measured on GPUs, "
          "src/model/cost.c), 1 (always), 0 (never)"),
+    FLAG("ll_probe", "HIRNODE_LL_PROBE", "0",
+         "1: the latency path's kernels stamp each call, and every member prints where its calls' time went when "
+         "its team goes (diagnostics)"),
     INT("nccl_max_ctas", "HIRNODE_NCCL_MAX_CTAS", "0", 0, 128,
         "nccl: most thread blocks (SMs) one collective takes, e.g. 8 inside pipelines (0: NCCL's default)"),
     WORD("p2p_sync", "HIRNODE_P2P_SYNC", "events", ("events", "flags"),

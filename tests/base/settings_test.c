@@ -125,6 +125,7 @@ static const struct {
     {"HIRNODE_WATCHDOG_GRACE_S", "-1", "HIRNODE_WATCHDOG_GRACE_S: expected a number from 0 to 1e+06, not '-1'"},
     {"HIRNODE_SPIN_US", "inf", "HIRNODE_SPIN_US: expected a number from 0 to 1e+07, not 'inf'"},
     {"HIRNODE_JOIN_SPIN", "on", "HIRNODE_JOIN_SPIN: expected 0 or 1, not 'on'"},
+    {"HIRNODE_LL_PROBE", "yes", "HIRNODE_LL_PROBE: expected 0 or 1, not 'yes'"},
     {"HIRNODE_PROFILE", "a\tb.json",
      "HIRNODE_PROFILE: expected a file's path (below 4096 bytes, no control characters)"},
     {"HIRNODE_WORLD", "257", "HIRNODE_WORLD: expected an integer from 0 to 256, not '257'"},

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ll.h"
@@ -39,6 +40,7 @@ typedef struct member {
     /* every member's, as the exchanges told it (peer_sig[me] is sig) */
     hn_ll_signal *peer_sig[HN_LL_MAX_RANKS];
     char *peer_slots[HN_LL_MAX_RANKS];
+    uint64_t *probe;  /* its own, on its device, with the setting ll_probe: the kernels' stamps */
     hn_dstream *last; /* issue side: the stream of its last call on the team */
     hn_devent *ev;    /* issue side: orders a call after the last one when the stream changes */
 } member;
@@ -52,6 +54,7 @@ struct hn_comm_team {
 struct hn_comm_world {
     hn_comm_base base;
     hn_ll_kernel kernel; /* the one of the device's kind (hn_ll_kernel_for), or no_kernel */
+    int probe;           /* the setting ll_probe */
 };
 
 const char *hn_comm_ll_refuses(hn_coll_kind kind, hn_dtype dtype, int n)
@@ -122,6 +125,7 @@ static hn_status_t ll_init(const hn_comm_setup *setup, hn_comm_world **out)
         (*out)->kernel = hn_ll_kernel_for(setup->dev);
         if ((*out)->kernel == NULL)
             (*out)->kernel = no_kernel;
+        (*out)->probe = setup->ll_probe;
     }
     return st;
 }
@@ -173,6 +177,79 @@ static hn_status_t team_xchg(hn_comm_team *t, int me, int kind, hn_status_t mine
     return st;
 }
 
+#define PROBE_BYTES ((size_t)HN_LL_PROBE_CALLS * HN_LL_PROBE_POINTS * sizeof(uint64_t))
+
+static hn_status_t probe_alloc(const hn_comm_base *b, int rank, uint64_t **out)
+{
+    void *zero = hn_calloc(1, PROBE_BYTES), *p = NULL;
+    hn_status_t st = zero != NULL ? b->dev->mem_alloc(b->dev_ctx, rank, PROBE_BYTES, &p) : HN_ERR_NOMEM;
+    if (st == HN_OK && (st = b->dev->copy_to_device(b->dev_ctx, rank, p, zero, PROBE_BYTES)) != HN_OK)
+        b->dev->mem_free(b->dev_ctx, rank, p);
+    hn_free(zero);
+    *out = st == HN_OK ? p : NULL;
+    return st;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The median of v[0..n) (sorted in place). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* What a member's stamps say (the setting ll_probe), on stderr: the median
+ * of each stretch of its recorded calls, in ns (the SM clock's stamps
+ * converted by the rate the calls' %globaltimer stamps give), and the gap
+ * from a call's end to the next one's start (negative: the next kernel
+ * had started, waiting, before this one ended). */
+static void probe_report(const hn_comm_base *b, const hn_comm_team *t, int me, const uint64_t *dev_probe)
+{
+    static const char *const names[] = {"waited for the previous kernel", "read the generation and input",
+                                        "pushed", "waited for the peers' data", "reduced and the rest"};
+    uint64_t *rec = hn_malloc(PROBE_BYTES);
+    double *d[8], cycles = 0, ns = 0;
+    int n = 0, ngap = 0;
+    for (int i = 0; i < 8; i++)
+        d[i] = hn_calloc(HN_LL_PROBE_CALLS, sizeof(double));
+    if (rec == NULL || d[7] == NULL || d[0] == NULL ||
+        b->dev->copy_to_host(b->dev_ctx, t->base.ranks[me], rec, dev_probe, PROBE_BYTES) != HN_OK)
+        goto out;
+    for (int i = 0; i < HN_LL_PROBE_CALLS; i++) {
+        const uint64_t *r = rec + (size_t)i * HN_LL_PROBE_POINTS;
+        if (r[HN_LL_PROBE_EXIT_NS] == 0 || r[HN_LL_PROBE_DONE] < r[HN_LL_PROBE_ENTRY])
+            continue;
+        cycles += (double)(r[HN_LL_PROBE_DONE] - r[HN_LL_PROBE_ENTRY]);
+        ns += (double)(r[HN_LL_PROBE_EXIT_NS] - r[HN_LL_PROBE_ENTRY_NS]);
+        for (int k = 0; k < 5; k++)
+            d[k][n] = (double)(int64_t)(r[HN_LL_PROBE_ENTRY + k + 1] - r[HN_LL_PROBE_ENTRY + k]);
+        d[6][n] = (double)(r[HN_LL_PROBE_EXIT_NS] - r[HN_LL_PROBE_ENTRY_NS]);
+        n++;
+        {
+            const uint64_t *next = rec + (size_t)((i + 1) % HN_LL_PROBE_CALLS) * HN_LL_PROBE_POINTS;
+            int64_t gap = (int64_t)(next[HN_LL_PROBE_ENTRY_NS] - r[HN_LL_PROBE_EXIT_NS]);
+            if (next[HN_LL_PROBE_EXIT_NS] != 0 && gap > -100000 && gap < 100000) /* the next call, not a later run */
+                d[7][ngap++] = (double)gap;
+        }
+    }
+    if (n == 0 || ns <= 0)
+        goto out;
+    fprintf(stderr, "ll probe: rank %d (member %d of %d), %d calls, median ns:", t->base.ranks[me], me, t->base.n, n);
+    for (int k = 0; k < 5; k++)
+        fprintf(stderr, " %s %.0f,", names[k], median(d[k], n) * ns / cycles);
+    fprintf(stderr, " whole kernel %.0f, gap to the next call %.0f (SM clock %.2f GHz)\n", median(d[6], n),
+            median(d[7], ngap), cycles / ns);
+out:
+    for (int i = 0; i < 8; i++)
+        hn_free(d[i]);
+    hn_free(rec);
+}
+
 /* On the member's thread: its signal region, zeroed, and its event; then
  * the team learns every member's signal region. */
 static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
@@ -189,6 +266,8 @@ static hn_status_t ll_team_join(hn_comm_team *t, int me, const hn_origin *o)
         st = b->dev->copy_to_device(b->dev_ctx, rank, p, zero, sizeof(hn_ll_signal));
     if (st == HN_OK)
         st = b->dev->event_create(b->dev_ctx, rank, &m->ev);
+    if (st == HN_OK && t->base.w->probe) /* zeroed: a record is one of a call once its end is stamped */
+        st = probe_alloc(b, rank, &m->probe);
     hn_free(zero);
     if (st != HN_OK) {
         if (p != NULL)
@@ -260,6 +339,10 @@ static void ll_team_destroy(hn_comm_team *t)
             b->dev->mem_free(b->dev_ctx, rank, m->slots);
         if (m->ev != NULL)
             b->dev->event_destroy(m->ev);
+        if (m->probe != NULL) {
+            probe_report(b, t, i, m->probe);
+            b->dev->mem_free(b->dev_ctx, rank, m->probe);
+        }
     }
     hn_comm_team_free(&t->base);
 }
@@ -280,6 +363,7 @@ static hn_status_t issue(hn_comm_team *t, int me, hn_ll_args *x, hn_dstream *s, 
     x->me = me;
     x->pdl = 1;
     x->slot = m->slot;
+    x->probe = m->probe;
     for (int p = 0; p < t->base.n; p++) { /* as the exchanges told this member */
         x->sig[p] = m->peer_sig[p];
         x->slots[p] = m->peer_slots[p];

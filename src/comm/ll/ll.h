@@ -57,7 +57,7 @@
  *
  * Generations. Each member's signal region holds `gen`, the generation of
  * its last call on the team; a call runs as g = hn_ll_next_gen(gen) and
- * its last block to finish stores g, so the count lives on the device and
+ * its blocks store g as they end (6 below), so the count lives on the device and
  * a captured CUDA graph replays with no host in the loop. Members issue a
  * team's calls in the same order, so they agree on g. g runs over 1 ..
  * 2^32 - 2 (never all ones, never 0: a packet's flag is never taken for a
@@ -90,8 +90,10 @@
  *     in place (output = input, or the own chunk of it) is safe because a
  *     block pushes a segment before it writes over it and no other block
  *     touches that segment; a __syncthreads separates the phases.
- *  6. The generation: every block reads gen when it starts; the last block
- *     to finish (a counter) stores g after all have read it.
+ *  6. The generation: block b reads word b of gen when it starts and
+ *     stores g there when it ends; the last block also stores the words of
+ *     the block indices the call did not run (hn_ll_gen_stores). No block
+ *     waits for another, and no atomic or fence sits in the kernel's tail.
  *
  * Whose memory a call touches, and why that holds across processes: a
  * member reads and writes its own input, output, residual and weight
@@ -120,8 +122,17 @@
  * yet; a grid that cannot be resident at once still completes, as long as
  * the blocks it waits for get SMs (hn_ll_grid keeps grids to at most half
  * the SMs, so that two latency-path kernels fit beside each other, and the
- * next kernel of a stream is let launch early only once no block of this
- * one waits any more). */
+ * next kernel of a stream is let launch early, to wait beside this one,
+ * only when this one's grid is small: hn_ll_early).
+ *
+ * Two ways through the phases, one protocol: the CUDA kernel takes a
+ * short path (ll_cuda.cu) where every access is a 16-byte vector of
+ * aligned buffers — thread t moves unit t of each segment (an 8 KiB
+ * segment is one unit per thread) or units t, t + 512, ... of a row, in
+ * every phase, so its own reads precede its own writes in place and the
+ * phases need no barrier between them; any other call goes the general way
+ * (hn_ll_move_at, hn_ll_unit_at). Both put the same bytes at the same
+ * places of the lanes and reduce in the same order. */
 #ifndef HN_LL_H
 #define HN_LL_H
 
@@ -161,11 +172,28 @@ typedef enum hn_ll_phase { HN_LL_PUSH, HN_LL_REDUCE, HN_LL_GATHER, HN_LL_MAX_PHA
 
 /* In each member's device memory, zeroed when the team is joined. */
 typedef struct hn_ll_signal {
-    uint32_t gen;     /* generation of the member's last call (its last block stores it) */
-    uint32_t done;    /* blocks of the running call that have finished */
+    /* generation of the member's last call, one word per block index: all
+     * equal between calls (hn_ll_gen_stores says who writes which) */
+    uint32_t gen[HN_LL_MAX_BLOCKS];
     uint32_t abort;   /* raised by the host after a failure: every wait gives up */
     uint32_t running; /* generation of the call it runs (names an absent member in the emulation) */
 } hn_ll_signal;
+
+/* Diagnostics (the setting ll_probe): block 0's thread 0 stamps each call
+ * at these points into a ring of HN_LL_PROBE_CALLS records, by generation;
+ * the communicator prints what they add up to when the team goes. */
+enum {
+    HN_LL_PROBE_ENTRY_NS, /* %globaltimer when the kernel starts (before the previous kernel ended, with PDL) */
+    HN_LL_PROBE_ENTRY,    /* clock64 stamps from here on */
+    HN_LL_PROBE_READY,    /* the previous kernel has ended (cudaGridDependencySynchronize returned) */
+    HN_LL_PROBE_LOADED,   /* the generation and the first input unit are in registers */
+    HN_LL_PROBE_PUSHED,   /* every push of the thread issued */
+    HN_LL_PROBE_ARRIVED,  /* the peers' data of the thread's first unit arrived */
+    HN_LL_PROBE_DONE,     /* every phase done, the block agreed (its last __syncthreads) */
+    HN_LL_PROBE_EXIT_NS,  /* %globaltimer after the generation's store */
+    HN_LL_PROBE_POINTS
+};
+#define HN_LL_PROBE_CALLS 1024
 
 /* One call, as issued by member `me` (passed by value to the kernel). */
 typedef struct hn_ll_args {
@@ -189,6 +217,8 @@ typedef struct hn_ll_args {
     char *slots[HN_LL_MAX_RANKS];       /* every member's registered buffer: HN_LL_SLOTS slots */
     size_t slot;                        /* bytes of one slot */
     int ranks[HN_LL_MAX_RANKS];         /* global ranks (messages) */
+    uint64_t *probe; /* HN_LL_PROBE_CALLS x HN_LL_PROBE_POINTS stamps on the member's device, or NULL */
+    int early;       /* CUDA: the next kernel may launch as this one starts (hn_ll_early; set by the launcher) */
 } hn_ll_args;
 
 /* The shape of a call, the same on every member (but seg, which each
@@ -321,6 +351,27 @@ HN_LL_FN int hn_ll_grid(const hn_ll_plan *P, int cap)
 
 /* The default cap on a device with `sms` multiprocessors: half of them. */
 HN_LL_FN int hn_ll_cap(int sms) { return sms / 2 < 1 ? 1 : sms / 2; }
+
+/* Whether a grid of `blocks` lets the next kernel of its stream launch as
+ * soon as it starts (programmatic dependent launch): only a grid of at
+ * most an eighth of the multiprocessors. The next one's blocks then wait
+ * beside it for its end, holding SMs; two such grids leave three quarters
+ * of the device to whatever else runs, so no team waits for SMs another
+ * holds (ll.h's progress rule). A larger grid lets it launch once no
+ * block of it waits any more. */
+HN_LL_FN int hn_ll_early(int blocks, int sms) { return blocks * 8 <= sms; }
+
+/* The generation words block b of `blocks` stores at its end: its own,
+ * and the last block also those of the block indices this call did not
+ * run, [*lo, *hi). Every block reads only its own word at its start and
+ * no block writes another running block's word, so the blocks need not
+ * agree with each other on anything: a call's words are all g once every
+ * block has ended, whatever grid the next call runs. */
+HN_LL_FN void hn_ll_gen_stores(int b, int blocks, int *lo, int *hi)
+{
+    *lo = b;
+    *hi = b == blocks - 1 ? HN_LL_MAX_BLOCKS : b + 1;
+}
 
 /* The segments block b of `blocks` owns: [*k0, *k1). */
 HN_LL_FN void hn_ll_block_segs(const hn_ll_plan *P, int b, int blocks, size_t *k0, size_t *k1)

@@ -1,16 +1,22 @@
-/* The latency path's CUDA kernel (ll.h has the protocol and why it is
+/* The latency path's CUDA kernels (ll.h has the protocol and why it is
  * safe): one launch per call and member, with programmatic dependent
- * launch (it touches nothing before griddepcontrol.wait, and lets the next
- * kernel of its stream launch once its blocks wait for nothing more). Its
- * blocks go through ll.h's phases and take every address from
- * hn_ll_move_at and every access unit from hn_ll_unit_at: pushes are volatile (relaxed, system-scope) stores
- * into the peers' lanes, polls volatile loads of the member's own lanes,
- * 16 bytes at a time where the unit is a vector, with no fence: each
- * element or packet says by itself that it has arrived. Reductions
- * accumulate in fp32 in team order (every member computes the same bits);
- * the fused norm reduces a row's squares through warp shuffles and shared
- * memory in a fixed order. Every wait also polls the member's abort word
- * (a kernel cannot time out; see ll.h). Built for sm_90. */
+ * launch (a kernel touches nothing the previous one wrote before
+ * cudaGridDependencySynchronize; a small grid lets the next kernel launch
+ * as soon as it starts, a large one once its blocks wait for nothing
+ * more). Two ways through ll.h's phases: the short path (ll_short), where
+ * every access is an aligned 16-byte vector and thread t moves unit t of
+ * each segment (or t, t + 512, ... of a row), and the general way
+ * (ll_kernel), which takes every address from hn_ll_move_at and every
+ * access unit from hn_ll_unit_at. Pushes are volatile (relaxed,
+ * system-scope) stores into the peers' lanes, polls volatile loads of the
+ * member's own lanes, 16 bytes at a time where the unit is a vector, with
+ * no fence: each element or packet says by itself that it has arrived.
+ * Reductions accumulate in fp32 in team order (every member computes the
+ * same bits, on either path); the fused norm reduces a row's squares
+ * through warp shuffles and shared memory in a fixed order. Every wait
+ * also polls the member's abort word (a kernel cannot time out; see
+ * ll.h). With the setting ll_probe, block 0's thread 0 stamps each call
+ * (hn_ll_args.probe). Built for sm_90. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -20,72 +26,7 @@ extern "C" {
 #include "../../device/device_cuda.h"
 }
 #include "../../device/cuda_float.cuh"
-#include "ll.h"
-
-#define SPINS_PER_ABORT_CHECK 1024u
-
-__device__ __forceinline__ uint4 ld_volatile_v4(const char *p)
-{
-    uint4 v;
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p)
-                 : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_volatile_v4(char *p, uint4 v)
-{
-    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
-                 "r"(v.w)
-                 : "memory");
-}
-
-__device__ __forceinline__ uint32_t ld_volatile_u32(const void *p)
-{
-    uint32_t v;
-    asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_volatile_u32(void *p, uint32_t v)
-{
-    asm volatile("st.volatile.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ uint16_t ld_volatile_u16(const char *p)
-{
-    uint16_t v;
-    asm volatile("ld.volatile.global.u16 %0, [%1];" : "=h"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_volatile_u16(char *p, uint16_t v)
-{
-    asm volatile("st.volatile.global.u16 [%0], %1;" ::"l"(p), "h"(v) : "memory");
-}
-
-__device__ __forceinline__ void ld_volatile_v2u64(const char *p, uint64_t *a, uint64_t *b)
-{
-    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
-}
-
-__device__ __forceinline__ void st_volatile_v2u64(char *p, uint64_t a, uint64_t b)
-{
-    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
-}
-
-__device__ __forceinline__ uint64_t ld_volatile_u64(const char *p)
-{
-    uint64_t v;
-    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_volatile_u64(char *p, uint64_t v)
-{
-    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
+#include "ll_cuda.cuh"
 
 /* `bytes` (1..16) of a buffer at p, at the widest access its alignment
  * allows (inputs and outputs may sit anywhere: a member's chunk of a
@@ -137,22 +78,6 @@ __device__ __forceinline__ uint4 fix_unit(uint4 v, const hn_ll_unit &U, size_t e
     v.z = hn_ll_fix(v.z, es);
     v.w = hn_ll_fix(v.w, es);
     return v;
-}
-
-/* One call's state in a block. */
-struct ctx {
-    const hn_ll_args *a;
-    hn_ll_plan P;
-    uint32_t g;
-    const uint32_t *abort;
-    bool aborted; /* this thread gave up waiting: it writes nothing more */
-};
-
-__device__ __forceinline__ bool should_leave(ctx &c, unsigned &spins)
-{
-    if ((++spins % SPINS_PER_ABORT_CHECK) == 0 && ld_volatile_u32(c.abort) != 0)
-        c.aborted = true;
-    return c.aborted;
 }
 
 /* Sentinel: one look at the unit at lane p; whether all of it is there. */
@@ -334,24 +259,6 @@ template <typename T> __device__ void reduce(ctx &c, const hn_ll_move &mv)
     }
 }
 
-/* The sum of every thread's v, the same bits in every thread: warp
- * shuffles, then the warps' sums in order. */
-__device__ float block_sum(float v)
-{
-    __shared__ float part[HN_LL_THREADS / 32];
-    const int warps = (blockDim.x + 31) / 32;
-    float s = 0;
-    for (int o = 16; o > 0; o /= 2)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads(); /* the last row's readers are done */
-    if (threadIdx.x % 32 == 0)
-        part[threadIdx.x / 32] = v;
-    __syncthreads();
-    for (int i = 0; i < warps; i++)
-        s += part[i];
-    return s;
-}
-
 /* The norm's row (a segment): REDUCE (from the lanes, plus the residual)
  * or GATHER (y from the owner's lane) gives y, stored in residual_out and
  * pushed on (two-shot REDUCE); then out = y * scale * weight from y as
@@ -394,7 +301,7 @@ template <typename T> __device__ void norm_row(ctx &c, const hn_ll_move &mv, int
                 sumsq += f * f;
             }
     }
-    const float scale = hn_norm_scale(block_sum(sumsq), a.hidden, a.eps);
+    const float scale = hn_norm_scale(block_sum(c, sumsq), a.hidden, a.eps);
     for (size_t u = threadIdx.x; u < units && !c.aborted; u += blockDim.x) {
         hn_ll_unit U;
         uint4 out = make_uint4(0, 0, 0, 0);
@@ -410,29 +317,29 @@ template <typename T> __device__ void norm_row(ctx &c, const hn_ll_move &mv, int
     }
 }
 
+/* ---- the general way: any call ---- */
+
 template <typename T> __global__ void __launch_bounds__(HN_LL_THREADS) ll_kernel(const __grid_constant__ hn_ll_args a)
 {
     __shared__ uint32_t s_gen;
-    hn_ll_signal *mine = a.sig[a.me];
     int ph[HN_LL_MAX_PHASES];
     const int nph = hn_ll_phases(&a, ph);
+    stamps st;
     ctx c;
     size_t k0, k1;
-    /* the previous work of the stream has ended, its writes visible (the
-     * generation its last call stored) */
-    cudaGridDependencySynchronize();
-    if (threadIdx.x == 0) {
-        s_gen = hn_ll_next_gen(ld_volatile_u32(&mine->gen));
-        if (blockIdx.x == 0)
-            st_volatile_u32(&mine->running, s_gen);
-    }
-    __syncthreads();
-    c.a = &a;
-    c.g = s_gen;
-    c.abort = &mine->abort;
-    c.aborted = false;
+    st.on = a.probe != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
+    STAMP(st, HN_LL_PROBE_ENTRY_NS);
+    STAMP(st, HN_LL_PROBE_ENTRY);
+    /* the call's shape needs nothing the previous kernel wrote */
     hn_ll_plan_make(&a, HN_LL_SEG_BYTES, &c.P);
     hn_ll_block_segs(&c.P, (int)blockIdx.x, (int)gridDim.x, &k0, &k1);
+    c.a = &a;
+    c.abort = &a.sig[a.me]->abort;
+    c.aborted = false;
+    c.sums = 0;
+    c.g = begin_call(a, &s_gen);
+    STAMP(st, HN_LL_PROBE_READY);
+    STAMP(st, HN_LL_PROBE_LOADED);
     for (int i = 0; i < nph; i++) {
         for (size_t k = k0; k < k1; k++) {
             hn_ll_move mv;
@@ -447,26 +354,17 @@ template <typename T> __global__ void __launch_bounds__(HN_LL_THREADS) ll_kernel
                     gather(c, mv);
             }
         }
+        if (i == 0)
+            STAMP(st, HN_LL_PROBE_PUSHED);
+        else
+            STAMP(st, HN_LL_PROBE_ARRIVED);
         /* a phase's reads of the inputs precede the next one's writes over
          * them (in place); a member whose host gave up leaves */
         if (__syncthreads_or(c.aborted))
             return;
     }
-    /* Nothing of this block waits any more: the next kernel of the stream
-     * may launch once every block is here (it waits for this grid's end
-     * before it touches anything). Not earlier: its blocks would hold SMs
-     * while this grid waits for its peers, and two teams in flight could
-     * then each wait for SMs the other holds. */
-    cudaTriggerProgrammaticLaunchCompletion();
-    /* the last block to finish stores the generation for the next call,
-     * after every block read it */
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd(&mine->done, 1u) == gridDim.x - 1) {
-            st_volatile_u32(&mine->done, 0);
-            st_volatile_u32(&mine->gen, c.g);
-        }
-    }
+    STAMP(st, HN_LL_PROBE_DONE);
+    end_call(a, c.g, st);
 }
 
 /* Multiprocessors of device dev, asked once. */
@@ -488,21 +386,29 @@ static int sm_count(int dev)
 extern "C" hn_status_t hn_ll_cuda(hn_dstream *s, const hn_ll_args *a, const hn_origin *o)
 {
     hn_ll_plan P;
+    hn_ll_args x = *a;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
-    void (*kernel)(hn_ll_args) = ll_kernel<float>; /* f32 reductions; allgather only copies bytes */
+    const int sms = sm_count(s->ord), bf16 = a->dtype == HN_BF16, f16 = a->dtype == HN_F16;
+    const hn_ll_short sp = hn_ll_short_kernel(a);
+    void (*kernel)(hn_ll_args) = sp.fn;
+    int threads = sp.fn != nullptr ? sp.threads : HN_LL_THREADS;
     (void)o;
-    hn_ll_plan_make(a, HN_LL_SEG_BYTES, &P);
-    if (a->kind != HN_LL_ALLGATHER && a->dtype == HN_BF16)
-        kernel = ll_kernel<__nv_bfloat16>;
-    else if (a->kind != HN_LL_ALLGATHER && a->dtype == HN_F16)
-        kernel = ll_kernel<__half>;
-    cfg.gridDim = dim3((unsigned)hn_ll_grid(&P, a->blocks > 0 ? a->blocks : hn_ll_cap(sm_count(s->ord))));
-    cfg.blockDim = dim3(HN_LL_THREADS);
+    if (kernel == nullptr)
+        kernel = a->kind == HN_LL_ALLGATHER ? ll_kernel<float> /* allgather only copies bytes */
+                 : bf16                     ? ll_kernel<__nv_bfloat16>
+                 : f16                      ? ll_kernel<__half>
+                                            : ll_kernel<float>;
+    /* the grid: one block per segment (a plain allreduce's short path: of one unit per thread) */
+    hn_ll_plan_make(a, a->kind == HN_LL_ALLREDUCE_NORM || sp.fn == nullptr ? HN_LL_SEG_BYTES
+                                                                            : (size_t)threads * HN_LL_VEC, &P);
+    cfg.gridDim = dim3((unsigned)hn_ll_grid(&P, a->blocks > 0 ? a->blocks : hn_ll_cap(sms)));
+    cfg.blockDim = dim3((unsigned)threads);
     cfg.stream = s->s;
+    x.early = a->pdl && hn_ll_early((int)cfg.gridDim.x, sms);
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = a->pdl ? 1 : 0;
-    return HN_CUDA_STATUS(cudaLaunchKernelEx(&cfg, kernel, *a));
+    return HN_CUDA_STATUS(cudaLaunchKernelEx(&cfg, kernel, x));
 }

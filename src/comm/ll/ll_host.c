@@ -337,7 +337,17 @@ static hn_status_t run_call(void *arg, const hn_origin *o)
     /* each member cuts its own segments: 512 B, 1 KiB or 2 KiB */
     hn_ll_plan_make(a, (size_t)512 << (a->me % 3), &c->P);
     c->blocks = hn_ll_grid(&c->P, a->blocks > 0 ? a->blocks : hn_ll_cap(EMU_SMS));
-    c->g = hn_ll_next_gen(__atomic_load_n(&mine->gen, __ATOMIC_ACQUIRE));
+    /* every block reads its own generation word as it starts: all equal
+     * between calls (ll.h, 6), which a failure here would have broken */
+    c->g = hn_ll_next_gen(__atomic_load_n(&mine->gen[0], __ATOMIC_ACQUIRE));
+    for (int b = 1; b < c->blocks; b++) {
+        uint32_t w = __atomic_load_n(&mine->gen[b], __ATOMIC_ACQUIRE);
+        if (hn_ll_next_gen(w) != c->g) {
+            hn_origin_fail(o, HN_ERR_RUNTIME, "ll: rank %d's generation words disagree (block %d: %u, block 0: %u)",
+                           a->ranks[a->me], b, w, c->g - 1);
+            return HN_ERR_RUNTIME;
+        }
+    }
     __atomic_store_n(&mine->running, c->g, __ATOMIC_RELEASE);
     rng = ((uint64_t)c->g << 32) ^ (uint64_t)(a->me * 7919 + c->blocks);
     memset(B, 0, sizeof(B));
@@ -364,10 +374,12 @@ static hn_status_t run_call(void *arg, const hn_origin *o)
                 continue;
             b->done = 1;
             left--;
-            /* as in the kernel: the last block to finish stores the generation */
-            if (__atomic_fetch_add(&mine->done, 1, __ATOMIC_ACQ_REL) == (uint32_t)c->blocks - 1) {
-                __atomic_store_n(&mine->done, 0, __ATOMIC_RELAXED);
-                __atomic_store_n(&mine->gen, c->g, __ATOMIC_RELEASE);
+            /* as in the kernel: a block stores its generation words as it ends */
+            {
+                int lo, hi;
+                hn_ll_gen_stores(order[i], c->blocks, &lo, &hi);
+                for (int w = lo; w < hi; w++)
+                    __atomic_store_n(&mine->gen[w], c->g, __ATOMIC_RELEASE);
             }
         }
         if (pushed)

@@ -1,0 +1,102 @@
+/* A timeline of everything the GPUs ran, for any CUDA program, without
+ * Nsight Systems: a CUDA injection library (the driver loads it when
+ * CUDA_INJECTION64_PATH names it) that asks CUPTI for an activity record
+ * of every kernel, copy and memset — graph nodes one by one, with their
+ * graph and node ids — and writes them, one line each, to the file
+ * HN_TIMELINE_OUT names (default timeline.csv) when the program exits.
+ *
+ *   make timeline
+ *   CUDA_INJECTION64_PATH=$PWD/build/libhn_timeline.so hirnode bench collectives --graph ...
+ *   python3 perf/timeline.py timeline.csv
+ *
+ * Columns: kind (kernel, memcpy, memset), device, stream, graph id, graph
+ * node id, start and end (ns, CUPTI's clock, one for every device), grid
+ * blocks, name. */
+#include <cupti.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BUF_BYTES ((size_t)8 << 20)
+#define ALIGN 8
+
+static FILE *out;
+
+static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    *buf = aligned_alloc(ALIGN, BUF_BYTES); /* CUPTI asks for 8-byte alignment */
+    *size = *buf == NULL ? 0 : BUF_BYTES;
+    *max_records = 0;
+}
+
+static void write_record(const CUpti_Activity *r)
+{
+    if (out == NULL)
+        return;
+    switch (r->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
+        fprintf(out, "kernel,%u,%u,%u,%llu,%llu,%llu,%d,%s\n", k->deviceId, k->streamId, k->graphId,
+                (unsigned long long)k->graphNodeId, (unsigned long long)k->start, (unsigned long long)k->end,
+                k->gridX * k->gridY * k->gridZ, k->name != NULL ? k->name : "?");
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)r;
+        fprintf(out, "memcpy,%u,%u,%u,%llu,%llu,%llu,0,%llu bytes\n", m->deviceId, m->streamId, m->graphId,
+                (unsigned long long)m->graphNodeId, (unsigned long long)m->start, (unsigned long long)m->end,
+                (unsigned long long)m->bytes);
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)r;
+        fprintf(out, "memset,%u,%u,%u,%llu,%llu,%llu,0,%llu bytes\n", m->deviceId, m->streamId, m->graphId,
+                (unsigned long long)m->graphNodeId, (unsigned long long)m->start, (unsigned long long)m->end,
+                (unsigned long long)m->bytes);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
+{
+    CUpti_Activity *r = NULL;
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    while (valid > 0 && cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS)
+        write_record(r);
+    free(buf);
+}
+
+static void finish(void)
+{
+    cuptiActivityFlushAll(1);
+    if (out != NULL)
+        fclose(out);
+    out = NULL;
+}
+
+/* Called by the CUDA driver when it loads this library. */
+int InitializeInjection(void);
+int InitializeInjection(void)
+{
+    const char *path = getenv("HN_TIMELINE_OUT");
+    out = fopen(path != NULL && *path ? path : "timeline.csv", "w");
+    if (out == NULL)
+        return 0;
+    fprintf(out, "kind,device,stream,graph,node,start,end,blocks,name\n");
+    if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS) {
+        fprintf(stderr, "hn_timeline: CUPTI refused the activity records\n");
+        return 0;
+    }
+    atexit(finish);
+    return 1;
+}

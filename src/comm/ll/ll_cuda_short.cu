@@ -1,0 +1,416 @@
+/* The latency path's short path (ll.h says when a call takes it, and why
+ * it is the same protocol): every access an aligned 16-byte vector, thread
+ * t moving unit t of each 8 KiB segment (a plain allreduce) or units t,
+ * t + 512, ... of a row (the fused norm) in every phase, so that a
+ * thread's own reads precede its own writes in place and no barrier
+ * separates the phases; the generation and the thread's first input unit
+ * read together; nothing on the stack. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../../device/device_cuda.h"
+}
+#include "../../device/cuda_float.cuh"
+#include "ll_cuda.cuh"
+
+__device__ __forceinline__ uint4 fix_vec(uint4 v, size_t es)
+{
+    v.x = hn_ll_fix(v.x, es);
+    v.y = hn_ll_fix(v.y, es);
+    v.z = hn_ll_fix(v.z, es);
+    v.w = hn_ll_fix(v.w, es);
+    return v;
+}
+
+__device__ __forceinline__ bool arrived_vec(uint4 v, size_t es)
+{
+    return hn_ll_arrived(v.x, es) && hn_ll_arrived(v.y, es) && hn_ll_arrived(v.z, es) && hn_ll_arrived(v.w, es);
+}
+
+/* Sender s's lane in member r's slot of this call, section sec (hn_ll_lane). */
+__device__ __forceinline__ char *lane_of(const ctx &c, int r, int sec, int s)
+{
+    return hn_ll_lane(c.a, &c.P, c.g, r, sec, s);
+}
+
+/* One unit from every peer's lane in the member's own slot (sender p's at
+ * base + p * lane), own (as sent) for the member itself; the lanes
+ * cleared; reduced in team order into acc. false if it gave up waiting. */
+template <typename T>
+__device__ __forceinline__ bool reduce_vec(ctx &c, uint4 own, char *base, float *acc)
+{
+    constexpr int V = HN_LL_VEC / sizeof(T);
+    const hn_ll_args &a = *c.a;
+    const size_t es = sizeof(T), stride = c.P.lane;
+    const uint4 ones = make_uint4(~0u, ~0u, ~0u, ~0u);
+    uint4 w[HN_LL_MAX_RANKS];
+    unsigned missing = ((1u << a.n) - 1) & ~(1u << a.me), spins = 0;
+#pragma unroll
+    for (int p = 0; p < HN_LL_MAX_RANKS; p++)
+        w[p] = own;
+    /* every missing peer's unit looked at in one sweep: the loads are in flight together */
+    while (missing != 0) {
+#pragma unroll
+        for (int p = 0; p < HN_LL_MAX_RANKS; p++)
+            if ((missing >> p) & 1u) {
+                const uint4 v = ld_volatile_v4(base + (size_t)p * stride);
+                if (arrived_vec(v, es)) {
+                    w[p] = v;
+                    missing &= ~(1u << p);
+                }
+            }
+        if (missing != 0 && should_leave(c, spins))
+            return false;
+    }
+#pragma unroll
+    for (int p = 0; p < HN_LL_MAX_RANKS; p++)
+        if (p < a.n && p != a.me)
+            st_volatile_v4(base + (size_t)p * stride, ones);
+#pragma unroll
+    for (int e = 0; e < V; e++)
+        acc[e] = to_f<T>(reinterpret_cast<const T *>(&w[0])[e]);
+#pragma unroll
+    for (int p = 1; p < HN_LL_MAX_RANKS; p++)
+        if (p < a.n) {
+#pragma unroll
+            for (int e = 0; e < V; e++)
+                acc[e] = hn_ll_combine(a.redop, acc[e], to_f<T>(reinterpret_cast<const T *>(&w[p])[e]));
+        }
+#pragma unroll
+    for (int e = 0; e < V; e++)
+        acc[e] = hn_ll_finish(a.redop, acc[e], a.n);
+    return true;
+}
+
+template <typename T> __device__ __forceinline__ uint4 pack_vec(const float *acc)
+{
+    constexpr int V = HN_LL_VEC / sizeof(T);
+    uint4 r;
+#pragma unroll
+    for (int e = 0; e < V; e++)
+        reinterpret_cast<T *>(&r)[e] = from_f<T>(acc[e]);
+    return r;
+}
+
+/* Pushes a unit (as sent) to lane `sec` of member `me` in every peer's
+ * slot but those of other members than `only` (-1: every peer). */
+__device__ __forceinline__ void push_vec(const ctx &c, uint4 v, int sec, int only, size_t off)
+{
+    const hn_ll_args &a = *c.a;
+    for (int p = 0; p < a.n; p++)
+        if (p != a.me && (only < 0 || p == only))
+            st_volatile_v4(lane_of(c, p, sec, a.me) + off, v);
+}
+
+/* Waits for the unit at a lane, clears it, returns it. */
+__device__ __forceinline__ uint4 take_vec(ctx &c, char *at)
+{
+    unsigned spins = 0;
+    uint4 v;
+    while (!arrived_vec(v = ld_volatile_v4(at), c.P.es) && !should_leave(c, spins))
+        ;
+    if (!c.aborted)
+        st_volatile_v4(at, make_uint4(~0u, ~0u, ~0u, ~0u));
+    return v;
+}
+
+/* A plain allreduce, one-shot or two-shot: segments of one unit per
+ * thread (seg bytes: blockDim.x x 16). `first` is this thread's unit of
+ * the block's first segment (one-shot), loaded while the generation was
+ * read. */
+template <typename T> __device__ void allreduce_short(ctx &c, size_t k0, size_t k1, uint4 first, stamps &st)
+{
+    constexpr size_t es = sizeof(T);
+    const hn_ll_args &a = *c.a;
+    const hn_ll_plan &P = c.P;
+    const int two = hn_ll_twoshot(&a), me = a.me, t = (int)threadIdx.x;
+    const char *send = (const char *)a.send;
+    const size_t seg = (size_t)blockDim.x * HN_LL_VEC;
+    char *recv = (char *)a.recv;
+    const size_t mine = two ? (size_t)me * P.part * es : 0; /* the own part's place in the buffers */
+    /* PUSH: the whole range (one-shot) or chunk q to member q */
+    for (int q = 0; q < a.n; q++) {
+        if (two ? q == me : q > 0)
+            continue;
+        const size_t len = two ? hn_ll_part_len(&a, &P, q) : P.part, at = two ? (size_t)q * P.part * es : 0;
+        for (size_t k = k0; k < k1; k++) {
+            const size_t units = hn_ll_seg_len(&P, len, k) * es / HN_LL_VEC, off = k * seg + HN_LL_VEC * t;
+            if ((size_t)t < units)
+                push_vec(c, fix_vec(!two && k == k0 ? first : *(const uint4 *)(send + at + off), es), 0,
+                         two ? q : -1, off);
+        }
+    }
+    STAMP(st, HN_LL_PROBE_PUSHED);
+    /* REDUCE the own part (two-shot: and push it on) */
+    for (size_t k = k0; k < k1 && !c.aborted; k++) {
+        const size_t units = hn_ll_seg_len(&P, hn_ll_part_len(&a, &P, me), k) * es / HN_LL_VEC;
+        const size_t off = k * seg + HN_LL_VEC * t;
+        float acc[HN_LL_VEC / sizeof(T)];
+        if ((size_t)t >= units)
+            continue;
+        const uint4 own = fix_vec(!two && k == k0 ? first : *(const uint4 *)(send + mine + off), es);
+        if (!reduce_vec<T>(c, own, lane_of(c, me, 0, 0) + off, acc))
+            break;
+        if (k == k0)
+            STAMP(st, HN_LL_PROBE_ARRIVED);
+        const uint4 r = fix_vec(pack_vec<T>(acc), es);
+        *(uint4 *)(recv + mine + off) = r;
+        if (two)
+            push_vec(c, r, 1, -1, off);
+    }
+    /* GATHER the other parts (two-shot) */
+    for (int q = 0; two && q < a.n && !c.aborted; q++) {
+        if (q == me)
+            continue;
+        const size_t len = hn_ll_part_len(&a, &P, q);
+        for (size_t k = k0; k < k1 && !c.aborted; k++) {
+            const size_t units = hn_ll_seg_len(&P, len, k) * es / HN_LL_VEC, off = k * seg + HN_LL_VEC * t;
+            if ((size_t)t < units) {
+                const uint4 v = take_vec(c, lane_of(c, me, 1, q) + off);
+                if (!c.aborted)
+                    *(uint4 *)(recv + (size_t)q * P.part * es + off) = v;
+            }
+        }
+    }
+}
+
+/* Most units of a row a thread of the short path holds (rows of at most
+ * HN_LL_SHORT_ROW_UNITS x 16 bytes take it). */
+#define HN_LL_SHORT_ROW_UNITS 4
+
+/* What a thread of the norm reads first, after the previous kernel ended
+ * and while the generation is read: its unit t of the own part's first
+ * row (the input, the residual) and of the weight. */
+struct norm_first {
+    uint4 in, res, w;
+    bool row; /* in and res hold the first row's unit t (else they are read where used) */
+    bool w_ok;
+};
+
+/* y (a row's units this thread holds) to the row's output: y * scale *
+ * weight, scale from every thread's sum of squares. Every thread of the
+ * block comes here. */
+template <typename T>
+__device__ __forceinline__ void norm_out(ctx &c, const uint4 *y, float sumsq, size_t units, char *out,
+                                         const norm_first &f)
+{
+    constexpr int V = HN_LL_VEC / sizeof(T);
+    const hn_ll_args &a = *c.a;
+    const float scale = hn_norm_scale(block_sum(c, sumsq), a.hidden, a.eps);
+#pragma unroll
+    for (int i = 0; i < HN_LL_SHORT_ROW_UNITS; i++) {
+        const size_t u = threadIdx.x + (size_t)i * HN_LL_THREADS;
+        uint4 o;
+        if (u >= units || c.aborted)
+            continue;
+        const uint4 w = i == 0 && f.w_ok ? f.w : *(const uint4 *)((const char *)a.weight + HN_LL_VEC * u);
+#pragma unroll
+        for (int e = 0; e < V; e++)
+            reinterpret_cast<T *>(&o)[e] = from_f<T>(to_f<T>(reinterpret_cast<const T *>(&y[i])[e]) * scale *
+                                                     to_f<T>(reinterpret_cast<const T *>(&w)[e]));
+        *(uint4 *)(out + HN_LL_VEC * u) = o;
+    }
+}
+
+template <typename T> __device__ __forceinline__ float sum_squares(uint4 y)
+{
+    float s = 0;
+#pragma unroll
+    for (int e = 0; e < HN_LL_VEC / (int)sizeof(T); e++) {
+        const float f = to_f<T>(reinterpret_cast<const T *>(&y)[e]);
+        s += f * f;
+    }
+    return s;
+}
+
+/* allreduce + residual + RMSNorm, one-shot or two-shot: the segments are
+ * rows, a thread holds units t, t + 512, ... of a row. */
+template <typename T> __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, stamps &st)
+{
+    constexpr size_t es = sizeof(T);
+    const hn_ll_args &a = *c.a;
+    const hn_ll_plan &P = c.P;
+    const int two = hn_ll_twoshot(&a), me = a.me, t = (int)threadIdx.x;
+    const size_t row = a.hidden * es, units = row / HN_LL_VEC;
+    const char *send = (const char *)a.send;
+    for (int q = 0; q < a.n; q++) { /* PUSH */
+        if (two ? q == me : q > 0)
+            continue;
+        const size_t len = two ? hn_ll_part_len(&a, &P, q) : P.part, at = two ? (size_t)q * P.part * es : 0;
+        for (size_t k = k0; k < k1 && hn_ll_seg_len(&P, len, k) > 0; k++)
+#pragma unroll
+            for (int i = 0; i < HN_LL_SHORT_ROW_UNITS; i++) {
+                const size_t u = t + (size_t)i * HN_LL_THREADS, off = k * row + HN_LL_VEC * u;
+                if (u < units)
+                    push_vec(c,
+                             fix_vec(!two && k == k0 && i == 0 && f.row ? f.in : *(const uint4 *)(send + at + off),
+                                     es),
+                             0, two ? q : -1, off);
+            }
+    }
+    STAMP(st, HN_LL_PROBE_PUSHED);
+    const size_t mine = two ? (size_t)me * P.part * es : 0;
+    for (size_t k = k0; k < k1 && hn_ll_seg_len(&P, hn_ll_part_len(&a, &P, me), k) > 0; k++) { /* REDUCE */
+        uint4 y[HN_LL_SHORT_ROW_UNITS];
+        float sumsq = 0;
+#pragma unroll
+        for (int i = 0; i < HN_LL_SHORT_ROW_UNITS; i++) {
+            const size_t u = t + (size_t)i * HN_LL_THREADS, off = k * row + HN_LL_VEC * u;
+            float acc[HN_LL_VEC / sizeof(T)];
+            y[i] = make_uint4(0, 0, 0, 0);
+            if (u >= units || c.aborted)
+                continue;
+            const bool pre = k == k0 && i == 0 && f.row;
+            const uint4 own = fix_vec(pre ? f.in : *(const uint4 *)(send + mine + off), es);
+            const uint4 res = pre ? f.res : *(const uint4 *)((const char *)a.residual + mine + off);
+            if (!reduce_vec<T>(c, own, lane_of(c, me, 0, 0) + k * P.seg_wire + HN_LL_VEC * u, acc))
+                continue;
+#pragma unroll
+            for (int e = 0; e < HN_LL_VEC / (int)sizeof(T); e++)
+                reinterpret_cast<T *>(&y[i])[e] = from_f<T>(acc[e] + to_f<T>(reinterpret_cast<const T *>(&res)[e]));
+            y[i] = fix_vec(y[i], es);
+            if (two)
+                push_vec(c, y[i], 1, -1, k * P.seg_wire + HN_LL_VEC * u);
+            *(uint4 *)((char *)a.residual_out + mine + off) = y[i];
+            sumsq += sum_squares<T>(y[i]);
+        }
+        if (k == k0)
+            STAMP(st, HN_LL_PROBE_ARRIVED);
+        norm_out<T>(c, y, sumsq, units, (char *)a.recv + mine + k * row, f);
+    }
+    for (int q = 0; two && q < a.n; q++) { /* GATHER (two-shot) */
+        if (q == me)
+            continue;
+        const size_t len = hn_ll_part_len(&a, &P, q), at = (size_t)q * P.part * es;
+        for (size_t k = k0; k < k1 && hn_ll_seg_len(&P, len, k) > 0; k++) {
+            uint4 y[HN_LL_SHORT_ROW_UNITS];
+            float sumsq = 0;
+#pragma unroll
+            for (int i = 0; i < HN_LL_SHORT_ROW_UNITS; i++) {
+                const size_t u = t + (size_t)i * HN_LL_THREADS, off = k * row + HN_LL_VEC * u;
+                y[i] = make_uint4(0, 0, 0, 0);
+                if (u >= units || c.aborted)
+                    continue;
+                y[i] = take_vec(c, lane_of(c, me, 1, q) + k * P.seg_wire + HN_LL_VEC * u);
+                if (c.aborted)
+                    continue;
+                *(uint4 *)((char *)a.residual_out + at + off) = y[i];
+                sumsq += sum_squares<T>(y[i]);
+            }
+            norm_out<T>(c, y, sumsq, units, (char *)a.recv + at + k * row, f);
+        }
+    }
+}
+
+template <typename T, bool NORM>
+__global__ void __launch_bounds__(HN_LL_THREADS) ll_short(const __grid_constant__ hn_ll_args a)
+{
+    __shared__ uint32_t s_gen;
+    stamps st;
+    ctx c;
+    size_t k0, k1;
+    uint4 first = make_uint4(0, 0, 0, 0);
+    const char *first_at = nullptr;
+    norm_first f = {};
+    st.on = a.probe != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
+    STAMP(st, HN_LL_PROBE_ENTRY_NS);
+    STAMP(st, HN_LL_PROBE_ENTRY);
+    /* the norm's segments are rows; a plain allreduce's one unit per thread */
+    hn_ll_plan_make(&a, NORM ? HN_LL_SEG_BYTES : (size_t)blockDim.x * HN_LL_VEC, &c.P);
+    hn_ll_block_segs(&c.P, (int)blockIdx.x, (int)gridDim.x, &k0, &k1);
+    c.a = &a;
+    c.abort = &a.sig[a.me]->abort;
+    c.aborted = false;
+    c.sums = 0;
+    /* one-shot: this thread's first unit, whose place the generation does not change */
+    if (!NORM && !hn_ll_twoshot(&a) && k0 < k1 &&
+        (size_t)threadIdx.x < hn_ll_seg_len(&c.P, c.P.part, k0) * sizeof(T) / HN_LL_VEC)
+        first_at = (const char *)a.send + k0 * blockDim.x * HN_LL_VEC + HN_LL_VEC * threadIdx.x;
+    if (NORM) {
+        const size_t es = sizeof(T), units = a.hidden * es / HN_LL_VEC;
+        const size_t mine = hn_ll_twoshot(&a) ? (size_t)a.me * c.P.part * es : 0;
+        f.w_ok = threadIdx.x < units;
+        f.row = f.w_ok && k0 < k1 && hn_ll_seg_len(&c.P, hn_ll_part_len(&a, &c.P, a.me), k0) > 0;
+        first_at = (const char *)a.send + mine + k0 * a.hidden * es + HN_LL_VEC * threadIdx.x;
+    }
+    cudaGridDependencySynchronize();
+    /* in flight while thread 0 reads the generation */
+    if (!NORM && first_at != nullptr)
+        first = *(const uint4 *)first_at;
+    if (NORM && f.row) {
+        f.in = *(const uint4 *)first_at;
+        f.res = *(const uint4 *)((const char *)a.residual + (first_at - (const char *)a.send));
+    }
+    if (NORM && f.w_ok)
+        f.w = *(const uint4 *)((const char *)a.weight + HN_LL_VEC * threadIdx.x);
+    STAMP(st, HN_LL_PROBE_READY);
+    c.g = begin_call(a, &s_gen); /* (its cudaGridDependencySynchronize returns at once) */
+    STAMP(st, HN_LL_PROBE_LOADED);
+    if (NORM)
+        norm_short<T>(c, k0, k1, f, st);
+    else
+        allreduce_short<T>(c, k0, k1, first, st);
+    if (__syncthreads_or(c.aborted))
+        return;
+    STAMP(st, HN_LL_PROBE_DONE);
+    end_call(a, c.g, st);
+}
+
+/* Whether a call takes the short path: a reduction of 16-byte units only
+ * (the range, or a row, a multiple of 16 bytes; a row of at most
+ * HN_LL_SHORT_ROW_UNITS units per thread), every buffer 16-byte aligned. */
+static bool takes_short_path(const hn_ll_args *a)
+{
+    const size_t es = hn_ll_es(a->dtype);
+    const void *bufs[] = {a->send, a->recv, a->residual, a->residual_out, a->weight};
+    if (a->kind != HN_LL_ALLREDUCE && a->kind != HN_LL_ALLREDUCE_NORM)
+        return false;
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        if ((uintptr_t)bufs[i] % HN_LL_VEC != 0)
+            return false;
+    if (a->kind == HN_LL_ALLREDUCE)
+        return a->count * es % HN_LL_VEC == 0;
+    return a->hidden * es % HN_LL_VEC == 0 &&
+           a->hidden * es <= (size_t)HN_LL_SHORT_ROW_UNITS * HN_LL_THREADS * HN_LL_VEC;
+}
+
+static_assert(HN_LL_SEG_BYTES == HN_LL_THREADS * HN_LL_VEC, "the short path moves one unit per thread of a segment");
+
+/* Threads of a block of the short path: the norm's 512 (a row per
+ * block); a plain allreduce's part cut in about 16 segments of one unit
+ * per thread, 128 to 512 threads, so that a small call still pushes from
+ * several SMs at once. Measured on 2 H200s in graphs (one-shot, bf16, µs
+ * per call, 512 / 256 / 128 threads / this choice): 8 KiB 4.2 / 3.9 /
+ * 3.7 / 3.7, 16 KiB 4.2 / 4.1 / 4.0 / 3.9, 64 KiB 4.7 / 4.7 / 5.3 / 4.7,
+ * 128 KiB 5.2 / 5.5 / 5.4 / 5.2. */
+static int short_threads(const hn_ll_args *a)
+{
+    hn_ll_plan P;
+    size_t part;
+    int t = HN_LL_THREADS;
+    if (a->kind == HN_LL_ALLREDUCE_NORM)
+        return HN_LL_THREADS;
+    hn_ll_plan_make(a, HN_LL_SEG_BYTES, &P);
+    part = P.part * P.es;
+    while (t > 128 && part < (size_t)t * HN_LL_VEC * 16)
+        t /= 2;
+    return t;
+}
+
+hn_ll_short hn_ll_short_kernel(const hn_ll_args *a)
+{
+    const bool norm = a->kind == HN_LL_ALLREDUCE_NORM;
+    hn_ll_short k = {nullptr, 0};
+    if (!takes_short_path(a))
+        return k;
+    k.threads = short_threads(a);
+    if (a->dtype == HN_BF16)
+        k.fn = norm ? ll_short<__nv_bfloat16, true> : ll_short<__nv_bfloat16, false>;
+    else if (a->dtype == HN_F16)
+        k.fn = norm ? ll_short<__half, true> : ll_short<__half, false>;
+    else
+        k.fn = norm ? ll_short<float, true> : ll_short<float, false>;
+    return k;
+}
