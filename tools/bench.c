@@ -337,15 +337,15 @@ static void run_raw(const bench_opts *o, int n, hn_coll_kind kind, size_t chunk,
 #endif
 }
 
-/* What `via auto` picks for this collective, as text. */
-static void auto_pick(hn_coll_kind kind, size_t chunk, hn_dtype dt, int n, char *buf, size_t len)
+/* What `via auto` picks for this collective (eagerly, or in a graph), as text. */
+static void auto_pick(int graph, hn_coll_kind kind, size_t chunk, hn_dtype dt, int n, char *buf, size_t len)
 {
-    hn_via v = hn_via_resolve(HN_VIA_AUTO, 0, kind, chunk, dt, n);
+    hn_via v = hn_via_resolve(HN_VIA_AUTO, 0, graph, kind, chunk, dt, n);
     snprintf(buf, len, "%s%s", hn_via_name(v),
-             v == HN_VIA_LL ? (hn_via_ll_algo(kind, chunk, dt, n) == HN_ALGO_TWOSHOT ? "/2shot" : "/1shot") : "");
+             v == HN_VIA_LL ? (hn_via_ll_algo(graph, kind, chunk, dt, n) == HN_ALGO_TWOSHOT ? "/2shot" : "/1shot")
+                            : "");
 }
 
-/* A right-aligned heading of `width` columns (µ is one column, two bytes). */
 static void cell(int width, const char *text)
 {
     int cols = 0;
@@ -599,7 +599,7 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
             rawres.wrong = -1;
             if (raw) /* the norm beside NCCL's plain allreduce of its buffer */
                 run_raw(o, n, op.kind, op.chunk, &rawres);
-            auto_pick(op.kind, op.chunk, o->dtype, n, pick, sizeof(pick));
+            auto_pick(o->graph, op.kind, op.chunk, o->dtype, n, pick, sizeof(pick));
             print_row(o, op.kind, n, total, res, &rawres, raw, pick);
             fflush(stdout);
             for (int v = 0; v < o->nvias; v++)

@@ -132,12 +132,15 @@ static hn_status_t member_of(hn_exec *x, const hn_instr *in, int *members, int *
  * default made explicit — p2p pushes, the latency path goes one-shot or
  * two-shot by size (cost.c); the others take auto. The same on every
  * member. */
-static hn_coll_algo algo_of(const hn_instr *in, hn_via via, hn_coll_kind kind, size_t count, hn_dtype dt, int n)
+static hn_coll_algo algo_of(const hn_exec *x, const hn_instr *in, hn_via via, hn_coll_kind kind, size_t count,
+                            hn_dtype dt, int n)
 {
     hn_coll_algo algo = via == in->via ? (hn_coll_algo)in->algo : HN_ALGO_AUTO;
     if (algo != HN_ALGO_AUTO)
         return algo;
-    return via == HN_VIA_P2P ? HN_ALGO_PUSH : via == HN_VIA_LL ? hn_via_ll_algo(kind, count, dt, n) : HN_ALGO_AUTO;
+    return via == HN_VIA_P2P  ? HN_ALGO_PUSH
+           : via == HN_VIA_LL ? hn_via_ll_algo(x->graph != NULL, kind, count, dt, n)
+                              : HN_ALGO_AUTO;
 }
 
 /* A dry run's record of a collective (rec: its kind, sizes, reduction and
@@ -217,12 +220,12 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         break;
     }
     /* `via auto` picks by size here, the same way on every member */
-    via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, kind, count, out.dtype, n);
+    via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, x->graph != NULL, kind, count, out.dtype, n);
     /* what the communicator cannot run, by its own rules */
     comm = x->dry ? hn_comm_find(hn_via_name(via)) : hn_runtime_comm(x->rt, via)->ops;
     if (comm != NULL && comm->refuses != NULL && comm->refuses(kind, out.dtype, count, n, why, sizeof(why)) != NULL)
         return fail(x, in, HN_ERR_UNSUPPORTED, "%s", why);
-    algo = algo_of(in, via, kind, count, out.dtype, n);
+    algo = algo_of(x, in, via, kind, count, out.dtype, n);
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));
@@ -336,7 +339,8 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
     count = (size_t)hn_tensor_numel(&t[0]);
     hidden = (size_t)t[0].shape[t[0].ndim - 1];
     /* `via auto` picks by the allreduce's size, the same way on every member */
-    via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, HN_COLL_ALLREDUCE, count, t[0].dtype, n);
+    via = hn_via_resolve(in->via, !x->dry && x->rt->default_auto, x->graph != NULL, HN_COLL_ALLREDUCE, count,
+                         t[0].dtype, n);
     if (via == HN_VIA_LL) {
         const char *r = hn_comm_ll_norm_refuses(t[0].dtype, n);
         if (r != NULL)
@@ -347,7 +351,7 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
             comm->refuses(HN_COLL_ALLREDUCE, t[0].dtype, count, n, why, sizeof(why)) != NULL)
             return fail(x, in, HN_ERR_UNSUPPORTED, "%s: %s", what, why);
     }
-    algo = algo_of(in, via, HN_COLL_ALLREDUCE, count, t[0].dtype, n);
+    algo = algo_of(x, in, via, HN_COLL_ALLREDUCE, count, t[0].dtype, n);
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));

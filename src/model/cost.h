@@ -172,10 +172,11 @@ double hn_cost_coll_seconds(const hn_cost_profile *prof, hn_coll_kind kind, hn_c
 /* The smallest size (bytes, as above) from which `via auto` picks p2p
  * for kind over n ranks; SIZE_MAX: never. */
 size_t hn_cost_crossover(hn_coll_kind kind, int n);
-/* The latency path's crossovers (estimates until measured): twoshot = 0,
- * the size from which `via auto` no longer picks it (0: never picks it);
- * twoshot = 1, the size from which `via ll` runs two-shot (SIZE_MAX:
- * never). */
+/* The latency path's estimates for teams of 5 to 8 (teams of 2 to 4 go
+ * by cost.c's measured tables): twoshot = 0, the size from which `via
+ * auto` no longer picks it (0: never picks it, and for any other team
+ * size); twoshot = 1, the size from which `via ll` runs two-shot
+ * (SIZE_MAX: never). */
 size_t hn_cost_ll_crossover(hn_coll_kind kind, int n, int twoshot);
 
 /* ---- fitting (docs/SCHEDULER.md) ---- */
@@ -205,13 +206,16 @@ int hn_cost_fit_gemm(const hn_cost_gemm_point *pts, int n, hn_dtype dtype, doubl
 
 /* The communicator a collective goes through: `via auto` (and, where
  * default_auto, `via default`) picks the latency path, NCCL or the p2p
- * rings from crossovers by kind, size, dtype and team size; any other via
- * is kept. count as in hn_coll_args. Deterministic: every member picks
- * the same. */
-hn_via hn_via_resolve(hn_via via, int default_auto, hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
+ * rings by kind, size, dtype and team size — for teams of 2 to 4 from
+ * tables measured eagerly and in graphs (graph: the call is captured);
+ * any other via is kept. count as in hn_coll_args. Deterministic: every
+ * member picks the same. */
+hn_via hn_via_resolve(hn_via via, int default_auto, int graph, hn_coll_kind kind, size_t count, hn_dtype dtype,
+                      int n);
 /* The latency path's algorithm for a collective `via ll` names none of:
- * HN_ALGO_ONESHOT below the crossover, HN_ALGO_TWOSHOT from it. */
-hn_coll_algo hn_via_ll_algo(hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
+ * the measured tables' one-shot or two-shot (two-shot beyond the sizes
+ * where auto takes the latency path); allgather, reduce_scatter: one-shot. */
+hn_coll_algo hn_via_ll_algo(int graph, hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
 /* 1 once the latency path's crossovers are measured (cost.c): the default
  * of HIRNODE_AUTO_LL follows it. */
 extern const int hn_cost_ll_measured;

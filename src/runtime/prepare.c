@@ -64,40 +64,48 @@ int hn_prepare_release(hn_runtime *rt, const hn_program *keep)
 }
 
 /* The teams the dry run saw, each on the communicator the run will
- * resolve its collectives to, with the staging its reductions need. */
+ * resolve its collectives to — eagerly and in a capture, where `via auto`
+ * may pick another (cost.c) — with the staging its reductions need. */
 static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm_log *logs, hn_strbuf *diag)
 {
     hn_status_t st = HN_OK;
     int a, b, most;
     for (int r = 0; r < rt->world && st == HN_OK; r++) /* every rank's teams, also those without a local member */
-        for (int i = 0; i < logs[r].n && st == HN_OK; i++) {
-            const hn_comm_rec *rec = &logs[r].recs[i];
-            const int *ranks = rec->is_p2p ? rt->all_ranks : hn_rec_team(&logs[r], rec);
-            int n = rec->is_p2p ? rt->world : rec->nteam;
-            size_t reserve = 0;
-            /* as the run will resolve `via default` */
-            hn_via via = rec->is_p2p ? (hn_via)rec->via
-                                              : hn_via_resolve((hn_via)rec->via, rt->default_auto,
-                                                               (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
-            /* reductions stage chunks; the latency path stages allgathers too,
-             * and the fused norm by rows */
-            if (!rec->is_p2p && rec->norm && rec->hidden > 0 && via == HN_VIA_LL)
-                reserve = hn_comm_ll_norm_reserve(rec->count / rec->hidden, rec->hidden, rec->dtype, n);
-            else if (!rec->is_p2p && (rec->kind == HN_COLL_REDUCE_SCATTER || rec->kind == HN_COLL_ALLREDUCE ||
-                                      (rec->kind == HN_COLL_ALLGATHER && via == HN_VIA_LL))) {
-                size_t chunk = rec->kind == HN_COLL_ALLREDUCE ? (rec->count + (size_t)n - 1) / (size_t)n : rec->count;
-                reserve = chunk * (size_t)hn_dtype_size(rec->dtype);
+        for (int i = 0; i < logs[r].n && st == HN_OK; i++)
+            for (int graph = 0; graph < 2 && st == HN_OK; graph++) {
+                const hn_comm_rec *rec = &logs[r].recs[i];
+                const int *ranks = rec->is_p2p ? rt->all_ranks : hn_rec_team(&logs[r], rec);
+                int n = rec->is_p2p ? rt->world : rec->nteam;
+                size_t reserve = 0;
+                /* as the run will resolve `via auto` and `via default` */
+                hn_via via = rec->is_p2p ? (hn_via)rec->via
+                                         : hn_via_resolve((hn_via)rec->via, rt->default_auto, graph,
+                                                          (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
+                if (graph && via == (rec->is_p2p ? (hn_via)rec->via
+                                                 : hn_via_resolve((hn_via)rec->via, rt->default_auto, 0,
+                                                                  (hn_coll_kind)rec->kind, rec->count, rec->dtype, n)))
+                    continue; /* the same as eagerly */
+                /* reductions stage chunks; the latency path stages allgathers too,
+                 * and the fused norm by rows */
+                if (!rec->is_p2p && rec->norm && rec->hidden > 0 && via == HN_VIA_LL)
+                    reserve = hn_comm_ll_norm_reserve(rec->count / rec->hidden, rec->hidden, rec->dtype, n);
+                else if (!rec->is_p2p && (rec->kind == HN_COLL_REDUCE_SCATTER || rec->kind == HN_COLL_ALLREDUCE ||
+                                          (rec->kind == HN_COLL_ALLGATHER && via == HN_VIA_LL))) {
+                    size_t chunk = rec->kind == HN_COLL_ALLREDUCE ? (rec->count + (size_t)n - 1) / (size_t)n
+                                                                  : rec->count;
+                    reserve = chunk * (size_t)hn_dtype_size(rec->dtype);
+                }
+                if ((most = hn_teams_shared_device(rt, via, ranks, n, &a, &b)) > 0) {
+                    hn_sb_printf(diag, "%s: error: ranks %d and %d are both on device %d, and the %s communicator "
+                                 "cannot have more than %d rank%s of a team on one device: map them to distinct "
+                                 "devices (hn_runtime_config.devices), or use `via p2p`\n", p->filename, a, b,
+                                 hn_runtime_device_of(rt, a), hn_runtime_comm(rt, via)->ops->name, most,
+                                 most == 1 ? "" : "s");
+                    return HN_ERR_UNSUPPORTED;
+                }
+                /* point-to-point goes through the team of all ranks */
+                st = hn_teams_need(rt, via, ranks, n, reserve);
             }
-            if ((most = hn_teams_shared_device(rt, via, ranks, n, &a, &b)) > 0) {
-                hn_sb_printf(diag, "%s: error: ranks %d and %d are both on device %d, and the %s communicator "
-                             "cannot have more than %d rank%s of a team on one device: map them to distinct "
-                             "devices (hn_runtime_config.devices), or use `via p2p`\n", p->filename, a, b,
-                             hn_runtime_device_of(rt, a), hn_runtime_comm(rt, via)->ops->name, most, most == 1 ? "" : "s");
-                return HN_ERR_UNSUPPORTED;
-            }
-            /* point-to-point goes through the team of all ranks */
-            st = hn_teams_need(rt, via, ranks, n, reserve);
-        }
     return st;
 }
 

@@ -262,8 +262,9 @@ static void test_allreduce_halves(void)
 }
 
 /* Small M: the latency path where its time is known and it may be picked
- * (HIRNODE_AUTO_LL=1 for the built-in curve of its first design; a
- * profile measured on this machine without it), never where not. */
+ * (by default, or HIRNODE_AUTO_LL=1, for the built-in curve of its first
+ * design; a profile measured on this machine without it), never where not
+ * (HIRNODE_AUTO_LL=0). */
 static void test_latency_path_at_small_m(void)
 {
     int offered = HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE;
@@ -272,11 +273,11 @@ static void test_latency_path_at_small_m(void)
     hn_pipe_plan pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
     hn_cost_profile *m = measured_copy();
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    unsetenv("HIRNODE_AUTO_LL");
+    setenv("HIRNODE_AUTO_LL", "0", 1);
     CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_SEQUENTIAL);
     CU_ASSERT_EQUAL(pl.via, HN_VIA_NCCL);
-    setenv("HIRNODE_AUTO_LL", "1", 1);
+    unsetenv("HIRNODE_AUTO_LL");
     pl = plan_of(HN_STRAT_AUTO, 0, 0, HN_VIA_AUTO, HN_ALGO_AUTO);
     CU_ASSERT_EQUAL(hn_pipe_choose(&decode, offered, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_SEQUENTIAL);
@@ -372,80 +373,84 @@ static void test_via_resolve(void)
     CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_ALLGATHER, 8), (size_t)512 << 20);
     CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_BROADCAST, 2), SIZE_MAX);
     CU_ASSERT_EQUAL(hn_cost_crossover(HN_COLL_ALLGATHER, 1), SIZE_MAX);
-    /* allgather: count per member; 2 ranks x 1 Mi bf16 elements x 2 bytes = 4 MiB */
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 1 << 20, HN_BF16, 2), HN_VIA_NCCL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_P2P);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 4), HN_VIA_NCCL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_REDUCE_SCATTER, 4 << 20, HN_BF16, 2), HN_VIA_P2P);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_REDUCE_SCATTER, 2 << 20, HN_BF16, 2), HN_VIA_NCCL);
-    /* an allreduce the rings cannot split stays on NCCL; rooted ones too */
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 64 << 20, HN_F32, 2), HN_VIA_P2P);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, (64 << 20) + 1, HN_F32, 2), HN_VIA_NCCL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_BROADCAST, 1 << 30, HN_F32, 2), HN_VIA_NCCL);
-    /* default resolves like auto only where the backend says so */
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 0, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_DEFAULT);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_P2P);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_NCCL, 1, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_NCCL);
-    /* the latency path below its crossovers (estimates until measured) */
-    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 2, 0), (size_t)4 << 20);
-    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 2, 1), SIZE_MAX);
-    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 3, 1), (size_t)512 << 10);
+    /* teams of 2 to 4, the measured tables (sizes: allreduce buffer,
+     * allgather output, reduce_scatter input; allgather's count per
+     * member), eagerly (0) and in graphs (1) */
+    unsetenv("HIRNODE_AUTO_LL");
+    CU_ASSERT_EQUAL(hn_auto_picks_ll(), hn_cost_ll_measured);
+    CU_ASSERT_TRUE(hn_cost_ll_measured);
+    for (int g = 0; g < 2; g++) {
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLREDUCE, 4096, HN_BF16, 2), HN_VIA_LL);
+        CU_ASSERT_EQUAL(hn_via_ll_algo(g, HN_COLL_ALLREDUCE, 4096, HN_BF16, 2), HN_ALGO_ONESHOT);
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLREDUCE, 1 << 20, HN_BF16, 2), HN_VIA_LL);
+        CU_ASSERT_EQUAL(hn_via_ll_algo(g, HN_COLL_ALLREDUCE, 1 << 20, HN_BF16, 2), HN_ALGO_TWOSHOT); /* 2 MiB */
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLREDUCE, 16 << 20, HN_BF16, 2), HN_VIA_NCCL);
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLREDUCE, 128 << 20, HN_BF16, 2), HN_VIA_P2P);
+        /* a buffer the rings cannot split in n stays on NCCL; 3 ranks take 4's table */
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLREDUCE, (128 << 20) + 1, HN_BF16, 2),
+                        HN_VIA_NCCL);
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLREDUCE, 1001, HN_F32, 3), HN_VIA_LL);
+        CU_ASSERT_EQUAL(hn_via_ll_algo(g, HN_COLL_ALLREDUCE, 1 << 20, HN_BF16, 4), HN_ALGO_TWOSHOT);
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLREDUCE, 8 << 20, HN_BF16, 4), HN_VIA_NCCL);
+        /* the latency path only where it serves the call: floats for reductions */
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLREDUCE, 4096, HN_I32, 2), HN_VIA_NCCL);
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLGATHER, 64 << 10, HN_I32, 2), HN_VIA_LL);
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLGATHER, 4 << 20, HN_BF16, 2), HN_VIA_P2P);
+        CU_ASSERT_EQUAL(hn_via_ll_algo(g, HN_COLL_ALLGATHER, 1 << 20, HN_BF16, 2), HN_ALGO_ONESHOT);
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_BROADCAST, 1 << 30, HN_F32, 2), HN_VIA_NCCL);
+        CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, g, HN_COLL_ALLREDUCE, 1000, HN_F32, 1), HN_VIA_NCCL);
+    }
+    /* where eager calls and graphs differ: the rings from 128 MiB eagerly,
+     * NCCL in graphs up to 256 MiB (2 ranks); the latency path's
+     * reduce_scatter eagerly, NCCL's in graphs */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, 0, HN_COLL_ALLREDUCE, 64 << 20, HN_BF16, 2), HN_VIA_P2P);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 64 << 20, HN_BF16, 2), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, 0, HN_COLL_REDUCE_SCATTER, 4096, HN_BF16, 2), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, 1, HN_COLL_REDUCE_SCATTER, 4096, HN_BF16, 2), HN_VIA_NCCL);
+    /* default resolves like auto only where the backend says so; any other via is kept */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 0, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 2), HN_VIA_DEFAULT);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 2), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_NCCL, 1, 0, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_LL, 0, 0, HN_COLL_ALLREDUCE, 1 << 30, HN_F32, 2), HN_VIA_LL);
+    /* teams of 5 to 8: the estimates (the latency path below them, the
+     * rings from their crossover, grown beyond 4 ranks) */
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 8, 0), (size_t)1 << 20);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 8, 1), (size_t)256 << 10);
     CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLGATHER, 8, 0), (size_t)128 << 10);
-    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 1, 0), 0);
+    CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 2, 0), 0);
     CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 9, 0), 0);
-    /* the setting: 1 on, 0 off, auto (the default) as the switch of cost.c
-     * says — off until the crossovers are measured; the code for both */
+    CU_ASSERT_EQUAL(hn_via_ll_algo(0, HN_COLL_ALLREDUCE, 128 << 10, HN_BF16, 8), HN_ALGO_TWOSHOT); /* 256 KiB */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, 0, HN_COLL_ALLGATHER, 8192, HN_F32, 8), HN_VIA_NCCL); /* 256 KiB */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, 0, HN_COLL_REDUCE_SCATTER, 2048, HN_F32, 8), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 9), HN_VIA_NCCL);
+    /* the setting: 1 on, 0 off, auto (the default) as the switch of cost.c says */
     CU_ASSERT_TRUE(hn_auto_ll_on("1", 0));
     CU_ASSERT_TRUE(hn_auto_ll_on("1", 1));
     CU_ASSERT_FALSE(hn_auto_ll_on("0", 1));
     CU_ASSERT_FALSE(hn_auto_ll_on("auto", 0));
     CU_ASSERT_TRUE(hn_auto_ll_on("auto", 1));
     CU_ASSERT_EQUAL(hn_auto_ll_on(NULL, 1), 1);
-    unsetenv("HIRNODE_AUTO_LL");
-    CU_ASSERT_EQUAL(hn_auto_picks_ll(), hn_cost_ll_measured);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_BF16, 2),
-                    hn_cost_ll_measured ? HN_VIA_LL : HN_VIA_NCCL);
-    /* off, `auto` picks NCCL or the rings only (so it does until they are measured) */
+    /* off: NCCL or the rings only, wherever the tables say the latency path */
     setenv("HIRNODE_AUTO_LL", "0", 1);
     CU_ASSERT_FALSE(hn_auto_picks_ll());
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_BF16, 2), HN_VIA_NCCL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, HN_COLL_ALLGATHER, 1000, HN_F32, 2), HN_VIA_NCCL);
-    setenv("HIRNODE_AUTO_LL", "1", 1);
-    CU_ASSERT_TRUE(hn_auto_picks_ll());
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_BF16, 2), HN_VIA_LL); /* 32 KB */
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, (2 << 20) - 1, HN_BF16, 2), HN_VIA_LL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 2 << 20, HN_BF16, 2), HN_VIA_NCCL); /* 4 MiB */
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 1001, HN_F32, 3), HN_VIA_LL); /* any count */
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 16384, HN_I32, 2), HN_VIA_NCCL); /* floats only */
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 16384, HN_I32, 2), HN_VIA_LL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLGATHER, 8192, HN_F32, 8), HN_VIA_NCCL); /* 256 KiB */
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_REDUCE_SCATTER, 2048, HN_F32, 8), HN_VIA_LL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 9), HN_VIA_NCCL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 1), HN_VIA_NCCL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, HN_COLL_BROADCAST, 1000, HN_F32, 2), HN_VIA_NCCL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, HN_COLL_ALLREDUCE, 1000, HN_F32, 2), HN_VIA_LL);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 2), HN_VIA_DEFAULT);
-    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_LL, 0, HN_COLL_ALLREDUCE, 1 << 30, HN_F32, 2), HN_VIA_LL);
-    /* one-shot below the two-shot crossover: never on 2 ranks */
-    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 1 << 20, HN_BF16, 2), HN_ALGO_ONESHOT);
-    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, (256 << 10) - 1, HN_BF16, 4), HN_ALGO_ONESHOT);
-    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 256 << 10, HN_BF16, 4), HN_ALGO_TWOSHOT); /* 512 KiB */
-    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLREDUCE, 128 << 10, HN_BF16, 8), HN_ALGO_TWOSHOT); /* 256 KiB */
-    CU_ASSERT_EQUAL(hn_via_ll_algo(HN_COLL_ALLGATHER, 1 << 20, HN_BF16, 8), HN_ALGO_ONESHOT);
-    /* never the rings below their crossover, the latency path on or off */
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 16384, HN_BF16, 2), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, 0, HN_COLL_ALLGATHER, 1000, HN_F32, 2), HN_VIA_NCCL);
+    /* every size, team and kind: the rings only where the buffer splits
+     * (allreduce); the latency path never when off, and only for what it serves */
     for (int on = 0; on < 2; on++) {
         static const hn_coll_kind kinds[] = {HN_COLL_ALLREDUCE, HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER};
         setenv("HIRNODE_AUTO_LL", on ? "1" : "0", 1);
         for (int k = 0; k < 3; k++)
             for (int n = 2; n <= 8; n++)
-                for (size_t bytes = 1024; bytes <= ((size_t)1 << 31); bytes *= 2) {
-                    size_t count = kinds[k] == HN_COLL_ALLREDUCE ? bytes / 2 : bytes / 2 / (size_t)n;
-                    hn_via v = hn_via_resolve(HN_VIA_AUTO, 0, kinds[k], count, HN_BF16, n);
-                    size_t moved = kinds[k] == HN_COLL_ALLREDUCE ? count * 2 : count * 2 * (size_t)n;
-                    CU_ASSERT(v != HN_VIA_P2P || moved >= hn_cost_crossover(kinds[k], n));
-                    /* and the latency path exactly below its own, when on */
-                    CU_ASSERT_EQUAL(v == HN_VIA_LL, on && moved < hn_cost_ll_crossover(kinds[k], n, 0));
-                }
+                for (int g = 0; g < 2; g++)
+                    for (size_t bytes = 1024; bytes <= ((size_t)1 << 31); bytes *= 2) {
+                        size_t count = kinds[k] == HN_COLL_ALLREDUCE ? bytes / 2 + 1 : bytes / 2 / (size_t)n;
+                        hn_via v = hn_via_resolve(HN_VIA_AUTO, 0, g, kinds[k], count, HN_BF16, n);
+                        CU_ASSERT(v == HN_VIA_NCCL || v == HN_VIA_P2P || v == HN_VIA_LL);
+                        CU_ASSERT(!(kinds[k] == HN_COLL_ALLREDUCE && v == HN_VIA_P2P && count % (size_t)n != 0));
+                        CU_ASSERT(on || v != HN_VIA_LL);
+                        CU_ASSERT(v != HN_VIA_LL || bytes < ((size_t)32 << 20)); /* never a huge slot */
+                    }
     }
     unsetenv("HIRNODE_AUTO_LL");
     {
@@ -581,7 +586,7 @@ static void test_via_auto_runs(void)
     for (int r = 0; r < 2; r++) {
         CU_ASSERT_EQUAL_FATAL(logs[r].n, 5);
         CU_ASSERT_EQUAL(logs[r].recs[0].via, HN_VIA_P2P);  /* 8 MiB gathered */
-        CU_ASSERT_EQUAL(logs[r].recs[1].via, HN_VIA_NCCL); /* 4 MiB gathered */
+        CU_ASSERT_EQUAL(logs[r].recs[1].via, HN_VIA_LL); /* 4 MiB gathered: the latency path (2 ranks) */
         /* 12 KB reduced: the latency path, one-shot as the cost model says */
         CU_ASSERT_EQUAL(logs[r].recs[2].via, HN_VIA_LL);
         CU_ASSERT_EQUAL(logs[r].recs[2].algo, HN_ALGO_ONESHOT);
@@ -625,13 +630,13 @@ static void test_via_auto_runs(void)
     free(why);
 }
 
-/* Across the latency path's two-shot crossover (512 KiB at 4 ranks): an
+/* Across the latency path's two-shot crossover (362 KiB at 4 ranks): an
  * allreduce via ll below it runs one-shot, above it two-shot — the dry run
  * records which, on every rank — and both agree with the reference
  * through the check driver (random inputs), in place and not. */
 static void test_ll_crossover_runs(void)
 {
-    static const int64_t sizes[2] = {120000, 140000}; /* f32: 480 KB and 560 KB */
+    static const int64_t sizes[2] = {40000, 140000}; /* f32: 160 KB and 560 KB */
     const char *text = "param N = 1024\ninput X : f32[1, N] shard(axis 0)\noutput S : f32[N] replicated\n"
                        "output T : f32[N] replicated\nXl = view X as [N]\nallreduce S <- Xl op sum via ll\n"
                        "copy T <- Xl\nallreduce T <- T op max via ll\n"
