@@ -231,6 +231,7 @@ test: check-deps
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/hn_tests
 	$(MAKE) python-test
 	tests/examples.sh $(CLI)
+	$(PYTHON) tests/perf_timeline_test.py
 	@if [ "$(HN_PROCS_TESTS)" = 1 ]; then echo "tests/procs.sh $(CLI)"; tests/procs.sh $(CLI); \
 	else echo "tests/procs.sh: skipped (HN_PROCS_TESTS=1 runs it)"; fi
 	tests/install.sh
