@@ -130,7 +130,7 @@ static hn_status_t member_of(hn_exec *x, const hn_instr *in, int *members, int *
  * a collective of `kind` and count (hn_coll_args) of dt over n ranks:
  * the statement's own where it named this via, else the communicator's
  * default made explicit — p2p pushes, the latency path goes one-shot or
- * two-shot by size (cost.c); the others take auto. The same on every
+ * two-shot by size (via_auto.c); the others take auto. The same on every
  * member. */
 static hn_coll_algo algo_of(const hn_exec *x, const hn_instr *in, hn_via via, hn_coll_kind kind, size_t count,
                             hn_dtype dt, int n)

@@ -173,7 +173,7 @@ double hn_cost_coll_seconds(const hn_cost_profile *prof, hn_coll_kind kind, hn_c
  * for kind over n ranks; SIZE_MAX: never. */
 size_t hn_cost_crossover(hn_coll_kind kind, int n);
 /* The latency path's estimates for teams of 5 to 8 (teams of 2 to 4 go
- * by cost.c's measured tables): twoshot = 0, the size from which `via
+ * by via_auto.c's measured tables): twoshot = 0, the size from which `via
  * auto` no longer picks it (0: never picks it, and for any other team
  * size); twoshot = 1, the size from which `via ll` runs two-shot
  * (SIZE_MAX: never). */
@@ -216,7 +216,7 @@ hn_via hn_via_resolve(hn_via via, int default_auto, int graph, hn_coll_kind kind
  * the measured tables' one-shot or two-shot (two-shot beyond the sizes
  * where auto takes the latency path); allgather, reduce_scatter: one-shot. */
 hn_coll_algo hn_via_ll_algo(int graph, hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
-/* 1 once the latency path's crossovers are measured (cost.c): the default
+/* 1 once the latency path's crossovers are measured (via_auto.c): the default
  * of HIRNODE_AUTO_LL follows it. */
 extern const int hn_cost_ll_measured;
 /* Whether `via auto` may pick the latency path, for a value of
