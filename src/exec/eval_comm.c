@@ -352,6 +352,8 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
             return fail(x, in, HN_ERR_UNSUPPORTED, "%s: %s", what, why);
     }
     algo = algo_of(x, in, via, HN_COLL_ALLREDUCE, count, t[0].dtype, n);
+    if (via == HN_VIA_LL && (hn_coll_algo)in->algo == HN_ALGO_AUTO) /* the fused norm's own measured choice */
+        algo = hn_via_ll_norm_algo(count * (size_t)hn_dtype_size(t[0].dtype), n);
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));

@@ -216,6 +216,11 @@ hn_via hn_via_resolve(hn_via via, int default_auto, int graph, hn_coll_kind kind
  * the measured tables' one-shot or two-shot (two-shot beyond the sizes
  * where auto takes the latency path); allgather, reduce_scatter: one-shot. */
 hn_coll_algo hn_via_ll_algo(int graph, hn_coll_kind kind, size_t count, hn_dtype dtype, int n);
+/* The same for the fused allreduce + residual + RMSNorm of `bytes` (the
+ * allreduce's) over n ranks: one-shot below 768 KiB, where it was ahead
+ * of two-shot at every size measured on 2 and 4 GPUs (8-512 KiB, rows of
+ * 4096 and 8192), two-shot from there. */
+hn_coll_algo hn_via_ll_norm_algo(size_t bytes, int n);
 /* 1 once the latency path's crossovers are measured (via_auto.c): the default
  * of HIRNODE_AUTO_LL follows it. */
 extern const int hn_cost_ll_measured;

@@ -165,6 +165,12 @@ hn_coll_algo hn_via_ll_algo(int graph, hn_coll_kind kind, size_t count, hn_dtype
     return bytes >= hn_cost_ll_crossover(kind, n, 1) ? HN_ALGO_TWOSHOT : HN_ALGO_ONESHOT;
 }
 
+hn_coll_algo hn_via_ll_norm_algo(size_t bytes, int n)
+{
+    (void)n; /* 2 and 4 ranks measured alike */
+    return (double)bytes < 768 * 1024.0 ? HN_ALGO_ONESHOT : HN_ALGO_TWOSHOT;
+}
+
 /* The one switch behind `via auto`'s latency path: 1 since the tables
  * above were measured in graphs and eagerly on GPUs — HIRNODE_AUTO_LL's
  * default, auto, lets `via auto` take the latency path where they say,

@@ -412,6 +412,11 @@ static void test_via_resolve(void)
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_DEFAULT, 1, 0, HN_COLL_ALLREDUCE, 1000, HN_F32, 2), HN_VIA_LL);
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_NCCL, 1, 0, HN_COLL_ALLGATHER, 2 << 20, HN_BF16, 2), HN_VIA_NCCL);
     CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_LL, 0, 0, HN_COLL_ALLREDUCE, 1 << 30, HN_F32, 2), HN_VIA_LL);
+    /* the fused norm's own: one-shot below 768 KiB at 2 and 4 ranks (the
+     * plain allreduce goes two-shot from 181 KiB in graphs at 4) */
+    CU_ASSERT_EQUAL(hn_via_ll_norm_algo(512 << 10, 4), HN_ALGO_ONESHOT);
+    CU_ASSERT_EQUAL(hn_via_ll_algo(1, HN_COLL_ALLREDUCE, 256 << 10, HN_BF16, 4), HN_ALGO_TWOSHOT);
+    CU_ASSERT_EQUAL(hn_via_ll_norm_algo(768 << 10, 2), HN_ALGO_TWOSHOT);
     /* teams of 5 to 8: the estimates (the latency path below them, the
      * rings from their crossover, grown beyond 4 ranks) */
     CU_ASSERT_EQUAL(hn_cost_ll_crossover(HN_COLL_ALLREDUCE, 8, 0), (size_t)1 << 20);
