@@ -11,7 +11,9 @@ import collections
 import ctypes
 import operator
 import os
+import shutil
 import sys
+import tempfile
 import weakref
 
 from . import _lib
@@ -346,9 +348,66 @@ class _State:
             _lib.hn_runtime_destroy(h)
 
 
+def _close_runtime(state, rendezvous):
+    state.close()
+    if rendezvous is not None:  # a launcher's world's meeting place, made here
+        shutil.rmtree(rendezvous, ignore_errors=True)
+
+
 def _queue(state, kind, rank, handle, keep=None):
     if state.handle is not None:
         state.pending.append((kind, rank, handle, keep))
+
+
+# ---- joining as a launcher starts processes ----
+
+_LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+_joins = [0]  # runtimes this process made from a launcher's world: each agrees on its own key
+
+
+def _launcher_world():
+    """(world, rank, local_rank) from a launcher's environment (torchrun, torch.distributed.launch,
+    or anything that sets RANK, WORLD_SIZE and LOCAL_RANK), or None outside one or in a world of one."""
+    env = os.environ
+    if not all(v in env for v in _LAUNCHER_VARS):
+        return None
+    try:
+        rank, world, local = (int(env[v]) for v in _LAUNCHER_VARS)
+    except ValueError:
+        raise InvalidArgumentError("hirnode: error: RANK=%r, WORLD_SIZE=%r, LOCAL_RANK=%r: expected integers" %
+                                   tuple(env[v] for v in _LAUNCHER_VARS)) from None
+    if world < 2:
+        return None
+    if not 0 <= rank < world or local < 0:
+        raise InvalidArgumentError("hirnode: error: RANK=%d, LOCAL_RANK=%d in a world of WORLD_SIZE=%d" %
+                                   (rank, local, world))
+    return world, rank, local
+
+
+def _default_store():
+    """torch.distributed's store where a default process group exists (without importing torch)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    try:
+        from torch.distributed import distributed_c10d
+        return distributed_c10d._get_default_store()
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+
+
+def _meet(store, world, rank):
+    """The rendezvous directory of a launcher's world, agreed through a store (anything with set(key,
+    value) and a get(key) that waits for it, as torch.distributed's stores): rank 0 makes it (0700,
+    its own) and publishes its path; the others read it. Returns (path, made here)."""
+    _joins[0] += 1
+    key = "hirnode/rendezvous/%d/%d" % (world, _joins[0])
+    if rank == 0:
+        path = tempfile.mkdtemp(prefix="hirnode-rdv-")
+        store.set(key, path)
+        return path, True
+    value = store.get(key)
+    return (value.decode() if isinstance(value, (bytes, bytearray)) else str(value)), False
 
 
 # ---- the runtime ----
@@ -366,10 +425,51 @@ class Runtime(_Closing):
     collective calls in the same order (run, sync, capture, close: hirnode/runtime.h's
     contract). Ranks in the calls that take one are the world's: first_rank .. first_rank +
     size - 1 are this runtime's; lists of one entry per rank hold those.
+
+    In a process a launcher started (torchrun: RANK, WORLD_SIZE and LOCAL_RANK set, a world of
+    more than one), Runtime() with none of ranks, devices, world, rank and rendezvous joins that
+    world: world WORLD_SIZE, rank RANK, on device LOCAL_RANK (cuda), meeting the others through
+    `store` (anything with set(key, value) and a waiting get(key), as torch.distributed's stores;
+    None: torch.distributed's default store when a process group exists) — or through
+    $HIRNODE_RENDEZVOUS without one. launcher=False keeps such a process to itself.
     """
 
     def __init__(self, ranks=None, backend=None, devices=None, nstreams=None, timeout=None, graphs=None,
-                 host_delay_us=None, seed=None, world=None, rank=None, rendezvous=None):
+                 host_delay_us=None, seed=None, world=None, rank=None, rendezvous=None, store=None,
+                 launcher=True):
+        self._made_rdv = None
+        joined = None
+        if launcher and ranks is None and devices is None and world is None and rank is None and rendezvous is None:
+            joined = _launcher_world()
+        if joined is not None:
+            world, rank, local = joined
+            store = store if store is not None else _default_store()
+            if store is not None:
+                rendezvous, made = _meet(store, world, rank)
+                self._made_rdv = rendezvous if made else None
+            elif not os.environ.get("HIRNODE_RENDEZVOUS"):
+                raise InvalidArgumentError(
+                    "hirnode: error: this process is rank %d of a world of %d a launcher started (RANK, WORLD_SIZE): "
+                    "to meet the others, pass store= (e.g. torch.distributed's), initialize torch.distributed "
+                    "first, or set HIRNODE_RENDEZVOUS to a directory every process reaches" % (rank, world))
+            if (backend or os.environ.get("HIRNODE_BACKEND", "auto")) != "host":
+                devices = [local]
+                ranks = 1
+        try:
+            self._create(ranks, backend, devices, nstreams, timeout, graphs, host_delay_us, seed, world, rank,
+                         rendezvous)
+        except BaseException:
+            self._remove_rdv()
+            raise
+
+    def _remove_rdv(self):
+        """The rendezvous directory this process made for a launcher's world, once it is done with."""
+        path, self._made_rdv = self._made_rdv, None
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def _create(self, ranks, backend, devices, nstreams, timeout, graphs, host_delay_us, seed, world, rank,
+                rendezvous):
         cfg = _default_config()
         if devices is not None:
             devices = [operator.index(d) for d in devices]
@@ -403,7 +503,8 @@ class Runtime(_Closing):
         if st != _lib.OK:
             raise error(st, "hirnode: error: " + msg if msg else None)
         self._s = _State(out.value, cfg.nstreams)
-        self._fin = weakref.finalize(self, _State.close, self._s)
+        self._fin = weakref.finalize(self, _close_runtime, self._s, self._made_rdv)
+        self._made_rdv = None  # the finalizer removes it now
 
     # -- what it is --
 

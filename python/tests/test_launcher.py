@@ -1,0 +1,115 @@
+"""A world of processes as a launcher starts them (torchrun's RANK, WORLD_SIZE and LOCAL_RANK):
+Runtime() with no world arguments joins it, meeting the others through a store — here a stand-in
+for torch.distributed's (set, and a get that waits), files in a directory — and runs the MLP
+step right; without a store or $HIRNODE_RENDEZVOUS it says what it needs; launcher=False and
+explicit arguments keep such a process to itself; a world of one is no world."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from helpers import HERE, hirnode
+
+WORKER = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+from helpers import MLP, hirnode, mlp_inputs, np
+
+class FileStore:
+    '''set(key, value) and a get(key) that waits, as torch.distributed's stores: a file per key'''
+    def __init__(self, d):
+        self.d = d
+    def _path(self, key):
+        return os.path.join(self.d, key.replace('/', '_'))
+    def set(self, key, value):
+        tmp = self._path(key) + '.tmp'
+        with open(tmp, 'wb') as f:
+            f.write(value.encode() if isinstance(value, str) else value)
+        os.rename(tmp, self._path(key))
+    def get(self, key):
+        for _ in range(3000):
+            if os.path.exists(self._path(key)):
+                with open(self._path(key), 'rb') as f:
+                    return f.read()
+            time.sleep(0.01)
+        raise TimeoutError(key)
+
+world, rank = int(os.environ['WORLD_SIZE']), int(os.environ['RANK'])
+store = FileStore(sys.argv[2])
+for round in range(2):  # two runtimes one after the other: each meets on its own key
+    rt = hirnode.Runtime(backend='host', timeout=30, store=store)
+    assert (rt.size, rt.world, rt.first_rank) == (1, world, rank), (rt.size, rt.world, rt.first_rank)
+    p = hirnode.Program.parse(MLP, 'mlp.hir')
+    b, ref = mlp_inputs(world, seed=11 + round)
+    bufs = {}
+    for name, parts in b.items():
+        bufs[name] = rt.alloc(rank, dtype='f32', shape=parts[rank].shape)
+        rt.upload(bufs[name], parts[rank])
+    m = ref.shape[0] // world
+    rt.run(p, bufs)
+    ok = np.allclose(rt.download(bufs['Y']), ref[rank * m:(rank + 1) * m], rtol=1e-4, atol=1e-4)
+    rt.close()
+    if not ok:
+        sys.exit(1)
+sys.exit(0)
+"""
+
+
+def launcher_env(world, rank):
+    env = dict(os.environ)
+    for v in ("HIRNODE_WORLD", "HIRNODE_RANK", "HIRNODE_RENDEZVOUS"):
+        env.pop(v, None)
+    env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+    return env
+
+
+class Launcher(unittest.TestCase):
+    def test_processes_a_launcher_started_meet_through_a_store(self):
+        for n in (2, 4):
+            with tempfile.TemporaryDirectory(prefix="hn-store-") as d:
+                made_before = set(os.listdir(tempfile.gettempdir()))
+                procs = [subprocess.Popen([sys.executable, "-c", WORKER, HERE, d], env=launcher_env(n, r),
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(n)]
+                out = [p.communicate(timeout=120)[0].decode(errors="replace") for p in procs]
+                self.assertEqual([p.returncode for p in procs], [0] * n, "\n".join(out))
+                # rank 0's meeting places are gone with its runtimes
+                left = [f for f in set(os.listdir(tempfile.gettempdir())) - made_before if f.startswith("hirnode-rdv-")]
+                self.assertEqual(left, [])
+
+    def test_without_a_store_it_says_what_it_needs(self):
+        saved = {v: os.environ.get(v) for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "HIRNODE_RENDEZVOUS")}
+        try:
+            os.environ.update(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
+            os.environ.pop("HIRNODE_RENDEZVOUS", None)
+            with self.assertRaises(hirnode.InvalidArgumentError) as e:
+                hirnode.Runtime(backend="host")
+            self.assertIn("rank 1 of a world of 2", str(e.exception))
+            self.assertIn("store=", str(e.exception))
+            os.environ.update(RANK="2")
+            with self.assertRaises(hirnode.InvalidArgumentError):
+                hirnode.Runtime(backend="host")  # a rank outside the world
+            os.environ.update(RANK="x")
+            with self.assertRaises(hirnode.InvalidArgumentError):
+                hirnode.Runtime(backend="host")
+            # kept to itself: launcher=False, or arguments that say how
+            os.environ.update(RANK="1")
+            with hirnode.Runtime(backend="host", launcher=False) as rt:
+                self.assertEqual((rt.size, rt.world), (1, 1))
+            with hirnode.Runtime(ranks=2, backend="host") as rt:
+                self.assertEqual((rt.size, rt.world), (2, 2))
+            # a world of one is no world
+            os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+            with hirnode.Runtime(backend="host") as rt:
+                self.assertEqual((rt.size, rt.world), (1, 1))
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+if __name__ == "__main__":
+    unittest.main()
