@@ -48,6 +48,7 @@ typedef enum hn_dtype_code {
  * where tensors bound to a run must live and what a launch's streams are.
  * The values are DLPack's device types (kDLCPU, kDLCUDA). */
 typedef enum hn_device_kind {
+    HN_DEVICE_KIND_NONE = 0, /* no runtime (hn_runtime_device_kind(NULL)) */
     HN_DEVICE_KIND_HOST = 1, /* host memory: the CPU emulation, ranks are
                                 threads; streams are the runtime's own
                                 (hn_runtime_stream_create) */

@@ -116,16 +116,19 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out);
 hn_status_t hn_runtime_create_ex(const hn_runtime_config *cfg, hn_runtime **out, char **diag);
 void hn_runtime_destroy(hn_runtime *rt);
 /* The ranks this runtime drives (ndev): the length of every per-rank
- * array of the API. Any thread. */
+ * array of the API (0 for rt NULL). Any thread. */
 int hn_runtime_size(const hn_runtime *rt);
 /* The ranks of the whole run (world; hn_runtime_size in one process), and
- * the first rank this runtime drives (0 in one process). Any thread. */
+ * the first rank this runtime drives (0 in one process); for rt NULL 0 and
+ * -1. Any thread. */
 int hn_runtime_world(const hn_runtime *rt);
 int hn_runtime_first_rank(const hn_runtime *rt);
-/* The device backend's name ("cuda", "host"), for messages. Any thread. */
+/* The device backend's name ("cuda", "host"; "none" for rt NULL), for
+ * messages. Any thread. */
 const char *hn_runtime_backend(const hn_runtime *rt);
 /* What the backend's memory and streams are (hn_device_kind): test this,
- * not the backend's name, to place tensors or pick streams. Any thread. */
+ * not the backend's name, to place tensors or pick streams
+ * (HN_DEVICE_KIND_NONE for rt NULL). Any thread. */
 hn_device_kind hn_runtime_device_kind(const hn_runtime *rt);
 /* The device ordinal rank `rank` runs on (hn_runtime_config.devices), or
  * -1 for a rank out of range (or rt NULL). Any thread. */

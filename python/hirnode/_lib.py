@@ -62,6 +62,7 @@ ERR_BUSY = -13
 ERR_PEER_LOST = -14
 
 # hn_device_kind (hirnode.h): what a backend's memory and streams are (DLPack's device types)
+DEVICE_KIND_NONE = 0
 DEVICE_KIND_HOST = 1
 DEVICE_KIND_CUDA = 2
 

@@ -117,7 +117,11 @@ static void teardown(hn_runtime *rt, int nthreads)
          * device's work never ended after the abort (the runtime said it
          * is lost): freeing device memory would wait for that work, and
          * the thread may still use the runtime, so all of it is left */
-        HN_WARN("%s: its rank threads and memory are left behind", rt->lost_text);
+        static const char error_prefix[] = "hirnode: error: "; /* the text is an error's; the log says warn */
+        const char *why = rt->lost_text;
+        if (strncmp(why, error_prefix, sizeof(error_prefix) - 1) == 0)
+            why += sizeof(error_prefix) - 1;
+        HN_WARN("%s: its rank threads and memory are left behind", why);
         hn_pool_stop(rt, nthreads);
         return;
     }
@@ -393,11 +397,12 @@ void hn_runtime_destroy(hn_runtime *rt)
         teardown(rt, rt->nlocal);
 }
 
-int hn_runtime_size(const hn_runtime *rt) { return rt->nlocal; }
-int hn_runtime_world(const hn_runtime *rt) { return rt->world; }
-int hn_runtime_first_rank(const hn_runtime *rt) { return rt->first; }
-const char *hn_runtime_backend(const hn_runtime *rt) { return rt->dev->name; }
-hn_device_kind hn_runtime_device_kind(const hn_runtime *rt) { return rt->dev->kind; }
+/* (a NULL runtime answers as none: no rank, no backend) */
+int hn_runtime_size(const hn_runtime *rt) { return rt != NULL ? rt->nlocal : 0; }
+int hn_runtime_world(const hn_runtime *rt) { return rt != NULL ? rt->world : 0; }
+int hn_runtime_first_rank(const hn_runtime *rt) { return rt != NULL ? rt->first : -1; }
+const char *hn_runtime_backend(const hn_runtime *rt) { return rt != NULL ? rt->dev->name : "none"; }
+hn_device_kind hn_runtime_device_kind(const hn_runtime *rt) { return rt != NULL ? rt->dev->kind : HN_DEVICE_KIND_NONE; }
 
 int hn_runtime_device(const hn_runtime *rt, int rank)
 {

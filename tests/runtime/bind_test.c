@@ -577,6 +577,12 @@ static void test_devices_and_create_texts(void)
     CU_ASSERT_EQUAL(hn_runtime_device(rt, 3), -1);
     CU_ASSERT_EQUAL(hn_runtime_device(rt, -1), -1);
     CU_ASSERT_EQUAL(hn_runtime_device(NULL, 0), -1);
+    /* the other questions of a runtime answer NULL as none, without touching it */
+    CU_ASSERT_EQUAL(hn_runtime_size(NULL), 0);
+    CU_ASSERT_EQUAL(hn_runtime_world(NULL), 0);
+    CU_ASSERT_EQUAL(hn_runtime_first_rank(NULL), -1);
+    CU_ASSERT_STRING_EQUAL(hn_runtime_backend(NULL), "none");
+    CU_ASSERT_EQUAL(hn_runtime_device_kind(NULL), HN_DEVICE_KIND_NONE);
     {
         tset s;
         hn_run_args a;
