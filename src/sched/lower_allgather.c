@@ -87,10 +87,7 @@ void hn_lower_allgather_gemm(hn_lower *L, const hn_lower_pipe *c)
         hn_lower_view(L, cv, hn_lower_ref_of(L, c->out), HN_LOWER_DIMS(n, steps, m / steps, N));
         caller = hn_lower_fresh(L, "caller");
         hn_lower_fan_out(L, caller, steps, S);
-        i = hn_lower_fresh(L, "j");
-        loop = hn_lower_for(L, i, hn_ex_int(0), hn_ex_int(steps), 1);
-        outer = hn_lower_open(L, loop, 0);
-        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(i, S));
+        outer = hn_lower_steps(L, "j", steps, S, &i);
         hn_lower_coll(L, HN_OP_ALLGATHER, hn_lower_ref(L, ag, 1, hn_ex_var(i)), hn_lower_ref(L, av, 1, hn_ex_var(i)),
                       -1, NULL, via, pr);
         rows = hn_lower_fresh(L, "rows");
@@ -122,14 +119,8 @@ void hn_lower_allgather_gemm(hn_lower *L, const hn_lower_pipe *c)
         hn_lower_view(L, cv, hn_lower_ref_of(L, c->out), HN_LOWER_DIMS(n, u, m / u, N));
         caller = hn_lower_fresh(L, "caller");
         hn_lower_fan_out(L, caller, steps, S);
-        i = hn_lower_fresh(L, "t");
-        loop = hn_lower_for(L, i, hn_ex_int(0), hn_ex_int(steps), 1);
-        outer = hn_lower_open(L, loop, 0);
-        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(i, S));
-        owner = hn_lower_fresh(L, "owner");
-        hn_lower_let(L, owner, hn_ex_bin(HN_B_DIV, hn_ex_var(i), hn_ex_int(u)));
-        piece = hn_lower_fresh(L, "piece");
-        hn_lower_let(L, piece, hn_ex_bin(HN_B_MOD, hn_ex_var(i), hn_ex_int(u)));
+        outer = hn_lower_steps(L, "t", steps, S, &i);
+        hn_lower_owner_piece(L, i, u, &owner, &piece);
         hn_lower_coll(L, HN_OP_BROADCAST, hn_lower_ref(L, ag, 2, hn_ex_var(owner), hn_ex_var(piece)),
                       hn_lower_ref(L, av, 1, hn_ex_var(piece)), -1, hn_ex_var(owner), via, pr);
         hn_lower_gemm(L, c, hn_lower_ref(L, cv, 2, hn_ex_var(owner), hn_ex_var(piece)),

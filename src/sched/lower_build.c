@@ -269,6 +269,23 @@ hn_instr *hn_lower_if(hn_lower *L, hn_expr *cond)
 
 hn_instr *hn_lower_group(hn_lower *L) { return add(L, L->at, HN_OP_GROUP); }
 
+hn_block *hn_lower_steps(hn_lower *L, const char *name, int64_t steps, int S, int *var)
+{
+    hn_block *body;
+    *var = hn_lower_fresh(L, name);
+    body = hn_lower_open(L, hn_lower_for(L, *var, hn_ex_int(0), hn_ex_int(steps), 1), 0);
+    hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(*var, S));
+    return body;
+}
+
+void hn_lower_owner_piece(hn_lower *L, int t, int64_t u, int *owner, int *piece)
+{
+    *owner = hn_lower_fresh(L, "owner");
+    hn_lower_let(L, *owner, hn_ex_bin(HN_B_DIV, hn_ex_var(t), hn_ex_int(u)));
+    *piece = hn_lower_fresh(L, "piece");
+    hn_lower_let(L, *piece, hn_ex_bin(HN_B_MOD, hn_ex_var(t), hn_ex_int(u)));
+}
+
 hn_block *hn_lower_open(hn_lower *L, hn_instr *in, int else_)
 {
     hn_block *outer = L->at;

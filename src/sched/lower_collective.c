@@ -18,7 +18,6 @@ void hn_lower_collective(hn_lower *L, const hn_lower_pipe *c)
                                                    : HN_OP_REDUCE_SCATTER;
     int redop = c->sh.kind != HN_PIPE_AG ? (int)c->in->redop : -1; /* `op R` but for allgather */
     int buf, iv, ov, caller, j, d, q, v, u;
-    hn_instr *loop;
     hn_block *outer;
     if (pl->strategy == HN_STRAT_SEQUENTIAL) { /* KW Y <- X [op R] */
         hn_lower_coll(L, op, hn_lower_ref_of(L, c->out), hn_lower_ref_of(L, c->a), redop, NULL, via, pr);
@@ -42,14 +41,8 @@ void hn_lower_collective(hn_lower *L, const hn_lower_pipe *c)
         hn_lower_view(L, iv, hn_lower_ref_of(L, c->a), HN_LOWER_DIMS(u, E / u));
         ov = hn_lower_fresh(L, "out");
         hn_lower_view(L, ov, hn_lower_ref_of(L, c->out), HN_LOWER_DIMS(n, u, E / u));
-        j = hn_lower_fresh(L, "t");
-        loop = hn_lower_for(L, j, hn_ex_int(0), hn_ex_int(steps), 1);
-        outer = hn_lower_open(L, loop, 0);
-        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(j, S));
-        q = hn_lower_fresh(L, "owner");
-        hn_lower_let(L, q, hn_ex_bin(HN_B_DIV, hn_ex_var(j), hn_ex_int(u)));
-        v = hn_lower_fresh(L, "piece");
-        hn_lower_let(L, v, hn_ex_bin(HN_B_MOD, hn_ex_var(j), hn_ex_int(u)));
+        outer = hn_lower_steps(L, "t", steps, S, &j);
+        hn_lower_owner_piece(L, j, u, &q, &v);
         hn_lower_coll(L, HN_OP_BROADCAST, hn_lower_ref(L, ov, 2, hn_ex_var(q), hn_ex_var(v)),
                       hn_lower_ref(L, iv, 1, hn_ex_var(v)), -1, hn_ex_var(q), via, pr);
         hn_lower_close(L, outer);
@@ -66,10 +59,7 @@ void hn_lower_collective(hn_lower *L, const hn_lower_pipe *c)
         hn_lower_view(L, iv, hn_lower_ref_of(L, c->a), HN_LOWER_DIMS(steps, E / steps));
         ov = hn_lower_fresh(L, "out");
         hn_lower_view(L, ov, hn_lower_ref_of(L, c->out), HN_LOWER_DIMS(steps, E / steps));
-        j = hn_lower_fresh(L, "j");
-        loop = hn_lower_for(L, j, hn_ex_int(0), hn_ex_int(steps), 1);
-        outer = hn_lower_open(L, loop, 0);
-        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(j, S));
+        outer = hn_lower_steps(L, "j", steps, S, &j);
         hn_lower_coll(L, HN_OP_ALLREDUCE, hn_lower_ref(L, ov, 1, hn_ex_var(j)), hn_lower_ref(L, iv, 1, hn_ex_var(j)),
                       redop, NULL, via, pr);
         hn_lower_close(L, outer);
@@ -91,10 +81,7 @@ void hn_lower_collective(hn_lower *L, const hn_lower_pipe *c)
         hn_lower_view(L, iv, hn_lower_ref_of(L, c->a), HN_LOWER_DIMS(steps, E / steps));
         ov = hn_lower_fresh(L, "out");
         hn_lower_view(L, ov, hn_lower_ref_of(L, c->out), HN_LOWER_DIMS(n, steps, E / steps));
-        j = hn_lower_fresh(L, "j");
-        loop = hn_lower_for(L, j, hn_ex_int(0), hn_ex_int(steps), 1);
-        outer = hn_lower_open(L, loop, 0);
-        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(j, S));
+        outer = hn_lower_steps(L, "j", steps, S, &j);
         hn_lower_coll(L, HN_OP_ALLGATHER, hn_lower_ref(L, buf, 1, hn_ex_var(j)), hn_lower_ref(L, iv, 1, hn_ex_var(j)),
                       -1, NULL, via, pr);
         d = hn_lower_fresh(L, "place");
@@ -119,10 +106,7 @@ void hn_lower_collective(hn_lower *L, const hn_lower_pipe *c)
         hn_lower_view(L, iv, hn_lower_ref_of(L, c->a), HN_LOWER_DIMS(n, steps, E / steps));
         ov = hn_lower_fresh(L, "out");
         hn_lower_view(L, ov, hn_lower_ref_of(L, c->out), HN_LOWER_DIMS(steps, E / steps));
-        j = hn_lower_fresh(L, "j");
-        loop = hn_lower_for(L, j, hn_ex_int(0), hn_ex_int(steps), 1);
-        outer = hn_lower_open(L, loop, 0);
-        hn_lower_stream_at(L, HN_OP_SET_STREAM, hn_lower_stream_index(j, S));
+        outer = hn_lower_steps(L, "j", steps, S, &j);
         d = hn_lower_fresh(L, "chunk");
         hn_lower_select(L, d, hn_lower_ref(L, iv, 0), 1, hn_ex_var(j));
         hn_lower_compute(L, HN_OP_COPY, hn_lower_ref(L, buf, 1, hn_ex_var(j)), 1, hn_lower_ref(L, d, 0));

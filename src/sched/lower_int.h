@@ -101,6 +101,12 @@ void hn_lower_current_stream(hn_lower *L, int var);
 void hn_lower_stream_var(hn_lower *L, hn_op op, int var);
 /* ... or of stream(index) */
 void hn_lower_stream_at(hn_lower *L, hn_op op, hn_expr *index);
+/* The loop over a pipelined statement's steps, each on its stream:
+ * for <name> in 0 .. steps { set_stream stream(<name> % S) ... }, open
+ * (hn_lower_close ends it); *var is its fresh variable. */
+hn_block *hn_lower_steps(hn_lower *L, const char *name, int64_t steps, int S, int *var);
+/* owner = t / u, piece = t % u: whose piece a broadcast step t sends */
+void hn_lower_owner_piece(hn_lower *L, int t, int64_t u, int *owner, int *piece);
 /* send buf to peer / recv buf from peer (op), via */
 void hn_lower_p2p(hn_lower *L, hn_op op, hn_tref buf, hn_expr *peer, hn_via via, hn_coll_algo protocol);
 /* op out <- in [op redop] [root root] via: redop < 0 where none is written;
