@@ -138,6 +138,8 @@ static hn_coll_algo algo_of(const hn_exec *x, const hn_instr *in, hn_via via, hn
     hn_coll_algo algo = via == in->via ? (hn_coll_algo)in->algo : HN_ALGO_AUTO;
     if (algo != HN_ALGO_AUTO)
         return algo;
+    if (via == HN_VIA_LL && in->op == HN_OP_ALLREDUCE_RMSNORM) /* the fused norm measured its own */
+        return hn_via_ll_norm_algo(count * (size_t)hn_dtype_size(dt), n);
     return via == HN_VIA_P2P  ? HN_ALGO_PUSH
            : via == HN_VIA_LL ? hn_via_ll_algo(x->graph != NULL, kind, count, dt, n)
                               : HN_ALGO_AUTO;
@@ -352,8 +354,6 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
             return fail(x, in, HN_ERR_UNSUPPORTED, "%s: %s", what, why);
     }
     algo = algo_of(x, in, via, HN_COLL_ALLREDUCE, count, t[0].dtype, n);
-    if (via == HN_VIA_LL && (hn_coll_algo)in->algo == HN_ALGO_AUTO) /* the fused norm's own measured choice */
-        algo = hn_via_ll_norm_algo(count * (size_t)hn_dtype_size(t[0].dtype), n);
     if (x->dry) {
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));

@@ -96,9 +96,9 @@ static const auto_range *auto_range_of(int graph, hn_coll_kind kind, double byte
     return NULL;
 }
 
-/* Teams of 5 to 8 (not measured: no machine of more than 4 GPUs was lent
- * yet): the latency path below these sizes, two-shot from twoshot_from
- * (0: never); priors from published push-based kernels. */
+/* Teams of 5 to 8, not measured yet: the latency path below these sizes,
+ * two-shot from twoshot_from (0: never); priors from published
+ * push-based kernels. */
 typedef struct ll_crossover {
     int n;
     hn_coll_kind kind;
@@ -157,9 +157,10 @@ static size_t coll_bytes(hn_coll_kind kind, size_t count, hn_dtype dtype, int n)
 hn_coll_algo hn_via_ll_algo(int graph, hn_coll_kind kind, size_t count, hn_dtype dtype, int n)
 {
     double bytes = (double)coll_bytes(kind, count, dtype, n);
-    const auto_range *r = auto_range_of(graph, HN_COLL_ALLREDUCE, bytes, n);
+    const auto_range *r;
     if (kind != HN_COLL_ALLREDUCE) /* one push either way */
         return HN_ALGO_ONESHOT;
+    r = auto_range_of(graph, kind, bytes, n);
     if (r != NULL) /* the table's, where auto takes the latency path; two-shot beyond it */
         return r->via == HN_VIA_LL ? r->algo : HN_ALGO_TWOSHOT;
     return bytes >= hn_cost_ll_crossover(kind, n, 1) ? HN_ALGO_TWOSHOT : HN_ALGO_ONESHOT;

@@ -71,20 +71,20 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
     hn_status_t st = HN_OK;
     int a, b, most;
     for (int r = 0; r < rt->world && st == HN_OK; r++) /* every rank's teams, also those without a local member */
-        for (int i = 0; i < logs[r].n && st == HN_OK; i++)
-            for (int graph = 0; graph < 2 && st == HN_OK; graph++) {
-                const hn_comm_rec *rec = &logs[r].recs[i];
-                const int *ranks = rec->is_p2p ? rt->all_ranks : hn_rec_team(&logs[r], rec);
-                int n = rec->is_p2p ? rt->world : rec->nteam;
+        for (int i = 0; i < logs[r].n && st == HN_OK; i++) {
+            const hn_comm_rec *rec = &logs[r].recs[i];
+            const int *ranks = rec->is_p2p ? rt->all_ranks : hn_rec_team(&logs[r], rec);
+            int n = rec->is_p2p ? rt->world : rec->nteam, nvias = 1;
+            hn_via vias[2] = {(hn_via)rec->via, (hn_via)rec->via}; /* eagerly, in a capture */
+            if (!rec->is_p2p) /* as the run will resolve `via auto` and `via default` */
+                for (int graph = 0; graph < 2; graph++)
+                    vias[graph] = hn_via_resolve((hn_via)rec->via, rt->default_auto, graph,
+                                                 (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
+            if (vias[1] != vias[0])
+                nvias = 2;
+            for (int k = 0; k < nvias && st == HN_OK; k++) {
+                hn_via via = vias[k];
                 size_t reserve = 0;
-                /* as the run will resolve `via auto` and `via default` */
-                hn_via via = rec->is_p2p ? (hn_via)rec->via
-                                         : hn_via_resolve((hn_via)rec->via, rt->default_auto, graph,
-                                                          (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
-                if (graph && via == (rec->is_p2p ? (hn_via)rec->via
-                                                 : hn_via_resolve((hn_via)rec->via, rt->default_auto, 0,
-                                                                  (hn_coll_kind)rec->kind, rec->count, rec->dtype, n)))
-                    continue; /* the same as eagerly */
                 /* reductions stage chunks; the latency path stages allgathers too,
                  * and the fused norm by rows */
                 if (!rec->is_p2p && rec->norm && rec->hidden > 0 && via == HN_VIA_LL)
@@ -106,6 +106,7 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
                 /* point-to-point goes through the team of all ranks */
                 st = hn_teams_need(rt, via, ranks, n, reserve);
             }
+        }
     return st;
 }
 
