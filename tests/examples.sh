@@ -79,6 +79,9 @@ out=$(HIRNODE_AUTO_LL=0 "$cli" bench collectives --gpus 2 --min 8K --max 32K --i
 out=$(HIRNODE_AUTO_LL=1 "$cli" bench collectives --gpus 4 --op allreduce --via "ll oneshot,ll twoshot" --min 8K --max 16K \
       --iters 2 --reps 1 --markdown 2>&1); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -q '^| 16384 | .* | 0 | .* | 0 | ll/1shot |$' && ok || bad "bench collectives --via list: rc=$rc $out"
+# the latency path's probe on the host backend: its buffers made and given back, nothing stamped, nothing said
+out=$(HIRNODE_LL_PROBE=1 "$cli" bench collectives --gpus 2 --op allreduce --via ll --min 8K --max 8K --iters 2 --reps 1 2>&1); rc=$?
+[ $rc = 0 ] && ! echo "$out" | grep -q "ll probe" && ok || bad "HIRNODE_LL_PROBE=1 on the host backend: rc=$rc $out"
 # --graph: the calls captured in one graph and replayed, every output checked;
 # auto in graphs as measured there: the latency path for the allreduces and
 # the 8 KiB allgather, NCCL for the rest

@@ -210,43 +210,41 @@ static double median(double *v, int n)
  * had started, waiting, before this one ended). */
 static void probe_report(const hn_comm_base *b, const hn_comm_team *t, int me, const uint64_t *dev_probe)
 {
-    static const char *const names[] = {"waited for the previous kernel", "read the generation and input",
-                                        "pushed", "waited for the peers' data", "reduced and the rest"};
+    /* the stretches between consecutive stamps, then the whole kernel and the gap to the next call */
+    enum { STRETCHES = HN_LL_PROBE_DONE - HN_LL_PROBE_ENTRY, WHOLE = STRETCHES, GAP, SERIES };
+    static const char *const names[STRETCHES] = {"waited for the previous kernel", "read the generation and input",
+                                                 "pushed", "waited for the peers' data", "reduced and the rest"};
     uint64_t *rec = hn_malloc(PROBE_BYTES);
-    double *d[8], cycles = 0, ns = 0;
+    double *all = hn_calloc((size_t)SERIES * HN_LL_PROBE_CALLS, sizeof(double)), *d[SERIES], cycles = 0, ns = 0;
     int n = 0, ngap = 0;
-    for (int i = 0; i < 8; i++)
-        d[i] = hn_calloc(HN_LL_PROBE_CALLS, sizeof(double));
-    if (rec == NULL || d[7] == NULL || d[0] == NULL ||
+    if (rec == NULL || all == NULL ||
         b->dev->copy_to_host(b->dev_ctx, t->base.ranks[me], rec, dev_probe, PROBE_BYTES) != HN_OK)
         goto out;
+    for (int k = 0; k < SERIES; k++)
+        d[k] = all + (size_t)k * HN_LL_PROBE_CALLS;
     for (int i = 0; i < HN_LL_PROBE_CALLS; i++) {
         const uint64_t *r = rec + (size_t)i * HN_LL_PROBE_POINTS;
+        const uint64_t *next = rec + (size_t)((i + 1) % HN_LL_PROBE_CALLS) * HN_LL_PROBE_POINTS;
+        int64_t gap = (int64_t)(next[HN_LL_PROBE_ENTRY_NS] - r[HN_LL_PROBE_EXIT_NS]);
         if (r[HN_LL_PROBE_EXIT_NS] == 0 || r[HN_LL_PROBE_DONE] < r[HN_LL_PROBE_ENTRY])
             continue;
         cycles += (double)(r[HN_LL_PROBE_DONE] - r[HN_LL_PROBE_ENTRY]);
         ns += (double)(r[HN_LL_PROBE_EXIT_NS] - r[HN_LL_PROBE_ENTRY_NS]);
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k < STRETCHES; k++)
             d[k][n] = (double)(int64_t)(r[HN_LL_PROBE_ENTRY + k + 1] - r[HN_LL_PROBE_ENTRY + k]);
-        d[6][n] = (double)(r[HN_LL_PROBE_EXIT_NS] - r[HN_LL_PROBE_ENTRY_NS]);
-        n++;
-        {
-            const uint64_t *next = rec + (size_t)((i + 1) % HN_LL_PROBE_CALLS) * HN_LL_PROBE_POINTS;
-            int64_t gap = (int64_t)(next[HN_LL_PROBE_ENTRY_NS] - r[HN_LL_PROBE_EXIT_NS]);
-            if (next[HN_LL_PROBE_EXIT_NS] != 0 && gap > -100000 && gap < 100000) /* the next call, not a later run */
-                d[7][ngap++] = (double)gap;
-        }
+        d[WHOLE][n++] = (double)(r[HN_LL_PROBE_EXIT_NS] - r[HN_LL_PROBE_ENTRY_NS]);
+        if (next[HN_LL_PROBE_EXIT_NS] != 0 && gap > -100000 && gap < 100000) /* the next call, not a later run */
+            d[GAP][ngap++] = (double)gap;
     }
     if (n == 0 || ns <= 0)
         goto out;
     fprintf(stderr, "ll probe: rank %d (member %d of %d), %d calls, median ns:", t->base.ranks[me], me, t->base.n, n);
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < STRETCHES; k++)
         fprintf(stderr, " %s %.0f,", names[k], median(d[k], n) * ns / cycles);
-    fprintf(stderr, " whole kernel %.0f, gap to the next call %.0f (SM clock %.2f GHz)\n", median(d[6], n),
-            median(d[7], ngap), cycles / ns);
+    fprintf(stderr, " whole kernel %.0f, gap to the next call %.0f (SM clock %.2f GHz)\n", median(d[WHOLE], n),
+            median(d[GAP], ngap), cycles / ns);
 out:
-    for (int i = 0; i < 8; i++)
-        hn_free(d[i]);
+    hn_free(all);
     hn_free(rec);
 }
 

@@ -136,8 +136,8 @@ struct stamps {
 
 /* After the previous kernel of the stream has ended: lets the next one
  * launch now if the grid is small (hn_ll_early), and reads this block's
- * generation word — thread 0, into shared memory; `also`, a load the
- * caller issued before, is in flight meanwhile. */
+ * generation word — thread 0, into shared memory; loads the caller issued
+ * before stay in flight meanwhile. */
 __device__ __forceinline__ uint32_t begin_call(const hn_ll_args &a, uint32_t *s_gen)
 {
     hn_ll_signal *mine = a.sig[a.me];
