@@ -404,7 +404,11 @@ def _meet(store, world, rank):
     key = "hirnode/rendezvous/%d/%d" % (world, _joins[0])
     if rank == 0:
         path = tempfile.mkdtemp(prefix="hirnode-rdv-")
-        store.set(key, path)
+        try:
+            store.set(key, path)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
         return path, True
     value = store.get(key)
     return (value.decode() if isinstance(value, (bytes, bytearray)) else str(value)), False
@@ -437,7 +441,7 @@ class Runtime(_Closing):
     def __init__(self, ranks=None, backend=None, devices=None, nstreams=None, timeout=None, graphs=None,
                  host_delay_us=None, seed=None, world=None, rank=None, rendezvous=None, store=None,
                  launcher=True):
-        self._made_rdv = None
+        made_rdv = None  # the meeting place of a launcher's world, made here: removed with the runtime
         joined = None
         if launcher and ranks is None and devices is None and world is None and rank is None and rendezvous is None:
             joined = _launcher_world()
@@ -446,7 +450,7 @@ class Runtime(_Closing):
             store = store if store is not None else _default_store()
             if store is not None:
                 rendezvous, made = _meet(store, world, rank)
-                self._made_rdv = rendezvous if made else None
+                made_rdv = rendezvous if made else None
             elif not os.environ.get("HIRNODE_RENDEZVOUS"):
                 raise InvalidArgumentError(
                     "hirnode: error: this process is rank %d of a world of %d a launcher started (RANK, WORLD_SIZE): "
@@ -457,19 +461,14 @@ class Runtime(_Closing):
                 ranks = 1
         try:
             self._create(ranks, backend, devices, nstreams, timeout, graphs, host_delay_us, seed, world, rank,
-                         rendezvous)
+                         rendezvous, made_rdv)
         except BaseException:
-            self._remove_rdv()
+            if made_rdv is not None:
+                shutil.rmtree(made_rdv, ignore_errors=True)
             raise
 
-    def _remove_rdv(self):
-        """The rendezvous directory this process made for a launcher's world, once it is done with."""
-        path, self._made_rdv = self._made_rdv, None
-        if path is not None:
-            shutil.rmtree(path, ignore_errors=True)
-
     def _create(self, ranks, backend, devices, nstreams, timeout, graphs, host_delay_us, seed, world, rank,
-                rendezvous):
+                rendezvous, made_rdv):
         cfg = _default_config()
         if devices is not None:
             devices = [operator.index(d) for d in devices]
@@ -503,8 +502,7 @@ class Runtime(_Closing):
         if st != _lib.OK:
             raise error(st, "hirnode: error: " + msg if msg else None)
         self._s = _State(out.value, cfg.nstreams)
-        self._fin = weakref.finalize(self, _close_runtime, self._s, self._made_rdv)
-        self._made_rdv = None  # the finalizer removes it now
+        self._fin = weakref.finalize(self, _close_runtime, self._s, made_rdv)
 
     # -- what it is --
 
