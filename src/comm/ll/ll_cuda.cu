@@ -388,7 +388,7 @@ extern "C" hn_status_t hn_ll_cuda(hn_dstream *s, const hn_ll_args *a, const hn_o
     hn_ll_plan P;
     hn_ll_args x = *a;
     cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     const int sms = sm_count(s->ord), bf16 = a->dtype == HN_BF16, f16 = a->dtype == HN_F16;
     const hn_ll_short sp = hn_ll_short_kernel(a);
     void (*kernel)(hn_ll_args) = sp.fn;
@@ -402,13 +402,25 @@ extern "C" hn_status_t hn_ll_cuda(hn_dstream *s, const hn_ll_args *a, const hn_o
     /* the grid: one block per segment (a plain allreduce's short path: of one unit per thread) */
     hn_ll_plan_make(a, a->kind == HN_LL_ALLREDUCE_NORM || sp.fn == nullptr ? HN_LL_SEG_BYTES
                                                                             : (size_t)threads * HN_LL_VEC, &P);
-    cfg.gridDim = dim3((unsigned)hn_ll_grid(&P, a->blocks > 0 ? a->blocks : hn_ll_cap(sms)));
-    cfg.blockDim = dim3((unsigned)threads);
-    cfg.stream = s->s;
-    x.early = a->pdl && hn_ll_early((int)cfg.gridDim.x, sms);
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = a->pdl ? 1 : 0;
+    {
+        /* a norm's row is a cluster's (hn_ll_short): whole clusters, a row each */
+        const int per = sp.fn != nullptr ? sp.cluster : 1, cap = a->blocks > 0 ? a->blocks : hn_ll_cap(sms);
+        cfg.gridDim = dim3((unsigned)(hn_ll_grid(&P, cap / per > 0 ? cap / per : 1) * per));
+        cfg.blockDim = dim3((unsigned)threads);
+        cfg.stream = s->s;
+        x.early = a->pdl && hn_ll_early((int)cfg.gridDim.x, sms);
+        cfg.attrs = attr;
+        cfg.numAttrs = 0;
+        if (a->pdl) {
+            attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            attr[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
+        }
+        if (per > 1) {
+            attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+            attr[cfg.numAttrs].val.clusterDim.x = (unsigned)per;
+            attr[cfg.numAttrs].val.clusterDim.y = 1;
+            attr[cfg.numAttrs++].val.clusterDim.z = 1;
+        }
+    }
     return HN_CUDA_STATUS(cudaLaunchKernelEx(&cfg, kernel, x));
 }

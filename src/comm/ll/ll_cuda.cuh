@@ -181,13 +181,32 @@ __device__ __forceinline__ void end_call(const hn_ll_args &a, uint32_t g, stamps
     }
 }
 
-/* The short path's kernel for call a and the threads of its blocks (a
- * plain allreduce's segments are one unit per thread), or fn NULL where a
- * goes the general way (ll_cuda_short.cu). */
+/* The short path's kernel for call a, the threads of its blocks (a
+ * plain allreduce's segments are one unit per thread) and the blocks of a
+ * cluster (the norm's: a row's), or fn NULL where a goes the general way
+ * (ll_cuda_short.cu). */
 typedef struct hn_ll_short {
     void (*fn)(hn_ll_args);
     int threads;
+    int cluster;
 } hn_ll_short;
+
+/* A shape of the launch overridden from the environment, in builds made
+ * to sweep shapes on a GPU (-DHN_LL_KNOBS) only; else v. */
+#ifdef HN_LL_KNOBS
+#include <stdlib.h>
+static inline int hn_ll_knob(const char *name, int v)
+{
+    const char *e = getenv(name);
+    return e != NULL && *e != '\0' ? atoi(e) : v;
+}
+#else
+static inline int hn_ll_knob(const char *name, int v)
+{
+    (void)name;
+    return v;
+}
+#endif
 hn_ll_short hn_ll_short_kernel(const hn_ll_args *a);
 
 #endif

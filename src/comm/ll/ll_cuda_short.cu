@@ -5,6 +5,7 @@
  * thread's own reads precede its own writes in place and no barrier
  * separates the phases; the generation and the thread's first input unit
  * read together; nothing on the stack. */
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -14,6 +15,8 @@ extern "C" {
 }
 #include "../../device/cuda_float.cuh"
 #include "ll_cuda.cuh"
+
+namespace cg = cooperative_groups;
 
 __device__ __forceinline__ uint4 fix_vec(uint4 v, size_t es)
 {
@@ -189,19 +192,66 @@ struct norm_first {
     bool w_ok;
 };
 
+/* The norm's thread of a row: the block's place in its cluster times the
+ * block's threads, plus its own; the cluster's blocks hold a row together
+ * as one block of HN_LL_THREADS would (the launcher makes clusters of
+ * HN_LL_THREADS / blockDim.x blocks; without one, a cluster is the block). */
+template <bool CLUSTER> __device__ __forceinline__ int row_thread()
+{
+    return CLUSTER ? (int)(cg::this_cluster().block_rank() * blockDim.x + threadIdx.x) : (int)threadIdx.x;
+}
+
+/* A cluster's barrier in two halves: every block arrives as it starts
+ * (relaxed: nothing to publish yet) and waits before its first store into
+ * another block's shared memory, which may be written only once that
+ * block has started. */
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
+
+/* The sum of every row thread's v, the same bits in every thread of the
+ * cluster and as block_sum of one block of HN_LL_THREADS threads would
+ * give: warp shuffles, then the warps' sums of the whole row in order.
+ * Each warp's sum goes into every block of the cluster (distributed shared
+ * memory) before the cluster's barrier; the two arrays alternate as in
+ * block_sum. Every thread of the cluster calls it, once per row; the
+ * first call completes the barrier the kernel's start arrived at. */
+template <bool CLUSTER> __device__ __forceinline__ float row_sum(ctx &c, float v)
+{
+    __shared__ float part[2][HN_LL_THREADS / 32];
+    if (!CLUSTER)
+        return block_sum(c, v);
+    cg::cluster_group cl = cg::this_cluster();
+    const unsigned blocks = cl.num_blocks();
+    if (c.sums == 0)
+        cluster_wait();
+    float *mine = part[c.sums++ & 1u];
+    const int warps = (int)(blocks * blockDim.x / 32);
+    float s = 0;
+    for (int o = 16; o > 0; o /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x % 32 == 0)
+        for (unsigned b = 0; b < blocks; b++)
+            cl.map_shared_rank(mine, b)[row_thread<true>() / 32] = v;
+    cl.sync();
+    for (int i = 0; i < warps; i++)
+        s += mine[i];
+    return s;
+}
+
 /* y (a row's units this thread holds) to the row's output: y * scale *
  * weight, scale from every thread's sum of squares. Every thread of the
- * block comes here. */
-template <typename T>
+ * cluster comes here. */
+template <typename T, bool CLUSTER>
 __device__ __forceinline__ void norm_out(ctx &c, const uint4 *y, float sumsq, size_t units, char *out,
                                          const norm_first &f)
 {
     constexpr int V = HN_LL_VEC / sizeof(T);
     const hn_ll_args &a = *c.a;
-    const float scale = hn_norm_scale(block_sum(c, sumsq), a.hidden, a.eps);
+    const float scale = hn_norm_scale(row_sum<CLUSTER>(c, sumsq), a.hidden, a.eps);
+    const int t = row_thread<CLUSTER>();
 #pragma unroll
     for (int i = 0; i < HN_LL_SHORT_ROW_UNITS; i++) {
-        const size_t u = threadIdx.x + (size_t)i * HN_LL_THREADS;
+        const size_t u = t + (size_t)i * HN_LL_THREADS;
         uint4 o;
         if (u >= units || c.aborted)
             continue;
@@ -226,13 +276,14 @@ template <typename T> __device__ __forceinline__ float sum_squares(uint4 y)
 }
 
 /* allreduce + residual + RMSNorm, one-shot or two-shot: the segments are
- * rows, a thread holds units t, t + 512, ... of a row. */
-template <typename T> __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, stamps &st)
+ * rows, row thread t (row_thread) holds units t, t + 512, ... of a row. */
+template <typename T, bool CLUSTER>
+__device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, stamps &st)
 {
     constexpr size_t es = sizeof(T);
     const hn_ll_args &a = *c.a;
     const hn_ll_plan &P = c.P;
-    const int two = hn_ll_twoshot(&a), me = a.me, t = (int)threadIdx.x;
+    const int two = hn_ll_twoshot(&a), me = a.me, t = row_thread<CLUSTER>();
     const size_t row = a.hidden * es, units = row / HN_LL_VEC;
     const char *send = (const char *)a.send;
     for (int q = 0; q < a.n; q++) { /* PUSH */
@@ -278,7 +329,7 @@ template <typename T> __device__ void norm_short(ctx &c, size_t k0, size_t k1, c
         }
         if (k == k0)
             STAMP(st, HN_LL_PROBE_ARRIVED);
-        norm_out<T>(c, y, sumsq, units, (char *)a.recv + mine + k * row, f);
+        norm_out<T, CLUSTER>(c, y, sumsq, units, (char *)a.recv + mine + k * row, f);
     }
     for (int q = 0; two && q < a.n; q++) { /* GATHER (two-shot) */
         if (q == me)
@@ -299,13 +350,16 @@ template <typename T> __device__ void norm_short(ctx &c, size_t k0, size_t k1, c
                 *(uint4 *)((char *)a.residual_out + at + off) = y[i];
                 sumsq += sum_squares<T>(y[i]);
             }
-            norm_out<T>(c, y, sumsq, units, (char *)a.recv + at + k * row, f);
+            norm_out<T, CLUSTER>(c, y, sumsq, units, (char *)a.recv + at + k * row, f);
         }
     }
 }
 
-template <typename T, bool NORM>
-__global__ void __launch_bounds__(HN_LL_THREADS) ll_short(const __grid_constant__ hn_ll_args a)
+/* CLUSTER: a norm whose rows are clusters' (short_shape), of blocks of at
+ * most half of HN_LL_THREADS, so that a thread keeps the row in registers */
+template <typename T, bool NORM, bool CLUSTER>
+__global__ void __launch_bounds__(CLUSTER ? HN_LL_THREADS / 2 : HN_LL_THREADS, 1)
+    ll_short(const __grid_constant__ hn_ll_args a)
 {
     __shared__ uint32_t s_gen;
     stamps st;
@@ -314,12 +368,19 @@ __global__ void __launch_bounds__(HN_LL_THREADS) ll_short(const __grid_constant_
     uint4 first = make_uint4(0, 0, 0, 0);
     const char *first_at = nullptr;
     norm_first f = {};
+    if (CLUSTER)
+        cluster_arrive_relaxed();
     st.on = a.probe != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
     STAMP(st, HN_LL_PROBE_ENTRY_NS);
     STAMP(st, HN_LL_PROBE_ENTRY);
-    /* the norm's segments are rows; a plain allreduce's one unit per thread */
+    /* the norm's segments are rows, each a cluster's; a plain allreduce's one unit per thread */
     hn_ll_plan_make(&a, NORM ? HN_LL_SEG_BYTES : (size_t)blockDim.x * HN_LL_VEC, &c.P);
-    hn_ll_block_segs(&c.P, (int)blockIdx.x, (int)gridDim.x, &k0, &k1);
+    if (CLUSTER) {
+        const int per = (int)cg::this_cluster().num_blocks();
+        hn_ll_block_segs(&c.P, (int)blockIdx.x / per, (int)gridDim.x / per, &k0, &k1);
+    } else {
+        hn_ll_block_segs(&c.P, (int)blockIdx.x, (int)gridDim.x, &k0, &k1);
+    }
     c.a = &a;
     c.abort = &a.sig[a.me]->abort;
     c.aborted = false;
@@ -330,10 +391,10 @@ __global__ void __launch_bounds__(HN_LL_THREADS) ll_short(const __grid_constant_
         first_at = (const char *)a.send + k0 * blockDim.x * HN_LL_VEC + HN_LL_VEC * threadIdx.x;
     if (NORM) {
         const size_t es = sizeof(T), units = a.hidden * es / HN_LL_VEC;
-        const size_t mine = hn_ll_twoshot(&a) ? (size_t)a.me * c.P.part * es : 0;
-        f.w_ok = threadIdx.x < units;
+        const size_t mine = hn_ll_twoshot(&a) ? (size_t)a.me * c.P.part * es : 0, t = (size_t)row_thread<CLUSTER>();
+        f.w_ok = t < units;
         f.row = f.w_ok && k0 < k1 && hn_ll_seg_len(&c.P, hn_ll_part_len(&a, &c.P, a.me), k0) > 0;
-        first_at = (const char *)a.send + mine + k0 * a.hidden * es + HN_LL_VEC * threadIdx.x;
+        first_at = (const char *)a.send + mine + k0 * a.hidden * es + HN_LL_VEC * t;
     }
     cudaGridDependencySynchronize();
     /* in flight while thread 0 reads the generation */
@@ -344,14 +405,16 @@ __global__ void __launch_bounds__(HN_LL_THREADS) ll_short(const __grid_constant_
         f.res = *(const uint4 *)((const char *)a.residual + (first_at - (const char *)a.send));
     }
     if (NORM && f.w_ok)
-        f.w = *(const uint4 *)((const char *)a.weight + HN_LL_VEC * threadIdx.x);
+        f.w = *(const uint4 *)((const char *)a.weight + HN_LL_VEC * (size_t)row_thread<CLUSTER>());
     STAMP(st, HN_LL_PROBE_READY);
     c.g = begin_call(a, &s_gen); /* (its cudaGridDependencySynchronize returns at once) */
     STAMP(st, HN_LL_PROBE_LOADED);
     if (NORM)
-        norm_short<T>(c, k0, k1, f, st);
+        norm_short<T, CLUSTER>(c, k0, k1, f, st);
     else
         allreduce_short<T>(c, k0, k1, first, st);
+    if (CLUSTER && c.sums == 0) /* no row: the start's barrier completed all the same */
+        cluster_wait();
     if (__syncthreads_or(c.aborted))
         return;
     STAMP(st, HN_LL_PROBE_DONE);
@@ -378,39 +441,58 @@ static bool takes_short_path(const hn_ll_args *a)
 
 static_assert(HN_LL_SEG_BYTES == HN_LL_THREADS * HN_LL_VEC, "the short path moves one unit per thread of a segment");
 
-/* Threads of a block of the short path: the norm's 512 (a row per
- * block); a plain allreduce's part cut in about 16 segments of one unit
- * per thread, 128 to 512 threads, so that a small call still pushes from
+/* Threads of a block of the short path, and blocks of a norm's cluster.
+ * A plain allreduce's part is cut in about 16 segments of one unit per
+ * thread, 128 to 512 threads, so that a small call still pushes from
  * several SMs at once. Measured on 2 H200s in graphs (one-shot, bf16, µs
  * per call, 512 / 256 / 128 threads / this choice): 8 KiB 4.2 / 3.9 /
  * 3.7 / 3.7, 16 KiB 4.2 / 4.1 / 4.0 / 3.9, 64 KiB 4.7 / 4.7 / 5.3 / 4.7,
- * 128 KiB 5.2 / 5.5 / 5.4 / 5.2. */
-static int short_threads(const hn_ll_args *a)
+ * 128 KiB 5.2 / 5.5 / 5.4 / 5.2. A norm's row is one block's of
+ * HN_LL_THREADS threads, or, when a member reduces one or two rows of 256
+ * units or more, a cluster's of two or four blocks of HN_LL_THREADS
+ * threads in all (row_thread), so that its units leave from and arrive at
+ * as many SMs (the cluster's barrier costs more than it saves once
+ * there are more rows, and a grid of clusters per row soon gets too
+ * large to let the next kernel launch early). */
+static hn_ll_short short_shape(const hn_ll_args *a)
 {
+    hn_ll_short k = {nullptr, HN_LL_THREADS, 1};
     hn_ll_plan P;
     size_t part;
-    int t = HN_LL_THREADS;
-    if (a->kind == HN_LL_ALLREDUCE_NORM)
-        return HN_LL_THREADS;
     hn_ll_plan_make(a, HN_LL_SEG_BYTES, &P);
+    if (a->kind == HN_LL_ALLREDUCE_NORM) {
+        const size_t units = a->hidden * P.es / HN_LL_VEC;
+        k.cluster = P.nseg > 2 ? 1 : units >= 512 ? 4 : units >= 256 ? 2 : 1;
+        k.cluster = hn_ll_knob("HN_LL_NORM_CLUSTER", k.cluster);
+        if (k.cluster != 1 && k.cluster != 2 && k.cluster != 4 && k.cluster != 8)
+            k.cluster = 1;
+        k.threads = HN_LL_THREADS / k.cluster;
+        return k;
+    }
     part = P.part * P.es;
-    while (t > 128 && part < (size_t)t * HN_LL_VEC * 16)
-        t /= 2;
-    return t;
+    while (k.threads > 128 && part < (size_t)k.threads * HN_LL_VEC * 16)
+        k.threads /= 2;
+    k.threads = hn_ll_knob("HN_LL_THREADS", k.threads);
+    return k;
 }
 
 hn_ll_short hn_ll_short_kernel(const hn_ll_args *a)
 {
-    const bool norm = a->kind == HN_LL_ALLREDUCE_NORM;
-    hn_ll_short k = {nullptr, 0};
+    hn_ll_short k = {nullptr, 0, 1};
     if (!takes_short_path(a))
         return k;
-    k.threads = short_threads(a);
-    if (a->dtype == HN_BF16)
-        k.fn = norm ? ll_short<__nv_bfloat16, true> : ll_short<__nv_bfloat16, false>;
-    else if (a->dtype == HN_F16)
-        k.fn = norm ? ll_short<__half, true> : ll_short<__half, false>;
+    k = short_shape(a);
+    if (a->kind != HN_LL_ALLREDUCE_NORM)
+        k.fn = a->dtype == HN_BF16  ? ll_short<__nv_bfloat16, false, false>
+               : a->dtype == HN_F16 ? ll_short<__half, false, false>
+                                    : ll_short<float, false, false>;
+    else if (k.cluster == 1)
+        k.fn = a->dtype == HN_BF16  ? ll_short<__nv_bfloat16, true, false>
+               : a->dtype == HN_F16 ? ll_short<__half, true, false>
+                                    : ll_short<float, true, false>;
     else
-        k.fn = norm ? ll_short<float, true> : ll_short<float, false>;
+        k.fn = a->dtype == HN_BF16  ? ll_short<__nv_bfloat16, true, true>
+               : a->dtype == HN_F16 ? ll_short<__half, true, true>
+                                    : ll_short<float, true, true>;
     return k;
 }
