@@ -121,6 +121,12 @@ typedef struct hn_comm_ops {
      * shared regions, once for the world after every rank's reset. */
     void (*reset)(hn_comm_world *w);
     void (*reset_shared)(hn_comm_world *w);
+    /* A stream handle of rank `rank` goes away (an embedder's stream of
+     * the rank's last launch, when a launch comes on another one): nothing
+     * may use it again. What ran on it is ordered before the rank's next
+     * launch by the launches' own ordering. On the rank's thread; NULL
+     * where a communicator keeps no handle. */
+    void (*forget_stream)(hn_comm_world *w, int rank, const hn_dstream *s);
     /* Graphs (hn_graph_ctx, hn_runtime_capture); NULL where a communicator
      * needs nothing (NCCL captures itself; the latency path keeps its
      * generations on the devices). All on rank `rank`'s thread, between

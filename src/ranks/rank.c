@@ -7,6 +7,7 @@
 
 #include "rank.h"
 #include "run_error.h"
+#include "teams.h"
 
 hn_status_t hn_rank_make_streams(hn_rank *r, unsigned used)
 {
@@ -267,6 +268,7 @@ hn_status_t hn_rank_launch_stream(hn_rank *r, void *native, hn_dstream **out)
         return HN_OK;
     }
     if (r->adopted != NULL) { /* its work is ordered before this launch's (launch_done) */
+        hn_teams_forget_stream(rt, r->rank, r->adopted);
         rt->dev->stream_release(r->adopted);
         r->adopted = NULL;
     }

@@ -235,6 +235,13 @@ void hn_teams_reset(hn_runtime *rt)
         hn_teams_reset_shared(rt);
 }
 
+void hn_teams_forget_stream(hn_runtime *rt, int rank, const hn_dstream *s)
+{
+    for (int c = 0; c < rt->ncomms; c++)
+        if (rt->comms[c].ops->forget_stream != NULL)
+            rt->comms[c].ops->forget_stream(rt->comms[c].world, rank, s);
+}
+
 void hn_teams_reset_shared(hn_runtime *rt)
 {
     for (int c = 0; c < rt->ncomms; c++)

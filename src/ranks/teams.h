@@ -37,6 +37,9 @@ int hn_teams_abort(hn_runtime *rt);
 int hn_teams_aborted(hn_runtime *rt, int how);
 /* The communicators' state between runs, reset. */
 void hn_teams_reset(hn_runtime *rt);
+/* Rank `rank`'s stream handle s goes away: the communicators forget it
+ * (hn_comm_ops.forget_stream). On the rank's thread. */
+void hn_teams_forget_stream(hn_runtime *rt, int rank, const hn_dstream *s);
 /* The communicators' state in the world's memory reset (once for the
  * world: by rank 0 in process mode, between barriers). */
 void hn_teams_reset_shared(hn_runtime *rt);

@@ -633,6 +633,7 @@ static hn_status_t stream_on_rank(hn_rank *r, void *arg)
         for (int i = 0; i < r->nuser_streams; i++)
             if (rt->dev->stream_native(r->user_streams[i]) == j->native) {
                 if (r->adopted != NULL && r->adopted_native == j->native) {
+                    hn_teams_forget_stream(rt, r->rank, r->adopted);
                     rt->dev->stream_release(r->adopted);
                     r->adopted = NULL;
                 }

@@ -504,6 +504,18 @@ static int ll_abort(hn_comm_world *w)
     return 1;
 }
 
+/* The rank's members forget a stream that goes away: their next call
+ * follows the last one through the rank's launch ordering instead. */
+static void ll_forget_stream(hn_comm_world *w, int rank, const hn_dstream *s)
+{
+    for (int i = 0; i < w->base.teams.n; i++) {
+        hn_comm_team *t = w->base.teams.teams[i];
+        for (int k = 0; k < t->base.n; k++)
+            if (t->base.ranks[k] == rank && t->m[k].last == s)
+                t->m[k].last = NULL;
+    }
+}
+
 /* Between runs, all streams idle: no call needs ordering after another. */
 static void ll_reset(hn_comm_world *w)
 {
@@ -528,4 +540,5 @@ const hn_comm_ops hn_comm_ll = {
     .p2p = ll_p2p,
     .abort = ll_abort,
     .reset = ll_reset,
+    .forget_stream = ll_forget_stream,
 };
