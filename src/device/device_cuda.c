@@ -441,8 +441,16 @@ static hn_status_t cuda_capture_end(hn_dstream *s, hn_dgraph **out)
 {
     hn_dgraph *g = hn_calloc(1, sizeof(*g));
     cudaGraph_t graph = NULL;
-    hn_status_t st = HN_CUDA_STATUS(cudaStreamEndCapture(s->s, &graph));
+    const cudaError_t e = cudaStreamEndCapture(s->s, &graph);
+    hn_status_t st;
     *out = NULL;
+    if (e == cudaErrorStreamCaptureUnjoined) { /* said as the host backend says it */
+        (void)cudaGetLastError();
+        HN_ERROR("cuda device %d: capture: a stream of the capture was not joined back into its origin", s->ord);
+        st = HN_ERR_INVALID;
+    } else {
+        st = hn_cuda_status(e, "cudaStreamEndCapture", __FILE__, __LINE__);
+    }
     if (st != HN_OK || g == NULL) {
         if (graph != NULL)
             (void)cudaGraphDestroy(graph);
