@@ -89,6 +89,14 @@ out=$("$cli" bench collectives --gpus 2 --graph --min 8K --max 16K --iters 3 --r
 [ $rc = 0 ] && [ "$(echo "$out" | grep -c '^# .* via ll, nccl, p2p, auto; 3 calls captured in one graph')" = 3 ] &&
   [ "$(echo "$out" | grep -cE '^ +[0-9]+ .* ll/1shot$')" = 3 ] &&
   [ "$(echo "$out" | grep -cE '^ +[0-9]+ .* nccl$')" = 3 ] && ok || bad "bench collectives --graph: rc=$rc $out"
+# --soak: replays of a graph of calls, each its own row, every output of every replay checked; not
+# for other collectives
+out=$("$cli" bench collectives --gpus 4 --graph --op allreduce --via "ll oneshot,ll twoshot,p2p" --min 8K --max 8K \
+      --iters 4 --reps 1 --soak 120 2>&1); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c '^soak: allreduce of 8192 bytes via .* on 4 ranks: 480 calls in 120 replays of 4, every output checked: 0 wrong')" = 3 ] &&
+  ok || bad "bench collectives --soak: rc=$rc $out"
+out=$("$cli" bench collectives --gpus 2 --op allgather --soak 2 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q -- "--soak checks allreduce: with --op allreduce" && ok || bad "bench --soak --op allgather: rc=$rc $out"
 # the fused norm through every communicator, eager and in a graph, checked against its reference
 for mode in "" --graph; do
   out=$("$cli" bench collectives --gpus 4 --op allreduce_rmsnorm --hidden 1024 $mode --min 8K --max 32K --iters 3 \

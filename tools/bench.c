@@ -40,6 +40,7 @@ typedef struct bench_opts {
     int graph;         /* the iters calls captured in one graph, each repetition one replay */
     int hidden;        /* the norm: elements of a row */
     const char *trace; /* record every run into this file (times then include tracing) */
+    int soak;          /* replays checked one by one after the timing (allreduce; soak_via) */
 } bench_opts;
 
 /* One size of one operation: a collective, or the fused norm (an
@@ -307,6 +308,100 @@ static hn_status_t run_via(hn_runtime *rt, const bench_opts *o, const bench_op *
     return st;
 }
 
+/* A small random integer for element e of call row i of global rank r in
+ * draw d: exact in every dtype, and so are the sums of up to 256 ranks. */
+static float soak_value(uint64_t d, int r, size_t e)
+{
+    uint64_t x = (d + 1) * 0x9e3779b97f4a7c15ull ^ ((uint64_t)r << 40) ^ e;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (float)((int)(x % 17) - 8);
+}
+
+#define SOAK_DRAW 100 /* replays between fresh inputs */
+
+/* --soak R: R replays of one graph of ITERS calls `allreduce Y[i] <- X[i]
+ * via ...`, every call its own row of X and Y; the graph poisons Y first
+ * (fill), and after every replay every row of every rank here is compared
+ * with the sums computed here, bit for bit; X (random small integers,
+ * different on every rank, row and element) is drawn anew every SOAK_DRAW
+ * replays. Mismatches into *wrong, calls per rank into *calls. */
+static hn_status_t soak_via(hn_runtime *rt, const bench_opts *o, const bench_op *op, const char *via, long *wrong,
+                            long *calls)
+{
+    const int n = hn_runtime_world(rt), nl = hn_runtime_size(rt), first = hn_runtime_first_rank(rt);
+    const size_t es = (size_t)hn_dtype_size(o->dtype), N = op->chunk, rows = (size_t)o->iters, bytes = rows * N * es;
+    const char *dt = hn_dtype_name(o->dtype);
+    hn_program *p = program("param ITERS = %d\ninput X : %s[ITERS, %zu] replicated\noutput Y : %s[ITERS, %zu] "
+                            "replicated\nfill Y <- -7\nfor it in 0 .. ITERS {\n  allreduce Y[it] <- X[it] op sum via "
+                            "%s\n}\n",
+                            o->iters, dt, N, dt, N, via);
+    void **x = calloc((size_t)nl, sizeof(void *)), **y = calloc((size_t)nl, sizeof(void *));
+    size_t *nb = calloc((size_t)nl, sizeof(size_t));
+    char *host = malloc(bytes + 1), *want = malloc(bytes + 1), *got = malloc(bytes + 1);
+    float *sum = malloc(rows * N * sizeof(float) + 1);
+    hn_binding b[2] = {{"X", x, nb}, {"Y", y, nb}};
+    hn_run_args args = {0, NULL, NULL, 2, b};
+    hn_graph *g = NULL;
+    hn_status_t st = p != NULL ? HN_OK : HN_ERR_INVALID;
+    *wrong = 0;
+    *calls = 0;
+    if (x == NULL || y == NULL || nb == NULL || host == NULL || want == NULL || got == NULL || sum == NULL)
+        st = HN_ERR_NOMEM;
+    for (int q = 0; q < nl && st == HN_OK; q++) {
+        nb[q] = bytes;
+        if ((st = hn_runtime_alloc(rt, first + q, bytes, &x[q])) == HN_OK)
+            st = hn_runtime_alloc(rt, first + q, bytes, &y[q]);
+    }
+    if (st == HN_OK)
+        st = hn_runtime_capture(rt, p, &args, NULL, &g);
+    for (int k = 0; k < o->soak && st == HN_OK; k++) {
+        if (k % SOAK_DRAW == 0) { /* fresh inputs, every rank's drawn here for the sums */
+            for (size_t e = 0; e < rows * N; e++)
+                sum[e] = 0;
+            for (int r = 0; r < n && st == HN_OK; r++) {
+                for (size_t e = 0; e < rows * N; e++) {
+                    const float v = soak_value((uint64_t)k, r, e);
+                    sum[e] += v;
+                    hn_store(o->dtype, host, (int64_t)e, v);
+                }
+                if (r >= first && r < first + nl)
+                    st = hn_runtime_upload(rt, r, x[r - first], host, bytes);
+            }
+            for (size_t e = 0; e < rows * N; e++)
+                hn_store(o->dtype, want, (int64_t)e, sum[e]);
+        }
+        if (st == HN_OK && (st = hn_runtime_replay(rt, g, NULL)) == HN_OK)
+            st = hn_runtime_sync(rt);
+        for (int q = 0; q < nl && st == HN_OK; q++)
+            if ((st = hn_runtime_download(rt, first + q, got, y[q], bytes)) == HN_OK && memcmp(got, want, bytes) != 0)
+                for (size_t e = 0; e < rows * N; e++)
+                    *wrong += memcmp(got + e * es, want + e * es, es) != 0;
+        if (st == HN_OK)
+            *calls += (long)rows;
+    }
+    if (st != HN_OK)
+        fprintf(stderr, "bench: soak via %s: %s\n", via, p != NULL ? hn_runtime_error(rt) : "bad program");
+    hn_runtime_graph_destroy(rt, g);
+    for (int q = 0; q < nl; q++) {
+        if (x != NULL)
+            hn_runtime_free(rt, first + q, x[q]);
+        if (y != NULL)
+            hn_runtime_free(rt, first + q, y[q]);
+    }
+    hn_runtime_forget(rt, p);
+    hn_program_destroy(p);
+    free(x);
+    free(y);
+    free(nb);
+    free(host);
+    free(want);
+    free(got);
+    free(sum);
+    return st;
+}
+
 /* Raw NCCL on its own communicators, the same size, timed the same way. */
 static void run_raw(const bench_opts *o, int n, hn_coll_kind kind, size_t chunk, result *res)
 {
@@ -498,6 +593,10 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
         hn_runtime_destroy(rt);
         return hn_cli_usage_error(c, "--trace records runs, not graphs: without --graph");
     }
+    if (o->soak > 0 && strcmp(o->ops, "allreduce") != 0) {
+        hn_runtime_destroy(rt);
+        return hn_cli_usage_error(c, "--soak checks allreduce: with --op allreduce");
+    }
     if (o->trace != NULL && hn_runtime_trace_start(rt, o->trace) != HN_OK) {
         fprintf(stderr, "bench: %s\n", hn_runtime_error(rt));
         hn_runtime_destroy(rt);
@@ -582,6 +681,16 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
             }
             for (int v = 0; v < o->nvias && st == HN_OK; v++)
                 st = run_via(rt, o, &op, o->vias[v], x, y, r, w, &res[v]);
+            for (int v = 0; v < o->nvias && st == HN_OK && o->soak > 0; v++) {
+                long wrong = 0, calls = 0;
+                double t0 = hn_now();
+                st = soak_via(rt, o, &op, o->vias[v], &wrong, &calls);
+                printf("soak: allreduce of %zu bytes via %s on %d ranks: %ld calls in %d replays of %d, every "
+                       "output checked: %ld wrong (%.1f s)\n",
+                       total, o->vias[v], n, calls, o->soak, o->iters, wrong, hn_now() - t0);
+                if (wrong != 0)
+                    rc = 1;
+            }
             for (int q = 0; q < nl; q++) {
                 hn_runtime_free(rt, first + q, x[q]);
                 hn_runtime_free(rt, first + q, y[q]);
@@ -690,6 +799,9 @@ static int bench_collectives_cli(int argc, char **argv)
                 "the K calls captured in one graph and replayed, per call = replay / K\n"
                 "(raw NCCL captured the same way); without it, runs of K calls"),
         HN_TEXT("--trace", "FILE", &o.trace, "every run recorded: hirnode trace summary FILE"),
+        HN_INT("--soak", "R", &o.soak, 1, 100000000,
+               "allreduce: then R replays of a graph of K calls, each its own row,\n"
+               "every output of every replay checked (inputs drawn anew every 100)"),
     };
     int nargs = 0, rc;
     hn_command c = {"hirnode bench collectives", "", table, HN_ARRAY_LEN(table), NULL, 0, &nargs, NULL};
