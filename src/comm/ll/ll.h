@@ -49,7 +49,9 @@
  *  The fused norm (HN_LL_ALLREDUCE_NORM) is an allreduce whose segments are
  *  rows: y = reduced + residual (the residual is replicated: two-shot adds
  *  the row owner's copy), residual_out = y, out = y * rsqrt(mean(y^2) +
- *  eps) * weight, fp32 math on y as stored; a block owns whole rows.
+ *  eps) * weight, fp32 math on y as stored; a block owns whole rows
+ *  (on the CUDA short path, when a member reduces one or two rows, a
+ *  cluster of blocks does, as one block would: ll_cuda_short.cu).
  *  A member's range is cut in segments (the rows of the norm), and each
  *  block owns whole segments. Lanes are laid out so that a segment's place
  *  does not depend on how big the segments are or how many blocks a member
@@ -126,9 +128,10 @@
  * only when this one's grid is small: hn_ll_early).
  *
  * Two ways through the phases, one protocol: the CUDA kernel takes a
- * short path (ll_cuda.cu) where every access is a 16-byte vector of
+ * short path (ll_cuda_short.cu) where every access is a 16-byte vector of
  * aligned buffers — thread t moves unit t of each segment (an 8 KiB
- * segment is one unit per thread) or units t, t + 512, ... of a row, in
+ * segment is one unit per thread) or units t, t + 512, ... of a row (t
+ * counted across a cluster's blocks when a cluster holds the row), in
  * every phase, so its own reads precede its own writes in place and the
  * phases need no barrier between them; any other call goes the general way
  * (hn_ll_move_at, hn_ll_unit_at). Both put the same bytes at the same
