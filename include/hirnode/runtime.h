@@ -114,6 +114,27 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out);
  * (free with hn_string_free; NULL when there is nothing to say or no memory
  * for it). On success *diag is NULL. */
 hn_status_t hn_runtime_create_ex(const hn_runtime_config *cfg, hn_runtime **out, char **diag);
+/* A store every process of a world reaches (torch.distributed's, Ray's, a
+ * TCP store, a shared file system): how processes a launcher started meet
+ * without a directory named in advance. set publishes value (a
+ * NUL-terminated string) under key; get waits up to timeout_s for key's
+ * value and copies it, NUL-terminated, into value (cap bytes). Each
+ * returns 0 on success. Called on the creating thread only. */
+typedef struct hn_world_store {
+    int (*set)(void *ctx, const char *key, const char *value);
+    int (*get)(void *ctx, const char *key, char *value, size_t cap, double timeout_s);
+    void *ctx;
+} hn_world_store;
+/* Like hn_runtime_create_ex, for one process of a world (cfg->world >
+ * cfg->ndev) whose cfg->rendezvous is NULL: rank 0 makes a fresh directory
+ * (0700, under $TMPDIR, else /tmp), publishes its path through the store
+ * under "hirnode/rendezvous/<world>/<k>" — the k-th such runtime of the
+ * process, so every process makes its runtimes in the same order — and
+ * the others read it (within cfg->timeout_s); the world then meets there.
+ * Rank 0's runtime removes the directory when destroyed. Otherwise
+ * (rendezvous given, or every rank in this process) the store is unused. */
+hn_status_t hn_runtime_create_store(const hn_runtime_config *cfg, const hn_world_store *store, hn_runtime **out,
+                                    char **diag);
 void hn_runtime_destroy(hn_runtime *rt);
 /* The ranks this runtime drives (ndev): the length of every per-rank
  * array of the API (0 for rt NULL). Any thread. */

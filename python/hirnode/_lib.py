@@ -87,6 +87,19 @@ class RuntimeConfig(ctypes.Structure):
     ]
 
 
+STORE_SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
+STORE_GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char),
+                             ctypes.c_size_t, ctypes.c_double)
+
+
+class WorldStore(ctypes.Structure):
+    _fields_ = [
+        ("set", STORE_SET),
+        ("get", STORE_GET),
+        ("ctx", ctypes.c_void_p),
+    ]
+
+
 class Binding(ctypes.Structure):
     _fields_ = [
         ("name", ctypes.c_char_p),
@@ -140,6 +153,8 @@ hn_program_io = _decl("hn_program_io", _st, _vp, ctypes.c_int, ctypes.c_int, cty
                       ctypes.POINTER(IoInfo), ctypes.c_int, ctypes.POINTER(ctypes.c_int), _PP)
 hn_runtime_config_default = _decl("hn_runtime_config_default", None, ctypes.POINTER(RuntimeConfig))
 hn_runtime_create_ex = _decl("hn_runtime_create_ex", _st, ctypes.POINTER(RuntimeConfig), _PP, _PP)
+hn_runtime_create_store = _decl("hn_runtime_create_store", _st, ctypes.POINTER(RuntimeConfig),
+                                ctypes.POINTER(WorldStore), _PP, _PP)
 hn_runtime_destroy = _decl("hn_runtime_destroy", None, _vp)
 hn_runtime_size = _decl("hn_runtime_size", ctypes.c_int, _vp)
 hn_runtime_world = _decl("hn_runtime_world", ctypes.c_int, _vp)

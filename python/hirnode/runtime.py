@@ -11,9 +11,7 @@ import collections
 import ctypes
 import operator
 import os
-import shutil
 import sys
-import tempfile
 import weakref
 
 from . import _lib
@@ -348,10 +346,8 @@ class _State:
             _lib.hn_runtime_destroy(h)
 
 
-def _close_runtime(state, rendezvous):
-    state.close()
-    if rendezvous is not None:  # a launcher's world's meeting place, made here
-        shutil.rmtree(rendezvous, ignore_errors=True)
+def _close_runtime(state):
+    state.close()  # (a launcher's world's meeting place, made here, goes with the runtime)
 
 
 def _queue(state, kind, rank, handle, keep=None):
@@ -362,7 +358,6 @@ def _queue(state, kind, rank, handle, keep=None):
 # ---- joining as a launcher starts processes ----
 
 _LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-_joins = [0]  # runtimes this process made from a launcher's world: each agrees on its own key
 
 
 def _launcher_world():
@@ -396,22 +391,32 @@ def _default_store():
         return None
 
 
-def _meet(store, world, rank):
-    """The rendezvous directory of a launcher's world, agreed through a store (anything with set(key,
-    value) and a get(key) that waits for it, as torch.distributed's stores): rank 0 makes it (0700,
-    its own) and publishes its path; the others read it. Returns (path, made here)."""
-    _joins[0] += 1
-    key = "hirnode/rendezvous/%d/%d" % (world, _joins[0])
-    if rank == 0:
-        path = tempfile.mkdtemp(prefix="hirnode-rdv-")
+def _world_store(store):
+    """A store with set(key, value) and a get(key) that waits for it (torch.distributed's) as the C
+    API's hn_world_store, which hn_runtime_create_store meets the world through: rank 0 makes the
+    rendezvous directory (0700, its own) and publishes its path, the others read it. Returns the
+    structure and the callbacks, which must outlive the call."""
+
+    def set_(ctx, key, value):
         try:
-            store.set(key, path)
+            store.set(key.decode(), value.decode())
+            return 0
+        except BaseException:  # said by the C side: the store refused the key
+            return 1
+
+    def get(ctx, key, out, cap, timeout):
+        try:
+            v = store.get(key.decode())
         except BaseException:
-            shutil.rmtree(path, ignore_errors=True)
-            raise
-        return path, True
-    value = store.get(key)
-    return (value.decode() if isinstance(value, (bytes, bytearray)) else str(value)), False
+            return 1
+        b = bytes(v) if isinstance(v, (bytes, bytearray)) else str(v).encode()
+        if len(b) + 1 > cap:
+            return 1
+        ctypes.memmove(out, b + b"\0", len(b) + 1)
+        return 0
+
+    keep = (_lib.STORE_SET(set_), _lib.STORE_GET(get))
+    return _lib.WorldStore(keep[0], keep[1], None), keep
 
 
 # ---- the runtime ----
@@ -441,17 +446,13 @@ class Runtime(_Closing):
     def __init__(self, ranks=None, backend=None, devices=None, nstreams=None, timeout=None, graphs=None,
                  host_delay_us=None, seed=None, world=None, rank=None, rendezvous=None, store=None,
                  launcher=True):
-        made_rdv = None  # the meeting place of a launcher's world, made here: removed with the runtime
         joined = None
         if launcher and ranks is None and devices is None and world is None and rank is None and rendezvous is None:
             joined = _launcher_world()
         if joined is not None:
             world, rank, local = joined
             store = store if store is not None else _default_store()
-            if store is not None:
-                rendezvous, made = _meet(store, world, rank)
-                made_rdv = rendezvous if made else None
-            elif not os.environ.get("HIRNODE_RENDEZVOUS"):
+            if store is None and not os.environ.get("HIRNODE_RENDEZVOUS"):
                 raise InvalidArgumentError(
                     "hirnode: error: this process is rank %d of a world of %d a launcher started (RANK, WORLD_SIZE): "
                     "to meet the others, pass store= (e.g. torch.distributed's), initialize torch.distributed "
@@ -459,16 +460,13 @@ class Runtime(_Closing):
             if (backend or os.environ.get("HIRNODE_BACKEND", "auto")) != "host":
                 devices = [local]
                 ranks = 1
-        try:
-            self._create(ranks, backend, devices, nstreams, timeout, graphs, host_delay_us, seed, world, rank,
-                         rendezvous, made_rdv)
-        except BaseException:
-            if made_rdv is not None:
-                shutil.rmtree(made_rdv, ignore_errors=True)
-            raise
+        else:
+            store = None  # (only a launcher's world meets through one)
+        self._create(ranks, backend, devices, nstreams, timeout, graphs, host_delay_us, seed, world, rank,
+                     rendezvous, store)
 
     def _create(self, ranks, backend, devices, nstreams, timeout, graphs, host_delay_us, seed, world, rank,
-                rendezvous, made_rdv):
+                rendezvous, store):
         cfg = _default_config()
         if devices is not None:
             devices = [operator.index(d) for d in devices]
@@ -497,12 +495,17 @@ class Runtime(_Closing):
         if rendezvous_b is not None:
             cfg.rendezvous = rendezvous_b
         out, diag = ctypes.c_void_p(), ctypes.c_void_p()
-        st = _lib.hn_runtime_create_ex(ctypes.byref(cfg), ctypes.byref(out), ctypes.byref(diag))
+        if store is not None:  # a launcher's world: the C side meets it through the store
+            ws, _keep = _world_store(store)
+            st = _lib.hn_runtime_create_store(ctypes.byref(cfg), ctypes.byref(ws), ctypes.byref(out),
+                                              ctypes.byref(diag))
+        else:
+            st = _lib.hn_runtime_create_ex(ctypes.byref(cfg), ctypes.byref(out), ctypes.byref(diag))
         msg = _lib.take_string(diag.value)
         if st != _lib.OK:
             raise error(st, "hirnode: error: " + msg if msg else None)
         self._s = _State(out.value, cfg.nstreams)
-        self._fin = weakref.finalize(self, _close_runtime, self._s, made_rdv)
+        self._fin = weakref.finalize(self, _close_runtime, self._s)
 
     # -- what it is --
 

@@ -93,6 +93,24 @@ class Launcher(unittest.TestCase):
             os.environ.update(RANK="x")
             with self.assertRaises(hirnode.InvalidArgumentError):
                 hirnode.Runtime(backend="host")
+            # a store that refuses, or never gives the directory: the C side says which, nothing is left
+            class Refusing:
+                def set(self, key, value):
+                    raise RuntimeError("no")
+
+                def get(self, key):
+                    raise TimeoutError(key)
+            made_before = set(os.listdir(tempfile.gettempdir()))
+            os.environ.update(RANK="0")
+            with self.assertRaises(hirnode.Error) as e:
+                hirnode.Runtime(backend="host", store=Refusing())
+            self.assertIn("rank 0 of a world of 2: the store refused hirnode/rendezvous/2/", str(e.exception))
+            left = [f for f in set(os.listdir(tempfile.gettempdir())) - made_before if f.startswith("hirnode-rdv-")]
+            self.assertEqual(left, [])
+            os.environ.update(RANK="1")
+            with self.assertRaises(hirnode.DeadlineError) as e:
+                hirnode.Runtime(backend="host", store=Refusing(), timeout=1)
+            self.assertIn("rank 1 of a world of 2: the store gave no rendezvous directory", str(e.exception))
             # kept to itself: launcher=False, or arguments that say how
             os.environ.update(RANK="1")
             with hirnode.Runtime(backend="host", launcher=False) as rt:

@@ -177,6 +177,7 @@ struct hn_runtime {
      * exchanges of the caller's thread so far (names them alike in every
      * process) */
     struct hn_rdv *rdv;
+    char *made_rdv; /* the rendezvous directory hn_runtime_create_store made here: removed with it */
     int world_lost;
     uint64_t xseq;
     const hn_device_ops *dev;

@@ -15,6 +15,7 @@
 #include "../model/cost.h"
 #include "graph.h"
 #include "issue.h"
+#include "meet.h"
 #include "../ranks/pool.h"
 #include "../model/profile.h"
 #include "prepare.h"
@@ -380,6 +381,39 @@ hn_status_t hn_runtime_create_ex(const hn_runtime_config *cfg, hn_runtime **out,
     return st;
 }
 
+hn_status_t hn_runtime_create_store(const hn_runtime_config *cfg, const hn_world_store *store, hn_runtime **out,
+                                    char **diag)
+{
+    hn_runtime_config c;
+    hn_strbuf why;
+    hn_status_t st = HN_OK;
+    char dir[4096];
+    int made = 0;
+    if (diag != NULL)
+        *diag = NULL;
+    hn_sb_init(&why);
+    if (cfg == NULL || out == NULL || store == NULL || store->set == NULL || store->get == NULL) {
+        hn_sb_printf(&why, "hn_runtime_create_store needs a configuration, a store with set and get, and out");
+        st = HN_ERR_INVALID;
+    } else {
+        c = *cfg;
+        if (c.world > c.ndev && (c.rendezvous == NULL || c.rendezvous[0] == '\0') &&
+            (st = hn_meet_store(store, c.world, c.rank, c.timeout_s > 0 ? c.timeout_s : 60, dir, sizeof(dir),
+                                &made, &why)) == HN_OK)
+            c.rendezvous = dir;
+        if (st == HN_OK)
+            st = create(&c, out, &why);
+        if (st == HN_OK && made && ((*out)->made_rdv = hn_strdup(dir)) == NULL)
+            HN_WARN("no memory to keep the rendezvous directory %s: it stays when the runtime goes", dir);
+        else if (st != HN_OK && made)
+            hn_meet_remove(dir);
+    }
+    if (st != HN_OK && diag != NULL)
+        *diag = why.data != NULL ? hn_sb_take(&why) : hn_strdup(hn_status_string(st));
+    hn_sb_free(&why);
+    return st;
+}
+
 hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out)
 {
     hn_strbuf why;
@@ -393,8 +427,15 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out)
 
 void hn_runtime_destroy(hn_runtime *rt)
 {
-    if (rt != NULL)
-        teardown(rt, rt->nlocal);
+    char *made;
+    if (rt == NULL)
+        return;
+    made = rt->made_rdv;
+    teardown(rt, rt->nlocal);
+    if (made != NULL) { /* the world's meeting place, made here (hn_runtime_create_store) */
+        hn_meet_remove(made);
+        hn_free(made);
+    }
 }
 
 /* (a NULL runtime answers as none: no rank, no backend) */

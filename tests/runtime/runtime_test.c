@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hirnode/runtime.h"
 #include "exec/fault_inject.h"
@@ -112,6 +113,93 @@ static hn_status_t create_world(int n, int world, int rank, const char *rendezvo
         CU_ASSERT_PTR_NULL(rt);
     }
     return st;
+}
+
+/* A store for hn_runtime_create_store that says yes or no, and keeps
+ * what it was given. */
+typedef struct test_store {
+    int set_ok, get_ok, sets, gets;
+    char key[128], value[512];
+} test_store;
+
+static int store_set(void *ctx, const char *key, const char *value)
+{
+    test_store *s = ctx;
+    s->sets++;
+    snprintf(s->key, sizeof(s->key), "%s", key);
+    snprintf(s->value, sizeof(s->value), "%s", value);
+    return s->set_ok ? 0 : 1;
+}
+
+static int store_get(void *ctx, const char *key, char *value, size_t cap, double timeout_s)
+{
+    test_store *s = ctx;
+    (void)timeout_s;
+    s->gets++;
+    snprintf(s->key, sizeof(s->key), "%s", key);
+    if (!s->get_ok)
+        return 1;
+    snprintf(value, cap, "%s", s->value);
+    return 0;
+}
+
+/* Meeting through a caller's store (one process here, so no world is
+ * joined): rank 0 makes a directory and publishes it, and removes it when
+ * the store refuses; another rank that gets nothing says so; a world in
+ * one process, or one with a rendezvous given, leaves the store alone;
+ * what is missing is refused. Keys count the meetings of the process. */
+static void test_create_store(void)
+{
+    test_store s = {0};
+    hn_world_store store = {store_set, store_get, &s};
+    hn_runtime_config cfg;
+    hn_runtime *rt = NULL;
+    char *diag = NULL;
+    int k1, k2;
+    hn_runtime_config_default(&cfg);
+    cfg.backend = hn_test_backend;
+    cfg.ndev = 1;
+    cfg.world = 2;
+    cfg.rank = 0;
+    cfg.rendezvous = NULL;
+    cfg.timeout_s = 2;
+    CU_ASSERT_EQUAL(hn_runtime_create_store(&cfg, &store, &rt, &diag), HN_ERR_IO);
+    CU_ASSERT_PTR_NULL(rt);
+    CU_ASSERT_EQUAL(s.sets, 1);
+    CU_ASSERT_EQUAL(sscanf(s.key, "hirnode/rendezvous/2/%d", &k1), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s.value, "/hirnode-rdv-"));
+    CU_ASSERT_NOT_EQUAL(access(s.value, F_OK), 0); /* made, refused, removed */
+    CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, "rank 0 of a world of 2: the store refused hirnode/rendezvous/2/")
+                                        : NULL);
+    hn_string_free(diag);
+    cfg.rank = 1;
+    CU_ASSERT_EQUAL(hn_runtime_create_store(&cfg, &store, &rt, &diag), HN_ERR_TIMEOUT);
+    CU_ASSERT_PTR_NULL(rt);
+    CU_ASSERT_EQUAL(s.gets, 1);
+    CU_ASSERT_EQUAL(sscanf(s.key, "hirnode/rendezvous/2/%d", &k2), 1);
+    CU_ASSERT_EQUAL(k2, k1 + 1);
+    CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, "rank 1 of a world of 2: the store gave no rendezvous directory")
+                                        : NULL);
+    hn_string_free(diag);
+    /* no meeting needed: the store is not asked */
+    s.set_ok = s.get_ok = 1;
+    s.sets = s.gets = 0;
+    cfg.world = 1;
+    cfg.rank = 0;
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_create_store(&cfg, &store, &rt, &diag), HN_OK);
+    CU_ASSERT_PTR_NULL(diag);
+    CU_ASSERT_EQUAL(hn_runtime_world(rt), 1);
+    CU_ASSERT_PTR_NULL(rt->made_rdv);
+    hn_runtime_destroy(rt);
+    cfg.world = 2;
+    cfg.rank = 1;
+    cfg.rendezvous = "/nonexistent/hn-rv";
+    CU_ASSERT_NOT_EQUAL(hn_runtime_create_store(&cfg, &store, &rt, &diag), HN_OK); /* the directory given: refused there */
+    hn_string_free(diag);
+    CU_ASSERT_EQUAL(s.sets + s.gets, 0);
+    CU_ASSERT_EQUAL(hn_runtime_create_store(&cfg, NULL, &rt, &diag), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, "a store with set and get") : NULL);
+    hn_string_free(diag);
 }
 
 /* The world and the ranks this runtime drives: all of them in one
@@ -800,6 +888,7 @@ void hn_suite_runtime(void)
         {"create and destroy", test_create_destroy},
         {"the backend a configuration takes, asked without a runtime", test_pick_backend},
         {"the world and the ranks driven here; a world across processes is refused", test_world},
+        {"a world met through the caller's store: its directory made, published, refused, removed", test_create_store},
         {"runs with the caller's buffers", test_run_with_bindings},
         {"stable addresses across runs", test_stable_addresses},
         {"wait_stream orders streams (random delays)", test_wait_stream_orders},
