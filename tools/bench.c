@@ -434,9 +434,9 @@ static void run_raw(const bench_opts *o, int n, hn_coll_kind kind, size_t chunk,
 
 /* What `via auto` picks for this collective (eagerly, or in a graph; the
  * fused norm takes the latency path's algorithm of its own), as text. */
-static void auto_pick(int graph, const bench_op *op, hn_dtype dt, int n, char *buf, size_t len)
+static void auto_pick(const hn_runtime *rt, int graph, const bench_op *op, hn_dtype dt, int n, char *buf, size_t len)
 {
-    hn_via v = hn_via_resolve(HN_VIA_AUTO, 0, graph, op->kind, op->chunk, dt, n);
+    hn_via v = hn_via_resolve_prof(rt->profile, HN_VIA_AUTO, 0, graph, op->kind, op->chunk, dt, n);
     hn_coll_algo a = op->norm ? hn_via_ll_norm_algo(op->chunk * (size_t)hn_dtype_size(dt), n)
                               : hn_via_ll_algo(graph, op->kind, op->chunk, dt, n);
     snprintf(buf, len, "%s%s", hn_via_name(v), v == HN_VIA_LL ? (a == HN_ALGO_TWOSHOT ? "/2shot" : "/1shot") : "");
@@ -709,7 +709,7 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
             rawres.wrong = -1;
             if (raw) /* the norm beside NCCL's plain allreduce of its buffer */
                 run_raw(o, n, op.kind, op.chunk, &rawres);
-            auto_pick(o->graph, &op, o->dtype, n, pick, sizeof(pick));
+            auto_pick(rt, o->graph, &op, o->dtype, n, pick, sizeof(pick));
             print_row(o, op.kind, n, total, res, &rawres, raw, pick);
             fflush(stdout);
             for (int v = 0; v < o->nvias; v++)

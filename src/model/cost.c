@@ -29,7 +29,7 @@ const hn_cost_curve *hn_cost_curve_of(const hn_cost_profile *p, hn_coll_kind kin
     for (int c = 0; c < p->ncurves; c++) {
         const hn_cost_curve *cv = &p->curves[c];
         int d, bd;
-        if (cv->kind != kind || cv->engine != engine || cv->npoints < 1)
+        if (cv->kind != kind || cv->engine != engine || cv->npoints < 1 || cv->graph)
             continue;
         d = abs(cv->n - n);
         bd = best != NULL ? abs(best->n - n) : 0;
@@ -40,6 +40,21 @@ const hn_cost_curve *hn_cost_curve_of(const hn_cost_profile *p, hn_coll_kind kin
         return hn_cost_curve_of(p, kind, HN_ENGINE_CE_PUT, n);
     return best;
 }
+
+const hn_cost_curve *hn_cost_curve_exact(const hn_cost_profile *p, hn_coll_kind kind, hn_cost_engine engine, int n,
+                                         int graph)
+{
+    for (int c = 0; c < p->ncurves; c++) {
+        const hn_cost_curve *cv = &p->curves[c];
+        if (cv->kind == kind && cv->engine == engine && cv->n == n && cv->graph == (graph != 0) && cv->npoints > 0)
+            return cv;
+    }
+    return NULL;
+}
+
+static double curve_at(const hn_cost_curve *cv, double bytes);
+
+double hn_cost_curve_at(const hn_cost_curve *c, double bytes) { return curve_at(c, bytes); }
 
 static double curve_at(const hn_cost_curve *cv, double bytes)
 {

@@ -85,6 +85,8 @@ typedef struct hn_cost_curve {
     int npoints;
     double bytes[HN_COST_MAX_POINTS]; /* increasing */
     double us[HN_COST_MAX_POINTS];    /* microseconds per call */
+    int graph; /* 1: calls captured in a graph and replayed (what `via auto` reads in a capture); the
+                  model's pipelines read the eager ones (0) */
 } hn_cost_curve;
 
 /* One measured pipeline: a shape on 2 or more GPUs, the GEMM alone and
@@ -160,6 +162,11 @@ int hn_cost_dtype_index(hn_dtype dtype);
 /* The curve of (kind, engine) for n ranks: n's own, else the nearest team
  * size measured (ties: the larger); get falls back to put's; NULL: none. */
 const hn_cost_curve *hn_cost_curve_of(const hn_cost_profile *p, hn_coll_kind kind, hn_cost_engine engine, int n);
+/* The curve measured for exactly (kind, engine, n, graph), or NULL. */
+const hn_cost_curve *hn_cost_curve_exact(const hn_cost_profile *p, hn_coll_kind kind, hn_cost_engine engine, int n,
+                                         int graph);
+/* A curve's seconds per call at `bytes` (as hn_cost_coll_seconds reads it). */
+double hn_cost_curve_at(const hn_cost_curve *c, double bytes);
 
 /* The model's pieces, for tests, the tuner and `hirnode bench overlap`
  * (prof NULL: the built-in default). */
@@ -212,6 +219,13 @@ int hn_cost_fit_gemm(const hn_cost_gemm_point *pts, int n, hn_dtype dtype, doubl
  * member picks the same. */
 hn_via hn_via_resolve(hn_via via, int default_auto, int graph, hn_coll_kind kind, size_t count, hn_dtype dtype,
                       int n);
+/* The same with the machine's profile: where `hirnode tune` measured this
+ * team size's curves of the latency path, NCCL and the p2p rings (put) in
+ * this mode (eager or graph), the fastest of them at this size (the
+ * latency path only within the sizes it was measured at); otherwise, and
+ * for the built-in default, hn_via_resolve's tables. */
+hn_via hn_via_resolve_prof(const hn_cost_profile *prof, hn_via via, int default_auto, int graph, hn_coll_kind kind,
+                           size_t count, hn_dtype dtype, int n);
 /* The latency path's algorithm for a collective `via ll` names none of:
  * the measured tables' one-shot or two-shot (two-shot beyond the sizes
  * where auto takes the latency path); allgather, reduce_scatter: one-shot. */

@@ -20,13 +20,13 @@
 #define SIZES_1M_1G                                                                                         \
     {MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB, 64 * MIB, 128 * MIB, 256 * MIB, 512 * MIB,         \
      1024 * MIB}
-#define CURVE(n, kind, engine, ...) {kind, engine, n, NSIZES, SIZES_1M_1G, {__VA_ARGS__}}
+#define CURVE(n, kind, engine, ...) {kind, engine, n, NSIZES, SIZES_1M_1G, {__VA_ARGS__}, 0}
 /* The latency path, 2 GPUs, nvidia-h200-x2 2026-11-23 18:43 (its first
  * design, flags as barriers; docs/BENCHMARKS.md): device time of 50 calls
  * issued back to back, so the host's issue rate below 1 MiB. */
 #define SIZES_8K_16M                                                                                        \
     {8192, 16384, 32768, 65536, 131072, 262144, 524288, MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB}
-#define LL_CURVE(kind, ...) {kind, HN_ENGINE_LL, 2, 12, SIZES_8K_16M, {__VA_ARGS__}}
+#define LL_CURVE(kind, ...) {kind, HN_ENGINE_LL, 2, 12, SIZES_8K_16M, {__VA_ARGS__}, 0}
 
 /* 2 GPUs below 1 MiB: hirnode's NCCL backend and the rings in `hirnode
  * bench collectives` of 2026-11-23 18:43 (nvidia-h200-x2; device time of
@@ -35,7 +35,7 @@
 #define SIZES_8K_1G                                                                                         \
     {8192, 16384, 32768, 65536, 131072, 262144, 524288, MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB,   \
      64 * MIB, 128 * MIB, 256 * MIB, 512 * MIB, 1024 * MIB}
-#define CURVE2(kind, engine, ...) {kind, engine, 2, 7 + NSIZES, SIZES_8K_1G, {__VA_ARGS__}}
+#define CURVE2(kind, engine, ...) {kind, engine, 2, 7 + NSIZES, SIZES_8K_1G, {__VA_ARGS__}, 0}
 
 static const hn_cost_curve builtin_curves[] = {
     CURVE2(HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 11.04, 10.68, 11.39, 11.47, 8.16, 12.67, 12.20, /* from 1 MiB: */

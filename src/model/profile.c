@@ -54,7 +54,8 @@ static void write_curve(hn_strbuf *sb, const hn_cost_curve *c)
 {
     hn_sb_append(sb, "    {\"kind\": ");
     hn_json_put_string(sb, hn_coll_name(c->kind));
-    hn_sb_printf(sb, ", \"engine\": \"%s\", \"ranks\": %d,\n     \"bytes\": [", engine_names[c->engine], c->n);
+    hn_sb_printf(sb, ", \"engine\": \"%s\", \"ranks\": %d,%s\n     \"bytes\": [", engine_names[c->engine], c->n,
+                 c->graph ? " \"graph\": true," : "");
     for (int i = 0; i < c->npoints; i++) {
         hn_sb_append(sb, i ? ", " : "");
         put_num(sb, c->bytes[i]);
@@ -383,14 +384,25 @@ static int read_curves(reader *r, const hn_json *root, hn_cost_profile *p)
             return bad(r, "%s.engine: expected nccl, p2p put, p2p get or ll, not \"%s\"", path, engine);
         c->engine = (hn_cost_engine)k;
         c->n = (int)ranks;
+        /* optional: calls captured in a graph (`via auto` reads these in a capture) */
+        if (hn_json_get(e, "graph") != NULL) {
+            const hn_json *g = member(r, e, path, "graph", HN_JSON_TRUE, 1);
+            if (g == NULL)
+                return 0;
+            c->graph = g->type == HN_JSON_TRUE;
+        } else {
+            c->graph = 0;
+        }
         if (nu != c->npoints)
             return bad(r, "%s: %d sizes but %d times", path, c->npoints, nu);
         for (int j = 1; j < c->npoints; j++)
             if (!(c->bytes[j] > c->bytes[j - 1]))
                 return bad(r, "%s.bytes: not increasing at %d", path, j);
         for (int j = 0; j < i; j++)
-            if (p->curves[j].kind == c->kind && p->curves[j].engine == c->engine && p->curves[j].n == c->n)
-                return bad(r, "%s: a second curve of %s via %s on %d ranks", path, kind, engine, c->n);
+            if (p->curves[j].kind == c->kind && p->curves[j].engine == c->engine && p->curves[j].n == c->n &&
+                p->curves[j].graph == c->graph)
+                return bad(r, "%s: a second curve of %s via %s on %d ranks%s", path, kind, engine, c->n,
+                           c->graph ? " in graphs" : "");
     }
     p->ncurves = a->n;
     return 1;

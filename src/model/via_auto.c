@@ -196,6 +196,52 @@ int hn_default_via_auto(const hn_device_ops *dev)
     return dev->default_via_auto && strcmp(via, "auto") == 0;
 }
 
+/* The way a tuned profile's curves of this team size and mode make
+ * fastest at `bytes` among those the call may take (the latency path only
+ * within its measured sizes); HN_VIA_AUTO where they do not settle it
+ * (no NCCL curve, or no other to weigh it against). */
+static hn_via profile_pick(const hn_cost_profile *prof, int graph, hn_coll_kind kind, size_t count, hn_dtype dtype,
+                           int n, double bytes)
+{
+    static const hn_cost_engine engines[] = {HN_ENGINE_LL, HN_ENGINE_NCCL, HN_ENGINE_CE_PUT};
+    static const hn_via vias[] = {HN_VIA_LL, HN_VIA_NCCL, HN_VIA_P2P};
+    hn_via best = HN_VIA_AUTO;
+    double best_s = INFINITY;
+    int weighed = 0;
+    if (hn_cost_curve_exact(prof, kind, HN_ENGINE_NCCL, n, graph) == NULL)
+        return HN_VIA_AUTO;
+    for (int i = 0; i < HN_ARRAY_LEN(engines); i++) {
+        const hn_cost_curve *c = hn_cost_curve_exact(prof, kind, engines[i], n, graph);
+        double sec;
+        if (c == NULL)
+            continue;
+        if (vias[i] == HN_VIA_LL && (!hn_auto_picks_ll() || hn_comm_ll_refuses(kind, dtype, n) != NULL ||
+                                     bytes > c->bytes[c->npoints - 1]))
+            continue;
+        if (vias[i] == HN_VIA_P2P && kind == HN_COLL_ALLREDUCE && count % (size_t)n != 0)
+            continue;
+        weighed++;
+        if ((sec = hn_cost_curve_at(c, bytes)) < best_s) {
+            best_s = sec;
+            best = vias[i];
+        }
+    }
+    return weighed >= 2 ? best : HN_VIA_AUTO;
+}
+
+hn_via hn_via_resolve_prof(const hn_cost_profile *prof, hn_via via, int default_auto, int graph, hn_coll_kind kind,
+                           size_t count, hn_dtype dtype, int n)
+{
+    int reduces = kind == HN_COLL_ALLREDUCE || kind == HN_COLL_ALLGATHER || kind == HN_COLL_REDUCE_SCATTER;
+    if ((via == HN_VIA_AUTO || (via == HN_VIA_DEFAULT && default_auto)) && reduces && prof != NULL &&
+        !prof->builtin) {
+        hn_via v = profile_pick(prof, graph, kind, count, dtype, n, (double)coll_bytes(kind, count, dtype, n));
+        if (v != HN_VIA_AUTO)
+            return v;
+    }
+    return hn_via_resolve(via, default_auto, graph, kind, count, dtype, n);
+}
+
 hn_via hn_via_resolve(hn_via via, int default_auto, int graph, hn_coll_kind kind, size_t count, hn_dtype dtype,
                       int n)
 {

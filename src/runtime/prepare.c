@@ -78,8 +78,8 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
             hn_via vias[2] = {(hn_via)rec->via, (hn_via)rec->via}; /* eagerly, in a capture */
             if (!rec->is_p2p) /* as the run will resolve `via auto` and `via default` */
                 for (int graph = 0; graph < 2; graph++)
-                    vias[graph] = hn_via_resolve((hn_via)rec->via, rt->default_auto, graph,
-                                                 (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
+                    vias[graph] = hn_via_resolve_prof(rt->profile, (hn_via)rec->via, rt->default_auto, graph,
+                                                      (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
             if (vias[1] != vias[0])
                 nvias = 2;
             for (int k = 0; k < nvias && st == HN_OK; k++) {

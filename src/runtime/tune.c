@@ -155,6 +155,29 @@ hn_status_t hn_tune_time(hn_runtime *rt, const hn_program *p, const hn_run_args 
     return st;
 }
 
+hn_status_t hn_tune_time_graph(hn_runtime *rt, const hn_program *p, const hn_run_args *args, int warmup, int reps,
+                               double *median_s)
+{
+    double *v = hn_calloc((size_t)HN_MAX(reps, 1), sizeof(double));
+    hn_graph *g = NULL;
+    hn_status_t st = v != NULL ? hn_runtime_capture(rt, p, args, NULL, &g) : HN_ERR_NOMEM;
+    for (int w = 0; w < HN_MAX(warmup, 1) && st == HN_OK; w++) /* the first replay sets up what it holds */
+        if ((st = hn_runtime_replay(rt, g, NULL)) == HN_OK)
+            st = hn_runtime_sync(rt);
+    for (int k = 0; k < reps && st == HN_OK; k++) {
+        double t0 = hn_now();
+        if ((st = hn_runtime_replay(rt, g, NULL)) == HN_OK)
+            st = hn_runtime_sync(rt);
+        v[k] = hn_now() - t0;
+    }
+    if (st == HN_OK)
+        *median_s = hn_median(v, HN_MAX(reps, 1));
+    if (g != NULL)
+        hn_runtime_graph_destroy(rt, g);
+    hn_free(v);
+    return st;
+}
+
 /* Device buffers of every rank, named for bindings. */
 typedef struct bufs {
     const char *names[6];
@@ -210,7 +233,10 @@ static int bufs_add(tuner *t, bufs *b, const char *name, hn_dtype dt, double ele
 }
 
 /* Seconds per ITERS of p with the parameters given (ITERS first). */
-static double timed(tuner *t, const bufs *b, const char *text, const char *const *names, const int64_t *vals, int nv)
+/* The median seconds per call of `text` (vals[0]: calls per run): of
+ * whole runs, or (graph) of replays of the runs captured once. */
+static double timed_as(tuner *t, const bufs *b, const char *text, const char *const *names, const int64_t *vals,
+                       int nv, int graph)
 {
     hn_program *p = t->st == HN_OK ? program(t, "%s", text) : NULL;
     hn_binding bind[6];
@@ -221,13 +247,19 @@ static double timed(tuner *t, const bufs *b, const char *text, const char *const
         return NAN;
     for (int i = 0; i < b->k; i++)
         bind[i] = (hn_binding){b->names[i], b->ptr[i], b->bytes[i]};
-    if ((st = hn_tune_time(t->rt, p, &args, t->z->warmup, t->z->reps, &s)) != HN_OK)
-        failed(t, st, "a measuring run");
+    if ((st = graph ? hn_tune_time_graph(t->rt, p, &args, t->z->warmup, t->z->reps, &s)
+                    : hn_tune_time(t->rt, p, &args, t->z->warmup, t->z->reps, &s)) != HN_OK)
+        failed(t, st, graph ? "a measuring replay" : "a measuring run");
     else
         s /= (double)vals[0];
     hn_runtime_forget(t->rt, p);
     hn_program_destroy(p);
     return s;
+}
+
+static double timed(tuner *t, const bufs *b, const char *text, const char *const *names, const int64_t *vals, int nv)
+{
+    return timed_as(t, b, text, names, vals, nv, 0);
 }
 
 static double flop(const int64_t *s) { return 2.0 * (double)s[0] * (double)s[1] * (double)s[2]; }
@@ -419,6 +451,11 @@ static void interference(tuner *t)
 
 /* ---- collectives ---- */
 
+/* Each collective's curve through each communicator, eagerly, then (but
+ * the p2p rings' get) captured in graphs: `via auto` reads a mode's own
+ * (docs/SCHEDULER.md), the model's pipelines the eager ones. Calls per
+ * run: the sizing's eagerly, GRAPH_CALLS per replay. */
+#define GRAPH_CALLS 20
 static void curves(tuner *t)
 {
     static const hn_coll_kind kinds[] = {HN_COLL_ALLGATHER, HN_COLL_REDUCE_SCATTER, HN_COLL_ALLREDUCE};
@@ -429,39 +466,45 @@ static void curves(tuner *t)
         return;
     if (!t->counting && t->st == HN_OK)
         (void)(bufs_add(t, &b, "X", HN_BF16, most / 2) && bufs_add(t, &b, "Y", HN_BF16, most / 2));
-    for (int ki = 0; ki < 3; ki++)
-        for (int e = 0; e < HN_ENGINE_COUNT; e++) {
-            hn_cost_curve *c = t->counting || t->p->ncurves == HN_COST_MAX_CURVES ? NULL : &t->p->curves[t->p->ncurves];
-            double lo = e == HN_ENGINE_LL ? t->z->ll_lo : t->z->coll_lo, hi = e == HN_ENGINE_LL ? t->z->ll_hi : t->z->coll_hi;
-            if (e == HN_ENGINE_LL && (t->n > 8 || hn_comm_ll_refuses(kinds[ki], HN_BF16, t->n) != NULL))
-                continue;
-            if (c != NULL)
-                *c = (hn_cost_curve){kinds[ki], (hn_cost_engine)e, t->n, 0, {0}, {0}};
-            for (double bytes = lo; bytes <= hi * 1.0001; bytes *= t->z->step) {
-                double total = bytes / 2, in, out, sec;
-                char text[512];
-                const char *names[1] = {"ITERS"};
-                int64_t iters[1] = {t->z->iters};
-                char size[32];
-                hn_size_text((uint64_t)bytes, size, sizeof(size));
-                if (!begin(t, "%s via %s, %s", hn_coll_name(kinds[ki]), vias[e], size))
+    for (int graph = 0; graph < 2; graph++)
+        for (int ki = 0; ki < 3; ki++)
+            for (int e = 0; e < HN_ENGINE_COUNT; e++) {
+                hn_cost_curve *c =
+                    t->counting || t->p->ncurves == HN_COST_MAX_CURVES ? NULL : &t->p->curves[t->p->ncurves];
+                double lo = e == HN_ENGINE_LL ? t->z->ll_lo : t->z->coll_lo;
+                double hi = e == HN_ENGINE_LL ? t->z->ll_hi : t->z->coll_hi;
+                if (e == HN_ENGINE_LL && (t->n > 8 || hn_comm_ll_refuses(kinds[ki], HN_BF16, t->n) != NULL))
                     continue;
-                total = floor(total / t->n) * t->n; /* elements of the whole, divisible by the ranks */
-                in = kinds[ki] == HN_COLL_ALLGATHER ? total / t->n : total;
-                out = kinds[ki] == HN_COLL_REDUCE_SCATTER ? total / t->n : total;
-                snprintf(text, sizeof(text),
-                         "param ITERS = 1\ninput X : bf16[%.0f] replicated\noutput Y : bf16[%.0f] replicated\n"
-                         "for it in 0 .. ITERS {\n  %s Y <- X%s via %s\n}\n",
-                         in, out, hn_coll_name(kinds[ki]), kinds[ki] == HN_COLL_ALLGATHER ? "" : " op sum", vias[e]);
-                sec = timed(t, &b, text, names, iters, 1);
-                if (t->st == HN_OK && c != NULL && c->npoints < HN_COST_MAX_POINTS && sec > 0) {
-                    c->bytes[c->npoints] = total * 2;
-                    c->us[c->npoints++] = sec * 1e6;
+                if (graph && e == HN_ENGINE_CE_GET)
+                    continue;
+                if (c != NULL)
+                    *c = (hn_cost_curve){kinds[ki], (hn_cost_engine)e, t->n, 0, {0}, {0}, graph};
+                for (double bytes = lo; bytes <= hi * 1.0001; bytes *= t->z->step) {
+                    double total = bytes / 2, in, out, sec;
+                    char text[512];
+                    const char *names[1] = {"ITERS"};
+                    int64_t iters[1] = {graph ? GRAPH_CALLS : t->z->iters};
+                    char size[32];
+                    hn_size_text((uint64_t)bytes, size, sizeof(size));
+                    if (!begin(t, "%s via %s, %s%s", hn_coll_name(kinds[ki]), vias[e], size, graph ? ", in graphs" : ""))
+                        continue;
+                    total = floor(total / t->n) * t->n; /* elements of the whole, divisible by the ranks */
+                    in = kinds[ki] == HN_COLL_ALLGATHER ? total / t->n : total;
+                    out = kinds[ki] == HN_COLL_REDUCE_SCATTER ? total / t->n : total;
+                    snprintf(text, sizeof(text),
+                             "param ITERS = 1\ninput X : bf16[%.0f] replicated\noutput Y : bf16[%.0f] replicated\n"
+                             "for it in 0 .. ITERS {\n  %s Y <- X%s via %s\n}\n",
+                             in, out, hn_coll_name(kinds[ki]), kinds[ki] == HN_COLL_ALLGATHER ? "" : " op sum",
+                             vias[e]);
+                    sec = timed_as(t, &b, text, names, iters, 1, graph);
+                    if (t->st == HN_OK && c != NULL && c->npoints < HN_COST_MAX_POINTS && sec > 0) {
+                        c->bytes[c->npoints] = total * 2;
+                        c->us[c->npoints++] = sec * 1e6;
+                    }
                 }
+                if (c != NULL && c->npoints > 0)
+                    t->p->ncurves++;
             }
-            if (c != NULL && c->npoints > 0)
-                t->p->ncurves++;
-        }
     bufs_free(t, &b);
 }
 

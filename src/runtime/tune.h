@@ -38,5 +38,9 @@ hn_status_t hn_tune(const hn_tune_opts *o, hn_cost_profile *out, hn_strbuf *err)
  * the host clock around each whole run (every rank joined). */
 hn_status_t hn_tune_time(hn_runtime *rt, const hn_program *p, const hn_run_args *args, int warmup, int reps,
                          double *median_s);
+/* The same of p captured once in a graph: the median of `reps` replays
+ * (after `warmup`, at least one), each with its sync. */
+hn_status_t hn_tune_time_graph(hn_runtime *rt, const hn_program *p, const hn_run_args *args, int warmup, int reps,
+                               double *median_s);
 
 #endif

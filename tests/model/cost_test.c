@@ -562,6 +562,55 @@ static void test_choose_failures(void)
 /* `via auto` through the dry run (every rank records the same choice)
  * and a run on the test backend: an 8 MiB allgather on 2 ranks goes p2p,
  * a 4 MiB one NCCL (the host communicator here); both exact. */
+/* A tuned profile's curves decide `via auto` where they cover the team
+ * size and the mode: the fastest of the latency path (within the sizes it
+ * was measured at), NCCL and the rings; without an NCCL curve and one
+ * other, or for the built-in default, the tables decide. */
+static void test_via_auto_from_profile(void)
+{
+    hn_cost_profile *p = calloc(1, sizeof(*p));
+    /* 2 ranks, allreduce, in graphs: the latency path 3 µs up to 64 KiB,
+     * NCCL 10 µs flat, the rings 40 µs then faster than NCCL from 64 MiB */
+    const hn_cost_curve ll = {HN_COLL_ALLREDUCE, HN_ENGINE_LL, 2, 2, {8192, 65536}, {3, 4}, 1};
+    const hn_cost_curve nccl = {HN_COLL_ALLREDUCE, HN_ENGINE_NCCL, 2, 3, {8192, 1 << 20, 64 << 20}, {10, 20, 400}, 1};
+    const hn_cost_curve rings = {HN_COLL_ALLREDUCE, HN_ENGINE_CE_PUT, 2, 3, {8192, 1 << 20, 64 << 20}, {40, 50, 300}, 1};
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    unsetenv("HIRNODE_AUTO_LL");
+    p->curves[p->ncurves++] = ll;
+    p->curves[p->ncurves++] = nccl;
+    p->curves[p->ncurves++] = rings;
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 4096, HN_BF16, 2), HN_VIA_LL);
+    /* 512 KiB: beyond the latency path's measured sizes (the table would say ll) */
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 256 << 10, HN_BF16, 2), HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve(HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 256 << 10, HN_BF16, 2), HN_VIA_LL);
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 32 << 20, HN_BF16, 2), HN_VIA_P2P);
+    /* ... but not where the rings cannot split the buffer, nor a kept via, nor a dtype ll refuses */
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, (32 << 20) + 1, HN_BF16, 2),
+                    HN_VIA_NCCL);
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_P2P, 0, 1, HN_COLL_ALLREDUCE, 4096, HN_BF16, 2), HN_VIA_P2P);
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 4096, HN_I32, 2), HN_VIA_NCCL);
+    setenv("HIRNODE_AUTO_LL", "0", 1);
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 4096, HN_BF16, 2), HN_VIA_NCCL);
+    unsetenv("HIRNODE_AUTO_LL");
+    /* eagerly, other team sizes, other kinds: no curves of theirs, the tables */
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 0, HN_COLL_ALLREDUCE, 32 << 20, HN_BF16, 2),
+                    hn_via_resolve(HN_VIA_AUTO, 0, 0, HN_COLL_ALLREDUCE, 32 << 20, HN_BF16, 2));
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 32 << 20, HN_BF16, 4),
+                    hn_via_resolve(HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 32 << 20, HN_BF16, 4));
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 1, HN_COLL_ALLGATHER, 32 << 20, HN_BF16, 2),
+                    hn_via_resolve(HN_VIA_AUTO, 0, 1, HN_COLL_ALLGATHER, 32 << 20, HN_BF16, 2));
+    /* NCCL alone weighs nothing; the built-in default is the tables' */
+    p->ncurves = 0;
+    p->curves[p->ncurves++] = nccl;
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 256 << 10, HN_BF16, 2), HN_VIA_LL);
+    p->curves[p->ncurves++] = rings;
+    p->builtin = 1;
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(p, HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 32 << 20, HN_BF16, 2),
+                    hn_via_resolve(HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 32 << 20, HN_BF16, 2));
+    CU_ASSERT_EQUAL(hn_via_resolve_prof(NULL, HN_VIA_AUTO, 0, 1, HN_COLL_ALLREDUCE, 4096, HN_BF16, 2), HN_VIA_LL);
+    free(p);
+}
+
 static void test_via_auto_runs(void)
 {
     const char *text = "param N = 1024 * 1024\n"
@@ -711,6 +760,7 @@ void hn_suite_cost(void)
         {"small M: the latency path where it is known and allowed", test_latency_path_at_small_m},
         {"the profile drives the model", test_profile_drives_the_model},
         {"via auto: the measured crossovers", test_via_resolve},
+        {"via auto: a tuned profile's curves, in their mode and team size", test_via_auto_from_profile},
         {"via auto: the same choice on every rank, runs exact", test_via_auto_runs},
         {"via ll: one-shot below the crossover, two-shot above, both exact", test_ll_crossover_runs},
         CU_TEST_INFO_NULL,

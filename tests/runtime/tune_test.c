@@ -89,18 +89,23 @@ static void tune_at(int n)
         CU_ASSERT_EQUAL(p->coef.kappa[1][1], hn_cost_model.kappa[1][1]);
         CU_ASSERT_EQUAL(p->interference[HN_TRAFFIC_NCCL], -1);
     } else {
-        int kinds = 0;
+        int kinds[2] = {0, 0};
         /* allgather, reduce_scatter, allreduce through NCCL, p2p put and
-         * get, and the latency path */
-        CU_ASSERT_EQUAL(p->ncurves, 12);
+         * get, and the latency path, eagerly; in graphs all but p2p get */
+        CU_ASSERT_EQUAL(p->ncurves, 12 + 9);
         for (int c = 0; c < p->ncurves; c++) {
             CU_ASSERT_EQUAL(p->curves[c].n, n);
             CU_ASSERT(p->curves[c].npoints >= 1);
             for (int i = 0; i < p->curves[c].npoints; i++)
                 CU_ASSERT(p->curves[c].us[i] > 0);
-            kinds |= 1 << p->curves[c].engine;
+            kinds[p->curves[c].graph != 0] |= 1 << p->curves[c].engine;
+            /* the model's pipelines read the eager ones */
+            CU_ASSERT_PTR_EQUAL(hn_cost_curve_exact(p, p->curves[c].kind, p->curves[c].engine, n, p->curves[c].graph),
+                                &p->curves[c]);
         }
-        CU_ASSERT_EQUAL(kinds, 15);
+        CU_ASSERT_EQUAL(kinds[0], 15);
+        CU_ASSERT_EQUAL(kinds[1], 15 & ~(1 << HN_ENGINE_CE_GET));
+        CU_ASSERT_EQUAL(hn_cost_curve_of(p, HN_COLL_ALLREDUCE, HN_ENGINE_NCCL, n)->graph, 0);
         /* every op: sequential, rings (no allreduce ring with get), per chunk */
         CU_ASSERT_EQUAL(p->npipes, 14);
         for (int i = 0; i < p->npipes; i++) {
@@ -116,6 +121,8 @@ static void tune_at(int n)
     hn_profile_write(p, &text);
     CU_ASSERT_EQUAL(hn_profile_parse(text.data, text.len, model, n, q, &err), HN_OK);
     CU_ASSERT_EQUAL(q->ncurves, p->ncurves);
+    for (int c = 0; c < q->ncurves; c++)
+        CU_ASSERT_EQUAL(q->curves[c].graph, p->curves[c].graph);
     CU_ASSERT_EQUAL(q->npipes, p->npipes);
     CU_ASSERT_EQUAL(hn_profile_parse(text.data, text.len, model, n + 1, q, &err), HN_ERR_INVALID);
     hn_sb_free(&err);
