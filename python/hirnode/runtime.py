@@ -406,6 +406,9 @@ def _world_store(store):
 
     def get(ctx, key, out, cap, timeout):
         try:
+            if hasattr(store, "wait"):  # torch's stores: wait within the runtime's deadline, not the store's
+                import datetime
+                store.wait([key.decode()], datetime.timedelta(seconds=timeout))
             v = store.get(key.decode())
         except BaseException:
             return 1

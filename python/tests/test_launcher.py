@@ -111,6 +111,18 @@ class Launcher(unittest.TestCase):
             with self.assertRaises(hirnode.DeadlineError) as e:
                 hirnode.Runtime(backend="host", store=Refusing(), timeout=1)
             self.assertIn("rank 1 of a world of 2: the store gave no rendezvous directory", str(e.exception))
+
+            class Waiting(Refusing):  # torch's stores wait within the runtime's deadline
+                waited = []
+
+                def wait(self, keys, timeout):
+                    self.waited.append((keys, timeout.total_seconds()))
+                    raise TimeoutError(keys)
+            with self.assertRaises(hirnode.DeadlineError):
+                hirnode.Runtime(backend="host", store=Waiting(), timeout=3)
+            self.assertEqual(len(Waiting.waited), 1)
+            self.assertTrue(Waiting.waited[0][0][0].startswith("hirnode/rendezvous/2/"))
+            self.assertEqual(Waiting.waited[0][1], 3)
             # kept to itself: launcher=False, or arguments that say how
             os.environ.update(RANK="1")
             with hirnode.Runtime(backend="host", launcher=False) as rt:
