@@ -30,6 +30,19 @@ static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_r
     *max_records = 0;
 }
 
+/* One CSV row: what, device, stream, graph, node, start, end, grid, then
+ * the name (kernels) or the bytes (copies, memsets). */
+static void put_row(const char *what, uint32_t dev, uint32_t stream, uint32_t graph, uint64_t node, uint64_t start,
+                    uint64_t end, unsigned grid, const char *tail, uint64_t bytes)
+{
+    fprintf(out, "%s,%u,%u,%u,%llu,%llu,%llu,%u,", what, dev, stream, graph, (unsigned long long)node,
+            (unsigned long long)start, (unsigned long long)end, grid);
+    if (tail != NULL)
+        fprintf(out, "%s\n", tail);
+    else
+        fprintf(out, "%llu bytes\n", (unsigned long long)bytes);
+}
+
 static void write_record(const CUpti_Activity *r)
 {
     if (out == NULL)
@@ -38,23 +51,18 @@ static void write_record(const CUpti_Activity *r)
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
-        fprintf(out, "kernel,%u,%u,%u,%llu,%llu,%llu,%d,%s\n", k->deviceId, k->streamId, k->graphId,
-                (unsigned long long)k->graphNodeId, (unsigned long long)k->start, (unsigned long long)k->end,
-                k->gridX * k->gridY * k->gridZ, k->name != NULL ? k->name : "?");
+        put_row("kernel", k->deviceId, k->streamId, k->graphId, k->graphNodeId, k->start, k->end,
+                k->gridX * k->gridY * k->gridZ, k->name != NULL ? k->name : "?", 0);
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)r;
-        fprintf(out, "memcpy,%u,%u,%u,%llu,%llu,%llu,0,%llu bytes\n", m->deviceId, m->streamId, m->graphId,
-                (unsigned long long)m->graphNodeId, (unsigned long long)m->start, (unsigned long long)m->end,
-                (unsigned long long)m->bytes);
+        put_row("memcpy", m->deviceId, m->streamId, m->graphId, m->graphNodeId, m->start, m->end, 0, NULL, m->bytes);
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)r;
-        fprintf(out, "memset,%u,%u,%u,%llu,%llu,%llu,0,%llu bytes\n", m->deviceId, m->streamId, m->graphId,
-                (unsigned long long)m->graphNodeId, (unsigned long long)m->start, (unsigned long long)m->end,
-                (unsigned long long)m->bytes);
+        put_row("memset", m->deviceId, m->streamId, m->graphId, m->graphNodeId, m->start, m->end, 0, NULL, m->bytes);
         break;
     }
     default:
