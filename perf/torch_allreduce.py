@@ -21,17 +21,12 @@ NVLink multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
 NCCL_NVLS_ENABLE=0).
 """
 import argparse
-import os
-import socket
 import statistics
 import sys
 
-os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-
+from torch_common import join, rel_err, slowest, spawn  # (multicast off before torch loads)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 
 
 def parse_size(s):
@@ -68,24 +63,10 @@ def timed(fn, iters, reps):
     return statistics.median(times)
 
 
-def slowest(v, dev):
-    t = torch.tensor([v], dtype=torch.float64, device=dev)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.item()
-
-
-def rel_err(got, want):
-    got, want = got.float(), want.float()
-    return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
-
-
 def worker(rank, world, port, args):
     import torch.distributed._symmetric_memory as symm_mem
 
-    torch.cuda.set_device(rank)
-    dev = torch.device("cuda", rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=dev)
+    dev = join(rank, world, port)
     group = dist.group.WORLD.group_name
     most = max(args.sizes) // 2
     buf = symm_mem.empty(most, dtype=torch.bfloat16, device=dev)
@@ -188,10 +169,7 @@ def main():
     if args.gpus < 2:
         print("torch_allreduce: needs 2 or more GPUs", file=sys.stderr)
         return 2
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(worker, args=(args.gpus, port, args), nprocs=args.gpus, join=True)
+    spawn(worker, args.gpus, args)
     return 0
 
 

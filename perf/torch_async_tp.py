@@ -21,17 +21,12 @@ NVLink multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
 NCCL_NVLS_ENABLE=0).
 """
 import argparse
-import os
-import socket
 import statistics
 import sys
 
-os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-
+from torch_common import join, rel_err, slowest, spawn  # (multicast off before torch loads)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 
 OPS = ("ag_matmul", "matmul_rs", "matmul_ar")
 
@@ -54,24 +49,10 @@ def timed(fn, iters, reps):
     return statistics.median(times)
 
 
-def slowest(v, dev):
-    t = torch.tensor([v], dtype=torch.float64, device=dev)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.item()
-
-
-def rel_err(got, want):
-    got, want = got.float(), want.float()
-    return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
-
-
 def worker(rank, world, port, args):
     import torch.distributed._symmetric_memory as symm_mem
 
-    torch.cuda.set_device(rank)
-    dev = torch.device("cuda", rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            device_id=dev)
+    dev = join(rank, world, port)
     group = dist.group.WORLD.group_name
     if hasattr(symm_mem, "enable_symm_mem_for_group"):  # (needed before 2.8; a no-op or gone after)
         symm_mem.enable_symm_mem_for_group(group)
@@ -170,10 +151,7 @@ def main():
     if args.gpus < 2:
         print("torch_async_tp: needs 2 or more GPUs", file=sys.stderr)
         return 2
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(worker, args=(args.gpus, port, args), nprocs=args.gpus, join=True)
+    spawn(worker, args.gpus, args)
     return 0
 
 

@@ -1,0 +1,40 @@
+"""What the PyTorch anchors (torch_allreduce.py, torch_async_tp.py) share:
+NVLink multicast off, one process per GPU meeting over a local TCP port,
+the slowest rank's figure, the relative error against a reference."""
+import os
+import socket
+
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+
+def spawn(worker, gpus, args):
+    """worker(rank, world, port, args) in one process per GPU; port: a free local one to meet at."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(worker, args=(gpus, port, args), nprocs=gpus, join=True)
+
+
+def join(rank, world, port):
+    """This process's GPU and its NCCL process group; the device."""
+    torch.cuda.set_device(rank)
+    dev = torch.device("cuda", rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            device_id=dev)
+    return dev
+
+
+def slowest(v, dev):
+    t = torch.tensor([v], dtype=torch.float64, device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def rel_err(got, want):
+    got, want = got.float(), want.float()
+    return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
