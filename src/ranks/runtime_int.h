@@ -257,7 +257,7 @@ struct hn_runtime {
     int inflight;     /* launches issued since the last sync */
     hn_status_t pending; /* their failure, collected by a call that returns nothing (free, forget, ...):
                           * the next sync, query or call that enters returns it */
-    uint64_t inflight_prog; /* the uid of their program */
+    uint64_t inflight_prog; /* the uid of their program (replays: hn_replay_key of it) */
 
     /* graphs (graph.c) */
     int auto_graphs; /* repeated runs and launches are captured and replayed */

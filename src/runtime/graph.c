@@ -396,7 +396,7 @@ hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *
     hn_status_t st = HN_OK;
     if (!g->valid)
         return refuse(rt, g);
-    if ((st = hn_runtime_enter(rt, g->prog, 0)) != HN_OK)
+    if ((st = hn_runtime_enter(rt, hn_replay_key(g->prog), 0)) != HN_OK)
         return st;
     if (!g->valid) /* the launches in flight failed */
         return refuse(rt, g);
@@ -406,7 +406,7 @@ hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *
         st = launch_every_rank(rt, &j);
     }
     rt->inflight++;
-    rt->inflight_prog = g->prog;
+    rt->inflight_prog = hn_replay_key(g->prog);
     if (st != HN_OK) {
         (void)hn_runtime_finish_launches(rt);
         return rt->err_status != HN_OK ? rt->err_status : st;

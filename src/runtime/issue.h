@@ -7,13 +7,22 @@
 
 /* The preamble of every call that issues work (runs, launches, captures,
  * replays): the launches in flight finish first — all of them (prog 0), or
- * for a launch or replay of program `prog` (its uid) only when they are of
- * another program (errors of asynchronous work name the instructions of
- * the program in flight) or one of them failed (its error is this call's)
+ * for a launch of program `prog` (its uid; a replay: hn_replay_key of it)
+ * only when they are of another program or of the other kind (errors of
+ * asynchronous work name the instructions of the program in flight) or
+ * one of them failed (its error is this call's)
  * — then a call with nothing in flight starts with an empty error slot,
  * and a lost device refuses (HN_ERR_DEVICE_LOST, with its text): its
  * health polled when `poll`, else as last polled. */
 hn_status_t hn_runtime_enter(hn_runtime *rt, uint64_t prog, int poll);
+/* What a replay of a graph of program `prog` passes to hn_runtime_enter:
+ * a key of its own, so that eager launches of a program and replays of
+ * its graphs are never in flight together — the switch from one to the
+ * other waits for what is in flight. A replay starts the communicators
+ * afresh on its own flags and ends with a barrier of the ranks, but
+ * nothing at its start waits for a peer still in its eager work, which
+ * shares the staging and the program's buffers with it. */
+static inline uint64_t hn_replay_key(uint64_t prog) { return prog | (1ull << 63); }
 /* The launches (and replays) in flight finished: every stream of every
  * rank synchronised, their errors collected (hn_runtime_finish_run). What
  * anything that needs the devices idle (memory, a new configuration, a

@@ -189,6 +189,19 @@ static void test_replay_matches_eager(void)
     CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
     outputs(rt, &b, ye, ge);
     CU_ASSERT_EQUAL(memcmp(ye, yg, 256 * sizeof(float)), 0);
+    /* a replay waits for the eager launches in flight and a launch for the
+     * replays: the two are never in flight together (a replay's start
+     * waits for no peer) */
+    CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL(rt->inflight, 2);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(rt->inflight, 1);
+    CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL(rt->inflight, 2);
+    CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL(rt->inflight, 1);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
 
     hn_runtime_graph_destroy(rt, gr);
     bufs_free(rt, &b);

@@ -278,7 +278,11 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
 {
     ctx c = {t->base.w, t, me, s, o, HN_OK};
     size_t es = (size_t)hn_dtype_size(a->dtype), n = (size_t)t->base.n;
-    int pull = a->algo == HN_ALGO_PULL; /* else push (also auto) */
+    /* else push (also auto). Inside a capture the rings push: a replayed
+     * pull from a peer's buffer was seen to stall on two H200s (the copy
+     * never ended, copy engine or SM; docs/GPU-VALIDATION.md), and a push
+     * gives the same bits (the same partials added in the same order). */
+    int pull = a->algo == HN_ALGO_PULL && (o == NULL || o->graph == NULL);
     char why[160];
     if (p2p_refuses(a->kind, a->dtype, a->count, t->base.n, why, sizeof(why)) != NULL) {
         hn_origin_fail(o, HN_ERR_UNSUPPORTED, "%s", why);
