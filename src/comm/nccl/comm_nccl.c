@@ -63,6 +63,13 @@ static hn_status_t settle(ncclComm_t comm, ncclResult_t r, const char *what, con
         if (ncclCommGetAsyncError(comm, &r) != ncclSuccess)
             break;
     }
+    if (r != ncclSuccess && sink != NULL && sink->abort_flag != NULL &&
+        __atomic_load_n(sink->abort_flag, __ATOMIC_ACQUIRE)) {
+        /* the run was aborted: its communicators were aborted under this
+         * call, and NCCL's words for that ("internal error") name no fault */
+        HN_INFO("%s: ended by the run's abort (%s)", what, ncclGetErrorString(r));
+        return HN_ERR_ABORTED;
+    }
     return r == ncclSuccess ? HN_OK : nccl_fail(r, what, file, line);
 }
 
