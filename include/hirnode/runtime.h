@@ -302,7 +302,9 @@ void hn_runtime_forget(hn_runtime *rt, const hn_program *p);
  * (change their contents between replays; new pointers of the same sizes
  * through hn_runtime_graph_rebind; the caller keeps them alive while the
  * graph may replay). Replays of one graph run one
- * after another, back to back with no host sync between them.
+ * after another, back to back with no host sync between them; an eager
+ * launch of the program after a replay, or a replay after an eager launch
+ * of it, first waits for the work in flight (the two never overlap).
  * A graph becomes unusable (replay: HN_ERR_INVALID, hn_runtime_error says
  * why) after any failed run or launch of the runtime, after
  * hn_runtime_forget of its program, or when memory pressure gave its
