@@ -328,5 +328,24 @@ grep -qF "rank 1 differs from rank 0" "$t/err" && grep -qF "HIRNODE_P2P_LANES=2"
   { bad "differing settings: not named"; cat "$t/err"; }
 [ -z "$(ls "$t/rv")" ] && ok || bad "differing settings: the socket is left"
 
+# workers started as torchrun starts them (RANK-like variables, MASTER_ADDR and
+# MASTER_PORT, no directory): they meet through rank 0's store on
+# MASTER_PORT + 1, and the directory rank 0 made goes with it
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -m 0700 "$t/tmp"
+for r in 0 1; do
+  TMPDIR="$t/tmp" HIRNODE_WORLD=2 HIRNODE_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port - 1)) HIRNODE_TIMEOUT=20 \
+    "$cli" run --gpus 1 --check "$p2p" >"$t/out$r" 2>"$t/err$r" &
+done
+wait
+grep -qF "check: passed" "$t/out0" && grep -qF "check: passed" "$t/out1" && ok ||
+  { bad "workers meeting through MASTER_ADDR: not passed"; cat "$t/err0" "$t/err1"; }
+[ -z "$(ls "$t/tmp")" ] && ok || bad "workers meeting through MASTER_ADDR: left $(ls "$t/tmp")"
+# rank 1 alone: no store answers; named within its deadline
+HIRNODE_WORLD=2 HIRNODE_RANK=1 HIRNODE_STORE=127.0.0.1:$port HIRNODE_TIMEOUT=1 "$cli" run --gpus 1 "$p2p" \
+  >/dev/null 2>"$t/err"
+grep -qF "store 127.0.0.1:$port: no server answered before the deadline" "$t/err" && ok ||
+  { bad "a store nobody serves: not named"; cat "$t/err"; }
+
 echo "procs.sh: $pass passed, $fail failed"
 [ "$fail" = 0 ]

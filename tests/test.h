@@ -18,6 +18,7 @@
     HN_SUITE(shm)                                                            \
     HN_SUITE(world)                                                          \
     HN_SUITE(rendezvous)                                                     \
+    HN_SUITE(store_tcp)                                                      \
     HN_SUITE(parse)                                                          \
     HN_SUITE(print)                                                          \
     HN_SUITE(json)                                                           \

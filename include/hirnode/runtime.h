@@ -100,7 +100,10 @@ void hn_runtime_config_default(hn_runtime_config *cfg);
  * unknown backend name, a backend with fewer devices than ndev (or than an
  * ordinal of cfg->devices needs), a bad count or ordinal, a world below
  * ndev or above 256, ranks rank .. rank+ndev-1 outside the world, a world
- * larger than ndev without a rendezvous, a rendezvous directory that is
+ * larger than ndev without a rendezvous (a directory, or its launcher's
+ * store: HIRNODE_STORE=host:port, else MASTER_ADDR with MASTER_PORT + 1,
+ * which rank 0's process serves while the world meets; HN_ERR_IO when it
+ * cannot be served or reached, named), a rendezvous directory that is
  * missing, another user's or writable by anyone. HN_ERR_UNSUPPORTED for
  * several ranks per process in a world across processes, or a backend
  * that cannot share its memory. Across processes also HN_ERR_TIMEOUT (a

@@ -391,6 +391,13 @@ def _default_store():
         return None
 
 
+def _launcher_store():
+    """Whether the C side can meet through its launcher's address: HIRNODE_STORE, or torchrun's
+    MASTER_ADDR and MASTER_PORT (rank 0 serves a store on MASTER_PORT + 1)."""
+    env = os.environ
+    return bool(env.get("HIRNODE_STORE")) or bool(env.get("MASTER_ADDR") and env.get("MASTER_PORT"))
+
+
 def _world_store(store):
     """A store with set(key, value) and a get(key) that waits for it (torch.distributed's) as the C
     API's hn_world_store, which hn_runtime_create_store meets the world through: rank 0 makes the
@@ -442,8 +449,9 @@ class Runtime(_Closing):
     more than one), Runtime() with none of ranks, devices, world, rank and rendezvous joins that
     world: world WORLD_SIZE, rank RANK, on device LOCAL_RANK (cuda), meeting the others through
     `store` (anything with set(key, value) and a waiting get(key), as torch.distributed's stores;
-    None: torch.distributed's default store when a process group exists) — or through
-    $HIRNODE_RENDEZVOUS without one. launcher=False keeps such a process to itself.
+    None: torch.distributed's default store when a process group exists) — else through the
+    store rank 0's process serves at MASTER_ADDR, port MASTER_PORT + 1 (or $HIRNODE_STORE,
+    host:port), or $HIRNODE_RENDEZVOUS. launcher=False keeps such a process to itself.
     """
 
     def __init__(self, ranks=None, backend=None, devices=None, nstreams=None, timeout=None, graphs=None,
@@ -455,11 +463,12 @@ class Runtime(_Closing):
         if joined is not None:
             world, rank, local = joined
             store = store if store is not None else _default_store()
-            if store is None and not os.environ.get("HIRNODE_RENDEZVOUS"):
+            if store is None and not os.environ.get("HIRNODE_RENDEZVOUS") and not _launcher_store():
                 raise InvalidArgumentError(
                     "hirnode: error: this process is rank %d of a world of %d a launcher started (RANK, WORLD_SIZE): "
                     "to meet the others, pass store= (e.g. torch.distributed's), initialize torch.distributed "
-                    "first, or set HIRNODE_RENDEZVOUS to a directory every process reaches" % (rank, world))
+                    "first, set MASTER_ADDR and MASTER_PORT (or HIRNODE_STORE=host:port) for the store rank 0 "
+                    "serves, or set HIRNODE_RENDEZVOUS to a directory every process reaches" % (rank, world))
             if (backend or os.environ.get("HIRNODE_BACKEND", "auto")) != "host":
                 devices = [local]
                 ranks = 1

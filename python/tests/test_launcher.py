@@ -5,6 +5,7 @@ step right; without a store or $HIRNODE_RENDEZVOUS it says what it needs; launch
 explicit arguments keep such a process to itself; a world of one is no world."""
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,7 @@ class FileStore:
         raise TimeoutError(key)
 
 world, rank = int(os.environ['WORLD_SIZE']), int(os.environ['RANK'])
-store = FileStore(sys.argv[2])
+store = FileStore(sys.argv[2]) if sys.argv[2] != 'launcher' else None  # None: MASTER_ADDR's store
 for round in range(2):  # two runtimes one after the other: each meets on its own key
     rt = hirnode.Runtime(backend='host', timeout=30, store=store)
     assert (rt.size, rt.world, rt.first_rank) == (1, world, rank), (rt.size, rt.world, rt.first_rank)
@@ -59,7 +60,7 @@ sys.exit(0)
 
 def launcher_env(world, rank):
     env = dict(os.environ)
-    for v in ("HIRNODE_WORLD", "HIRNODE_RANK", "HIRNODE_RENDEZVOUS"):
+    for v in ("HIRNODE_WORLD", "HIRNODE_RANK", "HIRNODE_RENDEZVOUS", "HIRNODE_STORE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(v, None)
     env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
     return env
@@ -78,11 +79,28 @@ class Launcher(unittest.TestCase):
                 left = [f for f in set(os.listdir(tempfile.gettempdir())) - made_before if f.startswith("hirnode-rdv-")]
                 self.assertEqual(left, [])
 
+    def test_processes_meet_through_the_store_rank_0_serves(self):
+        # torchrun's MASTER_ADDR and MASTER_PORT, no store of the caller's: rank 0 serves one on
+        # MASTER_PORT + 1 while the world meets
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        made_before = set(os.listdir(tempfile.gettempdir()))
+        envs = [dict(launcher_env(2, r), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port - 1)) for r in range(2)]
+        procs = [subprocess.Popen([sys.executable, "-c", WORKER, HERE, "launcher"], env=envs[r],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(2)]
+        out = [p.communicate(timeout=120)[0].decode(errors="replace") for p in procs]
+        self.assertEqual([p.returncode for p in procs], [0, 0], "\n".join(out))
+        left = [f for f in set(os.listdir(tempfile.gettempdir())) - made_before if f.startswith("hirnode-rdv-")]
+        self.assertEqual(left, [])
+
     def test_without_a_store_it_says_what_it_needs(self):
-        saved = {v: os.environ.get(v) for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "HIRNODE_RENDEZVOUS")}
+        names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "HIRNODE_RENDEZVOUS", "HIRNODE_STORE", "MASTER_ADDR", "MASTER_PORT")
+        saved = {v: os.environ.get(v) for v in names}
         try:
             os.environ.update(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
-            os.environ.pop("HIRNODE_RENDEZVOUS", None)
+            for v in ("HIRNODE_RENDEZVOUS", "HIRNODE_STORE", "MASTER_ADDR", "MASTER_PORT"):
+                os.environ.pop(v, None)
             with self.assertRaises(hirnode.InvalidArgumentError) as e:
                 hirnode.Runtime(backend="host")
             self.assertIn("rank 1 of a world of 2", str(e.exception))
@@ -123,6 +141,15 @@ class Launcher(unittest.TestCase):
             self.assertEqual(len(Waiting.waited), 1)
             self.assertTrue(Waiting.waited[0][0][0].startswith("hirnode/rendezvous/2/"))
             self.assertEqual(Waiting.waited[0][1], 3)
+            # the launcher's address, and no store served there: named within the deadline
+            with socket.socket() as so:
+                so.bind(("127.0.0.1", 0))
+                port = so.getsockname()[1]
+            os.environ.update(RANK="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port - 1))
+            with self.assertRaises(hirnode.Error) as e:
+                hirnode.Runtime(backend="host", timeout=1)
+            self.assertIn("store 127.0.0.1:%d: no server answered before the deadline" % port, str(e.exception))
+            del os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]
             # kept to itself: launcher=False, or arguments that say how
             os.environ.update(RANK="1")
             with hirnode.Runtime(backend="host", launcher=False) as rt:

@@ -73,6 +73,9 @@ static const hn_setting settings[] = {
     INT("rank", "HIRNODE_RANK", "0", 0, 255, "the first rank this process drives in the world"),
     {"rendezvous", "HIRNODE_RENDEZVOUS", "", HN_SET_PATH, NULL, 0, 0, 0, 0,
      "a directory every process of a world larger than one process reaches (process mode)"},
+    {"store", "HIRNODE_STORE", "", HN_SET_ADDRESS, NULL, 0, 0, 0, 0,
+     "host:port where rank 0's process serves the store a world of processes meets through when no "
+     "rendezvous directory is given (default: MASTER_ADDR, port MASTER_PORT + 1, when both are set)"},
 };
 
 int hn_settings_count(void) { return HN_ARRAY_LEN(settings); }
@@ -150,6 +153,23 @@ static hn_status_t parse(const hn_setting *s, const char *text, setting_value *v
             }
         v->w = text;
         return HN_OK;
+    case HN_SET_ADDRESS: {
+        const char *colon = strrchr(text, ':');
+        char *end;
+        long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
+        int ok = text[0] == '\0' ||
+                 (colon != NULL && colon > text && colon - text < 256 && colon[1] >= '0' && colon[1] <= '9' &&
+                  *end == '\0' && port >= 1 && port <= 65535);
+        for (const char *c = text; ok && c < colon; c++)
+            ok = (unsigned char)*c > 0x20 && *c != 0x7f;
+        if (!ok) {
+            if (err != NULL)
+                hn_sb_printf(err, "%s: expected host:port (a port from 1 to 65535)", s->env);
+            return HN_ERR_INVALID;
+        }
+        v->w = text;
+        return HN_OK;
+    }
     }
     return HN_ERR_INVALID;
 }
@@ -189,6 +209,14 @@ hn_status_t hn_setting_path(const char *name, const char **out, hn_strbuf *err)
 {
     setting_value v = {.w = NULL};
     hn_status_t st = get(name, HN_SET_PATH, &v, err);
+    *out = v.w;
+    return st;
+}
+
+hn_status_t hn_setting_address(const char *name, const char **out, hn_strbuf *err)
+{
+    setting_value v = {.w = NULL};
+    hn_status_t st = get(name, HN_SET_ADDRESS, &v, err);
     *out = v.w;
     return st;
 }

@@ -19,6 +19,7 @@ typedef enum hn_setting_kind {
     HN_SET_NUMBER, /* a decimal number from dlo to dhi */
     HN_SET_FAULTS, /* a fault plan (src/base/fault.h) */
     HN_SET_PATH,   /* a file's path: below 4096 bytes, no control characters (its reader checks the file) */
+    HN_SET_ADDRESS, /* host:port (a port from 1 to 65535; a host below 256 bytes, no spaces), or empty */
 } hn_setting_kind;
 
 typedef struct hn_setting {
@@ -47,6 +48,7 @@ const char *hn_setting_get(const char *name);
  * err = NULL. Words come back as the table's own strings. */
 hn_status_t hn_setting_word(const char *name, const char **out, hn_strbuf *err);
 hn_status_t hn_setting_path(const char *name, const char **out, hn_strbuf *err);
+hn_status_t hn_setting_address(const char *name, const char **out, hn_strbuf *err);
 hn_status_t hn_setting_flag(const char *name, int *out, hn_strbuf *err);
 hn_status_t hn_setting_int(const char *name, int64_t *out, hn_strbuf *err);
 hn_status_t hn_setting_number(const char *name, double *out, hn_strbuf *err);

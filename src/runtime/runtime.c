@@ -25,6 +25,7 @@
 #include "../ranks/run_error.h"
 #include "../ranks/teams.h"
 #include "../trace/trace.h"
+#include "../world/store_tcp.h"
 
 /* ---- create / destroy ---- */
 
@@ -172,7 +173,8 @@ static hn_status_t check_world(hn_runtime_config *cfg, hn_strbuf *why)
         return HN_OK;
     if (cfg->rendezvous == NULL || cfg->rendezvous[0] == '\0') {
         hn_sb_printf(why, "a world of %d ranks with %d in this process needs a rendezvous directory "
-                     "(hn_runtime_config.rendezvous, HIRNODE_RENDEZVOUS)", cfg->world, cfg->ndev);
+                     "(hn_runtime_config.rendezvous, HIRNODE_RENDEZVOUS) or its launcher's store (HIRNODE_STORE, "
+                     "or MASTER_ADDR and MASTER_PORT)", cfg->world, cfg->ndev);
         return HN_ERR_INVALID;
     }
     if (cfg->ndev != 1) {
@@ -187,7 +189,7 @@ static hn_status_t check_world(hn_runtime_config *cfg, hn_strbuf *why)
  * backend, the streams and every setting that steers a decision. */
 static void agreed_text(const hn_runtime_config *cfg, const char *backend, hn_strbuf *sb)
 {
-    static const char *const own[] = {"log", "fault", "rank", "rendezvous", "seed", NULL};
+    static const char *const own[] = {"log", "fault", "rank", "rendezvous", "store", "seed", NULL};
     hn_sb_printf(sb, "hirnode %s, backend %s, %d streams, timeout %g s, graphs %d", hn_version(), backend,
                  cfg->nstreams, cfg->timeout_s, cfg->graphs);
     for (int i = 0; i < hn_settings_count(); i++) {
@@ -367,6 +369,65 @@ undo:
     return st;
 }
 
+/* Creates through a store: a world across processes with no directory
+ * meets first (hn_meet_store), and rank 0's runtime keeps the directory
+ * it made, to remove it when destroyed. */
+static hn_status_t create_met(const hn_runtime_config *cfg, const hn_world_store *store, hn_runtime **out,
+                              hn_strbuf *why)
+{
+    hn_runtime_config c = *cfg;
+    hn_status_t st = HN_OK;
+    char dir[4096];
+    int made = 0;
+    if (c.world > c.ndev && (c.rendezvous == NULL || c.rendezvous[0] == '\0') &&
+        (st = hn_meet_store(store, c.world, c.rank, c.timeout_s > 0 ? c.timeout_s : 60, dir, sizeof(dir), &made,
+                            why)) == HN_OK)
+        c.rendezvous = dir;
+    if (st == HN_OK)
+        st = create(&c, out, why);
+    if (st == HN_OK && made && ((*out)->made_rdv = hn_strdup(dir)) == NULL)
+        HN_WARN("no memory to keep the rendezvous directory %s: it stays when the runtime goes", dir);
+    else if (st != HN_OK && made)
+        hn_meet_remove(dir);
+    return st;
+}
+
+static int tcp_set(void *ctx, const char *key, const char *value) { return hn_tcp_store_set(ctx, key, value); }
+static int tcp_get(void *ctx, const char *key, char *value, size_t cap, double timeout_s)
+{
+    return hn_tcp_store_get(ctx, key, value, cap, timeout_s);
+}
+
+/* hn_runtime_create's way: a world across processes given no directory
+ * meets through its launcher's store (HIRNODE_STORE, or torchrun's
+ * MASTER_ADDR and MASTER_PORT + 1), served by rank 0's process for the
+ * time of the meeting: once created, every process has been there. */
+static hn_status_t create_any(const hn_runtime_config *cfg, hn_runtime **out, hn_strbuf *why)
+{
+    char host[256];
+    int port, found, world;
+    hn_tcp_store *ts;
+    hn_status_t st;
+    if (cfg == NULL || out == NULL)
+        return create(cfg, out, why);
+    world = cfg->world == 0 ? cfg->ndev : cfg->world;
+    if (world <= cfg->ndev || (cfg->rendezvous != NULL && cfg->rendezvous[0] != '\0'))
+        return create(cfg, out, why);
+    if ((found = hn_tcp_store_address(host, sizeof(host), &port, why)) <= 0)
+        return found < 0 ? HN_ERR_INVALID : create(cfg, out, why);
+    if ((ts = hn_tcp_store_open(host, port, cfg->rank == 0, cfg->timeout_s > 0 ? cfg->timeout_s : 60, why)) ==
+        NULL) {
+        hn_sb_printf(why, " (rank %d of a world of %d meeting through its launcher's store)", cfg->rank, world);
+        return HN_ERR_IO;
+    }
+    {
+        hn_world_store store = {tcp_set, tcp_get, ts};
+        st = create_met(cfg, &store, out, why);
+    }
+    hn_tcp_store_close(ts);
+    return st;
+}
+
 hn_status_t hn_runtime_create_ex(const hn_runtime_config *cfg, hn_runtime **out, char **diag)
 {
     hn_strbuf why;
@@ -374,7 +435,7 @@ hn_status_t hn_runtime_create_ex(const hn_runtime_config *cfg, hn_runtime **out,
     if (diag != NULL)
         *diag = NULL;
     hn_sb_init(&why);
-    st = create(cfg, out, &why);
+    st = create_any(cfg, out, &why);
     if (st != HN_OK && diag != NULL)
         *diag = why.data != NULL ? hn_sb_take(&why) : hn_strdup(hn_status_string(st));
     hn_sb_free(&why);
@@ -384,11 +445,8 @@ hn_status_t hn_runtime_create_ex(const hn_runtime_config *cfg, hn_runtime **out,
 hn_status_t hn_runtime_create_store(const hn_runtime_config *cfg, const hn_world_store *store, hn_runtime **out,
                                     char **diag)
 {
-    hn_runtime_config c;
     hn_strbuf why;
-    hn_status_t st = HN_OK;
-    char dir[4096];
-    int made = 0;
+    hn_status_t st;
     if (diag != NULL)
         *diag = NULL;
     hn_sb_init(&why);
@@ -396,17 +454,7 @@ hn_status_t hn_runtime_create_store(const hn_runtime_config *cfg, const hn_world
         hn_sb_printf(&why, "hn_runtime_create_store needs a configuration, a store with set and get, and out");
         st = HN_ERR_INVALID;
     } else {
-        c = *cfg;
-        if (c.world > c.ndev && (c.rendezvous == NULL || c.rendezvous[0] == '\0') &&
-            (st = hn_meet_store(store, c.world, c.rank, c.timeout_s > 0 ? c.timeout_s : 60, dir, sizeof(dir),
-                                &made, &why)) == HN_OK)
-            c.rendezvous = dir;
-        if (st == HN_OK)
-            st = create(&c, out, &why);
-        if (st == HN_OK && made && ((*out)->made_rdv = hn_strdup(dir)) == NULL)
-            HN_WARN("no memory to keep the rendezvous directory %s: it stays when the runtime goes", dir);
-        else if (st != HN_OK && made)
-            hn_meet_remove(dir);
+        st = create_met(cfg, store, out, &why);
     }
     if (st != HN_OK && diag != NULL)
         *diag = why.data != NULL ? hn_sb_take(&why) : hn_strdup(hn_status_string(st));
@@ -419,7 +467,7 @@ hn_status_t hn_runtime_create(const hn_runtime_config *cfg, hn_runtime **out)
     hn_strbuf why;
     hn_status_t st;
     hn_sb_init(&why);
-    if ((st = create(cfg, out, &why)) != HN_OK && why.data != NULL)
+    if ((st = create_any(cfg, out, &why)) != HN_OK && why.data != NULL)
         HN_ERROR("%s", why.data); /* no caller to hand it to: logged, once */
     hn_sb_free(&why);
     return st;

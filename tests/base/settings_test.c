@@ -132,6 +132,10 @@ static const struct {
     {"HIRNODE_RANK", "-1", "HIRNODE_RANK: expected an integer from 0 to 255, not '-1'"},
     {"HIRNODE_RENDEZVOUS", "/tmp/a\nb",
      "HIRNODE_RENDEZVOUS: expected a file's path (below 4096 bytes, no control characters)"},
+    {"HIRNODE_STORE", "host\t:1", "HIRNODE_STORE: expected host:port (a port from 1 to 65535)"},
+    {"HIRNODE_STORE", "node-a", "HIRNODE_STORE: expected host:port (a port from 1 to 65535)"},
+    {"HIRNODE_STORE", "node-a:0", "HIRNODE_STORE: expected host:port (a port from 1 to 65535)"},
+    {"HIRNODE_STORE", ":29500", "HIRNODE_STORE: expected host:port (a port from 1 to 65535)"},
 };
 
 /* The default's value through the getter of s's kind, and the getter's
@@ -151,6 +155,7 @@ static hn_status_t get_by_kind(const hn_setting *s, hn_strbuf *err, char *value,
     case HN_SET_NUMBER: st = hn_setting_number(s->name, &d, err); snprintf(value, n, "%g", d); break;
     case HN_SET_FAULTS: st = hn_setting_faults(s->name, &plan, err); snprintf(value, n, "%s", plan.n ? "?" : ""); break;
     case HN_SET_PATH: st = hn_setting_path(s->name, &w, err); snprintf(value, n, "%s", w); break;
+    case HN_SET_ADDRESS: st = hn_setting_address(s->name, &w, err); snprintf(value, n, "%s", w); break;
     }
     return st;
 }
