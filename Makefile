@@ -197,6 +197,12 @@ $(BUILD)/libhn_timeline.so: perf/cupti_timeline.c
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -fPIC -shared -isystem $(CUDA_HOME)/include -isystem $(CUDA_HOME)/extras/CUPTI/include \
 	    $< -o $@ -L$(CUPTI_LIBDIR) -Wl,-rpath,$(CUPTI_LIBDIR) -lcupti
 
+# perf/p2p_pull_graph.cu: a replayed pull from a peer GPU, without hirnode
+# (2 GPUs; its header says what it asks)
+$(BUILD)/p2p_pull_graph: perf/p2p_pull_graph.cu
+	@mkdir -p $(BUILD)
+	$(NVCC) -O2 -std=c++17 $< -o $@ -lpthread
+
 # Python (python/hirnode: ctypes over libhirnode.so). `make python` puts the
 # package with a copy of the library beside it in build/python: a folder to
 # put on PYTHONPATH or copy anywhere. PYTHON: the system's (Debian's
