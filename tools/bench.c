@@ -643,9 +643,10 @@ static int bench_collectives(bench_opts *o, const hn_command *c)
             printf("# traced into %s: the hirnode times include tracing\n", o->trace);
         for (int v = 0; v < o->nvias; v++)
             if (strncmp(o->vias[v], "p2p", 3) == 0) {
-                printf("# p2p: sync %s, pieces %s (allgather %s) of >= %s KiB, lanes %s\n",
+                printf("# p2p: sync %s, pieces %s (allgather %s) of >= %s KiB, lanes %s%s\n",
                        hn_setting_get("p2p_sync"), hn_setting_get("p2p_pieces"), hn_setting_get("p2p_ag_pieces"),
-                       hn_setting_get("p2p_piece_kib"), hn_setting_get("p2p_lanes"));
+                       hn_setting_get("p2p_piece_kib"), hn_setting_get("p2p_lanes"),
+                       o->graph ? "; inside a graph the rings push (\"p2p get\" too)" : "");
                 break;
             }
         print_header(o, raw);
