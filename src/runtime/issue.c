@@ -262,8 +262,12 @@ hn_status_t hn_runtime_enter(hn_runtime *rt, uint64_t prog, int poll)
         return hn_runtime_take_pending(rt);
     if (hn_procs(rt) && hn_procs_check_lost(rt) != HN_OK)
         return HN_ERR_PEER_LOST;
+    /* a launch may replay its configuration's graph (graphs = 1): replays of
+     * its program in flight go on, its eager issue waits for them itself
+     * (hn_issue_launch); a replay waits for eager launches of its program */
     if (rt->inflight > 0 &&
-        (prog == 0 || rt->inflight_prog != prog || __atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE)) &&
+        (prog == 0 || (rt->inflight_prog != prog && rt->inflight_prog != hn_replay_key(prog)) ||
+         __atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE)) &&
         (st = hn_runtime_finish_launches(rt)) != HN_OK)
         return st;
     if (rt->inflight == 0)
@@ -297,6 +301,9 @@ hn_status_t hn_issue_launch(hn_runtime *rt, const hn_program *lp, uint64_t prog,
 {
     run_job j = {lp, params, io, 0, 0, streams, NULL};
     hn_status_t st;
+    /* never in flight with replays of the program (hn_replay_key) */
+    if (rt->inflight > 0 && rt->inflight_prog == hn_replay_key(prog) && (st = hn_runtime_finish_launches(rt)) != HN_OK)
+        return rt->err_status != HN_OK ? rt->err_status : st;
     hn_runtime_set_err_prog(rt, lp);
     st = hn_runtime_exec_all(rt, launch_rank, &j);
     rt->inflight++;

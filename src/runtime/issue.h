@@ -8,9 +8,11 @@
 /* The preamble of every call that issues work (runs, launches, captures,
  * replays): the launches in flight finish first — all of them (prog 0), or
  * for a launch of program `prog` (its uid; a replay: hn_replay_key of it)
- * only when they are of another program or of the other kind (errors of
- * asynchronous work name the instructions of the program in flight) or
- * one of them failed (its error is this call's)
+ * only when they are of another program (errors of asynchronous work name
+ * the instructions of the program in flight), when a replay follows eager
+ * launches of it (an eager launch after replays waits in hn_issue_launch:
+ * with graphs = 1 a launch may replay), or when one of them failed (its
+ * error is this call's)
  * — then a call with nothing in flight starts with an empty error slot,
  * and a lost device refuses (HN_ERR_DEVICE_LOST, with its text): its
  * health polled when `poll`, else as last polled. */

@@ -473,6 +473,10 @@ static void test_automatic(void)
             if (c == 0 && k == 0)
                 CU_ASSERT_PTR_NULL(rt->graphs); /* seen once: eager */
         }
+        /* launches that replay stay in flight together (no wait between them) */
+        for (int k = 0; k < 3; k++)
+            CU_ASSERT_EQUAL(hn_runtime_launch(x, p, &a[c], NULL), HN_OK);
+        CU_ASSERT_EQUAL(x->inflight, 3);
         CU_ASSERT_EQUAL(hn_runtime_sync(x), HN_OK);
         outputs(x, &b[c], y[c], g);
     }
