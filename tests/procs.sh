@@ -341,6 +341,20 @@ wait
 grep -qF "check: passed" "$t/out0" && grep -qF "check: passed" "$t/out1" && ok ||
   { bad "workers meeting through MASTER_ADDR: not passed"; cat "$t/err0" "$t/err1"; }
 [ -z "$(ls "$t/tmp")" ] && ok || bad "workers meeting through MASTER_ADDR: left $(ls "$t/tmp")"
+# hirnode run as torchrun starts it (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+# MASTER_PORT; no --gpus): one rank of that world each
+for r in 0 1; do
+  TMPDIR="$t/tmp" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port - 1)) \
+    HIRNODE_TIMEOUT=20 "$cli" run --check "$p2p" >"$t/out$r" 2>"$t/err$r" &
+done
+wait
+grep -qF "2 ranks (a process each)" "$t/out0" && grep -qF "check: passed" "$t/out0" && grep -qF "check: passed" "$t/out1" &&
+  ok || { bad "hirnode run under a launcher's RANK and WORLD_SIZE: not passed"; cat "$t/err0" "$t/err1"; }
+# --gpus says its own ranks: the launcher's world is not joined; a bad RANK is named
+RANK=1 WORLD_SIZE=2 "$cli" run --gpus 2 --check "$p2p" >"$t/out" 2>"$t/err" && grep -qF "check: passed" "$t/out" && ok ||
+  bad "--gpus 2 under a launcher's variables: not run alone"
+RANK=x WORLD_SIZE=2 "$cli" run "$p2p" >/dev/null 2>"$t/err"
+[ $? = 2 ] && grep -qF "started by a launcher (WORLD_SIZE=2, RANK=x" "$t/err" && ok || { bad "RANK=x: not named"; cat "$t/err"; }
 # rank 1 alone: no store answers; named within its deadline
 HIRNODE_WORLD=2 HIRNODE_RANK=1 HIRNODE_STORE=127.0.0.1:$port HIRNODE_TIMEOUT=1 "$cli" run --gpus 1 "$p2p" \
   >/dev/null 2>"$t/err"

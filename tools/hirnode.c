@@ -351,6 +351,7 @@ static int cmd_run(int argc, char **argv)
     init_opts(&o);
     o.cfg.ndev = 0; /* --gpus not given: hn_cli_procs_setup says how many */
     if ((rc = parse_opts("hirnode run", table, HN_ARRAY_LEN(table), argc, argv, &o, 1)) >= 0 ||
+        (rc = hn_cli_join_launcher("hirnode run", &procs, &o.cfg, &o.devices)) >= 0 ||
         (rc = hn_cli_procs_setup("hirnode run", &procs, &o.cfg, &o.devices, DEFAULT_RANKS)) >= 0) {
         free_opts(&o);
         return rc;

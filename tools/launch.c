@@ -238,6 +238,47 @@ int hn_cli_procs_setup(const char *name, hn_cli_procs *p, hn_runtime_config *cfg
     return launch_test_hook(name, cfg->rank);
 }
 
+/* A decimal in [lo, hi] from variable `var`: 1, 0 when unset, -1 when not one. */
+static int env_int(const char *var, int lo, int hi, int *out)
+{
+    const char *v = getenv(var);
+    char *end;
+    long x;
+    if (v == NULL || *v == '\0')
+        return 0;
+    x = strtol(v, &end, 10);
+    if (*end != '\0' || x < lo || x > hi)
+        return -1;
+    *out = (int)x;
+    return 1;
+}
+
+int hn_cli_join_launcher(const char *name, const hn_cli_procs *p, hn_runtime_config *cfg, hn_cli_devices *devices)
+{
+    hn_command c = {name, "", NULL, 0, NULL, 0, NULL, NULL};
+    const char *own = getenv("HIRNODE_WORLD");
+    int world = 0, rank = 0, local = 0, hw, hr, hl;
+    if (p->n != 0 || cfg->ndev != 0 || (devices != NULL && devices->n > 0) || (own != NULL && *own != '\0'))
+        return -1; /* its ranks are said here */
+    if ((hw = env_int("WORLD_SIZE", 1, 256, &world)) == 0 || (hw > 0 && world == 1))
+        return -1; /* no launcher's world */
+    hr = env_int("RANK", 0, 255, &rank);
+    hl = env_int("LOCAL_RANK", 0, 4095, &local);
+    if (hw < 0 || hr <= 0 || rank >= world || hl < 0)
+        return hn_cli_usage_error(&c, "started by a launcher (WORLD_SIZE=%s, RANK=%s, LOCAL_RANK=%s): expected a "
+                                  "world of 2 to 256, a rank in it and a device ordinal (or give --gpus)",
+                                  getenv("WORLD_SIZE"), getenv("RANK") != NULL ? getenv("RANK") : "(unset)",
+                                  getenv("LOCAL_RANK") != NULL ? getenv("LOCAL_RANK") : "(unset)");
+    cfg->world = world;
+    cfg->rank = rank;
+    cfg->ndev = 1;
+    if (devices != NULL) {
+        devices->ord[0] = local;
+        devices->n = 1;
+    }
+    return -1;
+}
+
 /* The environment of the workers: the launcher's without its own
  * HIRNODE_WORLD, _RANK, _RENDEZVOUS and _WORKER, then theirs; the rank's
  * entry points at rank_env, written before each fork. NULL when out of

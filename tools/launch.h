@@ -36,6 +36,17 @@ typedef struct hn_cli_procs {
 int hn_cli_procs_setup(const char *name, hn_cli_procs *p, struct hn_runtime_config *cfg, hn_cli_devices *devices,
                        int ndev_default);
 
+/* A process another launcher started (torchrun: RANK, WORLD_SIZE > 1,
+ * LOCAL_RANK) that says nothing of its own ranks (cfg->ndev 0, no
+ * --devices, no --procs, no HIRNODE_WORLD): one rank of that world —
+ * cfg->world WORLD_SIZE, cfg->rank RANK, cfg->ndev 1, on device
+ * LOCAL_RANK (0 when unset); the runtime meets the others through its
+ * launcher's store (MASTER_ADDR, HIRNODE_STORE). Before
+ * hn_cli_procs_setup. Returns -1 to go on (joined or not), else the exit
+ * code after a usage error on stderr. */
+int hn_cli_join_launcher(const char *name, const hn_cli_procs *p, struct hn_runtime_config *cfg,
+                         hn_cli_devices *devices);
+
 /* The launcher: starts p->n workers, each /proc/self/exe with argv (the
  * command line as given) and HIRNODE_WORLD, HIRNODE_RANK,
  * HIRNODE_RENDEZVOUS and HIRNODE_WORKER=1 in its environment, in a
