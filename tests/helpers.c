@@ -148,3 +148,22 @@ char *hn_test_capture_end(void)
     capture_file = NULL;
     return text != NULL ? text : strdup("");
 }
+
+void hn_test_env_save(const char *const *vars, int n, char **saved)
+{
+    for (int i = 0; i < n; i++) {
+        saved[i] = getenv(vars[i]) != NULL ? strdup(getenv(vars[i])) : NULL;
+        unsetenv(vars[i]);
+    }
+}
+
+void hn_test_env_restore(const char *const *vars, int n, char **saved)
+{
+    for (int i = 0; i < n; i++) {
+        if (saved[i] != NULL)
+            setenv(vars[i], saved[i], 1);
+        else
+            unsetenv(vars[i]);
+        free(saved[i]);
+    }
+}

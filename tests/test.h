@@ -66,6 +66,11 @@ int hn_test_max_ranks(void);
 /* Adds a suite with the given tests ({name, fn} pairs, NULL-terminated). */
 void hn_test_add_suite(const char *name, CU_TestInfo *tests);
 
+/* Variables vars[0 .. n-1] kept into saved (NULL: unset) and unset;
+ * given back as they were (and saved freed) by hn_test_env_restore. */
+void hn_test_env_save(const char *const *vars, int n, char **saved);
+void hn_test_env_restore(const char *const *vars, int n, char **saved);
+
 /* A whole file, NUL-terminated (caller frees); its length into *len. */
 char *hn_test_read_file(const char *path, size_t *len);
 

@@ -207,17 +207,16 @@ static void test_create_store(void)
  * the world, are refused with the reason. */
 static void test_world(void)
 {
-    static const char *const vars[] = {"HIRNODE_WORLD", "HIRNODE_RANK", "HIRNODE_RENDEZVOUS"};
-    char *saved[3], *diag = NULL;
+    /* (a launcher's store would meet the world: none here) */
+    static const char *const vars[] = {"HIRNODE_WORLD", "HIRNODE_RANK", "HIRNODE_RENDEZVOUS", "HIRNODE_STORE",
+                                       "MASTER_ADDR", "MASTER_PORT"};
+    char *saved[HN_ARRAY_LEN(vars)], *diag = NULL;
     int device0 = 0;
     int n = hn_test_max_ranks() < 2 ? 1 : 2;
     hn_runtime_config cfg;
     hn_runtime *rt;
     void *ptr = NULL, *stream = NULL;
-    for (int i = 0; i < 3; i++) {
-        saved[i] = getenv(vars[i]) != NULL ? strdup(getenv(vars[i])) : NULL;
-        unsetenv(vars[i]);
-    }
+    hn_test_env_save(vars, HN_ARRAY_LEN(vars), saved);
     CU_ASSERT_EQUAL(create_world(n, 0, 0, NULL, &diag), HN_OK);
     CU_ASSERT_EQUAL(create_world(n, n, 0, "/tmp/ignored", &diag), HN_OK);
     CU_ASSERT_PTR_NULL(diag);
@@ -265,13 +264,7 @@ static void test_world(void)
     CU_ASSERT_PTR_NULL(rt);
     CU_ASSERT_PTR_NOT_NULL(diag != NULL ? strstr(diag, "rendezvous /tmp/hn-rv: not a directory") : NULL);
     hn_string_free(diag);
-    for (int i = 0; i < 3; i++) {
-        if (saved[i] != NULL)
-            setenv(vars[i], saved[i], 1);
-        else
-            unsetenv(vars[i]);
-        free(saved[i]);
-    }
+    hn_test_env_restore(vars, HN_ARRAY_LEN(vars), saved);
     /* the per-rank calls take the ranks driven here only */
     rt = hn_test_runtime(NULL, n, 0, 10, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);

@@ -221,8 +221,7 @@ static void test_address(void)
     char *saved[3], host[64];
     int port = 0;
     hn_strbuf why;
-    for (int i = 0; i < 3; i++)
-        saved[i] = getenv(vars[i]) != NULL ? strdup(getenv(vars[i])) : NULL;
+    hn_test_env_save(vars, 3, saved);
     hn_sb_init(&why);
     set_env(NULL, NULL, NULL);
     CU_ASSERT_EQUAL(hn_tcp_store_address(host, sizeof(host), &port, &why), 0);
@@ -253,13 +252,7 @@ static void test_address(void)
     set_env(NULL, "10.0.0.7", "x");
     CU_ASSERT_EQUAL(hn_tcp_store_address(host, sizeof(host), &port, &why), -1);
     hn_sb_free(&why);
-    for (int i = 0; i < 3; i++) {
-        if (saved[i] != NULL)
-            setenv(vars[i], saved[i], 1);
-        else
-            unsetenv(vars[i]);
-        free(saved[i]);
-    }
+    hn_test_env_restore(vars, 3, saved);
 }
 
 void hn_suite_store_tcp(void)
