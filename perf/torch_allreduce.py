@@ -21,10 +21,9 @@ NVLink multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
 NCCL_NVLS_ENABLE=0).
 """
 import argparse
-import statistics
 import sys
 
-from torch_common import join, rel_err, slowest, spawn  # (multicast off before torch loads)
+from torch_common import join, median_seconds, rel_err, run, slowest  # (multicast off before torch loads)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -51,16 +50,7 @@ def timed(fn, iters, reps):
             fn()
     g.replay()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        dist.barrier()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / iters)
-    return statistics.median(times)
+    return median_seconds(g.replay, reps, iters) * 1e6
 
 
 def worker(rank, world, port, args):
@@ -166,11 +156,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=0, help="also the fused step's anchor, rows of this many elements")
     args = ap.parse_args()
     args.sizes = [parse_size(s) for s in args.sizes.split(",")]
-    if args.gpus < 2:
-        print("torch_allreduce: needs 2 or more GPUs", file=sys.stderr)
-        return 2
-    spawn(worker, args.gpus, args)
-    return 0
+    return run("torch_allreduce", worker, args)
 
 
 if __name__ == "__main__":

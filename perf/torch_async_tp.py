@@ -21,10 +21,9 @@ NVLink multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
 NCCL_NVLS_ENABLE=0).
 """
 import argparse
-import statistics
 import sys
 
-from torch_common import join, rel_err, slowest, spawn  # (multicast off before torch loads)
+from torch_common import join, median_seconds, rel_err, run, slowest  # (multicast off before torch loads)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -36,17 +35,11 @@ def timed(fn, iters, reps):
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        dist.barrier()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
+
+    def calls():
         for _ in range(iters):
             fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e-3 / iters)
-    return statistics.median(times)
+    return median_seconds(calls, reps, iters)
 
 
 def worker(rank, world, port, args):
@@ -148,11 +141,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args()
     args.ops = OPS if args.op == "all" else (args.op,)
-    if args.gpus < 2:
-        print("torch_async_tp: needs 2 or more GPUs", file=sys.stderr)
-        return 2
-    spawn(worker, args.gpus, args)
-    return 0
+    return run("torch_async_tp", worker, args)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """What the PyTorch anchors (torch_allreduce.py, torch_async_tp.py) share:
 NVLink multicast off, one process per GPU meeting over a local TCP port,
-the slowest rank's figure, the relative error against a reference."""
+the timing of a step between two events, the slowest rank's figure, the
+relative error against a reference."""
 import os
 import socket
+import statistics
+import sys
 
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
@@ -10,6 +13,30 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
+
+
+def run(name, worker, args):
+    """main()'s end: worker(rank, world, port, args) on args.gpus GPUs; 2 when there are fewer than 2."""
+    if args.gpus < 2:
+        print("%s: needs 2 or more GPUs" % name, file=sys.stderr)
+        return 2
+    spawn(worker, args.gpus, args)
+    return 0
+
+
+def median_seconds(issue, reps, per):
+    """issue() enqueues one rep's work; the median over reps of its time between two CUDA events,
+    divided by per (this rank's; the ranks start every rep together)."""
+    times = []
+    for _ in range(reps):
+        dist.barrier()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        issue()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e-3 / per)
+    return statistics.median(times)
 
 
 def spawn(worker, gpus, args):
