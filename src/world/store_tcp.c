@@ -54,6 +54,7 @@ struct hn_tcp_store {
     pthread_mutex_t mu; /* guards kv */
     pthread_cond_t cv;
     entry *kv;
+    int nkeys;
     conn **conns;
     int nconns;
 };
@@ -100,7 +101,8 @@ static int table_set(hn_tcp_store *s, const char *key, const char *value)
         return -1;
     pthread_mutex_lock(&s->mu);
     if ((e = find(s, key)) == NULL) {
-        if ((e = hn_calloc(1, sizeof(*e))) == NULL || (e->key = hn_strdup(key)) == NULL) {
+        if (s->nkeys >= HN_TCP_STORE_KEYS_MAX || (e = hn_calloc(1, sizeof(*e))) == NULL ||
+            (e->key = hn_strdup(key)) == NULL) {
             pthread_mutex_unlock(&s->mu);
             hn_free(e);
             hn_free(v);
@@ -108,6 +110,7 @@ static int table_set(hn_tcp_store *s, const char *key, const char *value)
         }
         e->next = s->kv;
         s->kv = e;
+        s->nkeys++;
     }
     hn_free(e->value);
     e->value = v;
@@ -565,7 +568,8 @@ int hn_tcp_store_address(char *host, size_t cap, int *port, hn_strbuf *why)
     if (addr == NULL || addr[0] == '\0' || mport == NULL || mport[0] == '\0')
         return 0;
     if (strlen(addr) >= cap || parse_port(mport, port) != 0 || *port == 65535) {
-        hn_sb_printf(why, "MASTER_ADDR=%s MASTER_PORT=%s: not an address and port below 65535", addr, mport);
+        hn_sb_printf(why, "MASTER_ADDR=%s MASTER_PORT=%s: expected an address and a port from 1 to 65534 (the "
+                     "store takes MASTER_PORT + 1)", addr, mport);
         return -1;
     }
     snprintf(host, cap, "%s", addr);

@@ -13,6 +13,7 @@
 
 #define HN_TCP_STORE_KEY_MAX 512    /* bytes of a key, at most */
 #define HN_TCP_STORE_VALUE_MAX 4096 /* bytes of a value, at most */
+#define HN_TCP_STORE_KEYS_MAX 4096  /* keys a store holds, at most */
 
 typedef struct hn_tcp_store hn_tcp_store;
 
@@ -21,8 +22,8 @@ typedef struct hn_tcp_store hn_tcp_store;
  * connects, trying again until timeout_s (the server may come later).
  * NULL with the reason in why. */
 hn_tcp_store *hn_tcp_store_open(const char *host, int port, int serve, double timeout_s, hn_strbuf *why);
-/* 0: key holds value (replacing an earlier one); -1: refused (too long)
- * or the server is gone. */
+/* 0: key holds value (replacing an earlier one); -1: refused (too long,
+ * or a new key beyond HN_TCP_STORE_KEYS_MAX) or the server is gone. */
 int hn_tcp_store_set(hn_tcp_store *s, const char *key, const char *value);
 /* 0: key's value, NUL-terminated, in value (cap bytes); -1: not set
  * within timeout_s, too long for cap, or the server is gone. */

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -120,6 +121,18 @@ static void test_set_get(void)
     CU_ASSERT_EQUAL(hn_tcp_store_set(a, "", "empty key"), -1);
     CU_ASSERT_EQUAL(hn_tcp_store_get(a, "k/3", v, 3, 1), -1);
     CU_ASSERT_EQUAL(hn_tcp_store_get(srv, "k/3", v, 3, 1), -1);
+    /* a store holds so many keys: a new one past them refused, an old one replaced */
+    for (int k = 0; k < HN_TCP_STORE_KEYS_MAX; k++) {
+        char key[32];
+        snprintf(key, sizeof(key), "many/%d", k);
+        if (hn_tcp_store_set(srv, key, "x") != 0)
+            break;
+    }
+    CU_ASSERT_EQUAL(hn_tcp_store_set(srv, "one/more", "x"), -1);
+    CU_ASSERT_EQUAL(hn_tcp_store_set(a, "one/more", "x"), -1);
+    CU_ASSERT_EQUAL(hn_tcp_store_set(a, "k/1", "again"), 0);
+    CU_ASSERT_EQUAL(hn_tcp_store_get(b, "k/1", v, sizeof(v), 1), 0);
+    CU_ASSERT_STRING_EQUAL(v, "again");
     hn_tcp_store_close(a);
     hn_tcp_store_close(b);
     /* once the server is gone, a client's requests fail */
