@@ -2,7 +2,8 @@
  * shape and dtype, in one runtime: the GEMM alone, the sequential NCCL
  * collective + GEMM (the baseline), every strategy and `auto`, each the
  * median of >= 20 timed runs of ITERS statements (host clock around the
- * whole run, the slowest rank); per-GPU TFLOP/s = 2 M N K / time, with M
+ * whole run, the slowest rank; the variants' runs interleaved in
+ * rounds); per-GPU TFLOP/s = 2 M N K / time, with M
  * the global rows and K x N the local weight; the model's time of each
  * and its error; every output compared with the baseline's; the model's
  * pick beside the fastest measured. Progress on stderr, the table on
@@ -126,6 +127,7 @@ static hn_program *parse(const char *text)
 }
 
 typedef struct measured {
+    hn_program *prog; /* kept for the timed rounds, where it ran */
     double seconds; /* median per statement */
     double max_rel; /* largest error against the baseline */
     char plan[256];
@@ -197,7 +199,9 @@ static hn_status_t poison(hn_runtime *rt, hn_dtype dt, const long long c[2], voi
     return st;
 }
 
-/* Runs one variant: program, plan, warm-up, timed runs, output. */
+/* Readies one variant: its program and plan, one run whose output is
+ * checked against the baseline's, one traced run for the overlap figure;
+ * the program stays in res->prog for the timed rounds (timed_rounds). */
 static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shape3 *s, hn_dtype dt, int vi,
                                void **bufs[3], size_t *const sizes[3], void **baseline_out, measured *res)
 {
@@ -265,14 +269,9 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
     progress("%s %lldx%lldx%lld %s: %s (%s)", op_names[o->op], s->M, s->K, s->N, dn, variants[vi].name, res->plan);
     st = poison(rt, dt, c, bufs[2], sizes[2]); /* so that an output not written shows */
     if (st == HN_OK)
-        st = hn_tune_time(rt, p, &args, o->warmup, o->reps, &res->seconds);
-    if (st == HN_OK) /* the slowest process's, across processes */
-        st = hn_procs_max(rt, res->seconds, &res->seconds);
+        st = hn_runtime_run(rt, p, &args);
     if (st != HN_OK)
         fprintf(stderr, "bench overlap: %s: %s\n", variants[vi].name, hn_runtime_error(rt));
-    if (st == HN_OK)
-        res->seconds /= o->iters;
-    res->overlap = st == HN_OK && !gemm_alone ? overlap_of(rt, p, &args) : -1;
     /* the output of every rank against the baseline's */
     if (st == HN_OK && !gemm_alone && (host = malloc(cbytes + 1)) != NULL) {
         for (int r = 0; r < nl && st == HN_OK; r++) {
@@ -290,8 +289,51 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
         }
     }
     free(host);
+    res->overlap = st == HN_OK && !gemm_alone ? overlap_of(rt, p, &args) : -1;
+    if (st == HN_OK) {
+        res->prog = p;
+        return st;
+    }
     hn_runtime_forget(rt, p);
     hn_program_destroy(p);
+    return st;
+}
+
+/* The timed runs of every variant that ran, interleaved: warm-up rounds,
+ * then o->reps rounds of one run of each variant, every other round in
+ * the opposite order, so that the machine's drift over the minutes a
+ * table takes (clocks that fall as the GPUs warm) reaches every variant
+ * alike instead of the ones measured last; each variant's median per
+ * statement, the slowest process's. */
+static hn_status_t timed_rounds(hn_runtime *rt, const overlap_opts *o, void **bufs[3], size_t *const sizes[3],
+                                measured *res, int nres)
+{
+    hn_binding bind[3] = {{"A", bufs[0], sizes[0]}, {"B", bufs[1], sizes[1]}, {"C", bufs[2], sizes[2]}};
+    const char *pname[] = {"ITERS"};
+    int64_t pval[] = {o->iters};
+    hn_run_args args = {1, pname, pval, 3, bind};
+    double *t = calloc((size_t)nres * (size_t)o->reps, sizeof(double));
+    hn_status_t st = t != NULL ? HN_OK : HN_ERR_NOMEM;
+    for (int k = -o->warmup; k < o->reps && st == HN_OK; k++)
+        for (int i = 0; i < nres && st == HN_OK; i++) {
+            int v = (k & 1) ? nres - 1 - i : i;
+            double sec;
+            if (res[v].prog == NULL)
+                continue;
+            if (k < 0)
+                st = hn_runtime_run(rt, res[v].prog, &args);
+            else if ((st = hn_tune_time(rt, res[v].prog, &args, 0, 1, &sec)) == HN_OK)
+                t[(size_t)v * (size_t)o->reps + (size_t)k] = sec;
+            if (st != HN_OK)
+                fprintf(stderr, "bench overlap: %s: %s\n", variants[v].name, hn_runtime_error(rt));
+        }
+    for (int v = 0; v < nres && st == HN_OK; v++)
+        if (res[v].prog != NULL) {
+            res[v].seconds = hn_median(t + (size_t)v * (size_t)o->reps, o->reps);
+            if ((st = hn_procs_max(rt, res[v].seconds, &res[v].seconds)) == HN_OK) /* the slowest process's */
+                res[v].seconds /= o->iters;
+        }
+    free(t);
     return st;
 }
 
@@ -336,7 +378,7 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
     int n = hn_runtime_world(rt), nl = hn_runtime_size(rt), first = hn_runtime_first_rank(rt), rc = 0;
     void **bufs[3], **baseline = calloc((size_t)nl, sizeof(void *));
     size_t *sizes[3];
-    measured res[HN_ARRAY_LEN(variants)];
+    measured res[HN_ARRAY_LEN(variants)] = {0};
     double flops = 2.0 * s->M * s->N * s->K, worst = 0;
     int best = -1;
     const char *dn = hn_dtype_name(dt);
@@ -371,6 +413,11 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
             continue;
         }
         st = run_variant(rt, o, s, dt, v, bufs, sizes, baseline, &res[v]);
+    }
+    if (st == HN_OK) {
+        progress("%s %lldx%lldx%lld %s: %d rounds of one run of each", op_names[o->op], s->M, s->K, s->N, dn,
+                 o->reps);
+        st = timed_rounds(rt, o, bufs, sizes, res, HN_ARRAY_LEN(variants));
     }
     if (st != HN_OK) {
         rc = 1;
@@ -420,6 +467,11 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
                res[best].seconds * 1e3, res[best].seconds / res[AUTO_ROW].seconds, worst * 100);
     fflush(stdout);
 done:
+    for (int v = 0; v < HN_ARRAY_LEN(variants); v++)
+        if (res[v].prog != NULL) {
+            hn_runtime_forget(rt, res[v].prog);
+            hn_program_destroy(res[v].prog);
+        }
     for (int k = 0; k < 3; k++) {
         for (int r = 0; bufs[k] != NULL && r < nl; r++)
             hn_runtime_free(rt, first + r, bufs[k][r]);
@@ -544,7 +596,7 @@ int hn_cli_bench_overlap(int argc, char **argv)
         char what[700];
         hn_profile_describe(rt->profile, what, sizeof(what));
         printf("# hirnode bench overlap --op %s: %d GPUs, %s backend, nstreams %d; median of %d runs of %d "
-               "statements after %d warm-up runs; outputs against the sequential NCCL baseline's; the model's "
+               "statements after %d warm-up runs, the variants' runs interleaved in rounds; outputs against the sequential NCCL baseline's; the model's "
                "profile: %s\n",
                op, hn_runtime_world(rt), hn_runtime_backend(rt), o.cfg.nstreams, o.reps, o.iters, o.warmup, what);
     }

@@ -16,7 +16,7 @@
 #include "hirnode/runtime.h"
 
 #define HN_CALLER_STREAM (-1)
-#define HN_VERIFIED_CONFIGS 8 /* prepared configurations (and automatic graphs) a runtime remembers */
+#define HN_VERIFIED_CONFIGS 16 /* prepared configurations (and automatic graphs) a runtime remembers */
 
 typedef struct hn_trace hn_trace;           /* a running trace (trace.h) */
 typedef struct hn_trace_rank hn_trace_rank; /* its recorder of one rank */

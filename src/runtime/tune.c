@@ -262,6 +262,40 @@ static double timed(tuner *t, const bufs *b, const char *text, const char *const
     return timed_as(t, b, text, names, vals, nv, 0);
 }
 
+/* The median seconds per call (vals[0] calls per run) of each of n
+ * programs, their runs interleaved: warm-up rounds, then a round of one
+ * run of each per repetition, every other round in the opposite order, so
+ * that the machine's drift (clocks that fall as the GPUs warm) reaches
+ * every program alike. The programs are forgotten and destroyed. */
+static void timed_rounds(tuner *t, const bufs *b, hn_program **progs, int n, const char *const *names,
+                         const int64_t *vals, int nv, double *secs)
+{
+    hn_binding bind[6];
+    hn_run_args args = {nv, names, vals, b->k, bind};
+    int reps = HN_MAX(t->z->reps, 1);
+    double *v = hn_calloc((size_t)n * (size_t)reps, sizeof(double));
+    hn_status_t st = v != NULL ? HN_OK : HN_ERR_NOMEM;
+    for (int i = 0; i < b->k; i++)
+        bind[i] = (hn_binding){b->names[i], b->ptr[i], b->bytes[i]};
+    for (int k = -t->z->warmup; k < reps && st == HN_OK && t->st == HN_OK; k++)
+        for (int i = 0; i < n && st == HN_OK; i++) {
+            int j = (k & 1) ? n - 1 - i : i;
+            double t0 = hn_now();
+            st = hn_runtime_run(t->rt, progs[j], &args);
+            if (k >= 0)
+                v[(size_t)j * (size_t)reps + (size_t)k] = hn_now() - t0;
+        }
+    if (st != HN_OK)
+        failed(t, st, "a measuring run");
+    for (int j = 0; j < n; j++) {
+        secs[j] = st == HN_OK && t->st == HN_OK ? hn_median(v + (size_t)j * (size_t)reps, reps) / (double)vals[0]
+                                                : NAN;
+        hn_runtime_forget(t->rt, progs[j]);
+        hn_program_destroy(progs[j]);
+    }
+    hn_free(v);
+}
+
 static double flop(const int64_t *s) { return 2.0 * (double)s[0] * (double)s[1] * (double)s[2]; }
 
 /* ---- GEMM rates, chunks and streams, copies ---- */
@@ -529,30 +563,34 @@ static void pipelines(tuner *t)
 {
     static const char *const ops[] = {"matmul C <- allgather(A), B", "reduce_scatter C <- matmul(A, B)",
                                       "allreduce C <- matmul(A, B)"};
+    enum { MAX_RUNS = 1 + 3 * HN_ARRAY_LEN(variants) };
+    const char *names[1] = {"ITERS"};
+    int64_t iters[1] = {t->z->iters};
     if (t->n < 2)
         return;
     for (int si = 0; si < t->nshapes; si++) {
         const int64_t *s = t->shapes[si];
         bufs b = {0};
-        double alone = NAN; /* the GEMM alone, every M row on each device */
+        hn_program *progs[MAX_RUNS];
+        int op_of[MAX_RUNS], v_of[MAX_RUNS], n = 0;
+        double secs[MAX_RUNS], alone;
         if (s[0] % t->n != 0)
             continue; /* rows that do not split over the ranks: no pipeline takes them */
         if (!t->counting && t->st == HN_OK)
             (void)(bufs_add(t, &b, "A", HN_BF16, (double)s[0] * s[1]) &&
                    bufs_add(t, &b, "B", HN_BF16, (double)s[1] * s[2]) &&
                    bufs_add(t, &b, "C", HN_BF16, (double)s[0] * s[2]));
-        for (int op = 0; op < 3; op++) {
+        /* every program of the shape first (the GEMM alone the first),
+         * then their runs in rounds */
+        for (int op = 0; op < 3 && t->st == HN_OK; op++) {
             for (int v = 0; v < HN_ARRAY_LEN(variants); v++) {
                 const variant *x = &variants[v];
                 long long a0 = op == 0 && x->options != NULL ? s[0] / t->n : s[0];
                 long long c0 = op == 1 && x->options != NULL ? s[0] / t->n : s[0];
                 char text[1024];
-                const char *names[1] = {"ITERS"};
-                int64_t iters[1] = {t->z->iters};
                 hn_program *p;
                 hn_program *lp = NULL;
                 hn_strbuf diag;
-                double sec;
                 if ((x->options == NULL && op > 0) || (op == 2 && x->get))
                     continue; /* the GEMM alone once per shape; no allreduce by ring with get */
                 if (!begin(t, "%s %lldx%lldx%lld: %s", op == 0 ? "ag_matmul" : op == 1 ? "matmul_rs" : "matmul_ar",
@@ -576,19 +614,25 @@ static void pipelines(tuner *t)
                 }
                 hn_sb_free(&diag);
                 hn_program_destroy(lp);
-                hn_program_destroy(p);
-                sec = timed(t, &b, text, names, iters, 1);
-                if (t->st != HN_OK)
-                    break;
-                if (x->options == NULL) {
-                    alone = sec;
-                    continue;
-                }
-                if (t->p->npipes < HN_COST_MAX_PIPES && sec > 0 && alone > 0)
-                    t->p->pipes[t->p->npipes++] = (hn_cost_point){
-                        (hn_pipe_kind)op, s[0], s[1], s[2], t->n, flop(s) / alone / 1e12, x->strategy, x->p2p,
-                        x->strategy == HN_STRAT_RING ? t->n : x->chunks, alone / sec, x->get, 0};
+                progs[n] = p;
+                op_of[n] = op;
+                v_of[n++] = v;
             }
+        }
+        if (t->st != HN_OK) {
+            for (int j = 0; j < n; j++)
+                hn_program_destroy(progs[j]);
+            n = 0;
+        }
+        if (n > 0)
+            timed_rounds(t, &b, progs, n, names, iters, 1, secs);
+        alone = n > 0 && variants[v_of[0]].options == NULL ? secs[0] : NAN;
+        for (int j = 0; j < n && t->st == HN_OK; j++) {
+            const variant *x = &variants[v_of[j]];
+            if (x->options != NULL && t->p->npipes < HN_COST_MAX_PIPES && secs[j] > 0 && alone > 0)
+                t->p->pipes[t->p->npipes++] = (hn_cost_point){
+                    (hn_pipe_kind)op_of[j], s[0], s[1], s[2], t->n, flop(s) / alone / 1e12, x->strategy, x->p2p,
+                    x->strategy == HN_STRAT_RING ? t->n : x->chunks, alone / secs[j], x->get, 0};
         }
         bufs_free(t, &b);
     }
