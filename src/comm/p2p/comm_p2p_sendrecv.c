@@ -6,7 +6,10 @@
 /* A group of sends and receives. Put: receivers post their buffers and say
  * they are ready; senders copy into them and say the data has arrived.
  * Get: senders post their buffers and say the data is ready; receivers copy
- * from them and say they are done; senders wait for that. */
+ * from them and say they are done; senders wait for that. Inside a capture
+ * a get is done as a put, as the rings do (comm_p2p.c): a replayed pull
+ * stalled there too, on 4 H200s (the same bytes land either way; every
+ * rank's part of a group is captured, so both ends agree). */
 hn_status_t hn_p2p_sendrecv(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s, const hn_origin *o)
 {
     hn_comm_team *t = w->base.teams.all;
@@ -22,7 +25,7 @@ hn_status_t hn_p2p_sendrecv(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     }
     for (int i = 0; i < n; i++) /* sequence numbers per (sender, receiver), from 1 */
         seq[i] = ops[i].is_send ? ++w->send_seq[rank * N + ops[i].peer] : ++w->recv_seq[ops[i].peer * N + rank];
-    if (n > 0 && ops[0].algo == HN_ALGO_PULL) {
+    if (n > 0 && ops[0].algo == HN_ALGO_PULL && (o == NULL || o->graph == NULL)) {
         /* 1: every send posts its buffer and tells its receiver */
         for (int i = 0; i < n; i++) {
             uint64_t slot = seq[i] % SLOTS;
