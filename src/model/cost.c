@@ -88,15 +88,59 @@ static double measured_rate(const hn_cost_profile *p, hn_dtype dtype, double flo
     return exp(log(lo->tflops) * (1 - f) + log(hi->tflops) * f);
 }
 
+/* How much slower the pipelines' GEMM alone ran than the GEMM rates of
+ * the same size: the rates are measured first, from a cold start, and a
+ * GPU that has multiplied for a while holds lower clocks, as it does
+ * through the pipelines and in use. Log-log between the pipelines' shapes
+ * by flop, flat beyond them; 1 where the profile has no such pair. */
+static double sustained(const hn_cost_profile *p, hn_dtype dtype, double flops)
+{
+    double flo = 0, fhi = 0, rlo = 1, rhi = 1, f;
+    int lo = 0, hi = 0;
+    for (int i = 0; i < p->npipes; i++) {
+        const hn_cost_point *q = &p->pipes[i];
+        double x = 2.0 * q->M * q->N * q->K, at, r = 0;
+        int k = 0;
+        if (q->reference || q->world < 2 || !(q->gemm_tflops > 0) || (at = measured_rate(p, dtype, x)) <= 0)
+            continue;
+        for (int j = 0; j < p->npipes; j++) { /* the mean of the runs of this shape */
+            const hn_cost_point *o = &p->pipes[j];
+            if (!o->reference && o->world >= 2 && o->gemm_tflops > 0 && o->M == q->M && o->K == q->K && o->N == q->N) {
+                r += o->gemm_tflops;
+                k++;
+            }
+        }
+        r /= k * at;
+        if (x <= flops && (!lo || x > flo)) {
+            lo = 1;
+            flo = x;
+            rlo = r;
+        }
+        if (x >= flops && (!hi || x < fhi)) {
+            hi = 1;
+            fhi = x;
+            rhi = r;
+        }
+    }
+    if (!lo || !hi || fhi <= flo)
+        return lo ? rlo : hi ? rhi : 1;
+    f = log(flops / flo) / log(fhi / flo);
+    return exp(log(rlo) * (1 - f) + log(rhi) * f);
+}
+
 double hn_cost_gemm_seconds(const hn_cost_profile *prof, double flops, hn_dtype dtype)
 {
     const hn_cost_profile *p = prof_or_builtin(prof);
     int d = hn_cost_dtype_index(dtype);
+    hn_dtype m = dtype == HN_BF16 || dtype == HN_F16 ? dtype : HN_F32;
     double tflops;
     if (flops <= 0)
         return 0;
-    /* the rates measured by shape, where there are; else the power law */
-    if ((tflops = measured_rate(p, dtype == HN_BF16 || dtype == HN_F16 ? dtype : HN_F32, flops)) <= 0)
+    /* the rates measured by shape, where there are, at the pace the
+     * pipelines' bf16 GEMMs kept (tensor-core dtypes); else the power law */
+    if ((tflops = measured_rate(p, m, flops)) > 0 && m != HN_F32)
+        tflops *= sustained(p, HN_BF16, flops);
+    if (tflops <= 0)
         tflops = p->gemm_tflops_at_1t[d] * pow(flops / 1e12, -p->gemm_gamma[d]);
     return tflops > 0 ? flops / (tflops * 1e12) : INFINITY;
 }

@@ -337,6 +337,27 @@ static void test_profile_drives_the_model(void)
     CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_RING);
     CU_ASSERT_EQUAL(pl.protocol, HN_ALGO_PULL);
+    /* the pipelines' GEMM alone ran at 90 % of the rates measured first
+     * (a GPU that has run for a while holds lower clocks): the model's
+     * GEMM keeps the pipelines' pace at their shapes and between them;
+     * f32, which no pipeline ran, keeps its rates; without pipelines,
+     * the rates as measured */
+    {
+        hn_cost_profile *w = measured_copy();
+        double f = 2.0 * 4096 * 8192 * 8192, mid = 2.0 * 8192 * 8192 * 8192, t, tm, t32;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+        t = hn_cost_gemm_seconds(w, f, HN_BF16);
+        tm = hn_cost_gemm_seconds(w, mid, HN_BF16);
+        t32 = hn_cost_gemm_seconds(w, f, HN_F32);
+        for (int i = 0; i < w->npipes; i++)
+            w->pipes[i].gemm_tflops *= 0.9;
+        CU_ASSERT(fabs(hn_cost_gemm_seconds(w, f, HN_BF16) * 0.9 / t - 1) < 1e-9);
+        CU_ASSERT(fabs(hn_cost_gemm_seconds(w, mid, HN_BF16) * 0.9 / tm - 1) < 1e-9);
+        CU_ASSERT_EQUAL(hn_cost_gemm_seconds(w, f, HN_F32), t32);
+        w->npipes = 0;
+        CU_ASSERT(fabs(hn_cost_gemm_seconds(w, f, HN_BF16) / t - 1) < 1e-9);
+        free(w);
+    }
     /* a GEMM ten times slower hides more: the same time for the
      * communication, a larger share of it hidden */
     {
@@ -344,6 +365,8 @@ static void test_profile_drives_the_model(void)
         double before = hn_pipe_seconds(&sh, &q);
         for (int i = 0; i < m->ngemm; i++)
             m->gemm[i].tflops /= 10;
+        for (int i = 0; i < m->npipes; i++) /* (the pipelines' GEMM alone too, or it says the rates' pace) */
+            m->pipes[i].gemm_tflops /= 10;
         CU_ASSERT(hn_pipe_seconds(&sh, &q) > 5 * before);
     }
     /* curves of other team sizes: the nearest, ties to the larger */
