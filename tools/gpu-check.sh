@@ -22,14 +22,18 @@
 # run in this order whatever the order of PARTS:
 #   repro     thread-mode cases that once hung, each REPRO_RUNS times
 #             (default 20): `hirnode bench collectives --gpus 2 --graph --op
-#             allreduce --via "ll oneshot,nccl"` at 8 KiB, and
-#             `hn_tests --suite runtime/runtime,runtime/graph`.
+#             allreduce --via "ll oneshot,nccl"` at 8 KiB,
+#             `hn_tests --suite runtime/runtime,runtime/graph`, and at each
+#             GPU count from 2 examples/allgather_p2p.hir (send/recv `via p2p
+#             get`) replayed 19 times (HIRNODE_GRAPHS=1 --iters 20); then
+#             perf/p2p_pull_graph (a replayed pull from a peer without
+#             hirnode), pull and push, copy engine and SM kernel, once each.
 #   suites    every CUnit suite on CUDA (`hn_tests --backend cuda`; the
 #             concurrent matmuls at production sizes, the collectives and
 #             `via ll` among them).
 #   examples  every examples/*.hir with --check at each GPU count, eager
 #             (--iters 2) and replayed in CUDA graphs (HIRNODE_GRAPHS=1,
-#             --iters 3: runs 2 and 3 are replays).
+#             --iters 6: runs 2 to 6 are replays).
 #   prod      production sizes: every pipeline example in bf16, M, K, N
 #             from 8192 to 32768, --check at PROD_STREAMS streams (default
 #             "1 3") and at PROD_GPUS GPUs (default: the counts of GPUS up
@@ -300,6 +304,19 @@ if part repro; then
     step "repro hn_tests runtime/runtime,runtime/graph run $i/$runs" 240 \
       build/hn_tests --backend cuda --suite runtime/runtime,runtime/graph
   done
+  for g in $sel; do
+    [ "$g" -ge 2 ] || continue
+    for i in $(seq 1 "$runs"); do
+      step "repro allgather_p2p.hir replayed g$g run $i/$runs" 60 \
+        env HIRNODE_GRAPHS=1 "$hirnode" run --backend cuda --gpus "$g" --check --iters 20 examples/allgather_p2p.hir
+    done
+  done
+  if [ "$ngpu" -ge 2 ] && step "repro build p2p_pull_graph" 300 make CUDA=1 build/p2p_pull_graph; then
+    for how in "pull ce" "pull kernel" "push ce" "push kernel"; do
+      # shellcheck disable=SC2086 # two words: the protocol and the copier
+      step "repro p2p_pull_graph $how" 60 build/p2p_pull_graph $how 2000 4
+    done
+  fi
   part_end
 fi
 
@@ -318,7 +335,7 @@ if part examples; then
     for f in examples/*.hir; do
       step "examples g$g eager $(basename "$f")" 60 "$hirnode" run --backend cuda --gpus "$g" --check --iters 2 "$f"
       step "examples g$g graphs $(basename "$f")" 60 \
-        env HIRNODE_GRAPHS=1 "$hirnode" run --backend cuda --gpus "$g" --check --iters 3 "$f"
+        env HIRNODE_GRAPHS=1 "$hirnode" run --backend cuda --gpus "$g" --check --iters 6 "$f"
     done
   done
   part_end
