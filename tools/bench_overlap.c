@@ -299,11 +299,9 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
     return st;
 }
 
-/* The timed runs of every variant that ran, interleaved: warm-up rounds,
- * then o->reps rounds of one run of each variant, every other round in
- * the opposite order, so that the machine's drift over the minutes a
- * table takes (clocks that fall as the GPUs warm) reaches every variant
- * alike instead of the ones measured last; each variant's median per
+/* The timed runs of every variant that ran, in rounds of one run of each
+ * (hn_tune_time_rounds: the machine's drift over the minutes a table
+ * takes reaches every variant alike); each variant's median per
  * statement, the slowest process's. */
 static hn_status_t timed_rounds(hn_runtime *rt, const overlap_opts *o, void **bufs[3], size_t *const sizes[3],
                                 measured *res, int nres)
@@ -312,28 +310,16 @@ static hn_status_t timed_rounds(hn_runtime *rt, const overlap_opts *o, void **bu
     const char *pname[] = {"ITERS"};
     int64_t pval[] = {o->iters};
     hn_run_args args = {1, pname, pval, 3, bind};
-    double *t = calloc((size_t)nres * (size_t)o->reps, sizeof(double));
-    hn_status_t st = t != NULL ? HN_OK : HN_ERR_NOMEM;
-    for (int k = -o->warmup; k < o->reps && st == HN_OK; k++)
-        for (int i = 0; i < nres && st == HN_OK; i++) {
-            int v = (k & 1) ? nres - 1 - i : i;
-            double sec;
-            if (res[v].prog == NULL)
-                continue;
-            if (k < 0)
-                st = hn_runtime_run(rt, res[v].prog, &args);
-            else if ((st = hn_tune_time(rt, res[v].prog, &args, 0, 1, &sec)) == HN_OK)
-                t[(size_t)v * (size_t)o->reps + (size_t)k] = sec;
-            if (st != HN_OK)
-                fprintf(stderr, "bench overlap: %s: %s\n", variants[v].name, hn_runtime_error(rt));
-        }
+    hn_program *progs[HN_ARRAY_LEN(variants)];
+    double secs[HN_ARRAY_LEN(variants)];
+    hn_status_t st;
+    for (int v = 0; v < nres; v++)
+        progs[v] = res[v].prog;
+    if ((st = hn_tune_time_rounds(rt, progs, nres, &args, o->warmup, o->reps, secs)) != HN_OK)
+        fprintf(stderr, "bench overlap: a timed run: %s\n", hn_runtime_error(rt));
     for (int v = 0; v < nres && st == HN_OK; v++)
-        if (res[v].prog != NULL) {
-            res[v].seconds = hn_median(t + (size_t)v * (size_t)o->reps, o->reps);
-            if ((st = hn_procs_max(rt, res[v].seconds, &res[v].seconds)) == HN_OK) /* the slowest process's */
-                res[v].seconds /= o->iters;
-        }
-    free(t);
+        if (res[v].prog != NULL && (st = hn_procs_max(rt, secs[v], &res[v].seconds)) == HN_OK)
+            res[v].seconds /= o->iters;
     return st;
 }
 

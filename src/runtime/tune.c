@@ -155,6 +155,28 @@ hn_status_t hn_tune_time(hn_runtime *rt, const hn_program *p, const hn_run_args 
     return st;
 }
 
+hn_status_t hn_tune_time_rounds(hn_runtime *rt, hn_program *const *progs, int n, const hn_run_args *args, int warmup,
+                                int reps, double *median_s)
+{
+    double *v = hn_calloc((size_t)HN_MAX(n, 1) * (size_t)HN_MAX(reps, 1), sizeof(double));
+    hn_status_t st = v != NULL ? HN_OK : HN_ERR_NOMEM;
+    reps = HN_MAX(reps, 1);
+    for (int k = -warmup; k < reps && st == HN_OK; k++)
+        for (int i = 0; i < n && st == HN_OK; i++) {
+            int j = (k & 1) ? n - 1 - i : i;
+            double t0 = hn_now();
+            if (progs[j] == NULL)
+                continue;
+            st = hn_runtime_run(rt, progs[j], args);
+            if (k >= 0)
+                v[(size_t)j * (size_t)reps + (size_t)k] = hn_now() - t0;
+        }
+    for (int j = 0; j < n && st == HN_OK; j++)
+        median_s[j] = progs[j] != NULL ? hn_median(v + (size_t)j * (size_t)reps, reps) : NAN;
+    hn_free(v);
+    return st;
+}
+
 hn_status_t hn_tune_time_graph(hn_runtime *rt, const hn_program *p, const hn_run_args *args, int warmup, int reps,
                                double *median_s)
 {
@@ -263,37 +285,26 @@ static double timed(tuner *t, const bufs *b, const char *text, const char *const
 }
 
 /* The median seconds per call (vals[0] calls per run) of each of n
- * programs, their runs interleaved: warm-up rounds, then a round of one
- * run of each per repetition, every other round in the opposite order, so
- * that the machine's drift (clocks that fall as the GPUs warm) reaches
- * every program alike. The programs are forgotten and destroyed. */
+ * programs, their runs in rounds (hn_tune_time_rounds); the programs are
+ * forgotten and destroyed. */
 static void timed_rounds(tuner *t, const bufs *b, hn_program **progs, int n, const char *const *names,
                          const int64_t *vals, int nv, double *secs)
 {
     hn_binding bind[6];
     hn_run_args args = {nv, names, vals, b->k, bind};
-    int reps = HN_MAX(t->z->reps, 1);
-    double *v = hn_calloc((size_t)n * (size_t)reps, sizeof(double));
-    hn_status_t st = v != NULL ? HN_OK : HN_ERR_NOMEM;
+    hn_status_t st;
     for (int i = 0; i < b->k; i++)
         bind[i] = (hn_binding){b->names[i], b->ptr[i], b->bytes[i]};
-    for (int k = -t->z->warmup; k < reps && st == HN_OK && t->st == HN_OK; k++)
-        for (int i = 0; i < n && st == HN_OK; i++) {
-            int j = (k & 1) ? n - 1 - i : i;
-            double t0 = hn_now();
-            st = hn_runtime_run(t->rt, progs[j], &args);
-            if (k >= 0)
-                v[(size_t)j * (size_t)reps + (size_t)k] = hn_now() - t0;
-        }
-    if (st != HN_OK)
+    if ((st = hn_tune_time_rounds(t->rt, progs, n, &args, t->z->warmup, t->z->reps, secs)) != HN_OK)
         failed(t, st, "a measuring run");
     for (int j = 0; j < n; j++) {
-        secs[j] = st == HN_OK && t->st == HN_OK ? hn_median(v + (size_t)j * (size_t)reps, reps) / (double)vals[0]
-                                                : NAN;
+        if (st != HN_OK || t->st != HN_OK)
+            secs[j] = NAN;
+        else
+            secs[j] /= (double)vals[0];
         hn_runtime_forget(t->rt, progs[j]);
         hn_program_destroy(progs[j]);
     }
-    hn_free(v);
 }
 
 static double flop(const int64_t *s) { return 2.0 * (double)s[0] * (double)s[1] * (double)s[2]; }

@@ -38,6 +38,14 @@ hn_status_t hn_tune(const hn_tune_opts *o, hn_cost_profile *out, hn_strbuf *err)
  * the host clock around each whole run (every rank joined). */
 hn_status_t hn_tune_time(hn_runtime *rt, const hn_program *p, const hn_run_args *args, int warmup, int reps,
                          double *median_s);
+/* The median seconds per run of each of n programs (NULL entries
+ * skipped), their runs interleaved: `warmup` rounds, then `reps` rounds of
+ * one run of each, every other round in the opposite order, so that the
+ * machine's drift over the minutes the rounds take (clocks that fall as
+ * the GPUs warm) reaches every program alike; by the host clock around
+ * each whole run. */
+hn_status_t hn_tune_time_rounds(hn_runtime *rt, hn_program *const *progs, int n, const hn_run_args *args, int warmup,
+                                int reps, double *median_s);
 /* The same of p captured once in a graph: the median of `reps` replays
  * (after `warmup`, at least one), each with its sync. */
 hn_status_t hn_tune_time_graph(hn_runtime *rt, const hn_program *p, const hn_run_args *args, int warmup, int reps,

@@ -2,7 +2,8 @@
  * of `hirnode tune` at its least size on 1 and 2 ranks of the test backend
  * — every step said once and in order, a complete profile that is written
  * and read back for its machine, the model running on it and a runtime
- * taking it — the shapes given, and a configuration that cannot start. */
+ * taking it — the shapes given, a configuration that cannot start, and
+ * the timed runs in rounds that it and `bench overlap` share. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,12 +222,51 @@ static void test_shapes_given(void)
     free(p);
 }
 
+/* hn_tune_time_rounds: a median for every program, NaN for a NULL entry,
+ * and the runs in rounds, every other one reversed: A then B, then B then
+ * A (the last run of two rounds is A's; one program after the other would
+ * end with B's), and a failing run said. */
+static void test_rounds(void)
+{
+    hn_runtime *rt = hn_test_runtime(NULL, 1, 0, 30, 0);
+    hn_program *a = hn_test_parse("output X : f32[4] replicated\nfill X <- 1.0\n", NULL);
+    hn_program *b = hn_test_parse("output X : f32[4] replicated\nfill X <- 2.0\n", NULL);
+    hn_program *progs[3];
+    void *x[1] = {NULL};
+    size_t bytes[1] = {4 * sizeof(float)};
+    hn_binding bind = {"X", x, bytes};
+    hn_run_args args = {0, NULL, NULL, 1, &bind};
+    double secs[3];
+    float got[4];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, 0, bytes[0], &x[0]), HN_OK);
+    progs[0] = a, progs[1] = NULL, progs[2] = b;
+    CU_ASSERT_EQUAL(hn_tune_time_rounds(rt, progs, 3, &args, 1, 2, secs), HN_OK);
+    CU_ASSERT(secs[0] > 0 && secs[2] > 0);
+    CU_ASSERT(isnan(secs[1]));
+    CU_ASSERT_EQUAL(hn_runtime_download(rt, 0, got, x[0], sizeof(got)), HN_OK);
+    CU_ASSERT_EQUAL(got[0], 1.0f); /* rounds A B, B A: A's run last */
+    CU_ASSERT_EQUAL(hn_tune_time_rounds(rt, progs, 3, &args, 0, 1, secs), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_download(rt, 0, got, x[0], sizeof(got)), HN_OK);
+    CU_ASSERT_EQUAL(got[0], 2.0f); /* one round: B's run last */
+    /* a run that fails ends the rounds with its error */
+    bytes[0] = 2 * sizeof(float); /* too small for X */
+    CU_ASSERT_NOT_EQUAL(hn_tune_time_rounds(rt, progs, 3, &args, 0, 2, secs), HN_OK);
+    hn_runtime_free(rt, 0, x[0]);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(a);
+    hn_program_destroy(b);
+}
+
 void hn_suite_tune(void)
 {
     static CU_TestInfo tests[] = {
         {"the whole tune on one rank", test_tune_one},
         {"the whole tune on two ranks", test_tune_two},
         {"the shapes given; what cannot start", test_shapes_given},
+        {"timed runs in rounds, every other one reversed", test_rounds},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("runtime/tune", tests);
