@@ -133,6 +133,16 @@ out=$("$cli" tune --backend host --gpus 2 -o "$t/p.json" 2>"$t/tune.err"); rc=$?
   echo "$out" | grep -q "^the model's largest error on these pipelines: " &&
   grep -q '^tune: \[1/[0-9]*\] GEMM bf16 32x128x128$' "$t/tune.err" && grep -q "^tune: \[\([0-9]*\)/\1\] the model's fit$" "$t/tune.err" &&
   ok || bad "tune: rc=$rc $out $(cat "$t/tune.err")"
+# --refit: nothing measured, the model fitted to what the file holds,
+# written where -o says (a file info then takes); it takes no measuring option
+out=$("$cli" tune --refit "$t/p.json" -o "$t/refit.json" 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q "^profile: $t/refit.json$" && echo "$out" | grep -q "^the model's largest error on these pipelines: " &&
+  HIRNODE_PROFILE="$t/refit.json" "$cli" info 2>&1 | grep -q "^  host   2 ranks of host: $t/refit.json (measured" &&
+  ok || bad "tune --refit: rc=$rc $out"
+out=$("$cli" tune --refit "$t/p.json" --gpus 2 2>&1); rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q "^hirnode tune: --refit measures nothing: it takes no --gpus" && ok || bad "tune --refit --gpus: rc=$rc $out"
+out=$("$cli" tune --refit "$t/none.json" 2>&1); rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "^hirnode tune: --refit $t/none.json: cannot read" && ok || bad "tune --refit of no file: rc=$rc $out"
 out=$("$cli" tune --backend host --gpus 2 --size tiny -o "$t/tiny.json" 2>/dev/null); rc=$?
 [ $rc = 0 ] && echo "$out" | grep -qE "^while traffic overlaps it, a GEMM loses this share of its speed \(100 %: overlapping gains nothing\): copy engines ([0-9]+ %|100 % \(together [0-9.]+ s slower per s of traffic than in turn\)|not measured), " &&
   ok || bad "tune --size tiny: rc=$rc $out"

@@ -19,7 +19,7 @@ int hn_cli_tune(int argc, char **argv);
 
 typedef struct tune_cli {
     hn_tune_opts t;
-    const char *out, *size, *backend;
+    const char *out, *size, *backend, *refit;
     int tty;
     int width; /* of the last line drawn */
 } tune_cli;
@@ -160,12 +160,49 @@ static void summary(const hn_cost_profile *p, const char *path)
         printf("the model's largest error on these pipelines: %.1f%%\n", worst * 100);
 }
 
+/* --refit FILE: the profile read whole, the model fitted to what it
+ * holds, written back (or to -o) and summed up; nothing measured. */
+static int refit(const tune_cli *c)
+{
+    hn_cost_profile *p = calloc(1, sizeof(*p));
+    hn_strbuf why;
+    const char *path = c->out != NULL ? c->out : c->refit;
+    int rc = HN_EXIT_OK;
+    if (c->t.cfg.ndev > 0 || c->backend != NULL || c->size != NULL || c->t.nshapes > 0) {
+        fprintf(stderr, "hirnode tune: --refit measures nothing: it takes no --gpus, --backend, --size or --shapes\n");
+        free(p);
+        return HN_EXIT_USAGE;
+    }
+    if (p == NULL) {
+        fprintf(stderr, "hirnode tune: out of memory\n");
+        return HN_EXIT_FAIL;
+    }
+    hn_sb_init(&why);
+    if (hn_profile_read(c->refit, NULL, 0, p, &why) != HN_OK) {
+        fprintf(stderr, "hirnode tune: --refit %s: %s\n", c->refit, why.data != NULL ? why.data : "out of memory");
+        rc = HN_EXIT_FAIL;
+    } else {
+        hn_tune_fit(p);
+        if (!write_profile(path, p)) {
+            fprintf(stderr, "hirnode tune: cannot write %s: %s\n", path, strerror(errno));
+            rc = HN_EXIT_FAIL;
+        } else {
+            snprintf(p->source, sizeof(p->source), "%s", path);
+            summary(p, path);
+        }
+    }
+    hn_sb_free(&why);
+    free(p);
+    return rc;
+}
+
 static const char tune_more[] =
     "Measures GEMM rates, chunk and stream costs, local copies, a GEMM beside other traffic,\n"
     "the collectives' curves and hirnode's pipelines, then fits the cost model to them\n"
     "(docs/SCHEDULER.md \"The machine profile\"). Progress on stderr, the summary on stdout.\n"
     "The default file is read by every runtime of N GPUs of this model; on the host backend\n"
-    "a profile is read only where HIRNODE_PROFILE names it.\n";
+    "a profile is read only where HIRNODE_PROFILE names it. --refit refits a profile's model\n"
+    "to the measurements it holds (after a change to the model), measuring nothing.\n";
 
 int hn_cli_tune(int argc, char **argv)
 {
@@ -187,6 +224,8 @@ int hn_cli_tune(int argc, char **argv)
                 "256x128x64,128x128x128 on the host backend)"),
         HN_CHOICE("--size", sizes, &c.size, "how big the measurements are (default by backend; tiny: the least\n"
                                             "that takes every step, for tests)"),
+        HN_TEXT("--refit", "FILE", &c.refit, "measure nothing: fit this hirnode's model to the measurements a\n"
+                                             "profile holds, and write it back (or where -o says)"),
     };
     hn_command cmd = {"hirnode tune", "", table, HN_ARRAY_LEN(table), NULL, 0, &nargs, tune_more};
     memset(&c, 0, sizeof(c));
@@ -195,6 +234,8 @@ int hn_cli_tune(int argc, char **argv)
     c.backend = NULL;
     if ((rc = hn_cli_parse(&cmd, argc, argv, 2)) >= 0)
         return rc;
+    if (c.refit != NULL)
+        return refit(&c);
     gpus_given = c.t.cfg.ndev > 0;
     if (c.backend != NULL)
         c.t.cfg.backend = c.backend;

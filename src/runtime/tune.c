@@ -691,14 +691,11 @@ static void machine(tuner *t)
 
 /* The model's coefficients from what was measured; what was not, the
  * built-in default's. */
-static void fit(tuner *t)
+void hn_tune_fit(hn_cost_profile *p)
 {
     static const hn_dtype dts[] = {HN_BF16, HN_F16, HN_F32};
     const hn_cost_profile *def = hn_cost_builtin();
-    hn_cost_profile *p = t->p;
     hn_cost_coeffs c;
-    if (!begin(t, "the model's fit"))
-        return;
     for (int d = 0; d < HN_COST_NDTYPES; d++)
         if (!hn_cost_fit_gemm(p->gemm, p->ngemm, dts[d], &p->gemm_tflops_at_1t[d], &p->gemm_gamma[d])) {
             p->gemm_tflops_at_1t[d] = def->gemm_tflops_at_1t[d];
@@ -714,6 +711,12 @@ static void fit(tuner *t)
     p->coef = c;
     if (!(p->hbm_bytes_per_s > 0))
         p->hbm_bytes_per_s = def->hbm_bytes_per_s;
+}
+
+static void fit(tuner *t)
+{
+    if (begin(t, "the model's fit"))
+        hn_tune_fit(t->p);
 }
 
 static void phases(tuner *t)

@@ -34,6 +34,14 @@ typedef struct hn_tune_opts {
  * the error with one line into err. */
 hn_status_t hn_tune(const hn_tune_opts *o, hn_cost_profile *out, hn_strbuf *err);
 
+/* The model's fit (hn_tune's last step) on what p holds: the GEMM rates'
+ * power laws from its GEMM points, the coefficients from its pipelines
+ * (none: the built-in default's, its measured chunk and stream costs
+ * kept). `hirnode tune --refit` runs it on a profile file, so that a
+ * model changed since the file was written can be fitted to the same
+ * measurements without measuring again. */
+void hn_tune_fit(hn_cost_profile *p);
+
 /* The median of `reps` runs of p (after `warmup` runs), seconds per run by
  * the host clock around each whole run (every rank joined). */
 hn_status_t hn_tune_time(hn_runtime *rt, const hn_program *p, const hn_run_args *args, int warmup, int reps,

@@ -1,7 +1,8 @@
 /* Tests of src/runtime/tune.c, the machine profile's measurements: the whole
  * of `hirnode tune` at its least size on 1 and 2 ranks of the test backend
  * — every step said once and in order, a complete profile that is written
- * and read back for its machine, the model running on it and a runtime
+ * and read back for its machine, refitted to what it holds as tune fitted
+ * it, the model running on it and a runtime
  * taking it — the shapes given, a configuration that cannot start, and
  * the timed runs in rounds that it and `bench overlap` share. */
 #include <math.h>
@@ -127,6 +128,20 @@ static void tune_at(int n)
     CU_ASSERT_EQUAL(q->npipes, p->npipes);
     CU_ASSERT_EQUAL(hn_profile_parse(text.data, text.len, model, n + 1, q, &err), HN_ERR_INVALID);
     hn_sb_free(&err);
+    /* refitted from what it holds (--refit), the model is the fit tune made */
+    {
+        hn_cost_profile *r = malloc(sizeof(*r));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        *r = *p;
+        r->coef.seq_overhead_s = 1;
+        r->coef.kappa[0][0] = r->coef.kappa[1][1] = 50;
+        r->gemm_tflops_at_1t[0] = r->gemm_gamma[2] = 3;
+        hn_tune_fit(r);
+        CU_ASSERT_EQUAL(memcmp(&r->coef, &p->coef, sizeof(p->coef)), 0);
+        CU_ASSERT_EQUAL(memcmp(r->gemm_tflops_at_1t, p->gemm_tflops_at_1t, sizeof(p->gemm_tflops_at_1t)), 0);
+        CU_ASSERT_EQUAL(memcmp(r->gemm_gamma, p->gemm_gamma, sizeof(p->gemm_gamma)), 0);
+        free(r);
+    }
     /* the model runs on it, and a runtime of its machine takes it */
     {
         hn_pipe_shape sh = {HN_PIPE_MM_AR, 64, 32, 32, HN_BF16, n, p};
