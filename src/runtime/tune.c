@@ -33,6 +33,7 @@ typedef struct sizing {
     double copy_bytes;
     double coll_lo, coll_hi, ll_lo, ll_hi, step; /* bytes, each size `step` times the last */
     int warmup, reps, iters;
+    int pipe_reps; /* rounds of the pipelines (step 6): their differences are a few per cent */
 } sizing;
 
 static const sizing sizings[] = {
@@ -53,7 +54,8 @@ static const sizing sizings[] = {
                      2,
                      2,
                      7,
-                     5},
+                     5,
+                     15},
     [HN_TUNE_HOST] = {{{256, 128, 64}, {128, 128, 128}},
                       2,
                       {{32, 128, 128}, {64, 128, 128}, {128, 128, 128}, {256, 128, 64}, {128, 64, 64}},
@@ -69,9 +71,10 @@ static const sizing sizings[] = {
                       4,
                       1,
                       3,
-                      2},
+                      2,
+                      3},
     [HN_TUNE_TINY] = {{{32, 16, 16}}, 1, {{16, 16, 16}, {32, 16, 16}}, 2, 1e18, {2}, 1, 65536, 4096, 16384, 4096,
-                      4096, 4, 0, 1, 1},
+                      4096, 4, 0, 1, 1, 1},
 };
 
 typedef struct tuner {
@@ -295,7 +298,7 @@ static void timed_rounds(tuner *t, const bufs *b, hn_program **progs, int n, con
     hn_status_t st;
     for (int i = 0; i < b->k; i++)
         bind[i] = (hn_binding){b->names[i], b->ptr[i], b->bytes[i]};
-    if ((st = hn_tune_time_rounds(t->rt, progs, n, &args, t->z->warmup, t->z->reps, secs)) != HN_OK)
+    if ((st = hn_tune_time_rounds(t->rt, progs, n, &args, t->z->warmup, t->z->pipe_reps, secs)) != HN_OK)
         failed(t, st, "a measuring run");
     for (int j = 0; j < n; j++) {
         if (st != HN_OK || t->st != HN_OK)
