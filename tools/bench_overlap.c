@@ -3,9 +3,12 @@
  * collective + GEMM (the baseline), every strategy and `auto`, each the
  * median of >= 20 timed runs of ITERS statements (host clock around the
  * whole run, the slowest rank; the variants' runs interleaved in
- * rounds); per-GPU TFLOP/s = 2 M N K / time, with M
+ * rounds, so every variant's program stays prepared, its buffers held,
+ * through a table: device memory holds them all at once); per-GPU TFLOP/s = 2 M N K / time, with M
  * the global rows and K x N the local weight; the model's time of each
- * and its error; every output compared with the baseline's; the model's
+ * and its error; every output compared with the baseline's, after a
+ * variant's first run and again after the timed rounds (with graphs = 1 a
+ * replay); the model's
  * pick beside the fastest measured. Progress on stderr, the table on
  * stdout. Runs on the host backend too (small shapes), so CI exercises
  * it. */
@@ -199,29 +202,67 @@ static hn_status_t poison(hn_runtime *rt, hn_dtype dt, const long long c[2], voi
     return st;
 }
 
+/* One run of variant vi's program p with its output poisoned before, the
+ * output of every rank then compared with the baseline's (the baseline's
+ * own first run records it) into res->max_rel. */
+static hn_status_t checked_run(hn_runtime *rt, const overlap_opts *o, const shape3 *s, hn_dtype dt, int vi,
+                               hn_program *p, void **bufs[3], size_t *const sizes[3], void **baseline_out,
+                               measured *res)
+{
+    int n = hn_runtime_world(rt), nl = hn_runtime_size(rt), first = hn_runtime_first_rank(rt);
+    int gemm_alone = variants[vi].strategy == NULL;
+    long long a[2], b[2], c[2];
+    hn_binding bind[3] = {{"A", bufs[0], sizes[0]}, {"B", bufs[1], sizes[1]}, {"C", bufs[2], sizes[2]}};
+    const char *pname[] = {"ITERS"};
+    int64_t pval[] = {o->iters};
+    hn_run_args args = {1, pname, pval, 3, bind};
+    size_t cbytes;
+    char *host = NULL;
+    hn_status_t st;
+    shapes_of(o, s, n, gemm_alone, a, b, c);
+    cbytes = (size_t)(c[0] * c[1]) * (size_t)hn_dtype_size(dt);
+    st = poison(rt, dt, c, bufs[2], sizes[2]); /* so that an output not written shows */
+    if (st == HN_OK)
+        st = hn_runtime_run(rt, p, &args);
+    if (st != HN_OK)
+        fprintf(stderr, "bench overlap: %s: %s\n", variants[vi].name, hn_runtime_error(rt));
+    if (st == HN_OK && !gemm_alone && (host = malloc(cbytes + 1)) != NULL) {
+        for (int r = 0; r < nl && st == HN_OK; r++) {
+            if ((st = hn_runtime_download(rt, first + r, host, bufs[2][r], cbytes)) != HN_OK)
+                break;
+            if (vi == BASELINE && baseline_out[r] == NULL) {
+                if ((baseline_out[r] = malloc(cbytes + 1)) == NULL) {
+                    st = HN_ERR_NOMEM;
+                    break;
+                }
+                memcpy(baseline_out[r], host, cbytes);
+            } else if (baseline_out[r] != NULL) {
+                res->max_rel = fmax(res->max_rel, rel_err(host, baseline_out[r], dt, c[0] * c[1]));
+            }
+        }
+    }
+    free(host);
+    return st;
+}
+
 /* Readies one variant: its program and plan, one run whose output is
- * checked against the baseline's, one traced run for the overlap figure;
- * the program stays in res->prog for the timed rounds (timed_rounds). */
+ * checked against the baseline's; the program stays in res->prog for the
+ * timed rounds (timed_rounds), after which its output is checked again
+ * and a traced run gives its overlap figure (after_rounds). */
 static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shape3 *s, hn_dtype dt, int vi,
                                void **bufs[3], size_t *const sizes[3], void **baseline_out, measured *res)
 {
-    /* the world's ranks shape the program; this process's hold buffers */
-    int n = hn_runtime_world(rt), nl = hn_runtime_size(rt), first = hn_runtime_first_rank(rt);
+    /* the world's ranks shape the program */
+    int n = hn_runtime_world(rt);
     int gemm_alone = variants[vi].strategy == NULL;
     long long a[2], b[2], c[2];
     char stmt[512], text[2048];
     const char *dn = hn_dtype_name(dt);
     hn_program *p;
-    hn_binding bind[3] = {{"A", bufs[0], sizes[0]}, {"B", bufs[1], sizes[1]}, {"C", bufs[2], sizes[2]}};
-    const char *pname[] = {"ITERS"};
-    int64_t pval[] = {o->iters};
-    hn_run_args args = {1, pname, pval, 3, bind};
     hn_status_t st = HN_OK;
-    size_t es = (size_t)hn_dtype_size(dt), cbytes;
-    char *host = NULL;
     memset(res, 0, sizeof(*res));
+    res->overlap = -1; /* until a traced run after the rounds */
     shapes_of(o, s, n, gemm_alone, a, b, c);
-    cbytes = (size_t)(c[0] * c[1]) * es;
     statement(o, &variants[vi], stmt, sizeof(stmt));
     snprintf(text, sizeof(text),
              "param ITERS = 1\ninput A : %s[%lld, %lld] replicated\ninput B : %s[%lld, %lld] replicated\n"
@@ -267,29 +308,7 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
         return HN_OK;
     }
     progress("%s %lldx%lldx%lld %s: %s (%s)", op_names[o->op], s->M, s->K, s->N, dn, variants[vi].name, res->plan);
-    st = poison(rt, dt, c, bufs[2], sizes[2]); /* so that an output not written shows */
-    if (st == HN_OK)
-        st = hn_runtime_run(rt, p, &args);
-    if (st != HN_OK)
-        fprintf(stderr, "bench overlap: %s: %s\n", variants[vi].name, hn_runtime_error(rt));
-    /* the output of every rank against the baseline's */
-    if (st == HN_OK && !gemm_alone && (host = malloc(cbytes + 1)) != NULL) {
-        for (int r = 0; r < nl && st == HN_OK; r++) {
-            if ((st = hn_runtime_download(rt, first + r, host, bufs[2][r], cbytes)) != HN_OK)
-                break;
-            if (vi == BASELINE) {
-                if ((baseline_out[r] = malloc(cbytes + 1)) == NULL) {
-                    st = HN_ERR_NOMEM;
-                    break;
-                }
-                memcpy(baseline_out[r], host, cbytes);
-            } else if (baseline_out[r] != NULL) {
-                res->max_rel = fmax(res->max_rel, rel_err(host, baseline_out[r], dt, c[0] * c[1]));
-            }
-        }
-    }
-    free(host);
-    res->overlap = st == HN_OK && !gemm_alone ? overlap_of(rt, p, &args) : -1;
+    st = checked_run(rt, o, s, dt, vi, p, bufs, sizes, baseline_out, res);
     if (st == HN_OK) {
         res->prog = p;
         return st;
@@ -320,6 +339,25 @@ static hn_status_t timed_rounds(hn_runtime *rt, const overlap_opts *o, void **bu
     for (int v = 0; v < nres && st == HN_OK; v++)
         if (res[v].prog != NULL && (st = hn_procs_max(rt, secs[v], &res[v].seconds)) == HN_OK)
             res[v].seconds /= o->iters;
+    return st;
+}
+
+/* After the rounds, each variant's output checked once more (with the
+ * setting graphs = 1 this run replays the graph the rounds captured, which
+ * the first, eager, run did not) and one traced run for its overlap
+ * figure (traced runs are eager). */
+static hn_status_t after_rounds(hn_runtime *rt, const overlap_opts *o, const shape3 *s, hn_dtype dt, void **bufs[3],
+                                size_t *const sizes[3], void **baseline_out, measured *res, int nres)
+{
+    hn_binding bind[3] = {{"A", bufs[0], sizes[0]}, {"B", bufs[1], sizes[1]}, {"C", bufs[2], sizes[2]}};
+    const char *pname[] = {"ITERS"};
+    int64_t pval[] = {o->iters};
+    hn_run_args args = {1, pname, pval, 3, bind};
+    hn_status_t st = HN_OK;
+    for (int v = 0; v < nres && st == HN_OK; v++)
+        if (res[v].prog != NULL && variants[v].strategy != NULL &&
+            (st = checked_run(rt, o, s, dt, v, res[v].prog, bufs, sizes, baseline_out, &res[v])) == HN_OK)
+            res[v].overlap = overlap_of(rt, res[v].prog, &args);
     return st;
 }
 
@@ -404,6 +442,8 @@ static int bench_shape(hn_runtime *rt, const overlap_opts *o, const shape3 *s, h
         progress("%s %lldx%lldx%lld %s: %d rounds of one run of each", op_names[o->op], s->M, s->K, s->N, dn,
                  o->reps);
         st = timed_rounds(rt, o, bufs, sizes, res, HN_ARRAY_LEN(variants));
+        if (st == HN_OK)
+            st = after_rounds(rt, o, s, dt, bufs, sizes, baseline, res, HN_ARRAY_LEN(variants));
     }
     if (st != HN_OK) {
         rc = 1;

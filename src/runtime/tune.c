@@ -164,6 +164,7 @@ hn_status_t hn_tune_time_rounds(hn_runtime *rt, hn_program *const *progs, int n,
     double *v = hn_calloc((size_t)HN_MAX(n, 1) * (size_t)HN_MAX(reps, 1), sizeof(double));
     hn_status_t st = v != NULL ? HN_OK : HN_ERR_NOMEM;
     reps = HN_MAX(reps, 1);
+    warmup = HN_MAX(warmup, 0);
     for (int k = -warmup; k < reps && st == HN_OK; k++)
         for (int i = 0; i < n && st == HN_OK; i++) {
             int j = (k & 1) ? n - 1 - i : i;
@@ -299,7 +300,7 @@ static void timed_rounds(tuner *t, const bufs *b, hn_program **progs, int n, con
     for (int i = 0; i < b->k; i++)
         bind[i] = (hn_binding){b->names[i], b->ptr[i], b->bytes[i]};
     if ((st = hn_tune_time_rounds(t->rt, progs, n, &args, t->z->warmup, t->z->pipe_reps, secs)) != HN_OK)
-        failed(t, st, "a measuring run");
+        failed(t, st, "a pipeline's measuring run");
     for (int j = 0; j < n; j++) {
         if (st != HN_OK || t->st != HN_OK)
             secs[j] = NAN;
@@ -577,7 +578,10 @@ static void pipelines(tuner *t)
 {
     static const char *const ops[] = {"matmul C <- allgather(A), B", "reduce_scatter C <- matmul(A, B)",
                                       "allreduce C <- matmul(A, B)"};
-    enum { MAX_RUNS = 1 + 3 * HN_ARRAY_LEN(variants) };
+    /* the GEMM alone and each op's pipelines: every program of a shape stays
+     * prepared through its rounds (a runtime remembers HN_VERIFIED_CONFIGS) */
+    enum { MAX_RUNS = 1 + 3 * (HN_ARRAY_LEN(variants) - 1) };
+    _Static_assert(MAX_RUNS <= HN_VERIFIED_CONFIGS, "a shape's programs must all stay prepared");
     const char *names[1] = {"ITERS"};
     int64_t iters[1] = {t->z->iters};
     if (t->n < 2)
@@ -638,8 +642,13 @@ static void pipelines(tuner *t)
                 hn_program_destroy(progs[j]);
             n = 0;
         }
-        if (n > 0)
+        if (begin(t, "%lldx%lldx%lld: the %d programs timed in rounds", (long long)s[0], (long long)s[1],
+                  (long long)s[2], n) &&
+            n > 0)
             timed_rounds(t, &b, progs, n, names, iters, 1, secs);
+        else
+            for (int j = 0; j < n; j++)
+                hn_program_destroy(progs[j]);
         alone = n > 0 && variants[v_of[0]].options == NULL ? secs[0] : NAN;
         for (int j = 0; j < n && t->st == HN_OK; j++) {
             const variant *x = &variants[v_of[j]];

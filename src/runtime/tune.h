@@ -51,7 +51,7 @@ hn_status_t hn_tune_time(hn_runtime *rt, const hn_program *p, const hn_run_args 
  * one run of each, every other round in the opposite order, so that the
  * machine's drift over the minutes the rounds take (clocks that fall as
  * the GPUs warm) reaches every program alike; by the host clock around
- * each whole run. */
+ * each whole run. On an error (a run's) median_s is not written. */
 hn_status_t hn_tune_time_rounds(hn_runtime *rt, hn_program *const *progs, int n, const hn_run_args *args, int warmup,
                                 int reps, double *median_s);
 /* The same of p captured once in a graph: the median of `reps` replays

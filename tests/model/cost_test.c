@@ -337,25 +337,46 @@ static void test_profile_drives_the_model(void)
     CU_ASSERT_EQUAL(hn_pipe_choose(&sh, rs, &pl, err, sizeof(err)), HN_OK);
     CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_RING);
     CU_ASSERT_EQUAL(pl.protocol, HN_ALGO_PULL);
-    /* the pipelines' GEMM alone ran at 90 % of the rates measured first
-     * (a GPU that has run for a while holds lower clocks): the model's
-     * GEMM keeps the pipelines' pace at their shapes and between them;
-     * f32, which no pipeline ran, keeps its rates; without pipelines,
-     * the rates as measured */
+    /* the pipelines' GEMM alone ran slower than the rates measured first
+     * (a GPU that has run for a while holds lower clocks): 90 % at 4096 x
+     * 8192 x 8192, 80 % at 16384 x 8192 x 8192, 95 % at 32768 x 16384 x
+     * 8192. The model's GEMM keeps that pace at each shape, log-log
+     * between them (8192^3, halfway in log flop: sqrt(0.9 x 0.8)), flat
+     * beyond them, for f16 (its rates measured) as for bf16; f32, which no
+     * pipeline ran, keeps its rates; without pipelines, the rates as
+     * measured */
     {
         hn_cost_profile *w = measured_copy();
-        double f = 2.0 * 4096 * 8192 * 8192, mid = 2.0 * 8192 * 8192 * 8192, t, tm, t32;
+        const double at[] = {2.0 * 4096 * 8192 * 8192, 2.0 * 8192 * 8192 * 8192, 2.0 * 16384 * 8192 * 8192,
+                             2.0 * 32768 * 16384 * 8192, 2.0 * 1024 * 8192 * 8192, 1e14};
+        const double pace[] = {0.9, sqrt(0.9 * 0.8), 0.8, 0.95, 0.9, 0.95};
+        double t[6], t16[6], t32;
+        int ng;
         CU_ASSERT_PTR_NOT_NULL_FATAL(w);
-        t = hn_cost_gemm_seconds(w, f, HN_BF16);
-        tm = hn_cost_gemm_seconds(w, mid, HN_BF16);
-        t32 = hn_cost_gemm_seconds(w, f, HN_F32);
+        ng = w->ngemm;
+        for (int i = 0; i < ng && w->ngemm < HN_COST_MAX_PIPES; i++) /* f16 rates measured as tune would */
+            if (w->gemm[i].dtype == HN_BF16) {
+                w->gemm[w->ngemm] = w->gemm[i];
+                w->gemm[w->ngemm++].dtype = HN_F16;
+            }
+        for (int i = 0; i < 6; i++) {
+            t[i] = hn_cost_gemm_seconds(w, at[i], HN_BF16);
+            t16[i] = hn_cost_gemm_seconds(w, at[i], HN_F16);
+        }
+        t32 = hn_cost_gemm_seconds(w, at[0], HN_F32);
         for (int i = 0; i < w->npipes; i++)
-            w->pipes[i].gemm_tflops *= 0.9;
-        CU_ASSERT(fabs(hn_cost_gemm_seconds(w, f, HN_BF16) * 0.9 / t - 1) < 1e-9);
-        CU_ASSERT(fabs(hn_cost_gemm_seconds(w, mid, HN_BF16) * 0.9 / tm - 1) < 1e-9);
-        CU_ASSERT_EQUAL(hn_cost_gemm_seconds(w, f, HN_F32), t32);
+            w->pipes[i].gemm_tflops *= w->pipes[i].M == 4096 ? 0.9 : w->pipes[i].M == 16384 ? 0.8 : 0.95;
+        for (int i = 0; i < 6; i++) {
+            double b = hn_cost_gemm_seconds(w, at[i], HN_BF16), h = hn_cost_gemm_seconds(w, at[i], HN_F16);
+            if (fabs(b * pace[i] / t[i] - 1) > 1e-9 || fabs(h * pace[i] / t16[i] - 1) > 1e-9)
+                fprintf(stderr, "\n  at %g flop: pace %.6f (bf16), %.6f (f16), expected %.6f", at[i], t[i] / b,
+                        t16[i] / h, pace[i]);
+            CU_ASSERT(fabs(b * pace[i] / t[i] - 1) < 1e-9);
+            CU_ASSERT(fabs(h * pace[i] / t16[i] - 1) < 1e-9);
+        }
+        CU_ASSERT_EQUAL(hn_cost_gemm_seconds(w, at[0], HN_F32), t32);
         w->npipes = 0;
-        CU_ASSERT(fabs(hn_cost_gemm_seconds(w, f, HN_BF16) / t - 1) < 1e-9);
+        CU_ASSERT(fabs(hn_cost_gemm_seconds(w, at[0], HN_BF16) / t[0] - 1) < 1e-9);
         free(w);
     }
     /* a GEMM ten times slower hides more: the same time for the
