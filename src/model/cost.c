@@ -100,16 +100,20 @@ static double sustained(const hn_cost_profile *p, hn_dtype dtype, double flops)
     for (int i = 0; i < p->npipes; i++) {
         const hn_cost_point *q = &p->pipes[i];
         double x = 2.0 * q->M * q->N * q->K, at, r = 0;
-        int k = 0;
-        if (q->reference || q->world < 2 || !(q->gemm_tflops > 0) || (at = measured_rate(p, dtype, x)) <= 0)
+        int k = 0, seen = 0;
+        if (q->reference || q->world < 2 || !(q->gemm_tflops > 0))
             continue;
-        for (int j = 0; j < p->npipes; j++) { /* the mean of the runs of this shape */
+        /* each shape once (at its first run), at the mean of its runs */
+        for (int j = 0; j < p->npipes; j++) {
             const hn_cost_point *o = &p->pipes[j];
-            if (!o->reference && o->world >= 2 && o->gemm_tflops > 0 && o->M == q->M && o->K == q->K && o->N == q->N) {
-                r += o->gemm_tflops;
-                k++;
-            }
+            if (o->reference || o->world < 2 || !(o->gemm_tflops > 0) || o->M != q->M || o->K != q->K || o->N != q->N)
+                continue;
+            seen |= j < i;
+            r += o->gemm_tflops;
+            k++;
         }
+        if (seen || (at = measured_rate(p, dtype, x)) <= 0)
+            continue;
         r /= k * at;
         if (x <= flops && (!lo || x > flo)) {
             lo = 1;
