@@ -168,9 +168,10 @@ hn_status_t hn_tune_time_rounds(hn_runtime *rt, hn_program *const *progs, int n,
     for (int k = -warmup; k < reps && st == HN_OK; k++)
         for (int i = 0; i < n && st == HN_OK; i++) {
             int j = (k & 1) ? n - 1 - i : i;
-            double t0 = hn_now();
+            double t0;
             if (progs[j] == NULL)
                 continue;
+            t0 = hn_now();
             st = hn_runtime_run(rt, progs[j], args);
             if (k >= 0)
                 v[(size_t)j * (size_t)reps + (size_t)k] = hn_now() - t0;
@@ -224,6 +225,13 @@ static void bufs_free(tuner *t, bufs *b)
     b->k = 0;
 }
 
+/* A binding of each of b's buffers, by name. */
+static void bind_all(const bufs *b, hn_binding *bind)
+{
+    for (int i = 0; i < b->k; i++)
+        bind[i] = (hn_binding){b->names[i], b->ptr[i], b->bytes[i]};
+}
+
 /* One buffer more on every rank: `bytes`, filled with random values of
  * dtype dt (`elems` of them). */
 static int bufs_add(tuner *t, bufs *b, const char *name, hn_dtype dt, double elems)
@@ -271,8 +279,7 @@ static double timed_as(tuner *t, const bufs *b, const char *text, const char *co
     hn_status_t st;
     if (p == NULL)
         return NAN;
-    for (int i = 0; i < b->k; i++)
-        bind[i] = (hn_binding){b->names[i], b->ptr[i], b->bytes[i]};
+    bind_all(b, bind);
     if ((st = graph ? hn_tune_time_graph(t->rt, p, &args, t->z->warmup, t->z->reps, &s)
                     : hn_tune_time(t->rt, p, &args, t->z->warmup, t->z->reps, &s)) != HN_OK)
         failed(t, st, graph ? "a measuring replay" : "a measuring run");
@@ -297,8 +304,7 @@ static void timed_rounds(tuner *t, const bufs *b, hn_program **progs, int n, con
     hn_binding bind[6];
     hn_run_args args = {nv, names, vals, b->k, bind};
     hn_status_t st;
-    for (int i = 0; i < b->k; i++)
-        bind[i] = (hn_binding){b->names[i], b->ptr[i], b->bytes[i]};
+    bind_all(b, bind);
     if ((st = hn_tune_time_rounds(t->rt, progs, n, &args, t->z->warmup, t->z->pipe_reps, secs)) != HN_OK)
         failed(t, st, "a pipeline's measuring run");
     for (int j = 0; j < n; j++) {
@@ -637,18 +643,15 @@ static void pipelines(tuner *t)
                 v_of[n++] = v;
             }
         }
-        if (t->st != HN_OK) {
+        if (begin(t, "%lldx%lldx%lld: the %d programs timed in rounds", (long long)s[0], (long long)s[1],
+                  (long long)s[2], n) &&
+            n > 0) {
+            timed_rounds(t, &b, progs, n, names, iters, 1, secs);
+        } else { /* counting, or after a failure */
             for (int j = 0; j < n; j++)
                 hn_program_destroy(progs[j]);
             n = 0;
         }
-        if (begin(t, "%lldx%lldx%lld: the %d programs timed in rounds", (long long)s[0], (long long)s[1],
-                  (long long)s[2], n) &&
-            n > 0)
-            timed_rounds(t, &b, progs, n, names, iters, 1, secs);
-        else
-            for (int j = 0; j < n; j++)
-                hn_program_destroy(progs[j]);
         alone = n > 0 && variants[v_of[0]].options == NULL ? secs[0] : NAN;
         for (int j = 0; j < n && t->st == HN_OK; j++) {
             const variant *x = &variants[v_of[j]];
