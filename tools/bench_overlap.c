@@ -4,12 +4,12 @@
  * median of >= 20 timed runs of ITERS statements (host clock around the
  * whole run, the slowest rank; the variants' runs interleaved in
  * rounds, so every variant's program stays prepared, its buffers held,
- * through a table: device memory holds them all at once); per-GPU TFLOP/s = 2 M N K / time, with M
- * the global rows and K x N the local weight; the model's time of each
- * and its error; every output compared with the baseline's, after a
- * variant's first run and again after the timed rounds (with graphs = 1 a
- * replay); the model's
- * pick beside the fastest measured. Progress on stderr, the table on
+ * through a table: device memory holds them all at once); per-GPU TFLOP/s
+ * = 2 M N K / time, with M the global rows and K x N the local weight; the
+ * model's time of each and its error; every output compared with the
+ * baseline's, after a variant's first run and again after the timed
+ * rounds (with graphs = 1 a replay); the model's pick beside the fastest
+ * measured. Progress on stderr, the table on
  * stdout. Runs on the host backend too (small shapes), so CI exercises
  * it. */
 #include <math.h>
@@ -202,6 +202,26 @@ static hn_status_t poison(hn_runtime *rt, hn_dtype dt, const long long c[2], voi
     return st;
 }
 
+/* What every run of a table binds: A, B and C, and ITERS. */
+typedef struct table_args {
+    hn_binding bind[3];
+    const char *pname[1];
+    int64_t pval[1];
+    hn_run_args args;
+} table_args;
+
+static const hn_run_args *table_args_of(table_args *t, const overlap_opts *o, void **bufs[3],
+                                        size_t *const sizes[3])
+{
+    static const char *const names[3] = {"A", "B", "C"};
+    for (int k = 0; k < 3; k++)
+        t->bind[k] = (hn_binding){names[k], bufs[k], sizes[k]};
+    t->pname[0] = "ITERS";
+    t->pval[0] = o->iters;
+    t->args = (hn_run_args){1, t->pname, t->pval, 3, t->bind};
+    return &t->args;
+}
+
 /* One run of variant vi's program p with its output poisoned before, the
  * output of every rank then compared with the baseline's (the baseline's
  * own first run records it) into res->max_rel. */
@@ -212,10 +232,8 @@ static hn_status_t checked_run(hn_runtime *rt, const overlap_opts *o, const shap
     int n = hn_runtime_world(rt), nl = hn_runtime_size(rt), first = hn_runtime_first_rank(rt);
     int gemm_alone = variants[vi].strategy == NULL;
     long long a[2], b[2], c[2];
-    hn_binding bind[3] = {{"A", bufs[0], sizes[0]}, {"B", bufs[1], sizes[1]}, {"C", bufs[2], sizes[2]}};
-    const char *pname[] = {"ITERS"};
-    int64_t pval[] = {o->iters};
-    hn_run_args args = {1, pname, pval, 3, bind};
+    table_args ta;
+    const hn_run_args *args = table_args_of(&ta, o, bufs, sizes);
     size_t cbytes;
     char *host = NULL;
     hn_status_t st;
@@ -223,7 +241,7 @@ static hn_status_t checked_run(hn_runtime *rt, const overlap_opts *o, const shap
     cbytes = (size_t)(c[0] * c[1]) * (size_t)hn_dtype_size(dt);
     st = poison(rt, dt, c, bufs[2], sizes[2]); /* so that an output not written shows */
     if (st == HN_OK)
-        st = hn_runtime_run(rt, p, &args);
+        st = hn_runtime_run(rt, p, args);
     if (st != HN_OK)
         fprintf(stderr, "bench overlap: %s: %s\n", variants[vi].name, hn_runtime_error(rt));
     if (st == HN_OK && !gemm_alone && (host = malloc(cbytes + 1)) != NULL) {
@@ -325,16 +343,14 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
 static hn_status_t timed_rounds(hn_runtime *rt, const overlap_opts *o, void **bufs[3], size_t *const sizes[3],
                                 measured *res, int nres)
 {
-    hn_binding bind[3] = {{"A", bufs[0], sizes[0]}, {"B", bufs[1], sizes[1]}, {"C", bufs[2], sizes[2]}};
-    const char *pname[] = {"ITERS"};
-    int64_t pval[] = {o->iters};
-    hn_run_args args = {1, pname, pval, 3, bind};
+    table_args ta;
+    const hn_run_args *args = table_args_of(&ta, o, bufs, sizes);
     hn_program *progs[HN_ARRAY_LEN(variants)];
     double secs[HN_ARRAY_LEN(variants)];
     hn_status_t st;
     for (int v = 0; v < nres; v++)
         progs[v] = res[v].prog;
-    if ((st = hn_tune_time_rounds(rt, progs, nres, &args, o->warmup, o->reps, secs)) != HN_OK)
+    if ((st = hn_tune_time_rounds(rt, progs, nres, args, o->warmup, o->reps, secs)) != HN_OK)
         fprintf(stderr, "bench overlap: a timed run: %s\n", hn_runtime_error(rt));
     for (int v = 0; v < nres && st == HN_OK; v++)
         if (res[v].prog != NULL && (st = hn_procs_max(rt, secs[v], &res[v].seconds)) == HN_OK)
@@ -349,15 +365,13 @@ static hn_status_t timed_rounds(hn_runtime *rt, const overlap_opts *o, void **bu
 static hn_status_t after_rounds(hn_runtime *rt, const overlap_opts *o, const shape3 *s, hn_dtype dt, void **bufs[3],
                                 size_t *const sizes[3], void **baseline_out, measured *res, int nres)
 {
-    hn_binding bind[3] = {{"A", bufs[0], sizes[0]}, {"B", bufs[1], sizes[1]}, {"C", bufs[2], sizes[2]}};
-    const char *pname[] = {"ITERS"};
-    int64_t pval[] = {o->iters};
-    hn_run_args args = {1, pname, pval, 3, bind};
+    table_args ta;
+    const hn_run_args *args = table_args_of(&ta, o, bufs, sizes);
     hn_status_t st = HN_OK;
     for (int v = 0; v < nres && st == HN_OK; v++)
         if (res[v].prog != NULL && variants[v].strategy != NULL &&
             (st = checked_run(rt, o, s, dt, v, res[v].prog, bufs, sizes, baseline_out, &res[v])) == HN_OK)
-            res[v].overlap = overlap_of(rt, res[v].prog, &args);
+            res[v].overlap = overlap_of(rt, res[v].prog, args);
     return st;
 }
 
@@ -622,8 +636,8 @@ int hn_cli_bench_overlap(int argc, char **argv)
         char what[700];
         hn_profile_describe(rt->profile, what, sizeof(what));
         printf("# hirnode bench overlap --op %s: %d GPUs, %s backend, nstreams %d; median of %d runs of %d "
-               "statements after %d warm-up runs, the variants' runs interleaved in rounds; outputs against the sequential NCCL baseline's; the model's "
-               "profile: %s\n",
+               "statements after %d warm-up runs, the variants' runs interleaved in rounds; outputs against the "
+               "sequential NCCL baseline's; the model's profile: %s\n",
                op, hn_runtime_world(rt), hn_runtime_backend(rt), o.cfg.nstreams, o.reps, o.iters, o.warmup, what);
     }
     if (o.nshapes == 0) {
