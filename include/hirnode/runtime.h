@@ -88,8 +88,14 @@ typedef struct hn_runtime_config {
  * process still in a call with it then waits out its deadline). A process
  * that dies is named by the others at once (HN_ERR_PEER_LOST from then
  * on: destroy the runtime); one that stops is named at the deadline.
- * Every binding must be memory of hn_runtime_alloc (refused otherwise:
- * the other processes reach nothing else). */
+ * A binding may be any memory of its rank's device (an embedder's own
+ * allocation, a torch tensor) where only `via nccl` and `via ll` move it:
+ * their peers touch only their own buffers. Where a program's
+ * communication goes through the peer copies (`via p2p`, also as `via
+ * auto` resolves it, and the host backend's collectives), the other
+ * processes read and write its buffers themselves, and every binding must
+ * then be memory of hn_runtime_alloc (refused otherwise, with the
+ * statement named: the other processes reach nothing else). */
 
 /* Defaults: 1 rank, the settings' values ($HIRNODE_BACKEND, ...), devices
  * NULL. */

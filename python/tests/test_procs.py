@@ -1,7 +1,9 @@
 """A world of processes from Python (the host backend): every rank a process of its own with a
 Runtime(world=, rank=, rendezvous=), buffers of Runtime.alloc bound, the MLP step against
 NumPy eagerly and replayed from a capture, a bound NumPy array refused (other processes cannot
-reach it), and a process that dies named by the others."""
+reach it), NumPy arrays bound as they are where only the latency path touches them (its peers never
+do) and refused with the statement named where the peer copies would, and a process that dies named
+by the others."""
 
 import os
 import subprocess
@@ -54,13 +56,61 @@ sys.exit(0 if ok and refused else 1)
 """
 
 
+# NumPy arrays bound as they are: the latency path's peers touch only their own memory, the
+# peer copies' read and write the others' buffers (refused, the statement named)
+CALLER = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from helpers import hirnode, np
+world, rank, rendezvous = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rt = hirnode.Runtime(backend="host", world=world, rank=rank, rendezvous=rendezvous, timeout=30)
+text = ("param N = 384\n"
+        "input  X : f32[N]          replicated\n"
+        "output Y : f32[N]          replicated\n"
+        "output Z : f32[world, N]   replicated\n"
+        "allreduce Y <- X op sum via %s\n"
+        "allgather Z <- X via ll\n")
+xs = [np.random.default_rng(100 + r).standard_normal(384).astype(np.float32) for r in range(world)]
+x, y, z = xs[rank].copy(), np.full(384, np.nan, np.float32), np.full((world, 384), np.nan, np.float32)
+ll = hirnode.Program.parse(text % "ll", "caller.hir")
+bufs = {"X": x, "Y": y, "Z": z}
+ok = True
+for k in range(3):
+    rt.run(ll, bufs)
+    ok = ok and np.allclose(y, sum(xs), rtol=1e-5, atol=1e-5) and np.array_equal(z, np.stack(xs))
+    y[...] = np.nan
+    z[...] = np.nan
+g = rt.capture(ll, bufs)
+for k in range(3):
+    g.replay()
+    rt.sync()
+    ok = ok and np.allclose(y, sum(xs), rtol=1e-5, atol=1e-5) and np.array_equal(z, np.stack(xs))
+    y[...] = np.nan
+g.destroy()
+try:
+    rt.run(hirnode.Program.parse(text % "p2p", "caller.hir"), bufs)
+    said = "not refused"
+except hirnode.InvalidArgumentError as e:
+    said = str(e)
+want = ("binding 'X' on rank %d" % rank, "no memory of hn_runtime_alloc",
+        "caller.hir:5:1: `allreduce Y <- X op sum via p2p` (via p2p)", "Runtime.alloc")
+refused = all(w in said for w in want)
+rt.run(ll, bufs)  # still usable
+ok = ok and np.allclose(y, sum(xs), rtol=1e-5, atol=1e-5)
+rt.close()
+if not (ok and refused):
+    print("ok", ok, "refused:", said)
+sys.exit(0 if ok and refused else 1)
+"""
+
+
 class ProcessWorld(unittest.TestCase):
-    def world(self, n, mode):
+    def world(self, n, mode, worker=WORKER):
         with tempfile.TemporaryDirectory(prefix="hn-py-") as d:
             env = dict(os.environ)
             for v in ("HIRNODE_WORLD", "HIRNODE_RANK", "HIRNODE_RENDEZVOUS"):
                 env.pop(v, None)
-            procs = [subprocess.Popen([sys.executable, "-c", WORKER, HERE, str(n), str(r), d, mode], env=env,
+            procs = [subprocess.Popen([sys.executable, "-c", worker, HERE, str(n), str(r), d, mode], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(n)]
             out = [p.communicate(timeout=120)[0].decode(errors="replace") for p in procs]
             codes = [p.returncode for p in procs]
@@ -70,6 +120,11 @@ class ProcessWorld(unittest.TestCase):
     def test_mlp_across_2_and_4_processes(self):
         for n in (2, 4):
             codes, out = self.world(n, "run")
+            self.assertEqual(codes, [0] * n, "\n".join(out))
+
+    def test_caller_memory_where_peers_never_touch_it(self):
+        for n in (2, 3):
+            codes, out = self.world(n, "caller", CALLER)
             self.assertEqual(codes, [0] * n, "\n".join(out))
 
     def test_a_process_that_dies_is_named(self):

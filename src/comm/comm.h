@@ -85,6 +85,14 @@ typedef struct hn_comm_ops {
      * refuses a team past it before creating it (ordinals of a GPU
      * backend; the host backend emulates a device per rank). */
     int ranks_per_device;
+    /* 1: a member reads or writes the other members' buffers themselves
+     * (their raw addresses travel between members), so in a world across
+     * processes every buffer its calls take must be memory every process
+     * maps at the same address — the runtime's device memory, not an
+     * embedder's allocation; 0: a member touches only its own buffers
+     * (NCCL moves the data through buffers of its own, the latency path
+     * through its lanes), any memory of its device. */
+    int peers_reach_buffers;
     hn_status_t (*init)(const hn_comm_setup *setup, hn_comm_world **w);
     void (*fini)(hn_comm_world *w);
     /* Once per team, from the runtime's thread, before any run uses it;

@@ -146,6 +146,14 @@ typedef struct hn_verified {
      * call works it out) */
     size_t *need;
     int nio;
+    /* the first communication of a local rank through which the other
+     * members reach its buffers themselves (hn_comm_ops.peers_reach_buffers,
+     * `via` as the run resolves it eagerly or in a capture), said as
+     * "FILE:LINE:COL: `STATEMENT` (via p2p)"; NULL with reach_none 1 when no
+     * communication does (then, across processes, a binding may be any
+     * memory of its rank's device); NULL with reach_none 0: not known */
+    char *reach;
+    int reach_none;
 } hn_verified;
 
 /* ... the lowered copy of a program for its parameter values ... */

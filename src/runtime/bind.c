@@ -218,12 +218,21 @@ hn_status_t hn_bind_check(hn_runtime *rt, const hn_program *p, const int64_t *pa
                 goto refuse;
             }
             /* across processes the others reach only this rank's shared device
-             * memory (communicators read and write peers' buffers there) */
-            if ((room = block_room(rk, a)) == SIZE_MAX && hn_procs(rt)) {
+             * memory: where a communicator reads and writes the peers' buffers
+             * themselves, every binding must be there */
+            if ((room = block_room(rk, a)) == SIZE_MAX && hn_procs(rt) && (v == NULL || !v->reach_none)) {
                 const hn_io *io = io_at(p, k);
                 hn_sb_printf(diag, "%s: error: binding '%s' on rank %d: %p is no memory of hn_runtime_alloc; in a "
-                             "world across processes every binding must be (the other processes reach only "
-                             "that memory)\n", p->filename, p->names[io->var], r, (void *)a);
+                             "world across processes the other processes reach only that memory, ",
+                             p->filename, p->names[io->var], r, (void *)a);
+                if (v != NULL && v->reach != NULL)
+                    hn_sb_printf(diag, "and they read and write this program's buffers themselves at %s: "
+                                 "allocate '%s' with hn_runtime_alloc (Python: Runtime.alloc), or take "
+                                 "`via nccl` or `via ll` there (their peers touch only their own memory)\n",
+                                 v->reach, p->names[io->var]);
+                else
+                    hn_sb_printf(diag, "and every binding must be (allocate '%s' with hn_runtime_alloc; Python: "
+                                 "Runtime.alloc)\n", p->names[io->var]);
                 goto refuse;
             }
             /* inside a block of hn_runtime_alloc: its end bounds what is given */

@@ -46,15 +46,18 @@ static void verified_clear(hn_verified *v)
 {
     hn_free(v->params);
     hn_free(v->need);
+    hn_free(v->reach);
     memset(v, 0, sizeof(*v));
 }
 
-void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *params, size_t *need, int nio)
+void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *params, size_t *need, int nio,
+                       char *reach, int reach_none)
 {
     hn_verified *v = &rt->verified[0];
     int64_t *copy = hn_malloc((size_t)(p->nparams + 1) * sizeof(int64_t));
     if (copy == NULL) {
         hn_free(need);
+        hn_free(reach);
         return; /* prepared anew next time */
     }
     for (int i = 1; i < HN_VERIFIED_CONFIGS; i++) /* a free entry, else the least recently used */
@@ -68,6 +71,8 @@ void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *param
     v->used = ++rt->cache_clock;
     v->need = need;
     v->nio = nio;
+    v->reach = reach;
+    v->reach_none = reach_none;
 }
 
 /* ---- lowered copies ---- */

@@ -11,8 +11,11 @@
 int hn_cache_verified(hn_runtime *rt, const hn_program *p, const int64_t *params, int touch);
 /* Marks p prepared for these parameters (the least recently used of the
  * last HN_VERIFIED_CONFIGS goes), with what its bindings need (need: see
- * hn_verified, owned by the cache from here; NULL: not known). */
-void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *params, size_t *need, int nio);
+ * hn_verified, owned by the cache from here; NULL: not known) and where
+ * peers reach its buffers (reach, reach_none: see hn_verified; reach
+ * owned by the cache from here). */
+void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *params, size_t *need, int nio,
+                       char *reach, int reach_none);
 /* The entry of p (as it runs: lowered) prepared for these parameters, or
  * NULL. */
 const hn_verified *hn_cache_config(hn_runtime *rt, const hn_program *p, const int64_t *params);

@@ -14,6 +14,7 @@
 #include "../exec/fault_inject.h"
 #include "issue.h"
 #include "../ir/params.h"
+#include "../ir/parse.h"
 #include "../ranks/pool.h"
 #include "prepare.h"
 #include "../ranks/rank.h"
@@ -110,6 +111,38 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
     return st;
 }
 
+/* The first communication of a local rank whose communicator reaches the
+ * other members' buffers themselves (hn_comm_ops.peers_reach_buffers),
+ * eagerly or in a capture, as hn_verified.reach says it; NULL with *none
+ * 1 when there is none, NULL with *none 0 when out of memory. */
+static char *reach_of(hn_runtime *rt, const hn_program *p, const hn_comm_log *logs, int *none)
+{
+    hn_strbuf sb;
+    *none = 0;
+    for (int r = rt->first; r < rt->first + rt->nlocal; r++)
+        for (int i = 0; i < logs[r].n; i++) {
+            const hn_comm_rec *rec = &logs[r].recs[i];
+            int n = rec->is_p2p ? rt->world : rec->nteam;
+            for (int graph = 0; graph < 2; graph++) {
+                hn_via via = (hn_via)rec->via;
+                const hn_comm_slot *c;
+                if (!rec->is_p2p)
+                    via = hn_via_resolve_prof(rt->profile, via, rt->default_auto, graph, (hn_coll_kind)rec->kind,
+                                              rec->count, rec->dtype, n);
+                if ((c = hn_runtime_comm(rt, via)) == NULL || c->ops == NULL || !c->ops->peers_reach_buffers)
+                    continue;
+                hn_sb_init(&sb);
+                hn_sb_printf(&sb, "%s:%d:%d: `", p->filename, p->instrs[rec->instr]->line,
+                             p->instrs[rec->instr]->col);
+                hn_print_instr_short(&sb, p, p->instrs[rec->instr]);
+                hn_sb_printf(&sb, "` (via %s%s)", c->ops->name, graph ? ", in a capture" : "");
+                return sb.data; /* NULL: out of memory, *none 0 */
+            }
+        }
+    *none = 1;
+    return NULL;
+}
+
 hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                hn_strbuf *diag)
 {
@@ -156,10 +189,13 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
             hn_runtime_clear_error(rt);
         }
     }
-    hn_comm_logs_free(logs, rt->world);
-    if (st == HN_OK) /* with what the bindings need, worked out once */
+    if (st == HN_OK) { /* with what the bindings need, worked out once */
+        int none;
+        char *reach = reach_of(rt, p, logs, &none);
         hn_cache_remember(rt, p, params, hn_bind_needs(src, params, rt->world, rt->cfg.nstreams),
-                          src->ninputs + src->noutputs);
+                          src->ninputs + src->noutputs, reach, none);
+    }
+    hn_comm_logs_free(logs, rt->world);
     return st;
 }
 

@@ -717,6 +717,7 @@ static void host_reset_shared(hn_comm_world *w)
 
 const hn_comm_ops hn_comm_host = {
     .name = "host",
+    .peers_reach_buffers = 1,
     .init = host_init,
     .fini = host_fini,
     .team_create = host_team_create,

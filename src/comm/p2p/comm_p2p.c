@@ -369,6 +369,7 @@ static void p2p_reset_shared(hn_comm_world *w)
 
 const hn_comm_ops hn_comm_p2p = {
     .name = "p2p",
+    .peers_reach_buffers = 1,
     .init = p2p_init,
     .fini = p2p_fini,
     .team_create = p2p_team_create,
