@@ -1,6 +1,7 @@
-"""The Python example and the launch benchmark on the CPU backend: the example's check passes in
-each mode, eager and replayed (run in this process: one start of torch, not one per case); the
-benchmark runs as a person runs it and prints its table."""
+"""The Python examples and the launch benchmark on the CPU backend: tp_mlp.py's check passes in
+each mode, eager and replayed (run in this process: one start of torch, not one per case);
+tp_decode.py's across processes it starts as a launcher would; the benchmark runs as a person runs
+it and prints its table."""
 
 import contextlib
 import importlib.util
@@ -14,6 +15,7 @@ from helpers import REPO
 
 EXAMPLE = os.path.join(REPO, "examples", "python", "tp_mlp.py")
 BENCH = os.path.join(REPO, "python", "bench_launch.py")
+DECODE = os.path.join(REPO, "examples", "python", "tp_decode.py")
 
 
 def example(*argv):
@@ -65,6 +67,18 @@ class ExampleTest(unittest.TestCase):
         rc, out, err = example("--numpy", "--ranks", "3")
         self.assertNotEqual(rc, 0)
         self.assertIn("must divide by the ranks", err)
+
+    def test_tp_decode_across_processes(self):
+        """tp_decode.py starts its processes as torchrun would (RANK, WORLD_SIZE, LOCAL_RANK,
+        MASTER_ADDR, MASTER_PORT); each joins hirnode's world from them and binds NumPy arrays as
+        they are; every step is checked against the layers on one device."""
+        for args in (["--nproc", "2"], ["--nproc", "3", "--graph", "--tokens", "2", "--hidden", "96", "--ffn", "384"]):
+            with self.subTest(args=args):
+                out = run(DECODE, "--numpy", "--layers", "3", "--steps", "2", *args)
+                self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+                self.assertEqual(out.stdout.count("max rel err"), 2, out.stdout)
+                self.assertIn("%s processes, rank 0 on the host backend" % args[1], out.stdout)
+                self.assertTrue(out.stdout.endswith("tp_decode: ok\n"), out.stdout)
 
     def test_bench_launch(self):
         out = run(BENCH, "--backend", "host", "--rounds", "20", "--ranks", "2", "--tensors", "2", "--streams", "own")
