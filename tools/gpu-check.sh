@@ -58,7 +58,13 @@
 #             (examples/embed/serve.c, built against `make install`) on
 #             every replay path.
 #   procs     process mode on CUDA: every example with --check at --procs 2
-#             and --procs 4 (where there are that many GPUs); `--fault
+#             and --procs 4 (where there are that many GPUs), and at --procs
+#             2 again with collectives without `via` on NCCL
+#             (HIRNODE_DEFAULT_VIA=nccl), eager and replayed; where torch is
+#             installed, examples/python/tp_decode.py under torchrun on 2
+#             GPUs (torch tensors bound as they are; in torch.cuda.graph via
+#             ll and via nccl, eagerly, and `--via p2p` refused with the
+#             statement named), its tables in tp-decode-*.md; `--fault
 #             1:25:kill` at --procs 2 must exit non-zero within its limit
 #             with rank 1's death named by rank 0, and leave no compute
 #             process on the GPUs (nvidia-smi).
@@ -502,6 +508,28 @@ if part procs; then
     done
   done
   if [ -n "$pn" ]; then
+    for f in examples/*.hir; do
+      for g in 0 1; do
+        step "procs 2 via nccl graphs=$g $(basename "$f")" 120 env HIRNODE_DEFAULT_VIA=nccl HIRNODE_GRAPHS=$g \
+          "$hirnode" run --backend cuda --procs 2 --check --iters 4 "$f"
+      done
+    done
+    if python3 -c 'import torch' 2>/dev/null; then
+      make -s python >/dev/null 2>&1
+      for a in "--graph" "--graph --via nccl" ""; do
+        # shellcheck disable=SC2086 # $a: the script's arguments, split
+        step_to "$out/tp-decode-$(echo "x$a" | tr -dc '[:lower:]').md" "procs torchrun tp_decode.py $a" 300 \
+          env PYTHONPATH=build/python python3 -m torch.distributed.run --nproc-per-node 2 \
+          examples/python/tp_decode.py $a
+      done
+      if step_fails "procs torchrun tp_decode.py --via p2p is refused" 300 env PYTHONPATH=build/python \
+           python3 -m torch.distributed.run --nproc-per-node 2 examples/python/tp_decode.py --via p2p; then
+        step "procs tp_decode.py --via p2p: the tensor and the statement named" 10 \
+          grep -qE "binding 'P' on rank 0: .* at tp_decode.hir:7:1: .allreduce_rmsnorm Y, Rn <- P, R, G" "$last_log"
+      fi
+    else
+      echo "procs: no torch: tp_decode.py under torchrun not run"
+    fi
     # a rank killed mid-run (its own SIGKILL at line 25): the other names it
     # at once, the launcher the signal, the run fails within its limit
     if step_fails "procs 2 --fault 1:25:kill exits non-zero" 60 \
