@@ -21,6 +21,7 @@ the script then starts its processes itself (--nproc, as torchrun would set them
     torchrun --nproc-per-node 2 examples/python/tp_decode.py --graph
     torchrun --nproc-per-node 2 examples/python/tp_decode.py            # eagerly
     torchrun --nproc-per-node 2 examples/python/tp_decode.py --graph --via nccl
+    torchrun --nproc-per-node 2 examples/python/tp_decode.py --graph --via p2p   # tensors registered
     python3 examples/python/tp_decode.py --numpy --nproc 2              # CPU backend, f32
 """
 
@@ -61,9 +62,12 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=3, help="steps, each with a new input, each checked")
     ap.add_argument("--reps", type=int, default=200, help="timed replays of each version (torch, --graph)")
     ap.add_argument("--via", choices=("ll", "nccl", "p2p"), default="ll",
-                    help="hirnode's communicator for the step: ll fuses it in one kernel; nccl is the "
-                    "allreduce, then the add and the norm; p2p needs hirnode's memory across processes "
-                    "(a torch tensor is refused, the statement named)")
+                    help="hirnode's communicator for the step: ll fuses it in one kernel; nccl and p2p are the "
+                    "allreduce, then the add and the norm (p2p's peers copy from and into the tensors where "
+                    "they lie: each process registers them first, Runtime.register)")
+    ap.add_argument("--no-register", action="store_true",
+                    help="with --via p2p: do not register the tensors (the library then refuses them, naming the "
+                    "tensor and the statement)")
     ap.add_argument("--numpy", action="store_true", help="the CPU backend with NumPy arrays (f32)")
     ap.add_argument("--nproc", type=int, default=2, help="without torchrun: processes to start (CPU backend)")
     return ap.parse_args()
@@ -170,6 +174,8 @@ def run_numpy(args, rt, prog, np, W1, W2, G, rank, f, say):
     g = [np.ascontiguousarray(G[l]) for l in range(L)]
     p, y = np.empty((T, D), np.float32), np.empty((T, D), np.float32)
     res = [np.empty((T, D), np.float32), np.empty((T, D), np.float32)]
+    if args.via == "p2p" and not args.no_register:
+        rt.register(p)  # refused: the CPU backend cannot hand a process's memory to another
     bindings = [{"P": p, "R": res[l % 2], "G": g[l], "Y": y, "Rn": res[(l + 1) % 2]} for l in range(L)]
     graphs = [rt.capture(prog, b) for b in bindings] if args.graph else None
     ok = True
@@ -214,6 +220,9 @@ def run_torch(args, torch, rt, prog, np, W1, W2, G, rank, n, f, say):
     p = torch.empty((T, D), dtype=bf, device=dev)
     ys = [torch.empty((T, D), dtype=bf, device=dev) for _ in range(L)]
     res = [torch.empty((T, D), dtype=bf, device=dev) for _ in range(2)]
+    if args.via == "p2p" and not args.no_register:  # the peer copies reach them in every process
+        for t in [p] + ys + res + g:
+            rt.register(t)
     group = dist.group.WORLD.group_name
     sym = symm_mem.empty((T, D), dtype=bf, device=dev)
     symm_mem.rendezvous(sym, group)

@@ -94,8 +94,11 @@ typedef struct hn_runtime_config {
  * communication goes through the peer copies (`via p2p`, also as `via
  * auto` resolves it, and the host backend's collectives), the other
  * processes read and write its buffers themselves, and every binding must
- * then be memory of hn_runtime_alloc (refused otherwise, with the
- * statement named: the other processes reach nothing else). */
+ * then be memory of hn_runtime_alloc or registered (hn_runtime_register;
+ * refused otherwise, with the tensor and the statement named: the other
+ * processes reach nothing else). Inside a capture the caller makes
+ * (torch.cuda.graph), `via p2p` is refused across processes (its device
+ * flags would replay stale): ll and nccl are captured as they are. */
 
 /* Defaults: 1 rank, the settings' values ($HIRNODE_BACKEND, ...), devices
  * NULL. */
@@ -170,6 +173,23 @@ int hn_runtime_device(const hn_runtime *rt, int rank);
  * checked against the block's end (see hn_binding). */
 hn_status_t hn_runtime_alloc(hn_runtime *rt, int rank, size_t bytes, void **ptr);
 void hn_runtime_free(hn_runtime *rt, int rank, void *ptr);
+/* Memory of rank `rank`'s device that the caller allocated (torch's
+ * caching allocator, cudaMalloc), handed to the other processes of a
+ * world across processes, so that the peer copies (`via p2p`) reach it:
+ * the whole allocation ptr points into (bytes from ptr must lie in it) is
+ * opened by every other process (CUDA IPC) and stays open until the
+ * runtime is destroyed, or until the same rank registers an allocation
+ * that overlaps it (the old one was freed: register anew after a free).
+ * A binding inside a registered allocation is then taken everywhere (and
+ * bounded by its end). Collective: every process calls it, each for its
+ * own rank, in the same order; registering an allocation again costs an
+ * exchange and opens nothing. In one process it only checks its arguments
+ * (every rank's memory is reached as it is). HN_ERR_INVALID (named, in
+ * hn_runtime_error, in every process) for memory the backend cannot hand
+ * over (CUDA: not of this rank's device, or made by cuMem, such as torch's
+ * expandable segments); HN_ERR_UNSUPPORTED on a backend that cannot share
+ * a process's memory (the host backend). */
+hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t bytes);
 hn_status_t hn_runtime_upload(hn_runtime *rt, int rank, void *dst, const void *src, size_t n);
 hn_status_t hn_runtime_download(hn_runtime *rt, int rank, void *dst, const void *src, size_t n);
 /* Free and total device memory of one rank. */

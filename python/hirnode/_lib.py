@@ -164,6 +164,7 @@ hn_runtime_device_kind = _decl("hn_runtime_device_kind", ctypes.c_int, _vp)
 hn_runtime_device = _decl("hn_runtime_device", ctypes.c_int, _vp, ctypes.c_int)
 hn_runtime_alloc = _decl("hn_runtime_alloc", _st, _vp, ctypes.c_int, ctypes.c_size_t, _PP)
 hn_runtime_free = _decl("hn_runtime_free", None, _vp, ctypes.c_int, _vp)
+hn_runtime_register = _decl("hn_runtime_register", _st, _vp, ctypes.c_int, _vp, ctypes.c_size_t)
 hn_runtime_upload = _decl("hn_runtime_upload", _st, _vp, ctypes.c_int, _vp, _vp, ctypes.c_size_t)
 hn_runtime_download = _decl("hn_runtime_download", _st, _vp, ctypes.c_int, _vp, _vp, ctypes.c_size_t)
 hn_runtime_mem_info = _decl("hn_runtime_mem_info", _st, _vp, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t),

@@ -6,7 +6,7 @@ import ctypes
 import sys
 
 from . import _lib
-from .errors import BindingError
+from .errors import BindingError, InvalidArgumentError
 
 # One inspector per type, found the first time the type is bound: fn(obj, slot, rank, keep) -> address.
 # `keep` collects what must outlive the C call (DLPack capsules); the bytes vouched for are the
@@ -339,3 +339,25 @@ def inspector(tp, buffer_type):
         return _not_a_tensor  # not cached: the type may be a list or tuple mistaken for a tensor
     _inspectors[tp] = f
     return f
+
+
+def address_of(t, buffer_type):
+    """(address, bytes) of the memory a tensor views, for Runtime.register: torch tensors, hirnode
+    Buffers, NumPy arrays, objects with __cuda_array_interface__ or __array_interface__, or an
+    (address, bytes) pair."""
+    torch = sys.modules.get("torch")
+    if isinstance(t, tuple) and len(t) == 2 and all(isinstance(v, int) for v in t):
+        return t
+    if isinstance(t, buffer_type):
+        return t.ptr, t.nbytes
+    if torch is not None and isinstance(t, torch.Tensor):
+        return t.data_ptr(), t.numel() * t.element_size()
+    for name in ("__cuda_array_interface__", "__array_interface__"):
+        d = getattr(t, name, None)
+        if d is not None:
+            n = 1
+            for s in d["shape"]:
+                n *= s
+            return d["data"][0], n * int(d["typestr"][2:])
+    raise InvalidArgumentError("hirnode: error: register: a torch tensor, a Buffer, an array or an (address, bytes) "
+                               "pair, got a %s" % type(t).__name__)

@@ -769,6 +769,21 @@ class Runtime(_Closing):
         """hn_runtime_free (buffer.free())."""
         buffer.free()
 
+    def register(self, tensor, rank=None):
+        """Hands the memory a tensor of this process's rank lies in (a torch tensor from the caching
+        allocator, any cudaMalloc memory) to the other processes of the world (hn_runtime_register),
+        so that `via p2p` reaches it where it lies: the whole allocation, opened by the others once and
+        kept until the runtime closes. Collective: every process, for its own rank, in the same order.
+        Needed only for `via p2p` across processes (nccl and ll take any tensor); in one process it
+        only checks its argument. tensor: a torch tensor, a Buffer, an array, or (address, bytes)."""
+        h = self._h()
+        rank = self._rank(self.first_rank if rank is None else rank)
+        ptr, nbytes = _tensors.address_of(tensor, Buffer)
+        self._s.drain()
+        st = _lib.hn_runtime_register(h, rank, ptr, nbytes)
+        if st:
+            raise self._fail(st)
+
     def _copy_args(self, buffer, array, writable):
         import numpy as np
         self._h()

@@ -401,6 +401,16 @@ class RuntimeTest(unittest.TestCase):
             ro.flags.writeable = False
             with self.assertRaises(hirnode.InvalidArgumentError):
                 rt.download(buf, ro)
+            # in one process registering only checks (every rank's memory is reached as it is)
+            rt.register(buf, rank=1)
+            rt.register(x)  # host memory, as the host backend's devices are
+            rt.register((x.__array_interface__["data"][0], x.nbytes), rank=1)
+            with self.assertRaises(hirnode.InvalidArgumentError):
+                rt.register(buf, rank=2)  # no rank 2
+            with self.assertRaisesRegex(hirnode.InvalidArgumentError, "a NULL pointer or no bytes"):
+                rt.register((0, 8))
+            with self.assertRaisesRegex(hirnode.InvalidArgumentError, "register: a torch tensor"):
+                rt.register("x")
             with self.assertRaises(hirnode.InvalidArgumentError):
                 rt.alloc(2, 8)  # no rank 2
             with self.assertRaises(hirnode.InvalidArgumentError):

@@ -79,6 +79,15 @@ class ExampleTest(unittest.TestCase):
                 self.assertEqual(out.stdout.count("max rel err"), 2, out.stdout)
                 self.assertIn("%s processes, rank 0 on the host backend" % args[1], out.stdout)
                 self.assertTrue(out.stdout.endswith("tp_decode: ok\n"), out.stdout)
+        # the peer copies reach a process's tensors only where it registered them, which the CPU
+        # backend cannot; unregistered, the library names the tensor and the statement
+        out = run(DECODE, "--numpy", "--layers", "1", "--steps", "1", "--via", "p2p")
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("rank 1: the host backend cannot hand its memory to other processes", out.stderr)
+        out = run(DECODE, "--numpy", "--layers", "1", "--steps", "1", "--via", "p2p", "--no-register")
+        self.assertEqual(out.returncode, 2, out.stdout + out.stderr)
+        self.assertIn("binding 'P' on rank 0: ", out.stderr)
+        self.assertIn("at tp_decode.hir:7:1: `allreduce_rmsnorm Y, Rn <- P, R, G", out.stderr)
 
     def test_bench_launch(self):
         out = run(BENCH, "--backend", "host", "--rounds", "20", "--ranks", "2", "--tensors", "2", "--streams", "own")

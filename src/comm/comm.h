@@ -73,6 +73,14 @@ typedef struct hn_comm_setup {
      * caller's, of nranks ranks with shared regions, outliving the
      * communicator. NULL: a communicator that needs one makes its own. */
     hn_world *world;
+    /* Where a member finds a peer's buffer that peer handed it (its own
+     * address of it, in rank `rank`'s process): the address in this
+     * process, for buffers registered across processes
+     * (hn_runtime_register, mapped here elsewhere); the address itself
+     * for everything else (runtime memory is at the same address in every
+     * process). NULL: the address itself. Any rank thread, during runs. */
+    void *(*peer_addr)(void *ctx, int rank, void *p);
+    void *peer_ctx;
 } hn_comm_setup;
 
 typedef struct hn_comm_ops {

@@ -17,6 +17,8 @@ hn_status_t hn_comm_base_new(const char *name, const hn_comm_setup *setup, size_
     b->dev_ctx = setup->dev_ctx;
     b->compute = setup->compute;
     b->sink = setup->sink;
+    b->peer_addr = setup->peer_addr;
+    b->peer_ctx = setup->peer_ctx;
     if ((b->world = setup->world) == NULL) {
         hn_status_t st = hn_world_create_local(setup->nranks, setup->sink != NULL ? setup->sink->timeout_s : 60.0,
                                                shared_bytes, &b->own_world);

@@ -33,6 +33,8 @@ typedef struct hn_comm_base {
     const hn_fault_sink *sink;
     hn_world *world;     /* the exchanges and shared regions: the setup's, or own_world */
     hn_world *own_world; /* made when the setup gave none (one process) */
+    void *(*peer_addr)(void *ctx, int rank, void *p); /* hn_comm_setup's */
+    void *peer_ctx;
     uint64_t team_ids;   /* teams made so far: the same sequence in every process */
     hn_team_list teams;
 } hn_comm_base;

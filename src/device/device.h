@@ -148,7 +148,21 @@ typedef struct hn_share_ops {
      * when HIRNODE_SHARED_MEM_MIB does not say (host_mem_bytes: the host
      * backend's setting, 0: its default) */
     size_t (*default_bytes)(int world, size_t host_mem_bytes);
+    /* Caller memory handed to the other processes (hn_runtime_register),
+     * on the thread of the device's rank; NULL where the backend cannot
+     * (the host backend: a process's heap is its own). ipc_export: the
+     * whole allocation p points into (its start, its bytes) and a handle
+     * of HN_IPC_HANDLE_BYTES another process opens; HN_ERR_INVALID (with
+     * why) for memory the backend cannot hand over. ipc_open maps another
+     * process's handle here (at an address of the driver's choosing: the
+     * peers' copies translate, hn_comm_setup.peer_addr); ipc_close undoes. */
+    hn_status_t (*ipc_export)(int ord, const void *p, void **base, size_t *bytes, void *handle, char *why,
+                              size_t len);
+    hn_status_t (*ipc_open)(int ord, const void *handle, void **local);
+    void (*ipc_close)(int ord, void *local);
 } hn_share_ops;
+
+#define HN_IPC_HANDLE_BYTES 64
 
 typedef struct hn_device_ops {
     /* Its name: what a user types (--backend, HIRNODE_BACKEND), found by

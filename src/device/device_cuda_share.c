@@ -6,6 +6,7 @@
  * its own device — as NCCL's and PyTorch's symmetric memory do. The
  * driver's entry points come through the runtime (no libcuda link). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -191,5 +192,70 @@ static size_t share_default_bytes(int world, size_t host_mem_bytes)
     return (size_t)4 << 30;
 }
 
-const hn_share_ops hn_cuda_share = {share_reserve, share_unreserve, share_make,         share_unmake,
-                                    share_map,     share_unmap,     share_default_bytes};
+/* Caller memory across processes: CUDA IPC of the cudaMalloc allocation
+ * p points into (the driver gives its range; torch's caching allocator
+ * hands out pieces of such allocations), opened by the others with peer
+ * access enabled lazily, as vLLM's custom allreduce registers its graph
+ * buffers. Memory cuMem made (torch's expandable segments) has no IPC
+ * handle of this kind: named. */
+typedef CUresult (*range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+static range_fn range_of;
+static pthread_once_t range_once = PTHREAD_ONCE_INIT;
+static void resolve_range(void) { range_of = (range_fn)entry("cuMemGetAddressRange"); }
+
+_Static_assert(sizeof(cudaIpcMemHandle_t) == HN_IPC_HANDLE_BYTES, "a CUDA IPC handle is 64 bytes");
+
+static hn_status_t share_ipc_export(int ord, const void *p, void **base, size_t *bytes, void *handle, char *why,
+                                    size_t len)
+{
+    struct cudaPointerAttributes at;
+    CUdeviceptr b = 0;
+    size_t n = 0;
+    cudaError_t e;
+    if (!ready(ord))
+        return HN_ERR_DEVICE;
+    pthread_once(&range_once, resolve_range);
+    if (cudaPointerGetAttributes(&at, p) != cudaSuccess || at.type != cudaMemoryTypeDevice || at.device != ord) {
+        (void)cudaGetLastError();
+        snprintf(why, len, "%p is no memory of device %d", p, ord);
+        return HN_ERR_INVALID;
+    }
+    if (range_of == NULL || range_of(&b, &n, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
+        snprintf(why, len, "the driver gives no allocation around %p", p);
+        return HN_ERR_INVALID;
+    }
+    if ((e = cudaIpcGetMemHandle((cudaIpcMemHandle_t *)handle, (void *)(uintptr_t)b)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(why, len, "the allocation at %p (%zu bytes) has no CUDA IPC handle (%s): memory of cudaMalloc "
+                 "can be handed over, not memory cuMem made (torch: PYTORCH_CUDA_ALLOC_CONF without "
+                 "expandable_segments), or allocate it with hn_runtime_alloc", (void *)(uintptr_t)b, n,
+                 cudaGetErrorString(e));
+        return HN_ERR_INVALID;
+    }
+    *base = (void *)(uintptr_t)b;
+    *bytes = n;
+    return HN_OK;
+}
+
+static hn_status_t share_ipc_open(int ord, const void *handle, void **local)
+{
+    cudaIpcMemHandle_t h;
+    memcpy(&h, handle, sizeof(h));
+    if (!ready(ord))
+        return HN_ERR_DEVICE;
+    if (cudaIpcOpenMemHandle(local, h, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess) {
+        HN_ERROR("cuda: cudaIpcOpenMemHandle on device %d: %s", ord, cudaGetErrorString(cudaGetLastError()));
+        return HN_ERR_DEVICE;
+    }
+    return HN_OK;
+}
+
+static void share_ipc_close(int ord, void *local)
+{
+    if (ready(ord) && cudaIpcCloseMemHandle(local) != cudaSuccess)
+        HN_ERROR("cuda: cudaIpcCloseMemHandle on device %d: %s", ord, cudaGetErrorString(cudaGetLastError()));
+}
+
+const hn_share_ops hn_cuda_share = {share_reserve,       share_unreserve,  share_make,      share_unmake,
+                                    share_map,           share_unmap,      share_default_bytes,
+                                    share_ipc_export,    share_ipc_open,   share_ipc_close};

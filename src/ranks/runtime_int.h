@@ -127,6 +127,15 @@ typedef struct hn_team_entry {
 } hn_team_entry;
 
 /* One communicator of the runtime and its state. */
+/* An allocation of rank `rank` registered across processes: its address
+ * in that rank's process, and where this process reaches it. */
+typedef struct hn_reg {
+    int rank;
+    uintptr_t base;
+    size_t bytes;
+    void *local;
+} hn_reg;
+
 typedef struct hn_comm_slot {
     const hn_comm_ops *ops;
     hn_comm_world *world;
@@ -188,6 +197,11 @@ struct hn_runtime {
     char *made_rdv; /* the rendezvous directory hn_runtime_create_store made here: removed with it */
     int world_lost;
     uint64_t xseq;
+    /* caller memory registered across processes (register.c): written by
+     * the caller's thread with no launch in flight, read by the rank
+     * threads as they issue */
+    struct hn_reg *regs;
+    int nregs, regs_cap;
     const hn_device_ops *dev;
     const hn_compute_ops *compute;
     void *dev_ctx;

@@ -3,6 +3,7 @@
  * what the dry runs saw (create on the caller's thread, then join, warm-up
  * and staging on every member's thread), aborted after a failure and made
  * anew by the next preparation. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,26 @@ static void comm_settings(hn_comm_setup *cs)
     (void)hn_setting_int("p2p_piece_kib", &v, NULL);
     cs->p2p_piece_min = (size_t)v << 10;
     (void)hn_setting_flag("ll_probe", &cs->ll_probe, NULL);
+}
+
+const hn_reg *hn_reg_find(const hn_runtime *rt, int rank, uintptr_t p)
+{
+    for (int i = 0; i < rt->nregs; i++)
+        if (rt->regs[i].rank == rank && p >= rt->regs[i].base && p - rt->regs[i].base < rt->regs[i].bytes)
+            return &rt->regs[i];
+    return NULL;
+}
+
+void *hn_reg_peer_addr(void *ctx, int rank, void *p)
+{
+    const hn_reg *g = hn_reg_find(ctx, rank, (uintptr_t)p);
+    return g != NULL ? (char *)g->local + ((uintptr_t)p - g->base) : p;
+}
+
+size_t hn_reg_room(const hn_runtime *rt, int rank, const void *p)
+{
+    const hn_reg *g = hn_reg_find(rt, rank, (uintptr_t)p);
+    return g != NULL ? g->bytes - ((uintptr_t)p - g->base) : SIZE_MAX;
 }
 
 /* The communicator of each `via`: default and nccl are the device
@@ -67,6 +88,8 @@ hn_status_t hn_teams_init(hn_runtime *rt)
             cs.compute = rt->compute;
             cs.sink = &rt->sink;
             cs.world = rt->world_state;
+            cs.peer_addr = hn_reg_peer_addr; /* registered caller memory, mapped elsewhere in each process */
+            cs.peer_ctx = rt;
             /* across processes streams do not wait on other processes'
              * events: the rings order devices with flags in shared memory */
             if (hn_procs(rt))

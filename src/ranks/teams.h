@@ -15,6 +15,16 @@ void hn_teams_fini(hn_runtime *rt);
 /* The communicator of `via`, and its team of these ranks (NULL if none).
  * Any thread: read-only while runs issue. */
 const hn_comm_slot *hn_runtime_comm(const hn_runtime *rt, hn_via via);
+
+/* Caller memory registered across processes (hn_runtime.regs, made by
+ * src/runtime/register.c): the entry of rank `rank` whose allocation holds
+ * p (that rank's own address), or NULL; hn_comm_setup.peer_addr (ctx: the
+ * runtime): where this process reaches p — the mapping here inside a
+ * registered allocation, else p itself; and the bytes from p to the end
+ * of its registered allocation, or SIZE_MAX where none holds it. */
+const hn_reg *hn_reg_find(const hn_runtime *rt, int rank, uintptr_t p);
+void *hn_reg_peer_addr(void *ctx, int rank, void *p);
+size_t hn_reg_room(const hn_runtime *rt, int rank, const void *p);
 hn_comm_team *hn_runtime_team(hn_runtime *rt, hn_via via, const int *ranks, int n);
 
 /* When more of these ranks share a GPU than the communicator of `via`

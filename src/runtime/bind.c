@@ -10,6 +10,7 @@
 
 #include "bind.h"
 #include "procs.h"
+#include "../ranks/teams.h"
 #include "../ir/params.h"
 
 _Static_assert(HN_MAX_DIMS == HN_TENSOR_MAX_DIMS, "the public limit on dimensions is the IR's");
@@ -220,22 +221,28 @@ hn_status_t hn_bind_check(hn_runtime *rt, const hn_program *p, const int64_t *pa
             /* across processes the others reach only this rank's shared device
              * memory: where a communicator reads and writes the peers' buffers
              * themselves, every binding must be there */
-            if ((room = block_room(rk, a)) == SIZE_MAX && hn_procs(rt) && (v == NULL || !v->reach_none)) {
+            if ((room = block_room(rk, a)) == SIZE_MAX)
+                room = hn_reg_room(rt, r, (const void *)a); /* registered across processes */
+            if (room == SIZE_MAX && hn_procs(rt) && (v == NULL || !v->reach_none)) {
                 const hn_io *io = io_at(p, k);
                 hn_sb_printf(diag, "%s: error: binding '%s' on rank %d: %p is no memory of hn_runtime_alloc; in a "
                              "world across processes the other processes reach only that memory, ",
                              p->filename, p->names[io->var], r, (void *)a);
                 if (v != NULL && v->reach != NULL)
                     hn_sb_printf(diag, "and they read and write this program's buffers themselves at %s: "
-                                 "allocate '%s' with hn_runtime_alloc (Python: Runtime.alloc), or take "
+                                 "allocate '%s' with hn_runtime_alloc (Python: Runtime.alloc)%s, or take "
                                  "`via nccl` or `via ll` there (their peers touch only their own memory)\n",
-                                 v->reach, p->names[io->var]);
+                                 v->reach, p->names[io->var],
+                                 rt->dev->share != NULL && rt->dev->share->ipc_export != NULL
+                                     ? ", register its memory once in every process (hn_runtime_register; "
+                                       "Python: Runtime.register)"
+                                     : "");
                 else
                     hn_sb_printf(diag, "and every binding must be (allocate '%s' with hn_runtime_alloc; Python: "
                                  "Runtime.alloc)\n", p->names[io->var]);
                 goto refuse;
             }
-            /* inside a block of hn_runtime_alloc: its end bounds what is given */
+            /* inside a block of hn_runtime_alloc (or a registered allocation): its end bounds what is given */
             if (room < want) {
                 say_needed(diag, rt, p, params, k, r, want);
                 hn_sb_printf(diag, "%zu given, but the block from hn_runtime_alloc it points into ends %zu bytes "

@@ -21,6 +21,7 @@
 #include "prepare.h"
 #include "procs.h"
 #include "../ranks/rank.h"
+#include "register.h"
 #include "run.h"
 #include "../ranks/run_error.h"
 #include "../ranks/teams.h"
@@ -127,8 +128,11 @@ static void teardown(hn_runtime *rt, int nthreads)
         hn_pool_stop(rt, nthreads);
         return;
     }
-    /* communicators go before streams and buffers */
+    /* communicators go before streams and buffers, and before the
+     * registered memory they reach */
     hn_teams_fini(rt);
+    if (nthreads == rt->nlocal)
+        hn_reg_fini(rt);
     if (nthreads == rt->nlocal)
         hn_runtime_exec_all(rt, hn_rank_fini, NULL);
     hn_pool_stop(rt, nthreads);

@@ -336,6 +336,28 @@ static void test_run_with_bindings(void)
     hn_program_destroy(p);
 }
 
+/* hn_runtime_register in one process checks its arguments and opens
+ * nothing (every rank's memory is reached as it is); a run then binds the
+ * memory as before. (Across processes: python/tests/test_procs.py on the
+ * host backend, which refuses it; examples/python/tp_decode.py on GPUs.) */
+static void test_register_in_one_process(void)
+{
+    hn_runtime *rt = hn_test_runtime(NULL, 2, 0, 0, 0);
+    void *x = NULL;
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, 1, 256, &x), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_register(rt, 1, x, 256), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_register(rt, 1, x, 256), HN_OK); /* again: nothing more */
+    CU_ASSERT_EQUAL(hn_runtime_register(rt, 1, NULL, 256), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "hn_runtime_register: rank 1: a NULL pointer or no bytes"));
+    CU_ASSERT_EQUAL(hn_runtime_register(rt, 1, x, 0), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(hn_runtime_register(rt, 2, x, 256), HN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "hn_runtime_register: rank 2 is not driven here"));
+    CU_ASSERT_EQUAL(hn_runtime_register(rt, -1, x, 256), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(hn_runtime_register(NULL, 0, x, 256), HN_ERR_INVALID);
+    hn_runtime_free(rt, 1, x);
+    hn_runtime_destroy(rt);
+}
+
 /* The same alloc returns the same address run after run. */
 static void test_stable_addresses(void)
 {
@@ -884,6 +906,7 @@ void hn_suite_runtime(void)
         {"the world and the ranks driven here; a world across processes is refused", test_world},
         {"a world met through the caller's store: its directory made, published, refused, removed", test_create_store},
         {"runs with the caller's buffers", test_run_with_bindings},
+        {"registering memory in one process checks it and opens nothing", test_register_in_one_process},
         {"stable addresses across runs", test_stable_addresses},
         {"wait_stream orders streams (random delays)", test_wait_stream_orders},
         {"a failing rank ends the run with an error", test_failing_run},

@@ -284,10 +284,13 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
      * gives the same bits (the same partials added in the same order). */
     int pull = a->algo == HN_ALGO_PULL && (o == NULL || o->graph == NULL);
     char why[160];
+    hn_status_t st;
     if (p2p_refuses(a->kind, a->dtype, a->count, t->base.n, why, sizeof(why)) != NULL) {
         hn_origin_fail(o, HN_ERR_UNSUPPORTED, "%s", why);
         return HN_ERR_UNSUPPORTED;
     }
+    if ((st = hn_p2p_refuse_foreign_capture(t->base.w, s, o, hn_coll_name(a->kind))) != HN_OK)
+        return st;
     switch (a->kind) {
     case HN_COLL_ALLGATHER:
         if (pull)

@@ -202,11 +202,20 @@ static inline void mbox_post(const hn_origin *o, mailbox *mb, uint64_t gen, void
     __atomic_store_n(&mb->gen, gen, __ATOMIC_RELEASE);
 }
 
-/* Takes what `peer` posted as generation gen; spins (polling the abort flag
- * and the deadline) until it is there. `what` names the operation in a
- * timeout. */
+/* Takes what `peer` (a global rank) posted as generation gen; spins
+ * (polling the abort flag and the deadline) until it is there; a buffer
+ * address as this process reaches it (hn_comm_setup.peer_addr). `what`
+ * names the operation in a timeout. */
 hn_status_t hn_p2p_mbox_take(const hn_comm_world *w, mailbox *mb, uint64_t gen, void **ptr, const hn_origin *o,
                              const char *what, int peer);
+/* HN_OK, or the failure (said on o) of an operation issued on a stream an
+ * embedder is capturing (torch.cuda.graph: o->graph is NULL) while the
+ * devices are ordered by flags (across processes): the eager protocol
+ * would be captured with this call's flag values, which every replay
+ * after the first finds reached already. With events the waits become the
+ * capture's own edges. `what` names the operation. */
+hn_status_t hn_p2p_refuse_foreign_capture(const hn_comm_world *w, hn_dstream *s, const hn_origin *o,
+                                         const char *what);
 
 /* ---- ordering and copies (comm_p2p_sync.c) ---- */
 

@@ -18,6 +18,10 @@ hn_status_t hn_p2p_sendrecv(hn_comm_world *w, int rank, const hn_p2p_op *ops, in
     uint64_t *seq = hn_calloc((size_t)n + 1, sizeof(uint64_t));
     if (seq == NULL)
         return HN_ERR_NOMEM;
+    if (hn_p2p_refuse_foreign_capture(w, s, o, "send/recv") != HN_OK) {
+        hn_free(seq);
+        return HN_ERR_UNSUPPORTED;
+    }
     if (t == NULL) {
         hn_free(seq);
         hn_origin_fail(o, HN_ERR_RUNTIME, "p2p: no team of all ranks for send/recv");

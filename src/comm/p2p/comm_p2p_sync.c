@@ -76,8 +76,23 @@ hn_status_t hn_p2p_mbox_take(const hn_comm_world *w, mailbox *mb, uint64_t gen, 
             return st;
     }
     spin_end(w, o, start);
-    *ptr = mb->ptr;
+    /* the peer's own address of its buffer: here, where a registered one lies */
+    *ptr = w->base.peer_addr != NULL ? w->base.peer_addr(w->base.peer_ctx, peer, mb->ptr) : mb->ptr;
     return HN_OK;
+}
+
+hn_status_t hn_p2p_refuse_foreign_capture(const hn_comm_world *w, hn_dstream *s, const hn_origin *o,
+                                         const char *what)
+{
+    if (w->events || (o != NULL && o->graph != NULL) || w->base.dev->stream_capturing == NULL ||
+        !w->base.dev->stream_capturing(s))
+        return HN_OK;
+    hn_origin_fail(o, HN_ERR_UNSUPPORTED,
+                   "%s via p2p on a stream a capture of the caller's takes (torch.cuda.graph) across processes: "
+                   "its device flags would replay with this call's values; inside such a capture take `via ll` "
+                   "or `via nccl`, or capture with hn_runtime_capture (Python: Runtime.capture)",
+                   what);
+    return HN_ERR_UNSUPPORTED;
 }
 
 static int reached(uint32_t have, uint32_t want) { return (int32_t)(have - want) >= 0; }
