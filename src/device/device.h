@@ -227,6 +227,10 @@ typedef struct hn_device_ops {
     /* 1 while s is being captured into a graph (the runtime's capture or
      * an embedder's, such as torch.cuda.graph): its work does not run now. */
     int (*stream_capturing)(hn_dstream *s);
+    /* The same for a stream an embedder hands a launch (its native
+     * handle), asked on the caller's thread before anything is issued;
+     * NULL where embedders have no captures of their own (host). */
+    int (*native_capturing)(void *native);
     hn_status_t (*event_create)(void *ctx, int dev, hn_devent **e);
     void (*event_destroy)(hn_devent *e);
     hn_status_t (*event_record)(hn_devent *e, hn_dstream *s);

@@ -355,6 +355,13 @@ static int cuda_stream_capturing(hn_dstream *s)
     return cudaStreamIsCapturing(s->s, &cap) == cudaSuccess && cap != cudaStreamCaptureStatusNone;
 }
 
+static int cuda_native_capturing(void *native)
+{
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    return native != NULL && cudaStreamIsCapturing((cudaStream_t)native, &cap) == cudaSuccess &&
+           cap != cudaStreamCaptureStatusNone;
+}
+
 static hn_status_t cuda_event_query(hn_devent *e)
 {
     cudaError_t err = cudaEventQuery(e->e);
@@ -725,6 +732,7 @@ const hn_device_ops hn_device_cuda = {
     .event_record = cuda_event_record,
     .event_query = cuda_event_query,
     .stream_capturing = cuda_stream_capturing,
+    .native_capturing = cuda_native_capturing,
     .stream_wait_event = cuda_stream_wait_event,
     .memcpy_async = cuda_memcpy_async,
     .stream_write_flag = cuda_write_flag,

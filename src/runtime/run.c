@@ -54,12 +54,33 @@ hn_status_t hn_runtime_launch_bound(hn_runtime *rt, const hn_program *p, const i
 {
     hn_graph *g;
     hn_status_t st;
+    const hn_program *low = hn_runtime_lowered_of(rt, p, params);
+    const hn_verified *v;
+    /* across processes, inside a capture of the embedder's (torch.cuda.graph),
+     * the peer copies would replay device flags with this launch's values:
+     * refused before anything is issued, so that the caller's capture is
+     * left as it was (the communicator refuses it too, later) */
+    if (hn_procs(rt) && streams != NULL && rt->dev->native_capturing != NULL &&
+        (v = hn_cache_config(rt, low, params)) != NULL && v->reach != NULL)
+        for (int i = 0; i < rt->nlocal; i++)
+            if (rt->dev->native_capturing(streams[i])) {
+                char text[sizeof(rt->err_text)];
+                snprintf(text, sizeof(text),
+                         "%s: error: rank %d: a launch on a stream a capture of the caller's takes "
+                         "(torch.cuda.graph), in a world across processes, with communication through the peer "
+                         "copies at %s: their device flags would replay with this launch's values; inside such a "
+                         "capture take `via ll` or `via nccl` there, or capture with hn_runtime_capture (Python: "
+                         "Runtime.capture)",
+                         p->filename, rt->first + i, v->reach);
+                hn_runtime_set_error_text(rt, text);
+                return HN_ERR_UNSUPPORTED;
+            }
     /* graphs = 1: a configuration launched before is replayed */
     if (rt->auto_graphs) {
         if ((st = hn_runtime_auto_graph(rt, p, params, io_ptrs, streams, &g)) != HN_OK || g != NULL)
             return st != HN_OK ? st : hn_runtime_replay_streams(rt, g, streams);
     }
-    return hn_issue_launch(rt, hn_runtime_lowered_of(rt, p, params), p->uid, params, io_ptrs, streams);
+    return hn_issue_launch(rt, low, p->uid, params, io_ptrs, streams);
 }
 
 hn_status_t hn_runtime_run_reference(hn_runtime *rt, const hn_program *p, const int64_t *params,
