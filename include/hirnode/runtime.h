@@ -179,7 +179,8 @@ void hn_runtime_free(hn_runtime *rt, int rank, void *ptr);
  * the whole allocation ptr points into (bytes from ptr must lie in it) is
  * opened by every other process (CUDA IPC) and stays open until the
  * runtime is destroyed, or until the same rank registers an allocation
- * that overlaps it (the old one was freed: register anew after a free).
+ * that overlaps it (the old one was freed: register anew after a free;
+ * a graph captured with the old allocation must not replay after that).
  * A binding inside a registered allocation is then taken everywhere (and
  * bounded by its end). Collective: every process calls it, each for its
  * own rank, in the same order; registering an allocation again costs an
