@@ -179,17 +179,21 @@ void hn_runtime_free(hn_runtime *rt, int rank, void *ptr);
  * the whole allocation ptr points into (bytes from ptr must lie in it) is
  * opened by every other process (CUDA IPC) and stays open until the
  * runtime is destroyed, or until the same rank registers an allocation
- * that overlaps it (the old one was freed: register anew after a free;
- * a graph captured with the old allocation must not replay after that).
- * A binding inside a registered allocation is then taken everywhere (and
- * bounded by its end). Collective: every process calls it, each for its
- * own rank, in the same order; registering an allocation again costs an
- * exchange and opens nothing. In one process it only checks its arguments
+ * that overlaps it (the old one was freed: register anew after a free).
+ * Then the old mappings are closed and every prepared configuration and
+ * graph is forgotten in every process (a graph captured before refuses
+ * to replay, named). A binding inside a registered allocation is then
+ * taken everywhere (and bounded by its end). Collective: every process
+ * calls it, each for its own rank, in the same order; registering the
+ * same allocation again (same place, size and handle) costs two exchanges
+ * and opens nothing. The table changes only when every process mapped
+ * every other's allocation. In one process it only checks its arguments
  * (every rank's memory is reached as it is). HN_ERR_INVALID (named, in
- * hn_runtime_error, in every process) for memory the backend cannot hand
- * over (CUDA: not of this rank's device, or made by cuMem, such as torch's
- * expandable segments); HN_ERR_UNSUPPORTED on a backend that cannot share
- * a process's memory (the host backend). */
+ * hn_runtime_error, in every process: a bad argument too) for memory the
+ * backend cannot hand over (CUDA: not of this rank's device, or made by
+ * cuMem, such as torch's expandable segments); HN_ERR_DEVICE when a
+ * process could not map another's; HN_ERR_UNSUPPORTED on a backend that
+ * cannot share a process's memory (the host backend). */
 hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t bytes);
 hn_status_t hn_runtime_upload(hn_runtime *rt, int rank, void *dst, const void *src, size_t n);
 hn_status_t hn_runtime_download(hn_runtime *rt, int rank, void *dst, const void *src, size_t n);

@@ -777,7 +777,8 @@ class Runtime(_Closing):
         Needed only for `via p2p` across processes (nccl and ll take any tensor); in one process it
         only checks its argument. tensor: a torch tensor, a Buffer, an array, or (address, bytes)."""
         h = self._h()
-        rank = self._rank(self.first_rank if rank is None else rank)
+        # (the rank as given: across processes the library refuses a wrong one in every process alike)
+        rank = self.first_rank if rank is None else operator.index(rank)
         ptr, nbytes = _tensors.address_of(tensor, Buffer)
         self._s.drain()
         st = _lib.hn_runtime_register(h, rank, ptr, nbytes)

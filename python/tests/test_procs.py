@@ -99,7 +99,18 @@ try:
     rt.register(x)
     refused = False
 except hirnode.UnsupportedError as e:
-    refused = refused and "the host backend cannot hand its memory to other processes" in str(e)
+    refused = refused and "rank 0: the host backend cannot hand its memory to other processes" in str(e)
+# a registration is collective: one process's own mistake is named in every process, none waits
+try:
+    rt.register((0, 8) if rank == world - 1 else x)
+    refused = False
+except hirnode.Error as e:
+    refused = refused and "rank 0: the host backend cannot" in str(e)
+try:
+    rt.register(x, rank=(rank + 1) % world)
+    refused = False
+except hirnode.Error as e:
+    refused = refused and "rank 0: not the rank this process drives (0)" in str(e)
 rt.run(ll, bufs)  # still usable
 ok = ok and np.allclose(y, sum(xs), rtol=1e-5, atol=1e-5)
 rt.close()

@@ -134,6 +134,8 @@ typedef struct hn_reg {
     uintptr_t base;
     size_t bytes;
     void *local;
+    unsigned char handle[HN_IPC_HANDLE_BYTES]; /* the backend's (ipc_export): a new allocation at the
+                                                  same place has another */
 } hn_reg;
 
 typedef struct hn_comm_slot {
@@ -163,6 +165,7 @@ typedef struct hn_verified {
      * memory of its rank's device); NULL with reach_none 0: not known */
     char *reach;
     int reach_none;
+    int reach_eager; /* a communication reaches them as the run resolves it eagerly (not only in a capture) */
 } hn_verified;
 
 /* ... the lowered copy of a program for its parameter values ... */

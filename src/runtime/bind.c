@@ -245,8 +245,8 @@ hn_status_t hn_bind_check(hn_runtime *rt, const hn_program *p, const int64_t *pa
             /* inside a block of hn_runtime_alloc (or a registered allocation): its end bounds what is given */
             if (room < want) {
                 say_needed(diag, rt, p, params, k, r, want);
-                hn_sb_printf(diag, "%zu given, but the block from hn_runtime_alloc it points into ends %zu bytes "
-                             "after it\n", given, room);
+                hn_sb_printf(diag, "%zu given, but the block from hn_runtime_alloc (or the registered "
+                             "allocation) it points into ends %zu bytes after it\n", given, room);
                 goto refuse;
             }
         }

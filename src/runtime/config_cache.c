@@ -51,7 +51,7 @@ static void verified_clear(hn_verified *v)
 }
 
 void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *params, size_t *need, int nio,
-                       char *reach, int reach_none)
+                       char *reach, int reach_none, int reach_eager)
 {
     hn_verified *v = &rt->verified[0];
     int64_t *copy = hn_malloc((size_t)(p->nparams + 1) * sizeof(int64_t));
@@ -73,6 +73,7 @@ void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *param
     v->nio = nio;
     v->reach = reach;
     v->reach_none = reach_none;
+    v->reach_eager = reach_eager;
 }
 
 /* ---- lowered copies ---- */

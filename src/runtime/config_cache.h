@@ -12,10 +12,10 @@ int hn_cache_verified(hn_runtime *rt, const hn_program *p, const int64_t *params
 /* Marks p prepared for these parameters (the least recently used of the
  * last HN_VERIFIED_CONFIGS goes), with what its bindings need (need: see
  * hn_verified, owned by the cache from here; NULL: not known) and where
- * peers reach its buffers (reach, reach_none: see hn_verified; reach
- * owned by the cache from here). */
+ * peers reach its buffers (reach, reach_none, reach_eager: see
+ * hn_verified; reach owned by the cache from here). */
 void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *params, size_t *need, int nio,
-                       char *reach, int reach_none);
+                       char *reach, int reach_none, int reach_eager);
 /* The entry of p (as it runs: lowered) prepared for these parameters, or
  * NULL. */
 const hn_verified *hn_cache_config(hn_runtime *rt, const hn_program *p, const int64_t *params);

@@ -114,12 +114,15 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
 /* The first communication of a local rank whose communicator reaches the
  * other members' buffers themselves (hn_comm_ops.peers_reach_buffers),
  * eagerly or in a capture, as hn_verified.reach says it; NULL with *none
- * 1 when there is none, NULL with *none 0 when out of memory. */
-static char *reach_of(hn_runtime *rt, const hn_program *p, const hn_comm_log *logs, int *none)
+ * 1 when there is none, NULL with *none 0 when out of memory; *eager 1
+ * when one reaches them as the run resolves it eagerly. */
+static char *reach_of(hn_runtime *rt, const hn_program *p, const hn_comm_log *logs, int *none, int *eager)
 {
     hn_strbuf sb;
+    char *first = NULL;
     *none = 0;
-    for (int r = rt->first; r < rt->first + rt->nlocal; r++)
+    *eager = 0;
+    for (int r = rt->first; r < rt->first + rt->nlocal && !*eager; r++)
         for (int i = 0; i < logs[r].n; i++) {
             const hn_comm_rec *rec = &logs[r].recs[i];
             int n = rec->is_p2p ? rt->world : rec->nteam;
@@ -131,16 +134,20 @@ static char *reach_of(hn_runtime *rt, const hn_program *p, const hn_comm_log *lo
                                               rec->count, rec->dtype, n);
                 if ((c = hn_runtime_comm(rt, via)) == NULL || c->ops == NULL || !c->ops->peers_reach_buffers)
                     continue;
+                *eager |= graph == 0;
+                if (first != NULL)
+                    break;
                 hn_sb_init(&sb);
                 hn_sb_printf(&sb, "%s:%d:%d: `", p->filename, p->instrs[rec->instr]->line,
                              p->instrs[rec->instr]->col);
                 hn_print_instr_short(&sb, p, p->instrs[rec->instr]);
                 hn_sb_printf(&sb, "` (via %s%s)", c->ops->name, graph ? ", in a capture" : "");
-                return sb.data; /* NULL: out of memory, *none 0 */
+                if ((first = sb.data) == NULL)
+                    return NULL; /* out of memory, *none 0 */
             }
         }
-    *none = 1;
-    return NULL;
+    *none = first == NULL;
+    return first;
 }
 
 hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_t *params,
@@ -190,10 +197,10 @@ hn_status_t hn_runtime_prepare(hn_runtime *rt, const hn_program *p, const int64_
         }
     }
     if (st == HN_OK) { /* with what the bindings need, worked out once */
-        int none;
-        char *reach = reach_of(rt, p, logs, &none);
+        int none, eager;
+        char *reach = reach_of(rt, p, logs, &none, &eager);
         hn_cache_remember(rt, p, params, hn_bind_needs(src, params, rt->world, rt->cfg.nstreams),
-                          src->ninputs + src->noutputs, reach, none);
+                          src->ninputs + src->noutputs, reach, none, eager);
     }
     hn_comm_logs_free(logs, rt->world);
     return st;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config_cache.h"
 #include "issue.h"
 #include "procs.h"
 #include "register.h"
@@ -58,38 +59,6 @@ static hn_status_t reg_on_rank(hn_rank *r, void *arg)
     return HN_OK;
 }
 
-/* Rank q's allocation (base, bytes), reached here at local, into the table;
- * one that overlaps it first goes (that rank freed it and allocated anew),
- * its mapping closed. */
-static hn_status_t remember(hn_runtime *rt, int q, uint64_t base, uint64_t bytes, void *local)
-{
-    for (int i = 0; i < rt->nregs; i++) {
-        hn_reg *g = &rt->regs[i];
-        if (g->rank == q && g->base < base + bytes && base < g->base + g->bytes) {
-            if (q < rt->first || q >= rt->first + rt->nlocal) {
-                reg_job j = {rt->first, 2, NULL, NULL, g->local, HN_OK};
-                (void)hn_pool_exec(rt, reg_on_rank, &j, 0);
-            }
-            *g = rt->regs[--rt->nregs];
-            i--;
-        }
-    }
-    if (rt->nregs == rt->regs_cap) {
-        int cap = rt->regs_cap > 0 ? 2 * rt->regs_cap : 16;
-        hn_reg *more = hn_realloc(rt->regs, (size_t)cap * sizeof(*more));
-        if (more == NULL)
-            return HN_ERR_NOMEM;
-        rt->regs = more;
-        rt->regs_cap = cap;
-    }
-    rt->regs[rt->nregs].rank = q;
-    rt->regs[rt->nregs].base = (uintptr_t)base;
-    rt->regs[rt->nregs].bytes = (size_t)bytes;
-    rt->regs[rt->nregs].local = local;
-    rt->nregs++;
-    return HN_OK;
-}
-
 static hn_status_t refuse(hn_runtime *rt, hn_status_t st, const char *fmt, int a, const char *b)
 {
     char text[sizeof(rt->err_text)];
@@ -98,80 +67,177 @@ static hn_status_t refuse(hn_runtime *rt, hn_status_t st, const char *fmt, int a
     return st;
 }
 
+/* Whether the table holds rank q's allocation as msg describes it (the
+ * same place, size and handle: nothing to open again). */
+static int known(const hn_runtime *rt, int q, const reg_msg *m)
+{
+    const hn_reg *g = hn_reg_find(rt, q, (uintptr_t)m->base);
+    return g != NULL && g->base == m->base && g->bytes == m->bytes &&
+           memcmp(g->handle, m->handle, HN_IPC_HANDLE_BYTES) == 0;
+}
+
+static void close_mapping(hn_runtime *rt, void *local)
+{
+    reg_job j = {rt->first, 2, NULL, NULL, local, HN_OK};
+    (void)hn_pool_exec(rt, reg_on_rank, &j, 0);
+}
+
+/* Rank q's allocation (m), reached here at local, into the table (room
+ * made before); entries of q it overlaps go first (q freed them and
+ * allocated anew), their mappings closed. 1 when one went. */
+static int commit(hn_runtime *rt, int q, const reg_msg *m, void *local)
+{
+    int evicted = 0;
+    for (int i = 0; i < rt->nregs; i++) {
+        hn_reg *g = &rt->regs[i];
+        if (g->rank == q && g->base < m->base + m->bytes && m->base < g->base + g->bytes) {
+            if (q < rt->first || q >= rt->first + rt->nlocal)
+                close_mapping(rt, g->local);
+            *g = rt->regs[--rt->nregs];
+            i--;
+            evicted = 1;
+        }
+    }
+    rt->regs[rt->nregs].rank = q;
+    rt->regs[rt->nregs].base = (uintptr_t)m->base;
+    rt->regs[rt->nregs].bytes = (size_t)m->bytes;
+    rt->regs[rt->nregs].local = local;
+    memcpy(rt->regs[rt->nregs].handle, m->handle, HN_IPC_HANDLE_BYTES);
+    rt->nregs++;
+    return evicted;
+}
+
+/* The table's room for `more` entries. */
+static int reserve(hn_runtime *rt, int more)
+{
+    if (rt->nregs + more > rt->regs_cap) {
+        int cap = rt->regs_cap > 0 ? rt->regs_cap : 16;
+        hn_reg *bigger;
+        while (cap < rt->nregs + more)
+            cap *= 2;
+        if ((bigger = hn_realloc(rt->regs, (size_t)cap * sizeof(*bigger))) == NULL)
+            return 0;
+        rt->regs = bigger;
+        rt->regs_cap = cap;
+    }
+    return 1;
+}
+
+/* The steps every process takes alike, whatever failed where: the first
+ * exchange (every rank's allocation, or why not), the mappings opened
+ * here, the second exchange (whether every process opened them); the
+ * table changes only when all did, else what was opened is closed. */
 hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t bytes)
 {
-    reg_msg mine, *all = NULL;
-    reg_job j;
-    hn_status_t st, x;
-    int32_t opened, *oks = NULL;
+    /* small worlds on the stack, so that running out of memory is said in
+     * the exchange, not by leaving it */
+    reg_msg mine, small[8], *all = NULL;
+    void *small_opened[8], **opened = NULL;
+    int32_t ok, small_oks[8], *oks = NULL;
+    hn_status_t st = HN_OK, x;
+    int evicted = 0, heap = 0;
     if (rt == NULL)
         return HN_ERR_INVALID;
-    if (!hn_runtime_drives(rt, rank) || ptr == NULL || bytes == 0)
-        return refuse(rt, HN_ERR_INVALID, "hirnode: error: hn_runtime_register: rank %d%s", rank,
-                      hn_runtime_drives(rt, rank) ? ": a NULL pointer or no bytes" : " is not driven here");
-    if (!hn_procs(rt))
-        return HN_OK; /* in one process every rank's memory is reached as it is */
-    if (rt->dev->share->ipc_export == NULL)
-        return refuse(rt, HN_ERR_UNSUPPORTED,
-                      "hirnode: error: hn_runtime_register: rank %d: the %s backend cannot hand its memory to "
-                      "other processes: allocate it with hn_runtime_alloc",
-                      rank, rt->dev->name);
-    if ((st = hn_runtime_finish_launches(rt)) != HN_OK) /* the table is read while launches issue */
-        return st;
-    memset(&mine, 0, sizeof(mine));
-    j = (reg_job){rank, 0, ptr, &mine, NULL, HN_OK};
-    if ((st = hn_pool_exec(rt, reg_on_rank, &j, 0)) == HN_OK && (st = j.st) == HN_OK &&
-        (uintptr_t)ptr + bytes > mine.base + mine.bytes)
-        snprintf(mine.why, sizeof(mine.why), "%zu bytes at %p run past the end of its allocation (%llu bytes at "
-                 "0x%llx)", bytes, ptr, (unsigned long long)mine.bytes, (unsigned long long)mine.base),
-            st = HN_ERR_INVALID;
-    mine.ok = st == HN_OK;
-    if ((all = hn_calloc((size_t)rt->world, sizeof(*all))) == NULL ||
-        (oks = hn_calloc((size_t)rt->world, sizeof(*oks))) == NULL) {
-        hn_free(all);
-        return HN_ERR_NOMEM;
+    if (!hn_procs(rt)) { /* in one process every rank's memory is reached as it is */
+        if (!hn_runtime_drives(rt, rank) || ptr == NULL || bytes == 0)
+            return refuse(rt, HN_ERR_INVALID, "hirnode: error: hn_runtime_register: rank %d%s", rank,
+                          hn_runtime_drives(rt, rank) ? ": a NULL pointer or no bytes" : " is not driven here");
+        return HN_OK;
     }
-    if ((st = hn_procs_xchg(rt, "hn_runtime_register", &mine, sizeof(mine), all)) != HN_OK)
+    /* the launches in flight end first, together in every process (the
+     * table is read while they issue): their error is every process's */
+    if ((st = hn_runtime_finish_launches(rt)) != HN_OK)
+        return st;
+    /* from here every process exchanges twice, a refusal of its own included */
+    memset(&mine, 0, sizeof(mine));
+    if (rt->world <= 8) {
+        all = small;
+        oks = small_oks;
+        opened = small_opened;
+        memset(small_opened, 0, sizeof(small_opened));
+    } else {
+        heap = 1;
+        all = hn_calloc((size_t)rt->world, sizeof(*all));
+        oks = hn_calloc((size_t)rt->world, sizeof(*oks));
+        opened = hn_calloc((size_t)rt->world, sizeof(*opened));
+        if (all == NULL || oks == NULL || opened == NULL) { /* the others learn it at the deadline */
+            st = HN_ERR_NOMEM;
+            goto done;
+        }
+    }
+    if (rank != rt->first)
+        snprintf(mine.why, sizeof(mine.why), "not the rank this process drives (%d)", rt->first);
+    else if (ptr == NULL || bytes == 0)
+        snprintf(mine.why, sizeof(mine.why), "a NULL pointer or no bytes");
+    else if (rt->dev->share->ipc_export == NULL)
+        snprintf(mine.why, sizeof(mine.why), "the %s backend cannot hand its memory to other processes: allocate "
+                 "it with hn_runtime_alloc", rt->dev->name);
+    else {
+        reg_job j = {rank, 0, ptr, &mine, NULL, HN_OK};
+        if ((st = hn_pool_exec(rt, reg_on_rank, &j, 0)) == HN_OK && (st = j.st) == HN_OK &&
+            ((uintptr_t)ptr < mine.base || (uintptr_t)ptr - mine.base > mine.bytes ||
+             bytes > mine.bytes - ((uintptr_t)ptr - mine.base)))
+            snprintf(mine.why, sizeof(mine.why), "%zu bytes at %p run past the end of its allocation (%llu bytes "
+                     "at 0x%llx)", bytes, ptr, (unsigned long long)mine.bytes, (unsigned long long)mine.base);
+        else if (st != HN_OK && mine.why[0] == '\0')
+            snprintf(mine.why, sizeof(mine.why), "its device could not export %p (%s)", ptr, hn_status_string(st));
+    }
+    mine.ok = mine.why[0] == '\0';
+    if ((x = hn_procs_xchg(rt, "hn_runtime_register", &mine, sizeof(mine), all)) != HN_OK) {
+        st = x;
         goto done;
+    }
     /* every process sees the same answers: all refuse together, or all go on */
+    st = HN_OK;
     for (int q = 0; q < rt->world && st == HN_OK; q++)
         if (!all[q].ok) {
             all[q].why[sizeof(all[q].why) - 1] = '\0';
-            st = refuse(rt, HN_ERR_INVALID, "hirnode: error: hn_runtime_register: rank %d: %s", q, all[q].why);
+            st = refuse(rt, rt->dev->share->ipc_export == NULL ? HN_ERR_UNSUPPORTED : HN_ERR_INVALID,
+                        "hirnode: error: hn_runtime_register: rank %d: %s", q, all[q].why);
         }
     if (st != HN_OK)
         goto done;
-    /* every other rank's allocation opened here, once */
-    for (int q = 0; q < rt->world && st == HN_OK; q++) {
-        const hn_reg *g = hn_reg_find(rt, q, (uintptr_t)all[q].base);
-        if (g != NULL && g->base == all[q].base && g->bytes == all[q].bytes)
+    /* the others' allocations opened here (not yet in the table) */
+    ok = reserve(rt, rt->world);
+    for (int q = 0; q < rt->world && ok; q++) {
+        reg_job j = {rank, 1, NULL, &all[q], NULL, HN_OK};
+        if (q == rank || known(rt, q, &all[q]))
             continue;
-        if (q == rank) {
-            st = remember(rt, q, all[q].base, all[q].bytes, (void *)(uintptr_t)all[q].base);
-            continue;
-        }
-        j = (reg_job){rank, 1, NULL, &all[q], NULL, HN_OK};
-        if ((st = hn_pool_exec(rt, reg_on_rank, &j, 0)) == HN_OK && (st = j.st) == HN_OK &&
-            (st = remember(rt, q, all[q].base, all[q].bytes, j.local)) != HN_OK) {
-            j.op = 2;
-            (void)hn_pool_exec(rt, reg_on_rank, &j, 0);
-        }
-        if (st != HN_OK)
-            (void)refuse(rt, st, "hirnode: error: hn_runtime_register: rank %d's allocation cannot be mapped on %s",
-                         q, "this rank's device (the log says why)");
+        if (hn_pool_exec(rt, reg_on_rank, &j, 0) != HN_OK || j.st != HN_OK)
+            ok = 0;
+        else
+            opened[q] = j.local;
     }
-    /* and on the outcome of the mappings */
-    opened = st == HN_OK;
-    x = hn_procs_xchg(rt, "hn_runtime_register: mapped", &opened, sizeof(opened), oks);
-    for (int q = 0; x == HN_OK && q < rt->world && st == HN_OK; q++)
+    x = hn_procs_xchg(rt, "hn_runtime_register: mapped", &ok, sizeof(ok), oks);
+    for (int q = 0; q < rt->world && x == HN_OK && st == HN_OK; q++)
         if (!oks[q])
             st = refuse(rt, HN_ERR_DEVICE, "hirnode: error: hn_runtime_register: rank %d could not map %s", q,
                         "the others' allocations (its log says why)");
-    if (x != HN_OK && st == HN_OK)
+    if (x != HN_OK)
         st = x;
+    for (int q = 0; q < rt->world; q++) {
+        if (st != HN_OK) { /* nothing kept */
+            if (opened[q] != NULL)
+                close_mapping(rt, opened[q]);
+            continue;
+        }
+        if (q == rank && !known(rt, q, &all[q]))
+            evicted |= commit(rt, q, &all[q], (void *)(uintptr_t)all[q].base);
+        else if (opened[q] != NULL)
+            evicted |= commit(rt, q, &all[q], opened[q]);
+    }
+    /* a rank's allocation replaced (freed and made anew): what was prepared
+     * and captured with the old one goes, in every process alike */
+    if (evicted)
+        hn_cache_forget(rt, NULL, 0,
+                        "hn_runtime_register replaced a registered allocation: graphs captured with the old one "
+                        "would reach freed memory");
 done:
-    hn_free(all);
-    hn_free(oks);
+    if (heap) {
+        hn_free(all);
+        hn_free(oks);
+        hn_free(opened);
+    }
     return st;
 }
 

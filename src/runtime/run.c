@@ -61,7 +61,7 @@ hn_status_t hn_runtime_launch_bound(hn_runtime *rt, const hn_program *p, const i
      * refused before anything is issued, so that the caller's capture is
      * left as it was (the communicator refuses it too, later) */
     if (hn_procs(rt) && streams != NULL && rt->dev->native_capturing != NULL &&
-        (v = hn_cache_config(rt, low, params)) != NULL && v->reach != NULL)
+        (v = hn_cache_config(rt, low, params)) != NULL && v->reach != NULL && v->reach_eager)
         for (int i = 0; i < rt->nlocal; i++)
             if (rt->dev->native_capturing(streams[i])) {
                 char text[sizeof(rt->err_text)];
