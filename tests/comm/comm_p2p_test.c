@@ -5,7 +5,8 @@
  * reduce-scatter in pieces and with get (and both in turn on one team), 8
  * repetitions on the same buffers with random
  * stream delays, each with device flags and with events; a rank that never
- * comes ends in a timeout naming it. */
+ * comes ends in a timeout naming it; a peer's posted buffer reached where
+ * hn_comm_setup.peer_addr says (registered memory across processes). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +22,9 @@ static const hn_device_ops *D = &hn_device_host;
 
 typedef struct world {
     void *ctx;
+    float *mirror[MAXR]; /* test_peer_addr: where a peer's recv buffer is reached instead */
+    int wrong_rank;      /* ... and the translations asked for an address not of the rank named (atomic) */
+    int asked;           /* ... and how many there were (atomic) */
     hn_comm_world *w;
     hn_comm_team *team;
     hn_test_faults faults;
@@ -37,8 +41,32 @@ typedef struct joiner {
 
 static void *join_main(void *arg);
 
+/* hn_comm_setup.peer_addr of test_peer_addr: rank r's recv buffer is
+ * reached at its mirror (as a registered allocation is where another
+ * process mapped it); the rank named must own the address. */
+static void *mirror_addr(void *ctx, int rank, void *p)
+{
+    world *h = ctx;
+    __atomic_add_fetch(&h->asked, 1, __ATOMIC_RELAXED);
+    if (rank < 0 || rank >= h->n ||
+        !(((char *)p >= (char *)h->recv[rank] && (char *)p < (char *)(h->recv[rank] + MAXR * CNT)) ||
+          ((char *)p >= (char *)h->send[rank] && (char *)p < (char *)(h->send[rank] + MAXR * CNT)))) {
+        __atomic_store_n(&h->wrong_rank, 1, __ATOMIC_RELAXED);
+        return p;
+    }
+    if ((char *)p >= (char *)h->recv[rank] && (char *)p < (char *)(h->recv[rank] + MAXR * CNT))
+        return h->mirror[rank] + ((float *)p - h->recv[rank]);
+    return p;
+}
+
 /* pieces: most pieces per ring step (allgather too), of >= 512 B */
+static void start_ex(world *h, int n, double timeout, int events, int pieces, int lanes, int mirrored);
 static void start(world *h, int n, double timeout, int events, int pieces, int lanes)
+{
+    start_ex(h, n, timeout, events, pieces, lanes, 0);
+}
+
+static void start_ex(world *h, int n, double timeout, int events, int pieces, int lanes, int mirrored)
 {
     hn_device_setup dc = {n, 30, 5, NULL, 0, NULL, 0, NULL, 0};
     hn_comm_setup cc;
@@ -51,12 +79,19 @@ static void start(world *h, int n, double timeout, int events, int pieces, int l
     cc = (hn_comm_setup){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->faults.sink,
                           .p2p_events = events, .p2p_pieces = pieces, .p2p_ag_pieces = pieces,
                           .p2p_lanes = lanes, .p2p_piece_min = 512};
+    if (mirrored) {
+        cc.peer_addr = mirror_addr;
+        cc.peer_ctx = h;
+    }
     CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.init(&cc, &h->w), HN_OK);
     for (int r = 0; r < n; r++) {
         ranks[r] = r;
         CU_ASSERT_EQUAL_FATAL(D->stream_create(h->ctx, r, &h->s[r]), HN_OK);
         CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, MAXR * CNT * sizeof(float), (void **)&h->send[r]), HN_OK);
         CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, MAXR * CNT * sizeof(float), (void **)&h->recv[r]), HN_OK);
+        if (mirrored)
+            CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, MAXR * CNT * sizeof(float), (void **)&h->mirror[r]),
+                                  HN_OK);
     }
     CU_ASSERT_EQUAL_FATAL(hn_comm_p2p.team_create(h->w, ranks, n, &h->team), HN_OK);
     /* members join and reserve on their own threads, at once (they exchange addresses) */
@@ -96,6 +131,8 @@ static void stop(world *h)
         D->stream_destroy(h->s[r]);
         D->mem_free(h->ctx, r, h->send[r]);
         D->mem_free(h->ctx, r, h->recv[r]);
+        if (h->mirror[r] != NULL)
+            D->mem_free(h->ctx, r, h->mirror[r]);
     }
     D->fini(h->ctx);
     hn_test_faults_fini(&h->faults);
@@ -198,6 +235,39 @@ static void test_reduce_scatter(void)
         }
 }
 
+/* A peer's posted buffer is reached where hn_comm_setup.peer_addr says,
+ * asked with the poster's rank: an allgather put over 2 ranks lands each
+ * rank's chunk in the other's mirror, not in its recv buffer. */
+static void test_peer_addr(void)
+{
+    for (int events = 0; events <= 1; events++) {
+        world h;
+        int wrong = 0;
+        start_ex(&h, 2, 30, events, 0, 0, 1);
+        for (int r = 0; r < 2; r++)
+            for (int p = 0; p < MAXR * CNT; p++) {
+                h.send[r][p] = xv(r, p, 0);
+                h.recv[r][p] = h.mirror[r][p] = NAN;
+            }
+        issue_all(&h, HN_COLL_ALLGATHER, CNT, 0, -1);
+        CU_ASSERT_EQUAL(h.faults.first, HN_OK);
+        CU_ASSERT(__atomic_load_n(&h.asked, __ATOMIC_RELAXED) > 0);
+        CU_ASSERT_EQUAL(__atomic_load_n(&h.wrong_rank, __ATOMIC_RELAXED), 0);
+        for (int r = 0; r < 2 && !wrong; r++)
+            for (int p = 0; p < 2 * CNT && !wrong; p++) {
+                int own = p / CNT == r;
+                float got = own ? h.recv[r][p] : h.mirror[r][p], other = own ? h.mirror[r][p] : h.recv[r][p];
+                if (got != xv(p / CNT, p % CNT, 0) || !isnan(other)) {
+                    fprintf(stderr, "\n  peer_addr (%s) rank %d [%d]: %g (the other buffer %g), want %g\n",
+                            events ? "events" : "flags", r, p, got, other, xv(p / CNT, p % CNT, 0));
+                    wrong = 1;
+                }
+            }
+        CU_ASSERT_FALSE(wrong);
+        stop(&h);
+    }
+}
+
 static void absent_rank(int events)
 {
     world h;
@@ -229,6 +299,7 @@ void hn_suite_comm_p2p(void)
         {"reduce-scatter rings: put in pieces over lanes, get, both in turn; flags and events; 1..8 ranks",
          test_reduce_scatter},
         {"an absent rank times out with its name", test_absent_rank},
+        {"a peer's buffer is reached where peer_addr says, asked with the poster's rank", test_peer_addr},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("comm/comm_p2p", tests);
