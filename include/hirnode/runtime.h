@@ -188,7 +188,9 @@ void hn_runtime_free(hn_runtime *rt, int rank, void *ptr);
  * same allocation again (same place, size and handle) costs two exchanges
  * and opens nothing. The table changes only when every process mapped
  * every other's allocation. In one process it only checks its arguments
- * (every rank's memory is reached as it is). HN_ERR_INVALID (named, in
+ * (every rank's memory is reached as it is). A block of hn_runtime_alloc
+ * registers on any backend and opens nothing: it is at the same address
+ * in every process already. HN_ERR_INVALID (named, in
  * hn_runtime_error, in every process: a bad argument too) for memory the
  * backend cannot hand over (CUDA: not of this rank's device, or made by
  * cuMem, such as torch's expandable segments); HN_ERR_DEVICE when a

@@ -46,6 +46,18 @@ g.replay()
 rt.sync()
 ok = ok and np.allclose(rt.download(bufs["Y"]), want, rtol=1e-4, atol=1e-4)
 g.destroy()
+# the runtime's own memory registers everywhere at once (already at one address in every process),
+# again at no cost; past its block's end it is refused in every process alike
+for k in sorted(bufs):
+    rt.register(bufs[k])
+rt.register(bufs["Y"])
+rt.run(p, bufs)
+ok = ok and np.allclose(rt.download(bufs["Y"]), want, rtol=1e-4, atol=1e-4)
+try:
+    rt.register((bufs["X"].ptr, bufs["X"].nbytes + (64 << 20)))
+    ok = False
+except hirnode.InvalidArgumentError as e:
+    ok = ok and "hn_runtime_register: rank 0: " in str(e) and "run past the end of its block" in str(e)
 try:
     rt.run(p, {k: parts[rank] for k, parts in b.items()})
     refused = False

@@ -134,8 +134,9 @@ typedef struct hn_reg {
     uintptr_t base;
     size_t bytes;
     void *local;
+    int opened; /* local is a mapping of the backend's (ipc_open), closed when the entry goes */
     unsigned char handle[HN_IPC_HANDLE_BYTES]; /* the backend's (ipc_export): a new allocation at the
-                                                  same place has another */
+                                                  same place has another; zero for runtime memory */
 } hn_reg;
 
 typedef struct hn_comm_slot {

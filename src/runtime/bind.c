@@ -132,6 +132,18 @@ int hn_bind_fits(const hn_rank *r, const void *ptr, size_t bytes)
     return bytes <= block_room(r, (uintptr_t)ptr);
 }
 
+int hn_bind_block_of(const hn_rank *r, const void *ptr, uintptr_t *base, size_t *bytes)
+{
+    uintptr_t a = (uintptr_t)ptr;
+    int at;
+    if (block_room(r, a) == SIZE_MAX)
+        return 0;
+    at = block_at_or_before(r, a);
+    *base = r->user_blocks[at].base;
+    *bytes = r->user_blocks[at].bytes;
+    return 1;
+}
+
 hn_status_t hn_bind_note_block(hn_rank *r, void *ptr, size_t bytes)
 {
     uintptr_t a = (uintptr_t)ptr;

@@ -45,6 +45,9 @@ int hn_bind_drop_block(hn_rank *r, void *ptr);
 /* 0 when ptr points into a block of rank r's table that ends before
  * ptr + bytes; 1 otherwise (inside, or in no block: not known). */
 int hn_bind_fits(const hn_rank *r, const void *ptr, size_t bytes);
+/* The block of hn_runtime_alloc ptr points into (its start and bytes):
+ * 1, or 0 when it points into none. */
+int hn_bind_block_of(const hn_rank *r, const void *ptr, uintptr_t *base, size_t *bytes);
 void hn_bind_fini(hn_runtime *rt);
 
 #endif

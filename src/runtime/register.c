@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "config_cache.h"
+#include "bind.h"
 #include "issue.h"
 #include "procs.h"
 #include "register.h"
@@ -18,9 +19,13 @@
 #include "../ranks/run_error.h"
 #include "../ranks/teams.h"
 
-/* What each process hands the others in a registration. */
+/* What each process hands the others in a registration. shared: the
+ * memory is the runtime's own (a block of hn_runtime_alloc), at the same
+ * address in every process already: nothing to open. */
 typedef struct reg_msg {
     int32_t ok;
+    int32_t shared;
+    int32_t status; /* when not ok: what every process returns */
     int32_t pad;
     uint64_t base, bytes;
     unsigned char handle[HN_IPC_HANDLE_BYTES];
@@ -82,16 +87,17 @@ static void close_mapping(hn_runtime *rt, void *local)
     (void)hn_pool_exec(rt, reg_on_rank, &j, 0);
 }
 
-/* Rank q's allocation (m), reached here at local, into the table (room
- * made before); entries of q it overlaps go first (q freed them and
- * allocated anew), their mappings closed. 1 when one went. */
-static int commit(hn_runtime *rt, int q, const reg_msg *m, void *local)
+/* Rank q's allocation (m), reached here at local (a mapping ipc_open
+ * made when `opened`), into the table (room made before); entries of q
+ * it overlaps go first (q freed them and allocated anew), their mappings
+ * closed. 1 when one went. */
+static int commit(hn_runtime *rt, int q, const reg_msg *m, void *local, int opened)
 {
     int evicted = 0;
     for (int i = 0; i < rt->nregs; i++) {
         hn_reg *g = &rt->regs[i];
         if (g->rank == q && g->base < m->base + m->bytes && m->base < g->base + g->bytes) {
-            if (q < rt->first || q >= rt->first + rt->nlocal)
+            if (g->opened)
                 close_mapping(rt, g->local);
             *g = rt->regs[--rt->nregs];
             i--;
@@ -102,6 +108,7 @@ static int commit(hn_runtime *rt, int q, const reg_msg *m, void *local)
     rt->regs[rt->nregs].base = (uintptr_t)m->base;
     rt->regs[rt->nregs].bytes = (size_t)m->bytes;
     rt->regs[rt->nregs].local = local;
+    rt->regs[rt->nregs].opened = opened;
     memcpy(rt->regs[rt->nregs].handle, m->handle, HN_IPC_HANDLE_BYTES);
     rt->nregs++;
     return evicted;
@@ -136,6 +143,8 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
     int32_t ok, small_oks[8], *oks = NULL;
     hn_status_t st = HN_OK, x;
     int evicted = 0, heap = 0;
+    uintptr_t block_base = 0;
+    size_t block_bytes = 0;
     if (rt == NULL)
         return HN_ERR_INVALID;
     if (!hn_procs(rt)) { /* in one process every rank's memory is reached as it is */
@@ -169,10 +178,19 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
         snprintf(mine.why, sizeof(mine.why), "not the rank this process drives (%d)", rt->first);
     else if (ptr == NULL || bytes == 0)
         snprintf(mine.why, sizeof(mine.why), "a NULL pointer or no bytes");
-    else if (rt->dev->share->ipc_export == NULL)
+    else if (hn_bind_block_of(&rt->ranks[0], ptr, &block_base, &block_bytes)) { /* the runtime's own */
+        mine.shared = 1;
+        mine.base = block_base;
+        mine.bytes = block_bytes;
+        if (bytes > block_bytes - ((uintptr_t)ptr - block_base))
+            snprintf(mine.why, sizeof(mine.why), "%zu bytes at %p run past the end of its block of "
+                     "hn_runtime_alloc (%zu bytes at 0x%llx)", bytes, ptr, block_bytes,
+                     (unsigned long long)block_base);
+    } else if (rt->dev->share->ipc_export == NULL) {
         snprintf(mine.why, sizeof(mine.why), "the %s backend cannot hand its memory to other processes: allocate "
                  "it with hn_runtime_alloc", rt->dev->name);
-    else {
+        mine.status = HN_ERR_UNSUPPORTED;
+    } else {
         reg_job j = {rank, 0, ptr, &mine, NULL, HN_OK};
         if ((st = hn_pool_exec(rt, reg_on_rank, &j, 0)) == HN_OK && (st = j.st) == HN_OK &&
             ((uintptr_t)ptr < mine.base || (uintptr_t)ptr - mine.base > mine.bytes ||
@@ -192,7 +210,7 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
     for (int q = 0; q < rt->world && st == HN_OK; q++)
         if (!all[q].ok) {
             all[q].why[sizeof(all[q].why) - 1] = '\0';
-            st = refuse(rt, rt->dev->share->ipc_export == NULL ? HN_ERR_UNSUPPORTED : HN_ERR_INVALID,
+            st = refuse(rt, all[q].status == HN_ERR_UNSUPPORTED ? HN_ERR_UNSUPPORTED : HN_ERR_INVALID,
                         "hirnode: error: hn_runtime_register: rank %d: %s", q, all[q].why);
         }
     if (st != HN_OK)
@@ -201,7 +219,7 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
     ok = reserve(rt, rt->world);
     for (int q = 0; q < rt->world && ok; q++) {
         reg_job j = {rank, 1, NULL, &all[q], NULL, HN_OK};
-        if (q == rank || known(rt, q, &all[q]))
+        if (q == rank || known(rt, q, &all[q]) || all[q].shared)
             continue;
         if (hn_pool_exec(rt, reg_on_rank, &j, 0) != HN_OK || j.st != HN_OK)
             ok = 0;
@@ -221,10 +239,10 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
                 close_mapping(rt, opened[q]);
             continue;
         }
-        if (q == rank && !known(rt, q, &all[q]))
-            evicted |= commit(rt, q, &all[q], (void *)(uintptr_t)all[q].base);
+        if ((q == rank || all[q].shared) && !known(rt, q, &all[q]))
+            evicted |= commit(rt, q, &all[q], (void *)(uintptr_t)all[q].base, 0); /* reached as it is */
         else if (opened[q] != NULL)
-            evicted |= commit(rt, q, &all[q], opened[q]);
+            evicted |= commit(rt, q, &all[q], opened[q], 1);
     }
     /* a rank's allocation replaced (freed and made anew): what was prepared
      * and captured with the old one goes, in every process alike */
@@ -244,7 +262,7 @@ done:
 void hn_reg_fini(hn_runtime *rt)
 {
     for (int i = 0; i < rt->nregs; i++)
-        if (rt->regs[i].rank < rt->first || rt->regs[i].rank >= rt->first + rt->nlocal) {
+        if (rt->regs[i].opened) {
             reg_job j = {rt->first, 2, NULL, NULL, rt->regs[i].local, HN_OK};
             (void)hn_pool_exec(rt, reg_on_rank, &j, 0);
         }
