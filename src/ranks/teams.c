@@ -88,8 +88,10 @@ hn_status_t hn_teams_init(hn_runtime *rt)
             cs.compute = rt->compute;
             cs.sink = &rt->sink;
             cs.world = rt->world_state;
-            cs.peer_addr = hn_reg_peer_addr; /* registered caller memory, mapped elsewhere in each process */
-            cs.peer_ctx = rt;
+            if (hn_procs(rt)) { /* registered caller memory, mapped elsewhere in each process */
+                cs.peer_addr = hn_reg_peer_addr;
+                cs.peer_ctx = rt;
+            }
             /* across processes streams do not wait on other processes'
              * events: the rings order devices with flags in shared memory */
             if (hn_procs(rt))

@@ -7,6 +7,7 @@
  * own address of it and where this process reaches it — read by the
  * communicators through hn_reg_peer_addr while they issue, and by the
  * bindings' check (hn_reg_room; both in src/ranks/teams.c). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,10 +65,15 @@ static hn_status_t reg_on_rank(hn_rank *r, void *arg)
     return HN_OK;
 }
 
-static hn_status_t refuse(hn_runtime *rt, hn_status_t st, const char *fmt, int a, const char *b)
+/* st, with the runtime's error text set from fmt */
+__attribute__((format(printf, 3, 4))) static hn_status_t refuse(hn_runtime *rt, hn_status_t st, const char *fmt,
+                                                                ...)
 {
     char text[sizeof(rt->err_text)];
-    snprintf(text, sizeof(text), fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
     hn_runtime_set_error_text(rt, text);
     return st;
 }
@@ -229,8 +235,8 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
     x = hn_procs_xchg(rt, "hn_runtime_register: mapped", &ok, sizeof(ok), oks);
     for (int q = 0; q < rt->world && x == HN_OK && st == HN_OK; q++)
         if (!oks[q])
-            st = refuse(rt, HN_ERR_DEVICE, "hirnode: error: hn_runtime_register: rank %d could not map %s", q,
-                        "the others' allocations (its log says why)");
+            st = refuse(rt, HN_ERR_DEVICE, "hirnode: error: hn_runtime_register: rank %d could not map the others' "
+                        "allocations (its log says why)", q);
     if (x != HN_OK)
         st = x;
     for (int q = 0; q < rt->world; q++) {
