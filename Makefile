@@ -56,7 +56,7 @@ NVCC      := $(CUDA_HOME)/bin/nvcc
 ifeq ($(CUDA),auto)
   CUDA := $(if $(wildcard $(NVCC)),1,0)
 endif
-CUDA_SRC_C := src/device/device_cuda.c src/device/device_cuda_share.c src/device/cuda_error.c src/comm/nccl/comm_nccl.c src/comm/nccl/nccl_bench.c
+CUDA_SRC_C := src/device/device_cuda.c src/device/device_cuda_graph.c src/device/device_cuda_share.c src/device/cuda_error.c src/comm/nccl/comm_nccl.c src/comm/nccl/nccl_bench.c
 CUDA_SRC_CU := src/device/compute_cuda.cu src/comm/ll/ll_cuda.cu src/comm/ll/ll_cuda_short.cu
 ifeq ($(CUDA),1)
   NCCL_HOME ?= $(patsubst %/include/nccl.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h)))

@@ -25,6 +25,7 @@
     HN_SUITE(verify)                                                         \
     HN_SUITE(device_host)                                                    \
     HN_SUITE(device_registry)                                                \
+    HN_SUITE(repoint)                                                        \
     HN_SUITE(compute_host)                                                   \
     HN_SUITE(comm_host)                                                      \
     HN_SUITE(comm_p2p)                                                       \

@@ -362,11 +362,20 @@ void hn_runtime_graph_destroy(hn_runtime *rt, hn_graph *g);
  * to the same values) and every binding again, checked as for a launch
  * (hn_binding); the program captured must still live. The launches in
  * flight (g's replays among them) are finished first; the buffers bound
- * before are free for the caller once rebind returns. How: the program is
+ * before are free for the caller once rebind returns. How: in place, with
+ * no capture, once g has learned where its work holds the buffers — the
+ * pointers in each node's parameters (CUDA: kernel arguments, copy and
+ * memset addresses; host backend: the recorded work's arguments) are
+ * moved to the same offsets of the new buffers. Otherwise the program is
  * captured again on every rank into a fresh backend graph, which then
- * updates the one g launches in place (CUDA: cudaGraphExecUpdate of the
- * instantiated graph; host backend: the recorded work's arguments), so
- * replays keep their launch cost and g its identity.
+ * updates the one g launches in place (CUDA: cudaGraphExecUpdate) and
+ * teaches g, when every difference between the two captures is such a
+ * pointer. So the first rebind captures again and later ones move
+ * pointers; a rebind captures again when a buffer moves to another
+ * alignment (mod 256 bytes), when buffers overlap otherwise than before,
+ * when a buffer moves that no learning saw move, and across processes
+ * (hn_runtime_graph_in_place says which it did). Either way replays keep
+ * their launch cost and g its identity.
  * HN_ERR_INVALID (hn_runtime_error says why) for other parameters, a
  * binding that does not fit (the tensor and rank named), or a graph that
  * is unusable; HN_ERR_UNSUPPORTED when the backend cannot update a graph
@@ -376,6 +385,9 @@ void hn_runtime_graph_destroy(hn_runtime *rt, hn_graph *g);
  * injected faults (HN_ERR_UNSUPPORTED, g unchanged). Thread safety: like
  * every call on the runtime. */
 hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_args *args);
+/* 1 when g's last rebind moved its pointers in place with no capture; 0
+ * when it captured again, or g was never rebound. */
+int hn_runtime_graph_in_place(const hn_graph *g);
 
 /* Tracing (docs/TRACING.md). From hn_runtime_trace_start to
  * hn_runtime_trace_stop, every run of rt is recorded (not the reference

@@ -220,13 +220,43 @@ static hn_status_t run_job(void *arg, const hn_origin *o)
     }
 }
 
-static hn_status_t submit(hn_dstream *s, job *proto, const hn_origin *o)
+/* t with the dimensions it does not have zero */
+static hn_tensor plain(const hn_tensor *t)
 {
-    job *j = hn_malloc(sizeof(*j));
-    if (j == NULL)
-        return HN_ERR_NOMEM;
-    *j = *proto;
-    return hn_device_host.launch_host(s, run_job, j, hn_free, o);
+    hn_tensor p;
+    memset(&p, 0, sizeof(p));
+    p.data = t->data;
+    p.dtype = t->dtype;
+    p.ndim = t->ndim;
+    for (int d = 0; d < t->ndim && d < HN_TENSOR_MAX_DIMS; d++) {
+        p.shape[d] = t->shape[d];
+        p.stride[d] = t->stride[d];
+    }
+    return p;
+}
+
+/* The job as plain bytes, its padding zero: a graph rebound in place
+ * compares and moves the pointers in them (hn_host_launch_job). */
+static hn_status_t submit(hn_dstream *s, const job *proto, const hn_origin *o)
+{
+    job j;
+    memset(&j, 0, sizeof(j));
+    j.kind = proto->kind;
+    j.dst = plain(&proto->dst);
+    j.a = plain(&proto->a);
+    j.b = plain(&proto->b);
+    j.bias = plain(&proto->bias);
+    j.res_out = plain(&proto->res_out);
+    j.has_bias = proto->has_bias;
+    j.has_b = proto->has_b;
+    j.has_res_out = proto->has_res_out;
+    j.op = proto->op;
+    j.axis = proto->axis;
+    j.transb = proto->transb;
+    j.x = proto->x;
+    j.y = proto->y;
+    j.seed = proto->seed;
+    return hn_host_launch_job(s, run_job, &j, sizeof(j), o);
 }
 
 static hn_status_t h_copy(hn_dstream *s, const hn_tensor *dst, const hn_tensor *src, const hn_origin *o)

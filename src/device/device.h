@@ -18,6 +18,13 @@ typedef struct hn_devent hn_devent;   /* a backend event */
 typedef struct hn_dtimer hn_dtimer;   /* a backend timing marker (tracing) */
 typedef struct hn_dgraph hn_dgraph;   /* a captured graph of stream work, ready to launch */
 
+/* A binding moved by a rebind (capture_update, graph_repoint): what lay in
+ * [from, from + bytes] now lies at the same offset from `to`. */
+typedef struct hn_moved {
+    uintptr_t from, to;
+    size_t bytes;
+} hn_moved;
+
 /* Where asynchronous failures are reported: the runtime's error slot. */
 typedef struct hn_fault_sink {
     void (*report)(void *ctx, int rank, int instr, hn_status_t st, const char *msg);
@@ -282,8 +289,19 @@ typedef struct hn_device_ops {
      * when its structure differs from g's (other kinds of work, streams or
      * events: capture anew), another error when the capture failed; g may
      * then hold neither capture whole and must not be launched again.
-     * NULL where a backend cannot update a graph in place. */
-    hn_status_t (*capture_update)(hn_dstream *s, hn_dgraph *g);
+     * NULL where a backend cannot update a graph in place.
+     * m (nm bindings, or NULL): how the new capture's buffers moved from
+     * g's; the backend then learns from the two captures which words of
+     * g's work are pointers into them (repoint.h), for graph_repoint. */
+    hn_status_t (*capture_update)(hn_dstream *s, hn_dgraph *g, const hn_moved *m, int nm);
+    /* Moves g's pointers into the bindings by m (the same bindings, in the
+     * same order, as the last capture_update that learned), in place with
+     * no capture: HN_OK; HN_ERR_UNSUPPORTED (nothing changed) when g has
+     * not learned them, or m moves them in a way not learned (capture
+     * again, with m, to learn it); another error when the backend failed
+     * (g must not be launched again). None of g's launches in flight; any
+     * thread. NULL where a backend cannot. */
+    hn_status_t (*graph_repoint)(hn_dgraph *g, const hn_moved *m, int nm);
     /* Runs fn(arg) in stream order; release(arg) afterwards (may be NULL).
      * The host backend runs compute and emulated communication this way. */
     hn_status_t (*launch_host)(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),
@@ -355,6 +373,9 @@ struct hn_compute_ops {
 };
 
 extern const hn_device_ops hn_device_host;
+/* The host backend's launch_host for work whose argument is nbytes of
+ * plain data (copied here; pointers in it are what graph_repoint moves). */
+hn_status_t hn_host_launch_job(hn_dstream *s, hn_host_fn fn, const void *arg, size_t nbytes, const hn_origin *o);
 extern const hn_compute_ops hn_compute_host;
 #ifdef HN_HAVE_CUDA
 extern const hn_device_ops hn_device_cuda;

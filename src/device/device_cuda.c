@@ -425,127 +425,6 @@ static hn_status_t cuda_add_u32(hn_dstream *s, uint32_t *addr, uint32_t value, c
     return hn_cuda_add_u32(s, addr, value);
 }
 
-/* ---- graphs: CUDA stream capture, one graph per rank ---- */
-
-/* graph: the capture exec was made from, or the last one that updated it
- * (kept while exec runs its nodes: NCCL ties the memory its captured
- * kernels read to the captured graph's lifetime, through user objects) */
-struct hn_dgraph {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    int dev, ord;
-};
-
-/* thread-local mode: a call of this thread that cannot be captured (a
- * synchronous copy, an allocation) fails the capture instead of running
- * outside it */
-static hn_status_t cuda_capture_begin(hn_dstream *s)
-{
-    return HN_CUDA_STATUS(cudaStreamBeginCapture(s->s, cudaStreamCaptureModeThreadLocal));
-}
-
-static hn_status_t cuda_capture_end(hn_dstream *s, hn_dgraph **out)
-{
-    hn_dgraph *g = hn_calloc(1, sizeof(*g));
-    cudaGraph_t graph = NULL;
-    const cudaError_t e = cudaStreamEndCapture(s->s, &graph);
-    hn_status_t st;
-    *out = NULL;
-    if (e == cudaErrorStreamCaptureUnjoined) { /* said as the host backend says it */
-        (void)cudaGetLastError();
-        HN_ERROR("cuda device %d: capture: a stream of the capture was not joined back into its origin", s->ord);
-        st = HN_ERR_INVALID;
-    } else {
-        st = hn_cuda_status(e, "cudaStreamEndCapture", __FILE__, __LINE__);
-    }
-    if (st != HN_OK || g == NULL) {
-        if (graph != NULL)
-            (void)cudaGraphDestroy(graph);
-        hn_free(g);
-        return st != HN_OK ? st : HN_ERR_NOMEM;
-    }
-    g->graph = graph;
-    g->dev = s->dev;
-    g->ord = s->ord;
-    if ((st = HN_CUDA_STATUS(cudaGraphInstantiate(&g->exec, graph, 0))) != HN_OK) {
-        (void)cudaGraphDestroy(graph);
-        hn_free(g);
-        return st;
-    }
-    *out = g;
-    return HN_OK;
-}
-
-/* From any thread (a replay of one rank runs on the caller's): the launch
- * goes to the graph's device, and the thread's current device is left as
- * it was. */
-static hn_status_t cuda_graph_launch(hn_dgraph *g, hn_dstream *s)
-{
-    int cur = -1;
-    hn_status_t st;
-    if (s->dev != g->dev) {
-        HN_ERROR("a graph of device %d launched on a stream of device %d", g->dev, s->dev);
-        return HN_ERR_INVALID;
-    }
-    if (cudaGetDevice(&cur) != cudaSuccess)
-        cur = -1;
-    if (cur != g->ord)
-        (void)HN_CUDA_STATUS(cudaSetDevice(g->ord));
-    st = HN_CUDA_STATUS(cudaGraphLaunch(g->exec, s->s));
-    if (cur >= 0 && cur != g->ord)
-        (void)cudaSetDevice(cur);
-    return st;
-}
-
-static void cuda_graph_destroy(hn_dgraph *g)
-{
-    int cur = -1;
-    if (g == NULL)
-        return;
-    if (cudaGetDevice(&cur) != cudaSuccess)
-        cur = -1;
-    (void)cudaSetDevice(g->ord);
-    (void)HN_CUDA_STATUS(cudaGraphExecDestroy(g->exec));
-    (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
-    if (cur >= 0 && cur != g->ord)
-        (void)cudaSetDevice(cur);
-    hn_free(g);
-}
-
-/* On the rank's thread (its device current), none of g's launches in
- * flight: the new capture's node parameters (other buffers) into the
- * instantiated graph, which keeps its launch cost. The new capture is kept
- * as g's graph (what its kernels' memory lives with); the one before goes,
- * nothing in flight reading what it holds. */
-static hn_status_t cuda_capture_update(hn_dstream *s, hn_dgraph *g)
-{
-    cudaGraph_t graph = NULL;
-    cudaGraphExecUpdateResultInfo info;
-    cudaError_t e;
-    hn_status_t st = HN_CUDA_STATUS(cudaStreamEndCapture(s->s, &graph));
-    if (st != HN_OK) {
-        if (graph != NULL)
-            (void)cudaGraphDestroy(graph);
-        return st;
-    }
-    memset(&info, 0, sizeof(info));
-    e = cudaGraphExecUpdate(g->exec, graph, &info);
-    if (e == cudaErrorGraphExecUpdateFailure) { /* refused, not failed: the caller captures again */
-        (void)cudaGetLastError();
-        HN_WARN("device %d: the graph could not be updated in place (cudaGraphExecUpdate result %d: the new "
-                "capture's structure differs)", g->ord, (int)info.result);
-        (void)cudaGraphDestroy(graph);
-        return HN_ERR_UNSUPPORTED;
-    }
-    if ((st = HN_CUDA_STATUS(e)) != HN_OK) {
-        (void)cudaGraphDestroy(graph);
-        return st;
-    }
-    (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
-    g->graph = graph;
-    return HN_OK;
-}
-
 typedef struct host_call {
     hn_host_fn fn;
     void *arg;
@@ -740,11 +619,12 @@ const hn_device_ops hn_device_cuda = {
     .stream_write_flag_rel = cuda_write_flag_rel,
     .stream_wait_flag_rel = cuda_wait_flag_rel,
     .stream_add_u32 = cuda_add_u32,
-    .capture_begin = cuda_capture_begin,
-    .capture_end = cuda_capture_end,
-    .graph_launch = cuda_graph_launch,
-    .graph_destroy = cuda_graph_destroy,
-    .capture_update = cuda_capture_update,
+    .capture_begin = hn_cuda_capture_begin,
+    .capture_end = hn_cuda_capture_end,
+    .graph_launch = hn_cuda_graph_launch,
+    .graph_destroy = hn_cuda_graph_destroy,
+    .capture_update = hn_cuda_capture_update,
+    .graph_repoint = hn_cuda_graph_repoint,
     .launch_host = cuda_launch_host,
     .recover = cuda_recover,
     .health = cuda_health,

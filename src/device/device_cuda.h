@@ -44,6 +44,14 @@ hn_status_t hn_cuda_flag_wait_rel(hn_dstream *s, const uint32_t *addr, uint32_t 
 hn_status_t hn_cuda_add_u32(hn_dstream *s, uint32_t *addr, uint32_t value);
 /* A one-thread kernel that traps (fault injection: loses the context). */
 hn_status_t hn_cuda_trap(hn_dstream *s);
+/* Graphs: capture, update in place, repoint, launch (device_cuda_graph.c;
+ * device.h says what each does). */
+hn_status_t hn_cuda_capture_begin(hn_dstream *s);
+hn_status_t hn_cuda_capture_end(hn_dstream *s, hn_dgraph **out);
+hn_status_t hn_cuda_capture_update(hn_dstream *s, hn_dgraph *g, const hn_moved *m, int nm);
+hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm);
+hn_status_t hn_cuda_graph_launch(hn_dgraph *g, hn_dstream *s);
+void hn_cuda_graph_destroy(hn_dgraph *g);
 /* Device memory shared across processes (device_cuda_share.c). */
 extern const hn_share_ops hn_cuda_share;
 #ifdef __cplusplus

@@ -13,6 +13,7 @@
 
 #include "arena.h"
 #include "device.h"
+#include "repoint.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -32,6 +33,7 @@ typedef struct closure {
     closure_kind kind;
     hn_host_fn fn;
     void *arg;
+    size_t arg_bytes; /* > 0: arg is that many bytes of plain data, ours (hn_host_launch_job) */
     void (*release)(void *);
     hn_origin origin;
     hn_dstream *wait_stream;
@@ -106,6 +108,7 @@ struct hn_dgraph {
     gop *ops;
     int nops, cap;
     hn_status_t bad; /* the first error of the capture */
+    hn_repoint rp;   /* instantiated: what graph_repoint moves */
 };
 
 /* the monotonic clock when the stream's worker reached the marker, in
@@ -840,6 +843,7 @@ static void host_graph_destroy(hn_dgraph *g)
 {
     if (g == NULL)
         return;
+    hn_repoint_free(&g->rp);
     for (int k = 1; k < g->nstreams; k++)
         host_stream_destroy(g->streams[k]); /* drains it first */
     for (int i = 0; i < g->nevents; i++)
@@ -911,11 +915,104 @@ static hn_status_t host_capture_end(hn_dstream *s, hn_dgraph **out)
     return HN_OK;
 }
 
+/* ---- rebinding in place: an image of every operation (repoint.h) ---- */
+
+/* the words of an operation's image; an argument of plain data follows */
+enum { IM_KIND, IM_STREAM, IM_EVENT, IM_CL, IM_CL_KIND, IM_FN, IM_RELEASE, IM_DST, IM_SRC, IM_N, IM_VALUE, IM_EP,
+       IM_WAIT, IM_ARG_BYTES, IM_ARG, IM_HEAD };
+
+static uint64_t word_of_fn(const void *fnp, size_t n)
+{
+    uint64_t w = 0;
+    memcpy(&w, fnp, n < sizeof(w) ? n : sizeof(w));
+    return w;
+}
+
+static int images_of(const hn_dgraph *g, hn_images *im)
+{
+    uint64_t *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (int i = 0; i < g->nops && rc == 0; i++) {
+        const gop *op = &g->ops[i];
+        const closure *cl = op->cl;
+        size_t need = IM_HEAD * sizeof(uint64_t) + (cl != NULL ? cl->arg_bytes : 0);
+        if (need > cap) {
+            uint64_t *p = hn_realloc(buf, need);
+            if (p == NULL) {
+                rc = -1;
+                break;
+            }
+            buf = p;
+            cap = need;
+        }
+        memset(buf, 0, IM_HEAD * sizeof(uint64_t));
+        buf[IM_KIND] = (uint64_t)op->kind;
+        buf[IM_STREAM] = (uint64_t)op->stream;
+        buf[IM_EVENT] = (uint64_t)(int64_t)op->event;
+        if (cl != NULL) {
+            buf[IM_CL] = 1;
+            buf[IM_CL_KIND] = (uint64_t)cl->kind;
+            buf[IM_FN] = word_of_fn(&cl->fn, sizeof(cl->fn));
+            buf[IM_RELEASE] = word_of_fn(&cl->release, sizeof(cl->release));
+            buf[IM_DST] = (uintptr_t)cl->dst;
+            buf[IM_SRC] = (uintptr_t)cl->src;
+            buf[IM_N] = cl->n;
+            buf[IM_VALUE] = cl->value;
+            buf[IM_EP] = (uintptr_t)cl->ep;
+            buf[IM_WAIT] = (uintptr_t)cl->wait_stream;
+            buf[IM_ARG_BYTES] = cl->arg_bytes;
+            buf[IM_ARG] = cl->arg_bytes > 0 ? 0 : (uintptr_t)cl->arg; /* opaque: learns nothing */
+            if (cl->arg_bytes > 0)
+                memcpy(buf + IM_HEAD, cl->arg, cl->arg_bytes);
+        }
+        rc = hn_images_add(im, buf, need);
+    }
+    hn_free(buf);
+    return rc;
+}
+
+/* Whether every pointer learned lies where graph_repoint can write it. */
+static int slots_writable(const hn_dgraph *g)
+{
+    for (int i = 0; i < g->rp.nslots; i++) {
+        const hn_slot *sl = &g->rp.slots[i];
+        size_t k = sl->word - g->rp.cur.at[sl->node];
+        const closure *cl = g->ops[sl->node].cl;
+        if (cl == NULL || !(k == IM_DST || k == IM_SRC || (k >= IM_HEAD && cl->arg_bytes > 0)))
+            return 0;
+    }
+    return 1;
+}
+
+/* g's operations now the new capture's: learns from their images against
+ * the ones before (taken first from g's old operations, when g has none). */
+static void learn(hn_dgraph *g, const hn_moved *m, int nm)
+{
+    hn_images next = {0};
+    const char *why = NULL;
+    int rc = images_of(g, &next);
+    if (rc == 0)
+        rc = hn_repoint_learn(&g->rp, &next, m, nm, &why);
+    hn_images_free(&next);
+    if (rc == 1 && !slots_writable(g)) {
+        rc = 0;
+        why = "a pointer lies where the operation cannot take another";
+    }
+    if (rc != 1) {
+        int at = g->rp.bad_node;
+        HN_INFO("host device %d: a rebind cannot move this graph's pointers in place: %s (operation %d of %d, "
+                "kind %d, word %d)", g->dev, why != NULL ? why : "out of memory", at, g->nops,
+                at >= 0 && at < g->nops && g->ops[at].cl != NULL ? (int)g->ops[at].cl->kind : -1, g->rp.bad_word);
+        hn_repoint_free(&g->rp); /* images too: the next learning reads the graph again */
+    }
+}
+
 /* Like cudaGraphExecUpdate: the same operations on the same stream and
  * event indices, each piece of work of the same kind and function; then
  * g takes the new work's closures (their arguments: the new buffers) and
  * the old ones are released with the capture. */
-static hn_status_t host_capture_update(hn_dstream *s, hn_dgraph *g)
+static hn_status_t host_capture_update(hn_dstream *s, hn_dgraph *g, const hn_moved *m, int nm)
 {
     hn_status_t st;
     hn_dgraph *ng = capture_finish(s, &st);
@@ -936,12 +1033,41 @@ static hn_status_t host_capture_update(hn_dstream *s, hn_dgraph *g)
         captured_free(ng);
         return HN_ERR_UNSUPPORTED;
     }
+    if (m == NULL)
+        hn_repoint_free(&g->rp);
+    else if (g->rp.cur.n == 0 && images_of(g, &g->rp.cur) != 0)
+        hn_images_free(&g->rp.cur);
     for (int i = 0; i < g->nops; i++) {
         closure *cl = g->ops[i].cl;
         g->ops[i].cl = ng->ops[i].cl;
         ng->ops[i].cl = cl;
     }
     captured_free(ng);
+    if (m != NULL)
+        learn(g, m, nm);
+    return HN_OK;
+}
+
+static hn_status_t host_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm)
+{
+    unsigned char *changed = hn_calloc((size_t)g->nops + 1, 1);
+    if (changed == NULL)
+        return HN_ERR_NOMEM;
+    if (g->rp.cur.n != g->nops || hn_repoint_move(&g->rp, m, nm, changed) != 1) {
+        hn_free(changed);
+        return HN_ERR_UNSUPPORTED;
+    }
+    for (int i = 0; i < g->nops; i++) {
+        const uint64_t *w = g->rp.cur.w + g->rp.cur.at[i];
+        closure *cl = g->ops[i].cl;
+        if (!changed[i])
+            continue;
+        cl->dst = (void *)(uintptr_t)w[IM_DST];
+        cl->src = (const void *)(uintptr_t)w[IM_SRC];
+        if (cl->arg_bytes > 0)
+            memcpy(cl->arg, w + IM_HEAD, cl->arg_bytes);
+    }
+    hn_free(changed);
     return HN_OK;
 }
 
@@ -988,6 +1114,23 @@ static hn_status_t host_launch(hn_dstream *s, hn_host_fn fn, void *arg, void (*r
     cl->fn = fn;
     cl->arg = arg;
     cl->release = release;
+    return enqueue(s, cl);
+}
+
+hn_status_t hn_host_launch_job(hn_dstream *s, hn_host_fn fn, const void *arg, size_t nbytes, const hn_origin *o)
+{
+    closure *cl = new_closure(CL_FN, o);
+    void *copy = hn_malloc(nbytes > 0 ? nbytes : 1);
+    if (cl == NULL || copy == NULL) {
+        hn_free(cl);
+        hn_free(copy);
+        return HN_ERR_NOMEM;
+    }
+    memcpy(copy, arg, nbytes);
+    cl->fn = fn;
+    cl->arg = copy;
+    cl->arg_bytes = nbytes;
+    cl->release = hn_free;
     return enqueue(s, cl);
 }
 
@@ -1188,6 +1331,7 @@ const hn_device_ops hn_device_host = {
     .graph_launch = host_graph_launch,
     .graph_destroy = host_graph_destroy,
     .capture_update = host_capture_update,
+    .graph_repoint = host_graph_repoint,
     .launch_host = host_launch,
     .recover = host_recover,
     .health = host_health,

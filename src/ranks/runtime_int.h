@@ -104,6 +104,7 @@ struct hn_graph {
     int nparams, nio;
     /* per local rank (nlocal): */
     void **io;         /* [nio * nlocal]: the bindings captured, io[k * nlocal + local] */
+    size_t *bytes;     /* [nio * nlocal]: their bytes as bound (0: unknown) */
     void **natives;    /* the caller's streams at capture (NULL: the runtime's) */
     hn_graph_ctx *ctx; /* epoch and abort words */
     hn_dgraph **g;
@@ -112,6 +113,9 @@ struct hn_graph {
     int automatic;     /* made by the setting graphs = 1: the runtime owns it */
     uint64_t used;     /* automatic: for least-recently-used replacement */
     hn_status_t *updated; /* during a rebind: [nlocal], each rank's update in place; NULL otherwise */
+    const hn_moved *moving; /* during a rebind's capture: how the bindings move ([nmoving]), or NULL */
+    int nmoving;
+    int in_place;         /* the last rebind moved the pointers with no capture */
     struct hn_graph *next;
 };
 

@@ -60,7 +60,7 @@ static hn_status_t finish_on_rank(hn_rank *r, void *arg)
     if (g->updated == NULL) {
         end_st = rt->dev->capture_end(r->active, &g->g[r->local]);
     } else if (st == HN_OK) { /* a rebind: the new capture into the graph replays launch */
-        end_st = g->updated[r->local] = rt->dev->capture_update(r->active, g->g[r->local]);
+        end_st = g->updated[r->local] = rt->dev->capture_update(r->active, g->g[r->local], g->moving, g->nmoving);
         if (end_st == HN_ERR_UNSUPPORTED) /* not a failure of the run: the rebind says so */
             end_st = HN_OK;
     } else { /* a rebind whose capture failed: ended, and what it made dropped */
@@ -115,6 +115,7 @@ static void graph_free(hn_runtime *rt, hn_graph *g)
         (void)hn_runtime_exec_all(rt, free_on_rank, g);
     hn_free(g->params);
     hn_free(g->io);
+    hn_free(g->bytes);
     hn_free(g->natives);
     hn_free(g->ctx);
     hn_free(g->g);
@@ -123,7 +124,7 @@ static void graph_free(hn_runtime *rt, hn_graph *g)
 
 /* Captures p (prepared: rs) for these streams. */
 static hn_status_t capture(hn_runtime *rt, const hn_program *p, const int64_t *params, void *const *const *io,
-                           void *const *streams, int automatic, hn_graph **out)
+                           const size_t *const *bytes, void *const *streams, int automatic, hn_graph **out)
 {
     int n = rt->nlocal, nio = p->ninputs + p->noutputs;
     hn_graph *g = hn_calloc(1, sizeof(*g));
@@ -141,17 +142,21 @@ static hn_status_t capture(hn_runtime *rt, const hn_program *p, const int64_t *p
     g->automatic = automatic;
     g->params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t));
     g->io = hn_calloc((size_t)nio * (size_t)n + 1, sizeof(void *));
+    g->bytes = hn_calloc((size_t)nio * (size_t)n + 1, sizeof(size_t));
     g->natives = hn_calloc((size_t)n, sizeof(void *));
     g->ctx = hn_calloc((size_t)n, sizeof(hn_graph_ctx));
     g->g = hn_calloc((size_t)n, sizeof(hn_dgraph *));
-    if (g->params == NULL || g->io == NULL || g->natives == NULL || g->ctx == NULL || g->g == NULL) {
+    if (g->params == NULL || g->io == NULL || g->bytes == NULL || g->natives == NULL || g->ctx == NULL ||
+        g->g == NULL) {
         graph_free(rt, g);
         return HN_ERR_NOMEM;
     }
     memcpy(g->params, params, (size_t)p->nparams * sizeof(int64_t));
     for (int k = 0; k < nio; k++)
-        for (int r = 0; r < n; r++)
+        for (int r = 0; r < n; r++) {
             g->io[(size_t)k * (size_t)n + (size_t)r] = io[k][r];
+            g->bytes[(size_t)k * (size_t)n + (size_t)r] = bytes != NULL ? bytes[k][r] : 0;
+        }
     for (int r = 0; r < n; r++)
         g->natives[r] = streams != NULL ? streams[r] : NULL;
     hn_runtime_clear_error(rt);
@@ -206,7 +211,7 @@ hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run
     }
     if ((st = hn_runtime_resolve(rt, p, args, &rs)) != HN_OK)
         return st;
-    st = capture(rt, p, rs.params, (void *const *const *)rs.io, streams, 0, out);
+    st = capture(rt, p, rs.params, (void *const *const *)rs.io, rs.b.bytes, streams, 0, out);
     hn_resolved_free(&rs);
     return st;
 }
@@ -234,8 +239,9 @@ static hn_status_t same_params(hn_runtime *rt, const hn_graph *g, const int64_t 
 /* Captures g's program again with io on every rank and puts the capture
  * into each rank's backend graph in place: under a new id (sequences keyed
  * by it start afresh, the communicators' state of the old one taken
- * over), with g's epoch words (what was captured reads them relative). */
-static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io)
+ * over), with g's epoch words (what was captured reads them relative).
+ * m (or NULL): how the bindings move, for the backends to learn from. */
+static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io, const hn_moved *m)
 {
     hn_status_t st, st2;
     uint64_t prev = g->id;
@@ -243,6 +249,8 @@ static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io
     if ((g->updated = hn_calloc((size_t)rt->nlocal, sizeof(hn_status_t))) == NULL)
         return HN_ERR_NOMEM;
     g->id = ++rt->graph_ids;
+    g->moving = m;
+    g->nmoving = m != NULL ? g->nio * rt->nlocal : 0;
     for (int i = 0; i < rt->nlocal; i++)
         g->ctx[i].prev = prev;
     hn_runtime_clear_error(rt);
@@ -255,6 +263,8 @@ static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io
             st = st2;
     }
     (void)hn_runtime_exec_all(rt, end_on_rank, g);
+    g->moving = NULL;
+    g->nmoving = 0;
     for (int i = 0; i < rt->nlocal; i++) {
         g->ctx[i].prev = 0;
         if (bad < 0 && g->updated[i] != HN_OK)
@@ -275,11 +285,51 @@ static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io
     return st;
 }
 
+/* How every binding of g moves to rs's: [k * nlocal + local], from what g
+ * binds now to what rs binds, over the bytes both hold. */
+static hn_moved *moves_of(const hn_runtime *rt, const hn_graph *g, const hn_resolved *rs)
+{
+    int n = rt->nlocal;
+    hn_moved *m = hn_calloc((size_t)g->nio * (size_t)n + 1, sizeof(*m));
+    for (int k = 0; m != NULL && k < g->nio; k++)
+        for (int r = 0; r < n; r++) {
+            size_t i = (size_t)k * (size_t)n + (size_t)r, now = rs->b.bytes[k][r];
+            m[i].from = (uintptr_t)g->io[i];
+            m[i].to = (uintptr_t)rs->io[k][r];
+            m[i].bytes = g->io[i] == NULL || rs->io[k][r] == NULL ? 0 : g->bytes[i] < now ? g->bytes[i] : now;
+        }
+    return m;
+}
+
+/* Moves every rank's pointers in place, with no capture: 1 when all moved;
+ * 0 when some rank's backend cannot (then ranks that moved hold the new
+ * pointers, and *partial says so). */
+static int repoint(hn_runtime *rt, hn_graph *g, const hn_moved *m, int *partial)
+{
+    int moved = 0;
+    *partial = 0;
+    if (rt->dev->graph_repoint == NULL)
+        return 0;
+    for (int i = 0; i < rt->nlocal; i++) {
+        hn_status_t st = rt->dev->graph_repoint(g->g[i], m, g->nio * rt->nlocal);
+        if (st != HN_OK) {
+            *partial = moved > 0;
+            if (st != HN_ERR_UNSUPPORTED)
+                HN_WARN("rank %d: its graph's pointers could not be moved in place (%s): captured again",
+                        rt->ranks[i].rank, hn_status_string(st));
+            return 0;
+        }
+        moved++;
+    }
+    return 1;
+}
+
 hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_args *args)
 {
     hn_resolved rs = {0};
+    hn_moved *m = NULL;
     hn_status_t st;
-    int n;
+    int n, partial = 0;
     if (rt == NULL || g == NULL || g->rt != rt || args == NULL)
         return HN_ERR_INVALID;
     if (!g->valid)
@@ -298,16 +348,29 @@ hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_ar
     /* the bindings checked as for a launch, against the program captured */
     if ((st = hn_runtime_resolve(rt, g->lp, args, &rs)) != HN_OK)
         return st;
-    if ((st = same_params(rt, g, rs.params)) == HN_OK &&
-        (st = recapture(rt, g, (void *const *const *)rs.io)) == HN_OK) {
+    if ((st = same_params(rt, g, rs.params)) == HN_OK) {
+        /* in place where every rank's graph learned how; across processes
+         * a peer's buffers are the other process's to move: captured again */
+        if (!hn_procs(rt) && (m = moves_of(rt, g, &rs)) == NULL)
+            st = HN_ERR_NOMEM;
+        g->in_place = m != NULL && repoint(rt, g, m, &partial);
+        if (st == HN_OK && !g->in_place) /* ranks that moved have nothing to learn from: learn next time */
+            st = recapture(rt, g, (void *const *const *)rs.io, partial ? NULL : m);
+    }
+    if (st == HN_OK) {
         n = rt->nlocal;
         for (int k = 0; k < g->nio; k++)
-            for (int r = 0; r < n; r++)
+            for (int r = 0; r < n; r++) {
                 g->io[(size_t)k * (size_t)n + (size_t)r] = rs.io[k][r];
+                g->bytes[(size_t)k * (size_t)n + (size_t)r] = rs.b.bytes[k][r];
+            }
     }
+    hn_free(m);
     hn_resolved_free(&rs);
     return st;
 }
+
+int hn_runtime_graph_in_place(const hn_graph *g) { return g != NULL && g->in_place; }
 
 typedef struct replay_job {
     hn_graph *g;
@@ -465,7 +528,7 @@ hn_status_t hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int
     }
     if ((st = hn_runtime_finish_launches(rt)) != HN_OK || (st = hn_runtime_take_pending(rt)) != HN_OK)
         return st;
-    if ((st = capture(rt, p, params, io, streams, 1, &g)) != HN_OK) {
+    if ((st = capture(rt, p, params, io, NULL, streams, 1, &g)) != HN_OK) {
         hn_strbuf diag;
         HN_WARN("graphs: the configuration could not be captured (%s): it runs eagerly", hn_status_string(st));
         hn_runtime_clear_error(rt);

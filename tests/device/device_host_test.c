@@ -371,7 +371,7 @@ static void test_capture_update(void)
     /* the same work on other arguments: the graph takes them */
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
     fork_join_work(s, side, fork, join, mem, &c, &d);
-    CU_ASSERT_EQUAL(D->capture_update(s, g), HN_OK);
+    CU_ASSERT_EQUAL(D->capture_update(s, g, NULL, 0), HN_OK);
     usleep(20000);
     CU_ASSERT_EQUAL(__atomic_load_n(&w, __ATOMIC_ACQUIRE), 0); /* nothing ran */
     for (int k = 0; k < 2; k++)
@@ -383,14 +383,14 @@ static void test_capture_update(void)
     /* other work: refused, the graph unchanged */
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
     CU_ASSERT_EQUAL(D->launch_host(s, bump, &a, NULL, NULL), HN_OK);
-    CU_ASSERT_EQUAL(D->capture_update(s, g), HN_ERR_UNSUPPORTED);
+    CU_ASSERT_EQUAL(D->capture_update(s, g, NULL, 0), HN_ERR_UNSUPPORTED);
     /* a failed capture: its error, the graph unchanged */
     hn_test_capture_begin();
     CU_ASSERT_EQUAL(D->capture_begin(s), HN_OK);
     fork_join_work(s, side, fork, join, mem, &a, &b);
     CU_ASSERT_EQUAL(D->stream_sync(s), HN_ERR_INVALID);
-    CU_ASSERT_EQUAL(D->capture_update(s, g), HN_ERR_INVALID);
-    CU_ASSERT_EQUAL(D->capture_update(s, g), HN_ERR_INVALID); /* not capturing */
+    CU_ASSERT_EQUAL(D->capture_update(s, g, NULL, 0), HN_ERR_INVALID);
+    CU_ASSERT_EQUAL(D->capture_update(s, g, NULL, 0), HN_ERR_INVALID); /* not capturing */
     said = hn_test_capture_end();
     CU_ASSERT_PTR_NOT_NULL(strstr(said, "capture: a stream being captured was synchronized"));
     CU_ASSERT_PTR_NOT_NULL(strstr(said, "on a stream that did not begin a capture"));

@@ -571,6 +571,124 @@ static void test_rebind_matches_fresh_capture(void)
     hn_free(gf);
 }
 
+/* step_text with every collective via p2p: the work a rebind can move in
+ * place on the host backend (the host communicator's work is opaque) */
+static char *p2p_step_text(void)
+{
+    const char *from = "allreduce T <- T op max\n", *at = strstr(step_text, from);
+    const char *to = "allreduce T <- T op max via p2p\n";
+    size_t head = (size_t)(at - step_text);
+    char *text = hn_calloc(strlen(step_text) + 16, 1);
+    memcpy(text, step_text, head);
+    strcat(text, to);
+    strcat(text, at + strlen(from));
+    return text;
+}
+
+/* Eager launches on b from its start: Y and G (rank 0's). */
+static void eager_outputs(hn_runtime *rt, const hn_program *p, bufs *b, hn_binding *bind, int k, float *y, float *g)
+{
+    hn_run_args a = args_of(b, bind);
+    bufs_reset(rt, b);
+    for (int i = 0; i < k; i++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, NULL), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, b, y, g);
+}
+
+/* Rebinds in place: the first rebind captures again and learns where the
+ * graph holds its buffers; later ones move those pointers with no capture
+ * (new buffers, and back), each replaying bit for bit what eager launches
+ * on those buffers compute. A buffer at another alignment (mod 256), or
+ * two bindings made one, is captured again, and right. */
+static void test_rebind_in_place(void)
+{
+    enum { K = 3, SETS = 4 };
+    char *text = p2p_step_text();
+    hn_program *p = hn_test_parse(text, NULL);
+    int n = nranks();
+    hn_runtime *rt = hn_test_runtime(NULL, n, 30, 30, 0);
+    hn_binding bind[SETS][4], eb[4];
+    bufs b[SETS], shifted;
+    hn_run_args a[SETS];
+    hn_graph *gr = NULL;
+    void *wide[8];
+    float *y = hn_calloc(256, sizeof(float)), *ye = hn_calloc(256, sizeof(float));
+    float *g = hn_calloc(256 * (size_t)n, sizeof(float)), *ge = hn_calloc(256 * (size_t)n, sizeof(float));
+    /* set c is rebound at steps where order[step] == c: learn on 1, then in place */
+    const int order[] = {1, 2, 0, 3, 2}, in_place[] = {0, 1, 1, 1, 1};
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int c = 0; c < SETS; c++) {
+        bufs_make(rt, &b[c], n, 41 + (uint64_t)c);
+        a[c] = args_of(&b[c], bind[c]);
+    }
+    bufs_reset(rt, &b[0]);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &a[0], NULL, &gr), HN_OK);
+    CU_ASSERT_FALSE(hn_runtime_graph_in_place(gr));
+    for (int step = 0; step < (int)(sizeof(order) / sizeof(order[0])); step++) {
+        int c = order[step];
+        bufs_reset(rt, &b[c]);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_graph_rebind(rt, gr, &a[c]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_graph_in_place(gr), in_place[step]);
+        for (int k = 0; k < K; k++)
+            CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+        outputs(rt, &b[c], y, g);
+        eager_outputs(rt, p, &b[c], eb, K, ye, ge);
+        CU_ASSERT_EQUAL(memcmp(y, ye, 256 * sizeof(float)), 0);
+        CU_ASSERT_EQUAL(memcmp(g, ge, 256 * sizeof(float) * (size_t)n), 0);
+        CU_ASSERT(isfinite(y[3]) && y[3] != 0.25f * 3);
+    }
+    /* X 4 bytes into a buffer of its own: another alignment, captured again */
+    shifted = b[1];
+    for (int r = 0; r < n; r++) {
+        float x[256];
+        CU_ASSERT_EQUAL(hn_runtime_download(rt, r, x, b[1].x[r], sizeof(x)), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, sizeof(x) + 4, &wide[r]), HN_OK);
+        shifted.x[r] = (char *)wide[r] + 4;
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, shifted.x[r], x, sizeof(x)), HN_OK);
+    }
+    a[1] = args_of(&shifted, bind[1]);
+    bufs_reset(rt, &shifted);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_graph_rebind(rt, gr, &a[1]), HN_OK);
+    CU_ASSERT_FALSE(hn_runtime_graph_in_place(gr));
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &shifted, y, g);
+    eager_outputs(rt, p, &b[1], eb, K, ye, ge); /* the same values at the usual place */
+    CU_ASSERT_EQUAL(memcmp(y, ye, 256 * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(g, ge, 256 * sizeof(float) * (size_t)n), 0);
+    /* and from there to another set at that alignment: in place again */
+    bufs_reset(rt, &b[2]);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_graph_rebind(rt, gr, &a[2]), HN_OK);
+    CU_ASSERT_FALSE(hn_runtime_graph_in_place(gr)); /* X moves back by 4 bytes mod 256 */
+    bufs_reset(rt, &b[3]);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_graph_rebind(rt, gr, &a[3]), HN_OK);
+    CU_ASSERT_TRUE(hn_runtime_graph_in_place(gr));
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, gr, NULL), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b[3], y, g);
+    eager_outputs(rt, p, &b[3], eb, K, ye, ge);
+    CU_ASSERT_EQUAL(memcmp(y, ye, 256 * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(g, ge, 256 * sizeof(float) * (size_t)n), 0);
+    hn_runtime_graph_destroy(rt, gr);
+    for (int r = 0; r < n; r++)
+        hn_runtime_free(rt, r, wide[r]);
+    for (int c = 0; c < SETS; c++)
+        bufs_free(rt, &b[c]);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+    hn_free(text);
+    hn_free(y);
+    hn_free(ye);
+    hn_free(g);
+    hn_free(ge);
+}
+
 /* A backend that cannot update graphs in place (hn_device_host without the
  * hook) */
 static hn_device_ops no_update;
@@ -746,6 +864,8 @@ void hn_suite_graph(void)
         {"a program that cannot be captured: a named error, then eager runs", test_cannot_capture},
         {"a rebound graph replays what a fresh capture on the new buffers replays, bit for bit",
          test_rebind_matches_fresh_capture},
+        {"rebinds after the first move the graph's pointers in place; another alignment captures again",
+         test_rebind_in_place},
         {"a rebind refuses bindings that do not fit, other parameters, unusable graphs, backends without it",
          test_rebind_refusals},
         {"p2p in graphs: epoch-relative flags, no reset; too long a capture refused", test_p2p_epochs},

@@ -1,0 +1,466 @@
+/* Graphs of the CUDA backend: a stream capture per rank, instantiated;
+ * updated in place by a new capture (cudaGraphExecUpdate) or, once it
+ * learned where its nodes hold the bindings, by moving those pointers node
+ * by node with no capture (repoint.h): a kernel node's arguments, a copy's
+ * or a memset's addresses. */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h> /* the driver's kernel node parameters: entry points through the runtime, no libcuda link */
+
+#include "cuda_check.h"
+#include "device_cuda.h"
+#include "repoint.h"
+
+/* A node of the instantiated graph, as graph_repoint writes it. */
+typedef struct cnode {
+    cudaGraphNode_t node; /* in `orig` */
+    enum cudaGraphNodeType type;
+    CUDA_KERNEL_NODE_PARAMS kp; /* kernels: all but kernelParams */
+    int nparams;
+    size_t *off; /* [nparams]: each argument's offset in the image's arguments */
+} cnode;
+
+/* orig: the capture exec was instantiated from (its nodes name exec's);
+ * graph: the last capture that updated exec, or orig (kept while exec
+ * runs its nodes: NCCL ties the memory its captured kernels read to the
+ * captured graph's lifetime, through user objects) */
+struct hn_dgraph {
+    cudaGraph_t orig, graph;
+    cudaGraphExec_t exec;
+    int dev, ord;
+    hn_repoint rp; /* images of exec's nodes, and what is learned */
+    cnode *nodes;  /* [nnodes]: exec's nodes as learned (NULL: none) */
+    int nnodes;
+};
+
+/* ---- the driver's calls on kernel nodes, resolved once ---- */
+
+typedef CUresult (*kernel_get_fn)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*kernel_set_fn)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*func_param_fn)(CUfunction, size_t, size_t *, size_t *);
+typedef CUresult (*kern_param_fn)(CUkernel, size_t, size_t *, size_t *);
+
+static struct {
+    kernel_get_fn get;
+    kernel_set_fn set;
+    func_param_fn func_param;
+    kern_param_fn kern_param;
+    int state; /* 0 not tried, 1 resolved, -1 missing */
+} drv;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+static void *entry(const char *name, int version)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, (unsigned)version, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return fn;
+}
+
+static void resolve_driver(void)
+{
+    drv.get = (kernel_get_fn)entry("cuGraphKernelNodeGetParams", 12000);
+    drv.set = (kernel_set_fn)entry("cuGraphExecKernelNodeSetParams", 12000);
+    drv.func_param = (func_param_fn)entry("cuFuncGetParamInfo", 12040);
+    drv.kern_param = (kern_param_fn)entry("cuKernelGetParamInfo", 12040);
+    drv.state = drv.get != NULL && drv.set != NULL && drv.func_param != NULL && drv.kern_param != NULL ? 1 : -1;
+    if (drv.state < 0)
+        HN_INFO("the CUDA driver lacks the calls to read kernel nodes' arguments: rebinds capture again");
+}
+
+/* ---- images of a graph's nodes ---- */
+
+enum { K_TYPE, K_FUNC, K_KERN, K_GRID_XY, K_GRID_Z_BLOCK_X, K_BLOCK_YZ, K_SHMEM, K_NPARAMS, K_HEAD };
+
+/* A node whose image can never match another capture's: learning fails. */
+static int opaque(hn_images *im, cudaGraphNode_t node, enum cudaGraphNodeType type)
+{
+    uint64_t w[2] = {(uint64_t)type | 0x100, (uintptr_t)node};
+    return hn_images_add(im, w, sizeof(w));
+}
+
+/* A kernel node: launch shape and function, then its arguments at their
+ * offsets. info (NULL: not wanted) gets the parameters for setting them. */
+static int kernel_image(hn_images *im, cudaGraphNode_t node, cnode *info)
+{
+    CUDA_KERNEL_NODE_PARAMS kp;
+    size_t off[256], size[256], end = 0;
+    int n = 0, rc;
+    uint64_t *buf;
+    memset(&kp, 0, sizeof(kp));
+    if (drv.get((CUgraphNode)node, &kp) != CUDA_SUCCESS || kp.kernelParams == NULL)
+        return opaque(im, node, cudaGraphNodeTypeKernel);
+    for (; n < 256; n++) {
+        CUresult r = kp.func != NULL ? drv.func_param(kp.func, (size_t)n, &off[n], &size[n])
+                                     : drv.kern_param(kp.kern, (size_t)n, &off[n], &size[n]);
+        if (r != CUDA_SUCCESS)
+            break;
+        if (off[n] + size[n] > end)
+            end = off[n] + size[n];
+    }
+    if (n == 256 || end > ((size_t)32 << 10))
+        return opaque(im, node, cudaGraphNodeTypeKernel);
+    if ((buf = hn_calloc(K_HEAD + (end + 7) / 8 + 1, sizeof(uint64_t))) == NULL)
+        return -1;
+    buf[K_TYPE] = cudaGraphNodeTypeKernel;
+    buf[K_FUNC] = (uintptr_t)kp.func;
+    buf[K_KERN] = kp.func != NULL ? 0 : (uintptr_t)kp.kern;
+    buf[K_GRID_XY] = kp.gridDimX | (uint64_t)kp.gridDimY << 32;
+    buf[K_GRID_Z_BLOCK_X] = kp.gridDimZ | (uint64_t)kp.blockDimX << 32;
+    buf[K_BLOCK_YZ] = kp.blockDimY | (uint64_t)kp.blockDimZ << 32;
+    buf[K_SHMEM] = kp.sharedMemBytes;
+    buf[K_NPARAMS] = (uint64_t)n;
+    for (int i = 0; i < n; i++)
+        memcpy((char *)(buf + K_HEAD) + off[i], kp.kernelParams[i], size[i]);
+    rc = hn_images_add(im, buf, K_HEAD * sizeof(uint64_t) + end);
+    hn_free(buf);
+    if (rc == 0 && info != NULL) {
+        kp.kernelParams = NULL;
+        kp.extra = NULL;
+        info->kp = kp;
+        info->nparams = n;
+        if ((info->off = hn_malloc(((size_t)n + 1) * sizeof(size_t))) == NULL)
+            return -1;
+        memcpy(info->off, off, (size_t)n * sizeof(size_t));
+    }
+    return rc;
+}
+
+static int node_image(hn_images *im, cudaGraphNode_t node, cnode *info)
+{
+    enum cudaGraphNodeType type;
+    if (cudaGraphNodeGetType(node, &type) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return opaque(im, node, cudaGraphNodeTypeCount);
+    }
+    if (info != NULL)
+        info->type = type;
+    switch (type) {
+    case cudaGraphNodeTypeKernel: return kernel_image(im, node, info);
+    case cudaGraphNodeTypeMemcpy: {
+        struct {
+            uint64_t type;
+            struct cudaMemcpy3DParms p;
+        } w;
+        memset(&w, 0, sizeof(w));
+        w.type = type;
+        if (cudaGraphMemcpyNodeGetParams(node, &w.p) != cudaSuccess)
+            break;
+        return hn_images_add(im, &w, sizeof(w));
+    }
+    case cudaGraphNodeTypeMemset: {
+        struct {
+            uint64_t type;
+            struct cudaMemsetParams p;
+        } w;
+        memset(&w, 0, sizeof(w));
+        w.type = type;
+        if (cudaGraphMemsetNodeGetParams(node, &w.p) != cudaSuccess)
+            break;
+        return hn_images_add(im, &w, sizeof(w));
+    }
+    case cudaGraphNodeTypeEventRecord:
+    case cudaGraphNodeTypeWaitEvent: {
+        uint64_t w[2] = {(uint64_t)type, 0};
+        cudaEvent_t e = NULL;
+        if ((type == cudaGraphNodeTypeEventRecord ? cudaGraphEventRecordNodeGetEvent(node, &e)
+                                                  : cudaGraphEventWaitNodeGetEvent(node, &e)) != cudaSuccess)
+            break;
+        w[1] = (uintptr_t)e;
+        return hn_images_add(im, w, sizeof(w));
+    }
+    case cudaGraphNodeTypeEmpty: {
+        uint64_t w = (uint64_t)type;
+        return hn_images_add(im, &w, sizeof(w));
+    }
+    default: break; /* memory operations, host work, child graphs: nothing known of them */
+    }
+    (void)cudaGetLastError();
+    return opaque(im, node, type);
+}
+
+static void nodes_free(hn_dgraph *g)
+{
+    for (int i = 0; g->nodes != NULL && i < g->nnodes; i++)
+        hn_free(g->nodes[i].off);
+    hn_free(g->nodes);
+    g->nodes = NULL;
+    g->nnodes = 0;
+}
+
+/* Every node of graph as images into im, in cudaGraphGetNodes' order (a
+ * capture's: the order of issue); with info (nodes_of orig) when wanted. */
+static int images_of(hn_dgraph *g, cudaGraph_t graph, hn_images *im, int want_info)
+{
+    size_t n = 0;
+    cudaGraphNode_t *nodes = NULL, *onodes = NULL;
+    int rc = 0;
+    if (cudaGraphGetNodes(graph, NULL, &n) != cudaSuccess || (nodes = hn_calloc(n + 1, sizeof(*nodes))) == NULL ||
+        cudaGraphGetNodes(graph, nodes, &n) != cudaSuccess)
+        rc = -1;
+    if (rc == 0 && want_info) {
+        size_t on = n;
+        nodes_free(g);
+        if ((g->nodes = hn_calloc(n + 1, sizeof(cnode))) != NULL)
+            g->nnodes = (int)n;
+        if (g->nodes == NULL ||
+            (onodes = hn_calloc(n + 1, sizeof(*onodes))) == NULL ||
+            cudaGraphGetNodes(g->orig, onodes, &on) != cudaSuccess || on != n)
+            rc = -1;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        cnode *info = want_info ? &g->nodes[i] : NULL;
+        if (info != NULL)
+            info->node = onodes[i];
+        rc = node_image(im, nodes[i], info);
+    }
+    (void)cudaGetLastError();
+    hn_free(nodes);
+    hn_free(onodes);
+    return rc;
+}
+
+/* Whether every pointer learned lies where a node's parameters can take
+ * another: a kernel's arguments, a copy's source and destination, a
+ * memset's destination. */
+static int slots_writable(const hn_dgraph *g)
+{
+    const size_t copy_src = 1 + offsetof(struct cudaMemcpy3DParms, srcPtr) / 8,
+                 copy_dst = 1 + offsetof(struct cudaMemcpy3DParms, dstPtr) / 8,
+                 set_dst = 1 + offsetof(struct cudaMemsetParams, dst) / 8;
+    for (int i = 0; i < g->rp.nslots; i++) {
+        const hn_slot *s = &g->rp.slots[i];
+        size_t k = s->word - g->rp.cur.at[s->node];
+        enum cudaGraphNodeType t = g->nodes[s->node].type;
+        if (!(t == cudaGraphNodeTypeKernel && k >= K_HEAD) &&
+            !(t == cudaGraphNodeTypeMemcpy && (k == copy_src || k == copy_dst)) &&
+            !(t == cudaGraphNodeTypeMemset && k == set_dst))
+            return 0;
+    }
+    return 1;
+}
+
+/* After exec took `graph` (a capture whose bindings moved by m from the
+ * ones before): learns where its nodes hold them. */
+static void learn(hn_dgraph *g, cudaGraph_t before, cudaGraph_t graph, const hn_moved *m, int nm)
+{
+    hn_images next = {0};
+    const char *why = NULL;
+    int rc;
+    pthread_once(&drv_once, resolve_driver);
+    if (drv.state < 0)
+        return;
+    rc = g->rp.cur.n == 0 ? images_of(g, before, &g->rp.cur, 0) : 0;
+    if (rc == 0)
+        rc = images_of(g, graph, &next, 1);
+    if (rc == 0)
+        rc = hn_repoint_learn(&g->rp, &next, m, nm, &why);
+    hn_images_free(&next);
+    if (rc == 1 && !slots_writable(g)) {
+        rc = 0;
+        why = "a pointer lies in a node whose parameters cannot take another";
+    }
+    if (rc == 1) {
+        HN_DEBUG("device %d: a rebind learned %d pointers in %d nodes", g->ord, g->rp.nslots, g->rp.cur.n);
+        return;
+    }
+    HN_INFO("device %d: rebinds of this graph capture again: %s (node %d of %d, type %d, word %d)", g->ord,
+            why != NULL ? why : "its nodes could not be read", g->rp.bad_node, g->nnodes,
+            g->rp.bad_node >= 0 && g->rp.bad_node < g->nnodes ? (int)g->nodes[g->rp.bad_node].type : -1,
+            g->rp.bad_word);
+    nodes_free(g);
+    hn_repoint_free(&g->rp); /* the next learning reads the graph again */
+}
+
+/* ---- capture, update, repoint, launch ---- */
+
+/* thread-local mode: a call of this thread that cannot be captured (a
+ * synchronous copy, an allocation) fails the capture instead of running
+ * outside it */
+hn_status_t hn_cuda_capture_begin(hn_dstream *s)
+{
+    return HN_CUDA_STATUS(cudaStreamBeginCapture(s->s, cudaStreamCaptureModeThreadLocal));
+}
+
+hn_status_t hn_cuda_capture_end(hn_dstream *s, hn_dgraph **out)
+{
+    hn_dgraph *g = hn_calloc(1, sizeof(*g));
+    cudaGraph_t graph = NULL;
+    const cudaError_t e = cudaStreamEndCapture(s->s, &graph);
+    hn_status_t st;
+    *out = NULL;
+    if (e == cudaErrorStreamCaptureUnjoined) { /* said as the host backend says it */
+        (void)cudaGetLastError();
+        HN_ERROR("cuda device %d: capture: a stream of the capture was not joined back into its origin", s->ord);
+        st = HN_ERR_INVALID;
+    } else {
+        st = hn_cuda_status(e, "cudaStreamEndCapture", __FILE__, __LINE__);
+    }
+    if (st != HN_OK || g == NULL) {
+        if (graph != NULL)
+            (void)cudaGraphDestroy(graph);
+        hn_free(g);
+        return st != HN_OK ? st : HN_ERR_NOMEM;
+    }
+    g->orig = g->graph = graph;
+    g->dev = s->dev;
+    g->ord = s->ord;
+    if ((st = HN_CUDA_STATUS(cudaGraphInstantiate(&g->exec, graph, 0))) != HN_OK) {
+        (void)cudaGraphDestroy(graph);
+        hn_free(g);
+        return st;
+    }
+    *out = g;
+    return HN_OK;
+}
+
+/* From any thread (a replay of one rank runs on the caller's): the launch
+ * goes to the graph's device, and the thread's current device is left as
+ * it was. */
+hn_status_t hn_cuda_graph_launch(hn_dgraph *g, hn_dstream *s)
+{
+    int cur = -1;
+    hn_status_t st;
+    if (s->dev != g->dev) {
+        HN_ERROR("a graph of device %d launched on a stream of device %d", g->dev, s->dev);
+        return HN_ERR_INVALID;
+    }
+    if (cudaGetDevice(&cur) != cudaSuccess)
+        cur = -1;
+    if (cur != g->ord)
+        (void)HN_CUDA_STATUS(cudaSetDevice(g->ord));
+    st = HN_CUDA_STATUS(cudaGraphLaunch(g->exec, s->s));
+    if (cur >= 0 && cur != g->ord)
+        (void)cudaSetDevice(cur);
+    return st;
+}
+
+void hn_cuda_graph_destroy(hn_dgraph *g)
+{
+    int cur = -1;
+    if (g == NULL)
+        return;
+    if (cudaGetDevice(&cur) != cudaSuccess)
+        cur = -1;
+    (void)cudaSetDevice(g->ord);
+    (void)HN_CUDA_STATUS(cudaGraphExecDestroy(g->exec));
+    if (g->graph != g->orig)
+        (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
+    (void)HN_CUDA_STATUS(cudaGraphDestroy(g->orig));
+    if (cur >= 0 && cur != g->ord)
+        (void)cudaSetDevice(cur);
+    nodes_free(g);
+    hn_repoint_free(&g->rp);
+    hn_free(g);
+}
+
+/* On the rank's thread (its device current), none of g's launches in
+ * flight: the new capture's node parameters (other buffers) into the
+ * instantiated graph, which keeps its launch cost. The new capture is kept
+ * as g's graph (what its kernels' memory lives with); the one before goes
+ * (unless exec was made from it: its nodes name exec's), nothing in flight
+ * reading what it holds. With m, learns how the buffers moved. */
+hn_status_t hn_cuda_capture_update(hn_dstream *s, hn_dgraph *g, const hn_moved *m, int nm)
+{
+    cudaGraph_t graph = NULL;
+    cudaGraphExecUpdateResultInfo info;
+    cudaError_t e;
+    hn_status_t st = HN_CUDA_STATUS(cudaStreamEndCapture(s->s, &graph));
+    if (st != HN_OK) {
+        if (graph != NULL)
+            (void)cudaGraphDestroy(graph);
+        return st;
+    }
+    memset(&info, 0, sizeof(info));
+    e = cudaGraphExecUpdate(g->exec, graph, &info);
+    if (e == cudaErrorGraphExecUpdateFailure) { /* refused, not failed: the caller captures again */
+        (void)cudaGetLastError();
+        HN_WARN("device %d: the graph could not be updated in place (cudaGraphExecUpdate result %d: the new "
+                "capture's structure differs)", g->ord, (int)info.result);
+        (void)cudaGraphDestroy(graph);
+        return HN_ERR_UNSUPPORTED;
+    }
+    if ((st = HN_CUDA_STATUS(e)) != HN_OK) {
+        (void)cudaGraphDestroy(graph);
+        return st;
+    }
+    if (m != NULL) {
+        learn(g, g->graph, graph, m, nm);
+    } else {
+        nodes_free(g);
+        hn_repoint_free(&g->rp);
+    }
+    if (g->graph != g->orig)
+        (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
+    g->graph = graph;
+    return HN_OK;
+}
+
+/* One node of exec from its image (rp.cur). */
+static hn_status_t write_node(hn_dgraph *g, int i)
+{
+    const cnode *c = &g->nodes[i];
+    uint64_t *w = g->rp.cur.w + g->rp.cur.at[i];
+    cudaError_t e = cudaSuccess;
+    if (c->type == cudaGraphNodeTypeKernel) {
+        CUDA_KERNEL_NODE_PARAMS kp = c->kp;
+        void *args[256];
+        CUresult r;
+        for (int k = 0; k < c->nparams; k++)
+            args[k] = (char *)(w + K_HEAD) + c->off[k];
+        kp.kernelParams = args;
+        if ((r = drv.set((CUgraphExec)g->exec, (CUgraphNode)c->node, &kp)) != CUDA_SUCCESS) {
+            HN_ERROR("device %d: cuGraphExecKernelNodeSetParams failed (%d)", g->ord, (int)r);
+            return HN_ERR_DEVICE;
+        }
+        return HN_OK;
+    }
+    if (c->type == cudaGraphNodeTypeMemcpy) {
+        struct cudaMemcpy3DParms p;
+        memcpy(&p, w + 1, sizeof(p));
+        e = cudaGraphExecMemcpyNodeSetParams(g->exec, c->node, &p);
+    } else if (c->type == cudaGraphNodeTypeMemset) {
+        struct cudaMemsetParams p;
+        memcpy(&p, w + 1, sizeof(p));
+        e = cudaGraphExecMemsetNodeSetParams(g->exec, c->node, &p);
+    }
+    return HN_CUDA_STATUS(e);
+}
+
+/* Any thread: the graph's device is made current for the calls. */
+hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm)
+{
+    unsigned char *changed;
+    hn_status_t st = HN_OK;
+    int cur = -1;
+    if (g->nodes == NULL || !g->rp.learned || g->nnodes != g->rp.cur.n)
+        return HN_ERR_UNSUPPORTED;
+    if ((changed = hn_calloc((size_t)g->rp.cur.n + 1, 1)) == NULL)
+        return HN_ERR_NOMEM;
+    if (hn_repoint_move(&g->rp, m, nm, changed) != 1) {
+        hn_free(changed);
+        return HN_ERR_UNSUPPORTED;
+    }
+    if (cudaGetDevice(&cur) != cudaSuccess)
+        cur = -1;
+    if (cur != g->ord)
+        (void)HN_CUDA_STATUS(cudaSetDevice(g->ord));
+    for (int i = 0; i < g->rp.cur.n && st == HN_OK; i++)
+        if (changed[i])
+            st = write_node(g, i);
+    if (cur >= 0 && cur != g->ord)
+        (void)cudaSetDevice(cur);
+    hn_free(changed);
+    if (st != HN_OK) { /* exec holds part of the move: what it learned no longer says what it runs */
+        nodes_free(g);
+        hn_repoint_free(&g->rp);
+    }
+    return st;
+}
