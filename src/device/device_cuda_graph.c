@@ -1,8 +1,10 @@
 /* Graphs of the CUDA backend: a stream capture per rank, instantiated;
  * updated in place by a new capture (cudaGraphExecUpdate) or, once it
- * learned where its nodes hold the bindings, by moving those pointers node
- * by node with no capture (repoint.h): a kernel node's arguments, a copy's
- * or a memset's addresses. */
+ * learned where its nodes hold the bindings, by moving those pointers with
+ * no capture (repoint.h): a kernel node's arguments, a copy's or a
+ * memset's addresses are set in the captured graph, which then updates the
+ * instantiated one (cudaGraphExecUpdate pairs the nodes by the topology,
+ * so nothing here pairs a node of one graph with a node of another). */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,32 +16,34 @@
 #include "device_cuda.h"
 #include "repoint.h"
 
-/* A node of the instantiated graph, as graph_repoint writes it. */
+/* A node of the captured graph, as graph_repoint writes it. */
 typedef struct cnode {
-    cudaGraphNode_t node; /* in `orig` */
+    cudaGraphNode_t node; /* in `graph` */
     enum cudaGraphNodeType type;
     CUDA_KERNEL_NODE_PARAMS kp; /* kernels: all but kernelParams */
     int nparams;
     size_t *off; /* [nparams]: each argument's offset in the image's arguments */
 } cnode;
 
-/* orig: the capture exec was instantiated from (its nodes name exec's);
- * graph: the last capture that updated exec, or orig (kept while exec
- * runs its nodes: NCCL ties the memory its captured kernels read to the
- * captured graph's lifetime, through user objects) */
+/* graph: the capture exec was made from, or the last one that updated it
+ * (kept while exec runs its nodes: NCCL ties the memory its captured
+ * kernels read to the captured graph's lifetime, through user objects);
+ * what graph_repoint moves is set in it, then put into exec */
 struct hn_dgraph {
-    cudaGraph_t orig, graph;
+    cudaGraph_t graph;
     cudaGraphExec_t exec;
     int dev, ord;
-    hn_repoint rp; /* images of exec's nodes, and what is learned */
-    cnode *nodes;  /* [nnodes]: exec's nodes as learned (NULL: none) */
+    hn_repoint rp; /* images of graph's nodes (exec runs them), and what is learned */
+    cnode *nodes;  /* [nnodes]: graph's nodes as learned (NULL: none) */
     int nnodes;
+    int stale;     /* a repoint failed part way: graph's pointers are not the bindings' (learn nothing from it) */
 };
 
 /* ---- the driver's calls on kernel nodes, resolved once ---- */
 
 typedef CUresult (*kernel_get_fn)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
-typedef CUresult (*kernel_set_fn)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*kernel_set_fn)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*func_name_fn)(const char **, CUfunction);
 typedef CUresult (*func_param_fn)(CUfunction, size_t, size_t *, size_t *);
 typedef CUresult (*kern_param_fn)(CUkernel, size_t, size_t *, size_t *);
 
@@ -48,6 +52,7 @@ static struct {
     kernel_set_fn set;
     func_param_fn func_param;
     kern_param_fn kern_param;
+    func_name_fn name;
     int state; /* 0 not tried, 1 resolved, -1 missing */
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
@@ -67,7 +72,8 @@ static void *entry(const char *name, int version)
 static void resolve_driver(void)
 {
     drv.get = (kernel_get_fn)entry("cuGraphKernelNodeGetParams", 12000);
-    drv.set = (kernel_set_fn)entry("cuGraphExecKernelNodeSetParams", 12000);
+    drv.set = (kernel_set_fn)entry("cuGraphKernelNodeSetParams", 12000);
+    drv.name = (func_name_fn)entry("cuFuncGetName", 12030); /* logs only: may be missing */
     drv.func_param = (func_param_fn)entry("cuFuncGetParamInfo", 12040);
     drv.kern_param = (kern_param_fn)entry("cuKernelGetParamInfo", 12040);
     drv.state = drv.get != NULL && drv.set != NULL && drv.func_param != NULL && drv.kern_param != NULL ? 1 : -1;
@@ -196,34 +202,31 @@ static void nodes_free(hn_dgraph *g)
 }
 
 /* Every node of graph as images into im, in cudaGraphGetNodes' order (a
- * capture's: the order of issue); with info (nodes_of orig) when wanted. */
+ * capture's: the order of issue); with want_info, g->nodes says how to set
+ * each of graph's nodes. */
 static int images_of(hn_dgraph *g, cudaGraph_t graph, hn_images *im, int want_info)
 {
     size_t n = 0;
-    cudaGraphNode_t *nodes = NULL, *onodes = NULL;
+    cudaGraphNode_t *nodes = NULL;
     int rc = 0;
     if (cudaGraphGetNodes(graph, NULL, &n) != cudaSuccess || (nodes = hn_calloc(n + 1, sizeof(*nodes))) == NULL ||
         cudaGraphGetNodes(graph, nodes, &n) != cudaSuccess)
         rc = -1;
     if (rc == 0 && want_info) {
-        size_t on = n;
         nodes_free(g);
-        if ((g->nodes = hn_calloc(n + 1, sizeof(cnode))) != NULL)
-            g->nnodes = (int)n;
-        if (g->nodes == NULL ||
-            (onodes = hn_calloc(n + 1, sizeof(*onodes))) == NULL ||
-            cudaGraphGetNodes(g->orig, onodes, &on) != cudaSuccess || on != n)
+        if ((g->nodes = hn_calloc(n + 1, sizeof(cnode))) == NULL)
             rc = -1;
+        else
+            g->nnodes = (int)n;
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
         cnode *info = want_info ? &g->nodes[i] : NULL;
         if (info != NULL)
-            info->node = onodes[i];
+            info->node = nodes[i];
         rc = node_image(im, nodes[i], info);
     }
     (void)cudaGetLastError();
     hn_free(nodes);
-    hn_free(onodes);
     return rc;
 }
 
@@ -247,6 +250,20 @@ static int slots_writable(const hn_dgraph *g)
     return 1;
 }
 
+/* What node i of g's new capture runs, for logs. */
+static const char *node_name(const hn_dgraph *g, int i)
+{
+    const char *name = NULL;
+    if (i < 0 || i >= g->nnodes)
+        return "?";
+    if (g->nodes[i].type != cudaGraphNodeTypeKernel)
+        return g->nodes[i].type == cudaGraphNodeTypeMemcpy ? "a copy" : g->nodes[i].type == cudaGraphNodeTypeMemset
+                                                                            ? "a memset" : "another kind of node";
+    if (drv.name == NULL || g->nodes[i].kp.func == NULL || drv.name(&name, g->nodes[i].kp.func) != CUDA_SUCCESS)
+        return "a kernel";
+    return name;
+}
+
 /* After exec took `graph` (a capture whose bindings moved by m from the
  * ones before): learns where its nodes hold them. */
 static void learn(hn_dgraph *g, cudaGraph_t before, cudaGraph_t graph, const hn_moved *m, int nm)
@@ -257,6 +274,10 @@ static void learn(hn_dgraph *g, cudaGraph_t before, cudaGraph_t graph, const hn_
     pthread_once(&drv_once, resolve_driver);
     if (drv.state < 0)
         return;
+    if (g->stale) { /* before does not hold the bindings m moves from: the next rebind learns */
+        g->stale = 0;
+        return;
+    }
     rc = g->rp.cur.n == 0 ? images_of(g, before, &g->rp.cur, 0) : 0;
     if (rc == 0)
         rc = images_of(g, graph, &next, 1);
@@ -271,10 +292,9 @@ static void learn(hn_dgraph *g, cudaGraph_t before, cudaGraph_t graph, const hn_
         HN_DEBUG("device %d: a rebind learned %d pointers in %d nodes", g->ord, g->rp.nslots, g->rp.cur.n);
         return;
     }
-    HN_INFO("device %d: rebinds of this graph capture again: %s (node %d of %d, type %d, word %d)", g->ord,
+    HN_INFO("device %d: rebinds of this graph capture again: %s (node %d of %d%s%s, word %d)", g->ord,
             why != NULL ? why : "its nodes could not be read", g->rp.bad_node, g->nnodes,
-            g->rp.bad_node >= 0 && g->rp.bad_node < g->nnodes ? (int)g->nodes[g->rp.bad_node].type : -1,
-            g->rp.bad_word);
+            rc == 0 ? ": " : "", rc == 0 ? node_name(g, g->rp.bad_node) : "", g->rp.bad_word);
     nodes_free(g);
     hn_repoint_free(&g->rp); /* the next learning reads the graph again */
 }
@@ -309,7 +329,7 @@ hn_status_t hn_cuda_capture_end(hn_dstream *s, hn_dgraph **out)
         hn_free(g);
         return st != HN_OK ? st : HN_ERR_NOMEM;
     }
-    g->orig = g->graph = graph;
+    g->graph = graph;
     g->dev = s->dev;
     g->ord = s->ord;
     if ((st = HN_CUDA_STATUS(cudaGraphInstantiate(&g->exec, graph, 0))) != HN_OK) {
@@ -351,9 +371,7 @@ void hn_cuda_graph_destroy(hn_dgraph *g)
         cur = -1;
     (void)cudaSetDevice(g->ord);
     (void)HN_CUDA_STATUS(cudaGraphExecDestroy(g->exec));
-    if (g->graph != g->orig)
-        (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
-    (void)HN_CUDA_STATUS(cudaGraphDestroy(g->orig));
+    (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
     if (cur >= 0 && cur != g->ord)
         (void)cudaSetDevice(cur);
     nodes_free(g);
@@ -364,9 +382,9 @@ void hn_cuda_graph_destroy(hn_dgraph *g)
 /* On the rank's thread (its device current), none of g's launches in
  * flight: the new capture's node parameters (other buffers) into the
  * instantiated graph, which keeps its launch cost. The new capture is kept
- * as g's graph (what its kernels' memory lives with); the one before goes
- * (unless exec was made from it: its nodes name exec's), nothing in flight
- * reading what it holds. With m, learns how the buffers moved. */
+ * as g's graph (what its kernels' memory lives with); the one before goes,
+ * nothing in flight reading what it holds. With m, learns how the buffers
+ * moved. */
 hn_status_t hn_cuda_capture_update(hn_dstream *s, hn_dgraph *g, const hn_moved *m, int nm)
 {
     cudaGraph_t graph = NULL;
@@ -397,13 +415,12 @@ hn_status_t hn_cuda_capture_update(hn_dstream *s, hn_dgraph *g, const hn_moved *
         nodes_free(g);
         hn_repoint_free(&g->rp);
     }
-    if (g->graph != g->orig)
-        (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
+    (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
     g->graph = graph;
     return HN_OK;
 }
 
-/* One node of exec from its image (rp.cur). */
+/* One node of g's captured graph from its image (rp.cur). */
 static hn_status_t write_node(hn_dgraph *g, int i)
 {
     const cnode *c = &g->nodes[i];
@@ -416,8 +433,8 @@ static hn_status_t write_node(hn_dgraph *g, int i)
         for (int k = 0; k < c->nparams; k++)
             args[k] = (char *)(w + K_HEAD) + c->off[k];
         kp.kernelParams = args;
-        if ((r = drv.set((CUgraphExec)g->exec, (CUgraphNode)c->node, &kp)) != CUDA_SUCCESS) {
-            HN_ERROR("device %d: cuGraphExecKernelNodeSetParams failed (%d)", g->ord, (int)r);
+        if ((r = drv.set((CUgraphNode)c->node, &kp)) != CUDA_SUCCESS) {
+            HN_ERROR("device %d: cuGraphKernelNodeSetParams failed (%d)", g->ord, (int)r);
             return HN_ERR_DEVICE;
         }
         return HN_OK;
@@ -425,21 +442,23 @@ static hn_status_t write_node(hn_dgraph *g, int i)
     if (c->type == cudaGraphNodeTypeMemcpy) {
         struct cudaMemcpy3DParms p;
         memcpy(&p, w + 1, sizeof(p));
-        e = cudaGraphExecMemcpyNodeSetParams(g->exec, c->node, &p);
+        e = cudaGraphMemcpyNodeSetParams(c->node, &p);
     } else if (c->type == cudaGraphNodeTypeMemset) {
         struct cudaMemsetParams p;
         memcpy(&p, w + 1, sizeof(p));
-        e = cudaGraphExecMemsetNodeSetParams(g->exec, c->node, &p);
+        e = cudaGraphMemsetNodeSetParams(c->node, &p);
     }
     return HN_CUDA_STATUS(e);
 }
 
-/* Any thread: the graph's device is made current for the calls. */
+/* Any thread: the graph's device is made current for the calls. The
+ * moved nodes are set in g's captured graph, which then updates exec. */
 hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm)
 {
     unsigned char *changed;
+    cudaGraphExecUpdateResultInfo info;
     hn_status_t st = HN_OK;
-    int cur = -1;
+    int cur = -1, wrote = 0;
     if (g->nodes == NULL || !g->rp.learned || g->nnodes != g->rp.cur.n)
         return HN_ERR_UNSUPPORTED;
     if ((changed = hn_calloc((size_t)g->rp.cur.n + 1, 1)) == NULL)
@@ -453,14 +472,18 @@ hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm)
     if (cur != g->ord)
         (void)HN_CUDA_STATUS(cudaSetDevice(g->ord));
     for (int i = 0; i < g->rp.cur.n && st == HN_OK; i++)
-        if (changed[i])
-            st = write_node(g, i);
+        if (changed[i] && (st = write_node(g, i)) == HN_OK)
+            wrote++;
+    memset(&info, 0, sizeof(info));
+    if (st == HN_OK && wrote > 0)
+        st = HN_CUDA_STATUS(cudaGraphExecUpdate(g->exec, g->graph, &info));
     if (cur >= 0 && cur != g->ord)
         (void)cudaSetDevice(cur);
     hn_free(changed);
-    if (st != HN_OK) { /* exec holds part of the move: what it learned no longer says what it runs */
+    if (st != HN_OK) { /* graph (and exec) hold part of the move: what was learned no longer says what they run */
         nodes_free(g);
         hn_repoint_free(&g->rp);
+        g->stale = wrote > 0;
     }
     return st;
 }

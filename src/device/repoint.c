@@ -81,7 +81,7 @@ static int learn_word(hn_repoint *r, uint32_t node, uint32_t w, uint64_t old, ui
             continue;
         off = old - m[j].from;
         if (m[j].to + off != new_) { /* not a pointer into j, or one that did not move with it */
-            moved_in |= m[j].from != m[j].to;
+            moved_in |= m[j].from != m[j].to && off < m[j].bytes; /* j's end may be where another begins */
             continue;
         }
         if (s.n == HN_SLOT_CANDS) {

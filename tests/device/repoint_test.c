@@ -155,6 +155,32 @@ static void test_refused_learning(void)
     }
 }
 
+/* A binding's end is where the next one begins: a pointer there that stays
+ * points into the next one (which stayed), not a pointer left behind. */
+static void test_adjacent(void)
+{
+    hn_repoint r = {0};
+    hn_images a = {0}, b = {0};
+    hn_moved m[2] = {{X, Y, 4096}, {X + 4096, X + 4096, 4096}};
+    unsigned char changed[1];
+    const char *why = NULL;
+    CU_ASSERT_EQUAL(hn_images_add(&a, (uint64_t[3]){X + 8, X + 4096, 5}, 24), 0);
+    CU_ASSERT_EQUAL(hn_images_add(&b, (uint64_t[3]){Y + 8, X + 4096, 5}, 24), 0);
+    r.cur = a;
+    CU_ASSERT_EQUAL(hn_repoint_learn(&r, &b, m, 2, &why), 1);
+    CU_ASSERT_EQUAL(r.nslots, 2);
+    /* both move apart later: the second word follows the second binding */
+    m[0] = (hn_moved){Y, Z, 4096};
+    m[1] = (hn_moved){X + 4096, X + 0x100000 + 4096, 4096};
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, 2, changed), 0); /* the second was never seen moving */
+    m[1].to = m[1].from;
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, 2, changed), 1);
+    CU_ASSERT_EQUAL(r.cur.w[0], Z + 8);
+    CU_ASSERT_EQUAL(r.cur.w[1], X + 4096);
+    hn_images_free(&b);
+    hn_repoint_free(&r);
+}
+
 void hn_suite_repoint(void)
 {
     static CU_TestInfo tests[] = {
@@ -162,6 +188,7 @@ void hn_suite_repoint(void)
         {"moves to another alignment or overlap, or of other bindings, refused", test_refused_moves},
         {"a binding never seen moving is not moved", test_certified},
         {"a change no move explains, a pointer left behind, another shape: nothing learned", test_refused_learning},
+        {"a pointer where one binding ends and the next begins", test_adjacent},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"device/repoint", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
