@@ -21,7 +21,8 @@ typedef struct cnode {
     cudaGraphNode_t node; /* in `graph` */
     enum cudaGraphNodeType type;
     CUDA_KERNEL_NODE_PARAMS kp; /* kernels: all but kernelParams */
-    int nparams;
+    int nparams;  /* -1: the arguments are one buffer (the launch's `extra`), of `bytes` */
+    size_t bytes;
     size_t *off; /* [nparams]: each argument's offset in the image's arguments */
 } cnode;
 
@@ -92,18 +93,36 @@ static int opaque(hn_images *im, cudaGraphNode_t node, enum cudaGraphNodeType ty
     return hn_images_add(im, w, sizeof(w));
 }
 
+/* The argument buffer of a launch given as `extra` (NCCL's kernels), or NULL. */
+static const void *extra_buffer(void **extra, size_t *bytes)
+{
+    const void *buf = NULL;
+    *bytes = 0;
+    for (int i = 0; extra != NULL && i < 8 && extra[i] != CU_LAUNCH_PARAM_END; i += 2)
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            buf = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+            *bytes = *(const size_t *)extra[i + 1];
+        else
+            return NULL;
+    return *bytes > 0 ? buf : NULL;
+}
+
 /* A kernel node: launch shape and function, then its arguments at their
- * offsets. info (NULL: not wanted) gets the parameters for setting them. */
+ * offsets (or its argument buffer). info (NULL: not wanted) gets the
+ * parameters for setting them. */
 static int kernel_image(hn_images *im, cudaGraphNode_t node, cnode *info)
 {
     CUDA_KERNEL_NODE_PARAMS kp;
     size_t off[256], size[256], end = 0;
     int n = 0, rc;
     uint64_t *buf;
+    const void *blob = NULL;
     memset(&kp, 0, sizeof(kp));
-    if (drv.get((CUgraphNode)node, &kp) != CUDA_SUCCESS || kp.kernelParams == NULL)
+    if (drv.get((CUgraphNode)node, &kp) != CUDA_SUCCESS ||
+        (kp.kernelParams == NULL && (blob = extra_buffer(kp.extra, &end)) == NULL))
         return opaque(im, node, cudaGraphNodeTypeKernel);
-    for (; n < 256; n++) {
+    for (; blob == NULL && n < 256; n++) {
         CUresult r = kp.func != NULL ? drv.func_param(kp.func, (size_t)n, &off[n], &size[n])
                                      : drv.kern_param(kp.kern, (size_t)n, &off[n], &size[n]);
         if (r != CUDA_SUCCESS)
@@ -122,8 +141,10 @@ static int kernel_image(hn_images *im, cudaGraphNode_t node, cnode *info)
     buf[K_GRID_Z_BLOCK_X] = kp.gridDimZ | (uint64_t)kp.blockDimX << 32;
     buf[K_BLOCK_YZ] = kp.blockDimY | (uint64_t)kp.blockDimZ << 32;
     buf[K_SHMEM] = kp.sharedMemBytes;
-    buf[K_NPARAMS] = (uint64_t)n;
-    for (int i = 0; i < n; i++)
+    buf[K_NPARAMS] = blob != NULL ? UINT64_MAX : (uint64_t)n;
+    if (blob != NULL)
+        memcpy(buf + K_HEAD, blob, end);
+    for (int i = 0; blob == NULL && i < n; i++)
         memcpy((char *)(buf + K_HEAD) + off[i], kp.kernelParams[i], size[i]);
     rc = hn_images_add(im, buf, K_HEAD * sizeof(uint64_t) + end);
     hn_free(buf);
@@ -131,7 +152,8 @@ static int kernel_image(hn_images *im, cudaGraphNode_t node, cnode *info)
         kp.kernelParams = NULL;
         kp.extra = NULL;
         info->kp = kp;
-        info->nparams = n;
+        info->nparams = blob != NULL ? -1 : n;
+        info->bytes = end;
         if ((info->off = hn_malloc(((size_t)n + 1) * sizeof(size_t))) == NULL)
             return -1;
         memcpy(info->off, off, (size_t)n * sizeof(size_t));
@@ -429,10 +451,14 @@ static hn_status_t write_node(hn_dgraph *g, int i)
     if (c->type == cudaGraphNodeTypeKernel) {
         CUDA_KERNEL_NODE_PARAMS kp = c->kp;
         void *args[256];
+        size_t bytes = c->bytes;
+        void *extra[5] = {CU_LAUNCH_PARAM_BUFFER_POINTER, w + K_HEAD, CU_LAUNCH_PARAM_BUFFER_SIZE, &bytes,
+                          CU_LAUNCH_PARAM_END};
         CUresult r;
         for (int k = 0; k < c->nparams; k++)
             args[k] = (char *)(w + K_HEAD) + c->off[k];
-        kp.kernelParams = args;
+        kp.kernelParams = c->nparams >= 0 ? args : NULL;
+        kp.extra = c->nparams >= 0 ? NULL : extra;
         if ((r = drv.set((CUgraphNode)c->node, &kp)) != CUDA_SUCCESS) {
             HN_ERROR("device %d: cuGraphKernelNodeSetParams failed (%d)", g->ord, (int)r);
             return HN_ERR_DEVICE;
