@@ -484,12 +484,14 @@ hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm)
     unsigned char *changed;
     cudaGraphExecUpdateResultInfo info;
     hn_status_t st = HN_OK;
+    const char *why = NULL;
     int cur = -1, wrote = 0;
     if (g->nodes == NULL || !g->rp.learned || g->nnodes != g->rp.cur.n)
         return HN_ERR_UNSUPPORTED;
     if ((changed = hn_calloc((size_t)g->rp.cur.n + 1, 1)) == NULL)
         return HN_ERR_NOMEM;
-    if (hn_repoint_move(&g->rp, m, nm, changed) != 1) {
+    if (hn_repoint_move(&g->rp, m, nm, changed, &why) != 1) {
+        HN_DEBUG("device %d: a rebind captures again: %s", g->ord, why);
         hn_free(changed);
         return HN_ERR_UNSUPPORTED;
     }

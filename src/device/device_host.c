@@ -1051,9 +1051,11 @@ static hn_status_t host_capture_update(hn_dstream *s, hn_dgraph *g, const hn_mov
 static hn_status_t host_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm)
 {
     unsigned char *changed = hn_calloc((size_t)g->nops + 1, 1);
+    const char *why = "nothing learned";
     if (changed == NULL)
         return HN_ERR_NOMEM;
-    if (g->rp.cur.n != g->nops || hn_repoint_move(&g->rp, m, nm, changed) != 1) {
+    if (g->rp.cur.n != g->nops || hn_repoint_move(&g->rp, m, nm, changed, &why) != 1) {
+        HN_DEBUG("host device %d: a rebind captures again: %s", g->dev, why);
         hn_free(changed);
         return HN_ERR_UNSUPPORTED;
     }

@@ -153,10 +153,11 @@ int hn_repoint_learn(hn_repoint *r, hn_images *next, const hn_moved *m, int nm, 
     return 1;
 }
 
-/* Whether bindings j and k overlap (closed ranges: one's end is the other's start counts). */
+/* Whether two bindings share a byte (one's end where the other begins
+ * does not count: a pointer there is told apart by its candidates). */
 static int overlap(uintptr_t a, size_t an, uintptr_t b, size_t bn)
 {
-    return a <= b + bn && b <= a + an;
+    return a < b + bn && b < a + an;
 }
 
 /* The moves keep every binding's alignment and how bindings overlap. */
@@ -179,21 +180,28 @@ static int same_layout(const hn_moved *m, int nm)
     return 1;
 }
 
-int hn_repoint_move(hn_repoint *r, const hn_moved *m, int nm, unsigned char *changed)
+int hn_repoint_move(hn_repoint *r, const hn_moved *m, int nm, unsigned char *changed, const char **why)
 {
     uint64_t *val;
-    if (!r->learned || r->nm != nm || !same_layout(m, nm))
-        return 0;
-    for (int j = 0; j < nm; j++)
+    *why = !r->learned ? "nothing learned" : r->nm != nm ? "other bindings" : !same_layout(m, nm)
+           ? "a buffer at another alignment (mod 256), or buffers that overlap otherwise" : NULL;
+    for (int j = 0; j < nm && *why == NULL; j++)
         if (m[j].from != m[j].to && !r->certified[j])
-            return 0;
-    if ((val = hn_malloc(((size_t)r->nslots + 1) * sizeof(*val))) == NULL)
+            *why = "a buffer moves that no rebind learned from moved";
+    if (*why != NULL)
         return 0;
+    if ((val = hn_malloc(((size_t)r->nslots + 1) * sizeof(*val))) == NULL) {
+        *why = "out of memory";
+        return 0;
+    }
     for (int i = 0; i < r->nslots; i++) {
         const hn_slot *s = &r->slots[i];
         val[i] = m[s->j[0]].to + s->off[0];
         for (int c = 0; c < s->n; c++)
             if (r->cur.w[s->word] != m[s->j[c]].from + s->off[c] || m[s->j[c]].to + s->off[c] != val[i]) {
+                *why = r->cur.w[s->word] != m[s->j[c]].from + s->off[c]
+                       ? "a pointer is not where the graph's buffers say"
+                       : "a pointer into buffers that overlapped no longer says which";
                 hn_free(val);
                 return 0;
             }

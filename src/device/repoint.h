@@ -67,8 +67,9 @@ int hn_repoint_learn(hn_repoint *r, hn_images *next, const hn_moved *m, int nm, 
 /* Moves the slots of r->cur by m. 1: done, changed[node] set for every
  * node rewritten (changed: [r->cur.n], zeroed here); 0: not possible (not
  * learned, other bindings, a move not certified, candidates that now
- * disagree, a slot that no longer holds what it should): nothing changed. */
-int hn_repoint_move(hn_repoint *r, const hn_moved *m, int nm, unsigned char *changed);
+ * disagree, a slot that no longer holds what it should; *why says which):
+ * nothing changed. */
+int hn_repoint_move(hn_repoint *r, const hn_moved *m, int nm, unsigned char *changed, const char **why);
 
 void hn_repoint_free(hn_repoint *r);
 

@@ -53,9 +53,10 @@ static void test_learn_and_move(void)
     hn_images want = {0};
     hn_moved m[NB];
     unsigned char changed[2];
+    const char *why = NULL;
     learned(&r);
     bindings(m, Y, Z);
-    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed), 1);
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed, &why), 1);
     CU_ASSERT(changed[0] && changed[1]);
     images(&want, Z);
     CU_ASSERT_EQUAL(r.cur.nw, want.nw);
@@ -63,13 +64,13 @@ static void test_learn_and_move(void)
     /* only C moves: node 1 untouched */
     bindings(m, Z, Z);
     m[C].to = Z + 0x20000 + 0x100000;
-    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed), 1);
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed, &why), 1);
     CU_ASSERT(changed[0] && !changed[1]);
     CU_ASSERT_EQUAL(r.cur.w[4], Z + 0x20000 + 0x100000 + 8);
     CU_ASSERT_EQUAL(r.cur.w[2], 7);
     /* moves that do not start where the graph is: refused, nothing changed */
     bindings(m, X, Y);
-    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed), 0);
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed, &why), 0);
     CU_ASSERT_EQUAL(r.cur.w[1], Z + 16);
     hn_images_free(&want);
     hn_repoint_free(&r);
@@ -80,18 +81,30 @@ static void test_refused_moves(void)
     hn_repoint r = {0};
     hn_moved m[NB];
     unsigned char changed[2];
+    const char *why = NULL;
     learned(&r);
     /* another alignment */
     bindings(m, Y, Z);
     m[B].to += 64;
-    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed), 0);
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed, &why), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "alignment"));
     /* two bindings that did not overlap made to */
     bindings(m, Y, Z);
     m[B].to = m[A].to + 1024;
-    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed), 0);
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed, &why), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "overlap"));
+    /* made adjacent (one's end the other's start): no byte shared, moved */
+    bindings(m, Y, Z);
+    m[B].to = m[A].to + 4096;
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed, &why), 1);
+    CU_ASSERT_EQUAL(r.cur.w[3], Z + 4096 + 4096);
+    bindings(m, Z, Y);
+    m[B].from = Z + 4096;
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed, &why), 1);
+    CU_ASSERT_EQUAL(r.cur.w[3], Y + 0x10000 + 4096);
     /* the same move at another count of bindings */
     bindings(m, Y, Z);
-    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB - 1, changed), 0);
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB - 1, changed, &why), 0);
     CU_ASSERT_EQUAL(r.cur.w[1], Y + 16);
     hn_repoint_free(&r);
 }
@@ -116,10 +129,10 @@ static void test_certified(void)
     m[A].from = Y;
     m[B].from = X + 0x10000;
     m[C].from = X + 0x20000;
-    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed), 0); /* B and C never seen moving */
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed, &why), 0); /* B and C never seen moving */
     m[B].to = m[B].from;
     m[C].to = m[C].from;
-    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed), 1);
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, NB, changed, &why), 1);
     CU_ASSERT_EQUAL(r.cur.w[1], Z + 16);
     CU_ASSERT_EQUAL(r.cur.w[3], X + 0x10000 + 4096);
     hn_images_free(&b);
@@ -172,9 +185,9 @@ static void test_adjacent(void)
     /* both move apart later: the second word follows the second binding */
     m[0] = (hn_moved){Y, Z, 4096};
     m[1] = (hn_moved){X + 4096, X + 0x100000 + 4096, 4096};
-    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, 2, changed), 0); /* the second was never seen moving */
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, 2, changed, &why), 0); /* the second was never seen moving */
     m[1].to = m[1].from;
-    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, 2, changed), 1);
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, 2, changed, &why), 1);
     CU_ASSERT_EQUAL(r.cur.w[0], Z + 8);
     CU_ASSERT_EQUAL(r.cur.w[1], X + 4096);
     hn_images_free(&b);
