@@ -181,6 +181,7 @@ hn_runtime_capture = _decl("hn_runtime_capture", _st, _vp, _vp, ctypes.POINTER(R
 hn_runtime_replay = _decl("hn_runtime_replay", _st, _vp, _vp, _PP)
 hn_runtime_graph_destroy = _decl("hn_runtime_graph_destroy", None, _vp, _vp)
 hn_runtime_graph_rebind = _decl("hn_runtime_graph_rebind", _st, _vp, _vp, ctypes.POINTER(RunArgs))
+hn_runtime_graph_in_place = _decl("hn_runtime_graph_in_place", ctypes.c_int, _vp)
 hn_runtime_trace_start = _decl("hn_runtime_trace_start", _st, _vp, ctypes.c_char_p)
 hn_runtime_trace_stop = _decl("hn_runtime_trace_stop", _st, _vp)
 

@@ -950,6 +950,13 @@ class Graph(_Closing):
         if st:
             raise self._runtime._fail(st)
 
+    @property
+    def in_place(self):
+        """Whether the last rebind moved the graph's pointers in place, with no capture
+        (hn_runtime_graph_in_place): rebinds after the first do, where the graph learned how."""
+        _, g = self._handles()
+        return bool(_lib.hn_runtime_graph_in_place(g))
+
     def rebind(self, bindings):
         """New tensors of the same shapes for the next replays (hn_runtime_graph_rebind)."""
         h, g = self._handles()

@@ -79,6 +79,32 @@ class GraphTest(unittest.TestCase):
         self.rt.sync()
         g.destroy()
 
+    def test_rebind_in_place(self):
+        # the first rebind captures again and learns; later ones move the pointers in place
+        p = hirnode.Program.parse("param N = 64\ninput X : f32[N] replicated\noutput Y : f32[2 * N] replicated\n"
+                                  "allgather Y <- X via p2p\n", "ag.hir")
+        sets = []
+        for s in range(3):
+            xs = [rng(40 + 2 * s + r).standard_normal(64).astype(np.float32) for r in range(2)]
+            b = {"X": [self.rt.alloc(r, dtype="f32", shape=(64,)) for r in range(2)],
+                 "Y": [self.rt.alloc(r, dtype="f32", shape=(128,)) for r in range(2)]}
+            for r in range(2):
+                self.rt.upload(b["X"][r], xs[r])
+            sets.append((b, np.concatenate(xs)))
+        g = self.rt.capture(p, sets[0][0])
+        self.assertFalse(g.in_place)
+        for k, s in enumerate((1, 2, 0, 1)):
+            b, want = sets[s]
+            for r in range(2):
+                self.rt.upload(b["Y"][r], np.full(128, np.nan, np.float32))
+            g.rebind(b)
+            self.assertEqual(g.in_place, k > 0)
+            g.replay()
+            self.rt.sync()
+            for r in range(2):
+                np.testing.assert_array_equal(self.rt.download(b["Y"][r]), want)
+        g.destroy()
+
     def test_graph_keeps_its_tensors_alive(self):
         def capture():
             b, _ = mlp_inputs(2, 3)
