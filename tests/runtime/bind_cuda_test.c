@@ -193,6 +193,56 @@ static void external(int pooled)
     hn_program_destroy(p);
 }
 
+/* Y poisoned on every rank */
+static void xset_poison(hn_runtime *rt, const xset *s)
+{
+    float nan_host[N];
+    for (int i = 0; i < N; i++)
+        nan_host[i] = NAN;
+    for (int r = 0; r < s->n; r++)
+        CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, s->y[r], nan_host, sizeof(nan_host)), HN_OK);
+}
+
+/* Rebinds in place through every communicator: the first rebind captures
+ * again and learns; the later ones move the pointers in the kernels' and
+ * copies' parameters (the latency path's kernel, NCCL's argument buffer,
+ * the peer copies), each replay right on the buffers bound. */
+static void test_rebind_in_place(void)
+{
+    const char *vias[] = {"via p2p", "via ll", "via nccl"};
+    const int order[] = {1, 2, 1, 0, 2}, salt[] = {5, 6, 7};
+    int n = gpus() < 4 ? gpus() : 4;
+    for (int v = 0; v < 3 && n >= 2; v++) {
+        hn_program *p = program(vias[v]);
+        hn_runtime *rt = runtime(n, NULL, NULL);
+        xset s[3];
+        hn_graph *g = NULL;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+        for (int k = 0; k < 3; k++)
+            xset_make(rt, &s[k], n, 0, NULL, salt[k]);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, p, &s[0].args, NULL, &g), HN_OK);
+        for (int step = 0; step < (int)(sizeof(order) / sizeof(order[0])); step++) {
+            const int k = order[step];
+            xset_poison(rt, &s[k]);
+            CU_ASSERT_EQUAL_FATAL(hn_runtime_graph_rebind(rt, g, &s[k].args), HN_OK);
+            if (hn_runtime_graph_in_place(g) != (step > 0))
+                fprintf(stderr, "%s, rebind %d: %s\n", vias[v], step, step > 0 ? "captured again" : "in place");
+            CU_ASSERT_EQUAL(hn_runtime_graph_in_place(g), step > 0);
+            for (int i = 0; i < 3; i++)
+                CU_ASSERT_EQUAL(hn_runtime_replay(rt, g, NULL), HN_OK);
+            CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+            CU_ASSERT(xset_right(rt, &s[k], salt[k]));
+        }
+        hn_runtime_graph_destroy(rt, g);
+        for (int k = 0; k < 3; k++)
+            xset_free(rt, &s[k], NULL);
+        hn_runtime_forget(rt, p);
+        hn_runtime_destroy(rt);
+        hn_program_destroy(p);
+    }
+}
+
 /* An embedder may destroy its stream while a launch on it runs (CUDA
  * allows that): the runtime's query, sync and destroy never touch that
  * stream again, and the results are right. */
@@ -298,6 +348,7 @@ void hn_suite_bind_cuda(void)
     static CU_TestInfo tests[] = {
         {"cudaMalloc memory bound, run, launched, captured, rebound", test_cudamalloc},
         {"cudaMallocAsync pool memory bound, run, launched, captured, rebound", test_cudamallocasync},
+        {"rebinds after the first move pointers in place, via p2p, ll and nccl", test_rebind_in_place},
         {"ranks on other ordinals; two ranks on one device: NCCL refused, p2p runs", test_device_map},
         {"the embedder's stream destroyed with launches pending: query, sync, destroy", test_stream_gone},
         CU_TEST_INFO_NULL,
