@@ -2,9 +2,12 @@
  * updated in place by a new capture (cudaGraphExecUpdate) or, once it
  * learned where its nodes hold the bindings, by moving those pointers with
  * no capture (repoint.h): a kernel node's arguments, a copy's or a
- * memset's addresses are set in the captured graph, which then updates the
- * instantiated one (cudaGraphExecUpdate pairs the nodes by the topology,
- * so nothing here pairs a node of one graph with a node of another). */
+ * memset's addresses. Nothing here pairs a node of one graph with a node of
+ * another: once a capture taught where the pointers lie, exec is
+ * instantiated anew from that capture, and a repoint sets exec's nodes
+ * through that capture's nodes (cudaGraphExec*NodeSetParams); where that
+ * instantiation failed, the capture's nodes are set and update exec
+ * (cudaGraphExecUpdate pairs the nodes by the topology). */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -38,12 +41,14 @@ struct hn_dgraph {
     cnode *nodes;  /* [nnodes]: graph's nodes as learned (NULL: none) */
     int nnodes;
     int stale;     /* a repoint failed part way: graph's pointers are not the bindings' (learn nothing from it) */
+    int direct;    /* exec was instantiated from graph: a repoint sets exec's nodes itself */
 };
 
 /* ---- the driver's calls on kernel nodes, resolved once ---- */
 
 typedef CUresult (*kernel_get_fn)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
 typedef CUresult (*kernel_set_fn)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*exec_kernel_set_fn)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
 typedef CUresult (*func_name_fn)(const char **, CUfunction);
 typedef CUresult (*func_param_fn)(CUfunction, size_t, size_t *, size_t *);
 typedef CUresult (*kern_param_fn)(CUkernel, size_t, size_t *, size_t *);
@@ -51,6 +56,7 @@ typedef CUresult (*kern_param_fn)(CUkernel, size_t, size_t *, size_t *);
 static struct {
     kernel_get_fn get;
     kernel_set_fn set;
+    exec_kernel_set_fn exec_set;
     func_param_fn func_param;
     kern_param_fn kern_param;
     func_name_fn name;
@@ -74,10 +80,14 @@ static void resolve_driver(void)
 {
     drv.get = (kernel_get_fn)entry("cuGraphKernelNodeGetParams", 12000);
     drv.set = (kernel_set_fn)entry("cuGraphKernelNodeSetParams", 12000);
+    drv.exec_set = (exec_kernel_set_fn)entry("cuGraphExecKernelNodeSetParams", 12000);
     drv.name = (func_name_fn)entry("cuFuncGetName", 12030); /* logs only: may be missing */
     drv.func_param = (func_param_fn)entry("cuFuncGetParamInfo", 12040);
     drv.kern_param = (kern_param_fn)entry("cuKernelGetParamInfo", 12040);
-    drv.state = drv.get != NULL && drv.set != NULL && drv.func_param != NULL && drv.kern_param != NULL ? 1 : -1;
+    drv.state = drv.get != NULL && drv.set != NULL && drv.exec_set != NULL && drv.func_param != NULL &&
+                        drv.kern_param != NULL
+                    ? 1
+                    : -1;
     if (drv.state < 0)
         HN_INFO("the CUDA driver lacks the calls to read kernel nodes' arguments: rebinds capture again");
 }
@@ -431,6 +441,7 @@ hn_status_t hn_cuda_capture_update(hn_dstream *s, hn_dgraph *g, const hn_moved *
         (void)cudaGraphDestroy(graph);
         return st;
     }
+    g->direct = 0;
     if (m != NULL) {
         learn(g, g->graph, graph, m, nm);
     } else {
@@ -439,6 +450,16 @@ hn_status_t hn_cuda_capture_update(hn_dstream *s, hn_dgraph *g, const hn_moved *
     }
     (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
     g->graph = graph;
+    if (g->rp.learned) { /* exec made anew from graph: repoints set exec's nodes with no update */
+        cudaGraphExec_t exec = NULL;
+        if (cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+            (void)HN_CUDA_STATUS(cudaGraphExecDestroy(g->exec));
+            g->exec = exec;
+            g->direct = 1;
+        } else {
+            (void)cudaGetLastError(); /* exec as updated serves: repoints update it from graph */
+        }
+    }
     return HN_OK;
 }
 
@@ -459,8 +480,10 @@ static hn_status_t write_node(hn_dgraph *g, int i)
             args[k] = (char *)(w + K_HEAD) + c->off[k];
         kp.kernelParams = c->nparams >= 0 ? args : NULL;
         kp.extra = c->nparams >= 0 ? NULL : extra;
-        if ((r = drv.set((CUgraphNode)c->node, &kp)) != CUDA_SUCCESS) {
-            HN_ERROR("device %d: cuGraphKernelNodeSetParams failed (%d)", g->ord, (int)r);
+        r = g->direct ? drv.exec_set((CUgraphExec)g->exec, (CUgraphNode)c->node, &kp)
+                      : drv.set((CUgraphNode)c->node, &kp);
+        if (r != CUDA_SUCCESS) {
+            HN_ERROR("device %d: setting a kernel node's arguments failed (%d)", g->ord, (int)r);
             return HN_ERR_DEVICE;
         }
         return HN_OK;
@@ -468,11 +491,11 @@ static hn_status_t write_node(hn_dgraph *g, int i)
     if (c->type == cudaGraphNodeTypeMemcpy) {
         struct cudaMemcpy3DParms p;
         memcpy(&p, w + 1, sizeof(p));
-        e = cudaGraphMemcpyNodeSetParams(c->node, &p);
+        e = g->direct ? cudaGraphExecMemcpyNodeSetParams(g->exec, c->node, &p) : cudaGraphMemcpyNodeSetParams(c->node, &p);
     } else if (c->type == cudaGraphNodeTypeMemset) {
         struct cudaMemsetParams p;
         memcpy(&p, w + 1, sizeof(p));
-        e = cudaGraphMemsetNodeSetParams(c->node, &p);
+        e = g->direct ? cudaGraphExecMemsetNodeSetParams(g->exec, c->node, &p) : cudaGraphMemsetNodeSetParams(c->node, &p);
     }
     return HN_CUDA_STATUS(e);
 }
@@ -503,15 +526,16 @@ hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm)
         if (changed[i] && (st = write_node(g, i)) == HN_OK)
             wrote++;
     memset(&info, 0, sizeof(info));
-    if (st == HN_OK && wrote > 0)
+    if (st == HN_OK && wrote > 0 && !g->direct)
         st = HN_CUDA_STATUS(cudaGraphExecUpdate(g->exec, g->graph, &info));
     if (cur >= 0 && cur != g->ord)
         (void)cudaSetDevice(cur);
     hn_free(changed);
-    if (st != HN_OK) { /* graph (and exec) hold part of the move: what was learned no longer says what they run */
+    if (st != HN_OK) { /* exec holds part of the move, graph older pointers: learn nothing from graph */
         nodes_free(g);
         hn_repoint_free(&g->rp);
-        g->stale = wrote > 0;
+        g->stale = 1;
+        g->direct = 0;
     }
     return st;
 }
