@@ -132,6 +132,51 @@ sys.exit(0 if ok and refused else 1)
 """
 
 
+# a graph rebound across processes: the first rebind captures again, the later ones move the
+# pointers in place in every process (the peer copies hold the other processes' buffers too)
+REBIND = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from helpers import hirnode, np
+world, rank, rendezvous = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rt = hirnode.Runtime(backend=os.environ.get("HN_TEST_BACKEND", "host"), world=world, rank=rank,
+                     rendezvous=rendezvous, timeout=30)
+text = ("param N = 96\n"
+        "input  X : f32[N]        replicated\n"
+        "output Z : f32[world, N] replicated\n"
+        "output S : f32[N]        replicated\n"
+        "allgather Z <- X via p2p\n"
+        "allreduce S <- X op sum via p2p\n")
+p = hirnode.Program.parse(text, "ag.hir")
+sets = []
+for s in range(3):
+    xs = [np.random.default_rng(200 + 10 * s + r).standard_normal(96).astype(np.float32) for r in range(world)]
+    b = {"X": rt.alloc(rank, dtype="f32", shape=(96,)), "Z": rt.alloc(rank, dtype="f32", shape=(world, 96)),
+         "S": rt.alloc(rank, dtype="f32", shape=(96,))}
+    rt.upload(b["X"], xs[rank])
+    sets.append((b, np.stack(xs)))
+g = rt.capture(p, sets[0][0])
+ok, said = not g.in_place, []
+for k, s in enumerate((1, 2, 0, 1)):
+    b, want = sets[s]
+    rt.upload(b["Z"], np.full((world, 96), np.nan, np.float32))
+    rt.upload(b["S"], np.full(96, np.nan, np.float32))
+    g.rebind(b)
+    said.append(g.in_place)
+    ok = ok and g.in_place == (k > 0)
+    for i in range(2):
+        g.replay()
+    rt.sync()
+    ok = ok and np.array_equal(rt.download(b["Z"]), want)
+    ok = ok and np.allclose(rt.download(b["S"]), want.sum(axis=0), rtol=1e-5, atol=1e-5)
+g.destroy()
+rt.close()
+if not ok:
+    print("in place:", said)
+sys.exit(0 if ok else 1)
+"""
+
+
 class ProcessWorld(unittest.TestCase):
     def world(self, n, mode, worker=WORKER):
         with tempfile.TemporaryDirectory(prefix="hn-py-") as d:
@@ -153,6 +198,11 @@ class ProcessWorld(unittest.TestCase):
     def test_caller_memory_where_peers_never_touch_it(self):
         for n in (2, 3):
             codes, out = self.world(n, "caller", CALLER)
+            self.assertEqual(codes, [0] * n, "\n".join(out))
+
+    def test_rebind_in_place_across_processes(self):
+        for n in (2, 3):
+            codes, out = self.world(n, "rebind", REBIND)
             self.assertEqual(codes, [0] * n, "\n".join(out))
 
     def test_a_process_that_dies_is_named(self):

@@ -299,9 +299,10 @@ typedef struct hn_device_ops {
      * no capture: HN_OK; HN_ERR_UNSUPPORTED (nothing changed) when g has
      * not learned them, or m moves them in a way not learned (capture
      * again, with m, to learn it); another error when the backend failed
-     * (g must not be launched again). None of g's launches in flight; any
-     * thread. NULL where a backend cannot. */
-    hn_status_t (*graph_repoint)(hn_dgraph *g, const hn_moved *m, int nm);
+     * (g holds part of the move: capture again). check: only whether it
+     * can (HN_OK or HN_ERR_UNSUPPORTED), nothing changed. None of g's
+     * launches in flight; any thread. NULL where a backend cannot. */
+    hn_status_t (*graph_repoint)(hn_dgraph *g, const hn_moved *m, int nm, int check);
     /* Runs fn(arg) in stream order; release(arg) afterwards (may be NULL).
      * The host backend runs compute and emulated communication this way. */
     hn_status_t (*launch_host)(hn_dstream *s, hn_host_fn fn, void *arg, void (*release)(void *),

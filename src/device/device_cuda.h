@@ -49,7 +49,7 @@ hn_status_t hn_cuda_trap(hn_dstream *s);
 hn_status_t hn_cuda_capture_begin(hn_dstream *s);
 hn_status_t hn_cuda_capture_end(hn_dstream *s, hn_dgraph **out);
 hn_status_t hn_cuda_capture_update(hn_dstream *s, hn_dgraph *g, const hn_moved *m, int nm);
-hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm);
+hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm, int check);
 hn_status_t hn_cuda_graph_launch(hn_dgraph *g, hn_dstream *s);
 void hn_cuda_graph_destroy(hn_dgraph *g);
 /* Device memory shared across processes (device_cuda_share.c). */

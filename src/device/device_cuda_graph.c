@@ -502,7 +502,7 @@ static hn_status_t write_node(hn_dgraph *g, int i)
 
 /* Any thread: the graph's device is made current for the calls. The
  * moved nodes are set in g's captured graph, which then updates exec. */
-hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm)
+hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm, int check)
 {
     unsigned char *changed;
     cudaGraphExecUpdateResultInfo info;
@@ -511,6 +511,8 @@ hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm)
     int cur = -1, wrote = 0;
     if (g->nodes == NULL || !g->rp.learned || g->nnodes != g->rp.cur.n)
         return HN_ERR_UNSUPPORTED;
+    if (check)
+        return hn_repoint_move(&g->rp, m, nm, NULL, &why) == 1 ? HN_OK : HN_ERR_UNSUPPORTED;
     if ((changed = hn_calloc((size_t)g->rp.cur.n + 1, 1)) == NULL)
         return HN_ERR_NOMEM;
     if (hn_repoint_move(&g->rp, m, nm, changed, &why) != 1) {

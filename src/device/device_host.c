@@ -1048,11 +1048,14 @@ static hn_status_t host_capture_update(hn_dstream *s, hn_dgraph *g, const hn_mov
     return HN_OK;
 }
 
-static hn_status_t host_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm)
+static hn_status_t host_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm, int check)
 {
-    unsigned char *changed = hn_calloc((size_t)g->nops + 1, 1);
+    unsigned char *changed;
     const char *why = "nothing learned";
-    if (changed == NULL)
+    if (check)
+        return g->rp.cur.n == g->nops && hn_repoint_move(&g->rp, m, nm, NULL, &why) == 1 ? HN_OK
+                                                                                        : HN_ERR_UNSUPPORTED;
+    if ((changed = hn_calloc((size_t)g->nops + 1, 1)) == NULL)
         return HN_ERR_NOMEM;
     if (g->rp.cur.n != g->nops || hn_repoint_move(&g->rp, m, nm, changed, &why) != 1) {
         HN_DEBUG("host device %d: a rebind captures again: %s", g->dev, why);

@@ -206,6 +206,10 @@ int hn_repoint_move(hn_repoint *r, const hn_moved *m, int nm, unsigned char *cha
                 return 0;
             }
     }
+    if (changed == NULL) { /* only whether it can */
+        hn_free(val);
+        return 1;
+    }
     memset(changed, 0, (size_t)r->cur.n);
     for (int i = 0; i < r->nslots; i++)
         if (r->cur.w[r->slots[i].word] != val[i]) {

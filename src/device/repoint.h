@@ -68,7 +68,8 @@ int hn_repoint_learn(hn_repoint *r, hn_images *next, const hn_moved *m, int nm, 
  * node rewritten (changed: [r->cur.n], zeroed here); 0: not possible (not
  * learned, other bindings, a move not certified, candidates that now
  * disagree, a slot that no longer holds what it should; *why says which):
- * nothing changed. */
+ * nothing changed. changed NULL: only whether it can (1 or 0), nothing
+ * changed either way. */
 int hn_repoint_move(hn_repoint *r, const hn_moved *m, int nm, unsigned char *changed, const char **why);
 
 void hn_repoint_free(hn_repoint *r);

@@ -216,32 +216,15 @@ hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run
     return st;
 }
 
-/* ---- rebinding: the program captured again, into g's backend graphs ---- */
-
-static hn_status_t refuse(hn_runtime *rt, const hn_graph *g);
-
-/* The parameters of args are those of g's capture; else why not. */
-static hn_status_t same_params(hn_runtime *rt, const hn_graph *g, const int64_t *params)
-{
-    for (int i = 0; i < g->nparams; i++)
-        if (params[i] != g->params[i]) {
-            char text[300];
-            snprintf(text, sizeof(text),
-                     "hirnode: error: a rebind keeps the configuration of the capture: parameter %s is %lld, the "
-                     "graph was captured with %lld (capture again for other parameters)",
-                     g->lp->names[g->lp->params[i].var], (long long)params[i], (long long)g->params[i]);
-            hn_runtime_set_error_text(rt, text);
-            return HN_ERR_INVALID;
-        }
-    return HN_OK;
-}
+/* ---- rebinding (rebind.c): the program captured again, into g's backend graphs ---- */
 
 /* Captures g's program again with io on every rank and puts the capture
  * into each rank's backend graph in place: under a new id (sequences keyed
  * by it start afresh, the communicators' state of the old one taken
  * over), with g's epoch words (what was captured reads them relative).
- * m (or NULL): how the bindings move, for the backends to learn from. */
-static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io, const hn_moved *m)
+ * m (nm moves, or NULL): how the bindings move, for the backends to learn
+ * from (graph.h). */
+hn_status_t hn_graph_recapture(hn_runtime *rt, hn_graph *g, void *const *const *io, const hn_moved *m, int nm)
 {
     hn_status_t st, st2;
     uint64_t prev = g->id;
@@ -250,7 +233,7 @@ static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io
         return HN_ERR_NOMEM;
     g->id = ++rt->graph_ids;
     g->moving = m;
-    g->nmoving = m != NULL ? g->nio * rt->nlocal : 0;
+    g->nmoving = m != NULL ? nm : 0;
     for (int i = 0; i < rt->nlocal; i++)
         g->ctx[i].prev = prev;
     hn_runtime_clear_error(rt);
@@ -284,93 +267,6 @@ static hn_status_t recapture(hn_runtime *rt, hn_graph *g, void *const *const *io
     g->updated = NULL;
     return st;
 }
-
-/* How every binding of g moves to rs's: [k * nlocal + local], from what g
- * binds now to what rs binds, over the bytes both hold. */
-static hn_moved *moves_of(const hn_runtime *rt, const hn_graph *g, const hn_resolved *rs)
-{
-    int n = rt->nlocal;
-    hn_moved *m = hn_calloc((size_t)g->nio * (size_t)n + 1, sizeof(*m));
-    for (int k = 0; m != NULL && k < g->nio; k++)
-        for (int r = 0; r < n; r++) {
-            size_t i = (size_t)k * (size_t)n + (size_t)r, now = rs->b.bytes[k][r];
-            m[i].from = (uintptr_t)g->io[i];
-            m[i].to = (uintptr_t)rs->io[k][r];
-            m[i].bytes = g->io[i] == NULL || rs->io[k][r] == NULL ? 0 : g->bytes[i] < now ? g->bytes[i] : now;
-        }
-    return m;
-}
-
-/* Moves every rank's pointers in place, with no capture: 1 when all moved;
- * 0 when some rank's backend cannot (then ranks that moved hold the new
- * pointers, and *partial says so). */
-static int repoint(hn_runtime *rt, hn_graph *g, const hn_moved *m, int *partial)
-{
-    int moved = 0;
-    *partial = 0;
-    if (rt->dev->graph_repoint == NULL)
-        return 0;
-    for (int i = 0; i < rt->nlocal; i++) {
-        hn_status_t st = rt->dev->graph_repoint(g->g[i], m, g->nio * rt->nlocal);
-        if (st != HN_OK) {
-            *partial = moved > 0;
-            if (st != HN_ERR_UNSUPPORTED)
-                HN_WARN("rank %d: its graph's pointers could not be moved in place (%s): captured again",
-                        rt->ranks[i].rank, hn_status_string(st));
-            return 0;
-        }
-        moved++;
-    }
-    return 1;
-}
-
-hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_args *args)
-{
-    hn_resolved rs = {0};
-    hn_moved *m = NULL;
-    hn_status_t st;
-    int n, partial = 0;
-    if (rt == NULL || g == NULL || g->rt != rt || args == NULL)
-        return HN_ERR_INVALID;
-    if (!g->valid)
-        return refuse(rt, g);
-    if ((st = hn_runtime_enter(rt, 0, 1)) != HN_OK) /* its replays finish first */
-        return st;
-    if (!g->valid) /* the launches in flight failed */
-        return refuse(rt, g);
-    if (rt->dev->capture_update == NULL || rt->trace != NULL || rt->faults.n > 0) {
-        snprintf(rt->err_text, sizeof(rt->err_text), "hirnode: error: a graph cannot be rebound %s",
-                 rt->trace != NULL    ? "while tracing"
-                 : rt->faults.n > 0   ? "with injected faults (HIRNODE_FAULT)"
-                                      : "on this backend (it cannot update a graph in place): capture again");
-        return HN_ERR_UNSUPPORTED;
-    }
-    /* the bindings checked as for a launch, against the program captured */
-    if ((st = hn_runtime_resolve(rt, g->lp, args, &rs)) != HN_OK)
-        return st;
-    if ((st = same_params(rt, g, rs.params)) == HN_OK) {
-        /* in place where every rank's graph learned how; across processes
-         * a peer's buffers are the other process's to move: captured again */
-        if (!hn_procs(rt) && (m = moves_of(rt, g, &rs)) == NULL)
-            st = HN_ERR_NOMEM;
-        g->in_place = m != NULL && repoint(rt, g, m, &partial);
-        if (st == HN_OK && !g->in_place) /* ranks that moved have nothing to learn from: learn next time */
-            st = recapture(rt, g, (void *const *const *)rs.io, partial ? NULL : m);
-    }
-    if (st == HN_OK) {
-        n = rt->nlocal;
-        for (int k = 0; k < g->nio; k++)
-            for (int r = 0; r < n; r++) {
-                g->io[(size_t)k * (size_t)n + (size_t)r] = rs.io[k][r];
-                g->bytes[(size_t)k * (size_t)n + (size_t)r] = rs.b.bytes[k][r];
-            }
-    }
-    hn_free(m);
-    hn_resolved_free(&rs);
-    return st;
-}
-
-int hn_runtime_graph_in_place(const hn_graph *g) { return g != NULL && g->in_place; }
 
 typedef struct replay_job {
     hn_graph *g;
@@ -445,7 +341,7 @@ static hn_status_t launch_every_rank(hn_runtime *rt, replay_job *j)
     return st;
 }
 
-static hn_status_t refuse(hn_runtime *rt, const hn_graph *g)
+hn_status_t hn_graph_refuse(hn_runtime *rt, const hn_graph *g)
 {
     char text[sizeof(g->why) + 96];
     snprintf(text, sizeof(text), "hirnode: error: the graph cannot be replayed: %s; destroy it and capture again",
@@ -458,11 +354,11 @@ hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *
 {
     hn_status_t st = HN_OK;
     if (!g->valid)
-        return refuse(rt, g);
+        return hn_graph_refuse(rt, g);
     if ((st = hn_runtime_enter(rt, hn_replay_key(g->prog), 0)) != HN_OK)
         return st;
     if (!g->valid) /* the launches in flight failed */
-        return refuse(rt, g);
+        return hn_graph_refuse(rt, g);
     hn_runtime_set_err_prog(rt, g->lp);
     {
         replay_job j = {g, streams};

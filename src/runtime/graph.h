@@ -22,6 +22,15 @@ hn_status_t hn_runtime_replay_streams(hn_runtime *rt, hn_graph *g, void *const *
  * in flight or of that preparation otherwise. */
 hn_status_t hn_runtime_auto_graph(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                   void *const *const *io, void *const *streams, hn_graph **out);
+/* HN_ERR_INVALID with the text saying g cannot be replayed, and why. */
+hn_status_t hn_graph_refuse(hn_runtime *rt, const hn_graph *g);
+/* Captures g's program again with io on every rank (the launches in
+ * flight finished) and puts the capture into each rank's backend graph in
+ * place (capture_update), under a new id with g's epoch words. m (nm
+ * moves, or NULL): how the bindings move, for the backends to learn from.
+ * On a failure g is unusable. */
+hn_status_t hn_graph_recapture(hn_runtime *rt, hn_graph *g, void *const *const *io, const hn_moved *m, int nm);
+
 /* Frees every graph, their replays finished first (the runtime's end, on
  * the rank threads, before the teams go). */
 void hn_graphs_free(hn_runtime *rt);
