@@ -372,9 +372,11 @@ void hn_runtime_graph_destroy(hn_runtime *rt, hn_graph *g);
  * teaches g, when every difference between the two captures is such a
  * pointer. So the first rebind captures again and later ones move
  * pointers; a rebind captures again when a buffer moves to another
- * alignment (mod 256 bytes), when buffers overlap otherwise than before,
- * when a buffer moves that no learning saw move, and across processes
- * (hn_runtime_graph_in_place says which it did). Either way replays keep
+ * alignment (mod 256 bytes) or (CUDA) to another kind of memory (type,
+ * device, pool), when buffers overlap otherwise than before, or when a
+ * buffer moves that the last learning did not see move
+ * (hn_runtime_graph_in_place says which it did). Across processes every
+ * process does the same, in place only where all can. Either way replays keep
  * their launch cost and g its identity.
  * HN_ERR_INVALID (hn_runtime_error says why) for other parameters, a
  * binding that does not fit (the tensor and rank named), or a graph that
@@ -386,7 +388,7 @@ void hn_runtime_graph_destroy(hn_runtime *rt, hn_graph *g);
  * every call on the runtime. */
 hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_args *args);
 /* 1 when g's last rebind moved its pointers in place with no capture; 0
- * when it captured again, or g was never rebound. */
+ * when it captured again or failed, or g was never rebound. */
 int hn_runtime_graph_in_place(const hn_graph *g);
 
 /* Tracing (docs/TRACING.md). From hn_runtime_trace_start to

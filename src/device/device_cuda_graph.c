@@ -2,12 +2,16 @@
  * updated in place by a new capture (cudaGraphExecUpdate) or, once it
  * learned where its nodes hold the bindings, by moving those pointers with
  * no capture (repoint.h): a kernel node's arguments, a copy's or a
- * memset's addresses. Nothing here pairs a node of one graph with a node of
- * another: once a capture taught where the pointers lie, exec is
- * instantiated anew from that capture, and a repoint sets exec's nodes
- * through that capture's nodes (cudaGraphExec*NodeSetParams); where that
- * instantiation failed, the capture's nodes are set and update exec
- * (cudaGraphExecUpdate pairs the nodes by the topology). */
+ * memset's addresses. Learning compares two captures node by node in
+ * cudaGraphGetNodes' order (the order of issue); nodes paired wrongly
+ * differ in their functions or arguments, so nothing is learned from them.
+ * A repoint writes nodes of one capture only: once a capture taught where
+ * the pointers lie, exec is instantiated anew from it, and a repoint sets
+ * exec's nodes through that capture's nodes (cudaGraphExec*NodeSetParams);
+ * where that instantiation failed, the capture's nodes are set and update
+ * exec (cudaGraphExecUpdate pairs the nodes by the topology). A binding
+ * moves in place only to memory of the kind it was learned in (type,
+ * device, pool): libraries pick their code by it. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -42,6 +46,7 @@ struct hn_dgraph {
     int nnodes;
     int stale;     /* a repoint failed part way: graph's pointers are not the bindings' (learn nothing from it) */
     int direct;    /* exec was instantiated from graph: a repoint sets exec's nodes itself */
+    uint64_t *kinds; /* [rp.nm] while learned: the kind of memory each binding was when learned (kind_of) */
 };
 
 /* ---- the driver's calls on kernel nodes, resolved once ---- */
@@ -50,6 +55,7 @@ typedef CUresult (*kernel_get_fn)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
 typedef CUresult (*kernel_set_fn)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
 typedef CUresult (*exec_kernel_set_fn)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
 typedef CUresult (*func_name_fn)(const char **, CUfunction);
+typedef CUresult (*pointer_attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
 typedef CUresult (*func_param_fn)(CUfunction, size_t, size_t *, size_t *);
 typedef CUresult (*kern_param_fn)(CUkernel, size_t, size_t *, size_t *);
 
@@ -60,6 +66,7 @@ static struct {
     func_param_fn func_param;
     kern_param_fn kern_param;
     func_name_fn name;
+    pointer_attr_fn attr;
     int state; /* 0 not tried, 1 resolved, -1 missing */
 } drv;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
@@ -82,10 +89,11 @@ static void resolve_driver(void)
     drv.set = (kernel_set_fn)entry("cuGraphKernelNodeSetParams", 12000);
     drv.exec_set = (exec_kernel_set_fn)entry("cuGraphExecKernelNodeSetParams", 12000);
     drv.name = (func_name_fn)entry("cuFuncGetName", 12030); /* logs only: may be missing */
+    drv.attr = (pointer_attr_fn)entry("cuPointerGetAttribute", 12000);
     drv.func_param = (func_param_fn)entry("cuFuncGetParamInfo", 12040);
     drv.kern_param = (kern_param_fn)entry("cuKernelGetParamInfo", 12040);
     drv.state = drv.get != NULL && drv.set != NULL && drv.exec_set != NULL && drv.func_param != NULL &&
-                        drv.kern_param != NULL
+                        drv.kern_param != NULL && drv.attr != NULL
                     ? 1
                     : -1;
     if (drv.state < 0)
@@ -135,8 +143,10 @@ static int kernel_image(hn_images *im, cudaGraphNode_t node, cnode *info)
     for (; blob == NULL && n < 256; n++) {
         CUresult r = kp.func != NULL ? drv.func_param(kp.func, (size_t)n, &off[n], &size[n])
                                      : drv.kern_param(kp.kern, (size_t)n, &off[n], &size[n]);
-        if (r != CUDA_SUCCESS)
+        if (r == CUDA_ERROR_INVALID_VALUE) /* past the last argument */
             break;
+        if (r != CUDA_SUCCESS)
+            return opaque(im, node, cudaGraphNodeTypeKernel);
         if (off[n] + size[n] > end)
             end = off[n] + size[n];
     }
@@ -296,6 +306,33 @@ static const char *node_name(const hn_dgraph *g, int i)
     return name;
 }
 
+/* The kind of memory p lies in, as libraries pick their code by it (the
+ * memory type, its device, whether it is a pool's); 0 where CUDA does not
+ * know p. */
+static uint64_t kind_of(uintptr_t p)
+{
+    struct cudaPointerAttributes at;
+    void *pool = NULL;
+    if (cudaPointerGetAttributes(&at, (const void *)p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (drv.attr(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, (CUdeviceptr)p) != CUDA_SUCCESS)
+        pool = NULL;
+    return (uint64_t)(at.type + 1) | (uint64_t)(at.device + 1) << 8 | (uint64_t)(pool != NULL) << 24;
+}
+
+/* Whether every binding m moves lies in memory of the kind it was learned in. */
+static int same_kinds(const hn_dgraph *g, const hn_moved *m, int nm)
+{
+    if (g->kinds == NULL || nm != g->rp.nm)
+        return 0;
+    for (int j = 0; j < nm; j++)
+        if (m[j].from != m[j].to && m[j].bytes > 0 && kind_of(m[j].to) != g->kinds[j])
+            return 0;
+    return 1;
+}
+
 /* After exec took `graph` (a capture whose bindings moved by m from the
  * ones before): learns where its nodes hold them. */
 static void learn(hn_dgraph *g, cudaGraph_t before, cudaGraph_t graph, const hn_moved *m, int nm)
@@ -306,10 +343,8 @@ static void learn(hn_dgraph *g, cudaGraph_t before, cudaGraph_t graph, const hn_
     pthread_once(&drv_once, resolve_driver);
     if (drv.state < 0)
         return;
-    if (g->stale) { /* before does not hold the bindings m moves from: the next rebind learns */
-        g->stale = 0;
+    if (g->stale) /* before does not hold the bindings m moves from: the next rebind learns */
         return;
-    }
     rc = g->rp.cur.n == 0 ? images_of(g, before, &g->rp.cur, 0) : 0;
     if (rc == 0)
         rc = images_of(g, graph, &next, 1);
@@ -321,8 +356,15 @@ static void learn(hn_dgraph *g, cudaGraph_t before, cudaGraph_t graph, const hn_
         why = "a pointer lies in a node whose parameters cannot take another";
     }
     if (rc == 1) {
-        HN_DEBUG("device %d: a rebind learned %d pointers in %d nodes", g->ord, g->rp.nslots, g->rp.cur.n);
-        return;
+        hn_free(g->kinds);
+        if ((g->kinds = hn_calloc((size_t)nm + 1, sizeof(*g->kinds))) != NULL) {
+            for (int j = 0; j < nm; j++)
+                g->kinds[j] = m[j].bytes > 0 ? kind_of(m[j].to) : 0;
+            HN_DEBUG("device %d: a rebind learned %d pointers in %d nodes", g->ord, g->rp.nslots, g->rp.cur.n);
+            return;
+        }
+        why = "out of memory";
+        rc = -1;
     }
     HN_INFO("device %d: rebinds of this graph capture again: %s (node %d of %d%s%s, word %d)", g->ord,
             why != NULL ? why : "its nodes could not be read", g->rp.bad_node, g->nnodes,
@@ -408,6 +450,7 @@ void hn_cuda_graph_destroy(hn_dgraph *g)
         (void)cudaSetDevice(cur);
     nodes_free(g);
     hn_repoint_free(&g->rp);
+    hn_free(g->kinds);
     hn_free(g);
 }
 
@@ -450,6 +493,7 @@ hn_status_t hn_cuda_capture_update(hn_dstream *s, hn_dgraph *g, const hn_moved *
     }
     (void)HN_CUDA_STATUS(cudaGraphDestroy(g->graph));
     g->graph = graph;
+    g->stale = 0; /* graph is a whole capture again */
     if (g->rp.learned) { /* exec made anew from graph: repoints set exec's nodes with no update */
         cudaGraphExec_t exec = NULL;
         if (cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
@@ -511,6 +555,10 @@ hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm, int c
     int cur = -1, wrote = 0;
     if (g->nodes == NULL || !g->rp.learned || g->nnodes != g->rp.cur.n)
         return HN_ERR_UNSUPPORTED;
+    if (!same_kinds(g, m, nm)) {
+        HN_DEBUG("device %d: a rebind captures again: a buffer moves to another kind of memory", g->ord);
+        return HN_ERR_UNSUPPORTED;
+    }
     if (check)
         return hn_repoint_move(&g->rp, m, nm, NULL, &why) == 1 ? HN_OK : HN_ERR_UNSUPPORTED;
     if ((changed = hn_calloc((size_t)g->rp.cur.n + 1, 1)) == NULL)

@@ -146,9 +146,10 @@ int hn_repoint_learn(hn_repoint *r, hn_images *next, const hn_moved *m, int nm, 
         memset(r->certified, 0, (size_t)nm);
         return ok;
     }
+    /* exactly the bindings this learning saw move: a binding that stayed
+     * may have taken a word that only lies at its end for a slot */
     for (int j = 0; j < nm; j++)
-        if (m[j].from != m[j].to && m[j].bytes > 0)
-            r->certified[j] = 1;
+        r->certified[j] = m[j].from != m[j].to && m[j].bytes > 0;
     r->learned = 1;
     return 1;
 }
@@ -187,7 +188,7 @@ int hn_repoint_move(hn_repoint *r, const hn_moved *m, int nm, unsigned char *cha
            ? "a buffer at another alignment (mod 256), or buffers that overlap otherwise" : NULL;
     for (int j = 0; j < nm && *why == NULL; j++)
         if (m[j].from != m[j].to && !r->certified[j])
-            *why = "a buffer moves that no rebind learned from moved";
+            *why = "a buffer moves that the last learning did not see move";
     if (*why != NULL)
         return 0;
     if ((val = hn_malloc(((size_t)r->nslots + 1) * sizeof(*val))) == NULL) {
@@ -198,7 +199,11 @@ int hn_repoint_move(hn_repoint *r, const hn_moved *m, int nm, unsigned char *cha
         const hn_slot *s = &r->slots[i];
         val[i] = m[s->j[0]].to + s->off[0];
         for (int c = 0; c < s->n; c++)
-            if (r->cur.w[s->word] != m[s->j[c]].from + s->off[c] || m[s->j[c]].to + s->off[c] != val[i]) {
+            if (m[s->j[c]].bytes == 0 && m[s->j[c]].from != m[s->j[c]].to) {
+                *why = "a buffer the graph's work points into moves to or from one of no bytes";
+                hn_free(val);
+                return 0;
+            } else if (r->cur.w[s->word] != m[s->j[c]].from + s->off[c] || m[s->j[c]].to + s->off[c] != val[i]) {
                 *why = r->cur.w[s->word] != m[s->j[c]].from + s->off[c]
                        ? "a pointer is not where the graph's buffers say"
                        : "a pointer into buffers that overlapped no longer says which";

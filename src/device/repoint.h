@@ -12,11 +12,12 @@
  * images do not show (a kernel picked for them, an address encoded, a
  * table of the backend's) and nothing is learned. What is learned: the
  * words that are pointers (slots), each with the bindings that explain it,
- * and which bindings were seen moved (certified: every use of them is a
- * word that moved). A later rebind moves the slots of the images and
- * nothing else, when every binding it moves is certified and the
- * candidates of every slot agree; otherwise the graph is captured again
- * (and learns again). */
+ * and which bindings this learning saw move (certified: every use of them
+ * is a word that moved; a binding that stayed certifies nothing, since a
+ * word at its end may point into whatever lies next). A later rebind moves
+ * the slots of the images and nothing else, when every binding it moves is
+ * certified and the candidates of every slot agree; otherwise the graph is
+ * captured again (and learns again). */
 #ifndef HN_REPOINT_H
 #define HN_REPOINT_H
 

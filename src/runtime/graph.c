@@ -229,8 +229,11 @@ hn_status_t hn_graph_recapture(hn_runtime *rt, hn_graph *g, void *const *const *
     hn_status_t st, st2;
     uint64_t prev = g->id;
     int bad = -1;
-    if ((g->updated = hn_calloc((size_t)rt->nlocal, sizeof(hn_status_t))) == NULL)
+    if ((g->updated = hn_calloc((size_t)rt->nlocal, sizeof(hn_status_t))) == NULL) {
+        g->valid = 0; /* as any failure of a capture again: the caller may have moved part of it */
+        snprintf(g->why, sizeof(g->why), "a rebind ran out of memory");
         return HN_ERR_NOMEM;
+    }
     g->id = ++rt->graph_ids;
     g->moving = m;
     g->nmoving = m != NULL ? nm : 0;

@@ -191,6 +191,10 @@ static hn_status_t rebind(hn_runtime *rt, hn_graph *g, const hn_resolved *rs)
      * failed part way), the graphs before are not what m moves from */
     if (st == HN_OK && !moved)
         st = hn_graph_recapture(rt, g, (void *const *const *)rs->io, can ? NULL : m, nm);
+    if (st != HN_OK && can && !moved && g->valid) { /* some ranks' graphs hold part of the move */
+        g->valid = 0;
+        snprintf(g->why, sizeof(g->why), "a rebind failed after moving some of its pointers");
+    }
     hn_free(m);
     return st;
 }
@@ -208,6 +212,7 @@ hn_status_t hn_runtime_graph_rebind(hn_runtime *rt, hn_graph *g, const hn_run_ar
         return st;
     if (!g->valid) /* the launches in flight failed */
         return hn_graph_refuse(rt, g);
+    g->in_place = 0;
     if (rt->dev->capture_update == NULL || rt->trace != NULL || rt->faults.n > 0) {
         snprintf(rt->err_text, sizeof(rt->err_text), "hirnode: error: a graph cannot be rebound %s",
                  rt->trace != NULL    ? "while tracing"

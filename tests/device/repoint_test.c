@@ -194,6 +194,39 @@ static void test_adjacent(void)
     hn_repoint_free(&r);
 }
 
+/* A binding that stayed in the last learning is not moved, though an
+ * earlier learning saw it move: a word at its end (whatever lies next, an
+ * epoch word, say) became a slot of it then. */
+static void test_certified_by_the_last_learning(void)
+{
+    hn_repoint r = {0};
+    hn_images a = {0}, b = {0}, c = {0};
+    hn_moved m[2] = {{X, Y, 4096}, {X + 0x10000, Y + 0x10000, 4096}};
+    unsigned char changed[1];
+    const char *why = NULL;
+    /* word 0 points into A, word 1 at A's end: another buffer, which never moves */
+    CU_ASSERT_EQUAL(hn_images_add(&a, (uint64_t[2]){X + 8, X + 4096}, 16), 0);
+    CU_ASSERT_EQUAL(hn_images_add(&b, (uint64_t[2]){Y + 8, X + 4096}, 16), 0);
+    r.cur = a;
+    CU_ASSERT_EQUAL(hn_repoint_learn(&r, &b, m, 2, &why), 1); /* A and B moved */
+    /* learned again with A back at X and staying, B moving */
+    m[0] = (hn_moved){X, X, 4096};
+    m[1] = (hn_moved){Y + 0x10000, Z + 0x10000, 4096};
+    r.cur.w[0] = X + 8; /* as a capture at X would hold */
+    CU_ASSERT_EQUAL(hn_images_add(&c, (uint64_t[2]){X + 8, X + 4096}, 16), 0);
+    hn_images_free(&r.cur);
+    CU_ASSERT_EQUAL(hn_images_add(&r.cur, (uint64_t[2]){X + 8, X + 4096}, 16), 0);
+    CU_ASSERT_EQUAL(hn_repoint_learn(&r, &c, m, 2, &why), 1);
+    /* A moves now: refused, the word at its end left alone */
+    m[0] = (hn_moved){X, Z, 4096};
+    m[1] = (hn_moved){Z + 0x10000, Z + 0x10000, 4096};
+    CU_ASSERT_EQUAL(hn_repoint_move(&r, m, 2, changed, &why), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "did not see move"));
+    CU_ASSERT_EQUAL(r.cur.w[1], X + 4096);
+    hn_images_free(&b);
+    hn_repoint_free(&r);
+}
+
 void hn_suite_repoint(void)
 {
     static CU_TestInfo tests[] = {
@@ -202,6 +235,7 @@ void hn_suite_repoint(void)
         {"a binding never seen moving is not moved", test_certified},
         {"a change no move explains, a pointer left behind, another shape: nothing learned", test_refused_learning},
         {"a pointer where one binding ends and the next begins", test_adjacent},
+        {"only the bindings the last learning saw move are moved", test_certified_by_the_last_learning},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"device/repoint", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

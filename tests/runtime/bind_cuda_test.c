@@ -206,7 +206,8 @@ static void xset_poison(hn_runtime *rt, const xset *s)
 /* Rebinds in place through every communicator: the first rebind captures
  * again and learns; the later ones move the pointers in the kernels' and
  * copies' parameters (the latency path's kernel, NCCL's argument buffer,
- * the peer copies), each replay right on the buffers bound. */
+ * the peer copies), each replay right on the buffers bound; a move to pool
+ * memory (another kind) captures again, and so does the move back. */
 static void test_rebind_in_place(void)
 {
     const char *vias[] = {"via p2p", "via ll", "via nccl"};
@@ -233,6 +234,31 @@ static void test_rebind_in_place(void)
                 CU_ASSERT_EQUAL(hn_runtime_replay(rt, g, NULL), HN_OK);
             CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
             CU_ASSERT(xset_right(rt, &s[k], salt[k]));
+        }
+        /* pool memory (cudaMallocAsync): another kind, captured again; back
+         * to cudaMalloc: again; then in place */
+        {
+            cudaStream_t streams[8];
+            xset pool;
+            const int back[] = {0, 2}, in_place[] = {0, 1};
+            streams_make(rt, n, streams);
+            xset_make(rt, &pool, n, 1, streams, 9);
+            CU_ASSERT_EQUAL_FATAL(hn_runtime_graph_rebind(rt, g, &pool.args), HN_OK);
+            CU_ASSERT_FALSE(hn_runtime_graph_in_place(g));
+            CU_ASSERT_EQUAL(hn_runtime_replay(rt, g, NULL), HN_OK);
+            CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+            CU_ASSERT(xset_right(rt, &pool, 9));
+            for (int i = 0; i < 2; i++) {
+                const int k = back[i];
+                xset_poison(rt, &s[k]);
+                CU_ASSERT_EQUAL_FATAL(hn_runtime_graph_rebind(rt, g, &s[k].args), HN_OK);
+                CU_ASSERT_EQUAL(hn_runtime_graph_in_place(g), in_place[i]);
+                CU_ASSERT_EQUAL(hn_runtime_replay(rt, g, NULL), HN_OK);
+                CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+                CU_ASSERT(xset_right(rt, &s[k], salt[k]));
+            }
+            xset_free(rt, &pool, streams);
+            streams_free(rt, n, streams);
         }
         hn_runtime_graph_destroy(rt, g);
         for (int k = 0; k < 3; k++)
