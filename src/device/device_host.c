@@ -1050,19 +1050,16 @@ static hn_status_t host_capture_update(hn_dstream *s, hn_dgraph *g, const hn_mov
 
 static hn_status_t host_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm, int check)
 {
-    unsigned char *changed;
+    unsigned char *changed = NULL;
     const char *why = "nothing learned";
-    if (check)
-        return g->rp.cur.n == g->nops && hn_repoint_move(&g->rp, m, nm, NULL, &why) == 1 ? HN_OK
-                                                                                        : HN_ERR_UNSUPPORTED;
-    if ((changed = hn_calloc((size_t)g->nops + 1, 1)) == NULL)
+    if (!check && (changed = hn_calloc((size_t)g->nops + 1, 1)) == NULL)
         return HN_ERR_NOMEM;
     if (g->rp.cur.n != g->nops || hn_repoint_move(&g->rp, m, nm, changed, &why) != 1) {
         HN_DEBUG("host device %d: a rebind captures again: %s", g->dev, why);
         hn_free(changed);
         return HN_ERR_UNSUPPORTED;
     }
-    for (int i = 0; i < g->nops; i++) {
+    for (int i = 0; i < g->nops && changed != NULL; i++) {
         const uint64_t *w = g->rp.cur.w + g->rp.cur.at[i];
         closure *cl = g->ops[i].cl;
         if (!changed[i])

@@ -13,14 +13,8 @@
 int hn_images_add(hn_images *im, const void *bytes, size_t len)
 {
     size_t words = (len + 7) / 8;
-    if (im->n + 1 >= im->ncap) {
-        int ncap = im->ncap ? 2 * im->ncap : 64;
-        size_t *at = hn_realloc(im->at, (size_t)ncap * sizeof(*at));
-        if (at == NULL)
-            return -1;
-        im->at = at;
-        im->ncap = ncap;
-    }
+    if (hn_grow((void **)&im->at, &im->ncap, im->n + 1, sizeof(*im->at)) != 0)
+        return -1;
     if (im->nw + words > im->wcap) {
         size_t wcap = im->wcap ? 2 * im->wcap : 1024;
         uint64_t *w;
@@ -56,14 +50,8 @@ static int inside(const hn_moved *m, uint64_t v)
 
 static int add_slot(hn_repoint *r, const hn_slot *s)
 {
-    if (r->nslots == r->scap) {
-        int cap = r->scap ? 2 * r->scap : 64;
-        hn_slot *p = hn_realloc(r->slots, (size_t)cap * sizeof(*p));
-        if (p == NULL)
-            return -1;
-        r->slots = p;
-        r->scap = cap;
-    }
+    if (hn_grow((void **)&r->slots, &r->scap, r->nslots, sizeof(*r->slots)) != 0)
+        return -1;
     r->slots[r->nslots++] = *s;
     return 0;
 }

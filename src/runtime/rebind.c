@@ -30,8 +30,6 @@ static hn_status_t same_params(hn_runtime *rt, const hn_graph *g, const int64_t 
     return HN_OK;
 }
 
-static size_t smaller(size_t a, size_t b) { return a < b ? a : b; }
-
 /* In one process: every binding of every rank, [k * nlocal + local], from
  * what g binds now to what rs binds, over the bytes both hold. */
 static hn_moved *moves_here(const hn_runtime *rt, const hn_graph *g, const hn_resolved *rs)
@@ -43,7 +41,7 @@ static hn_moved *moves_here(const hn_runtime *rt, const hn_graph *g, const hn_re
             size_t i = (size_t)k * (size_t)n + (size_t)r;
             m[i].from = (uintptr_t)g->io[i];
             m[i].to = (uintptr_t)rs->io[k][r];
-            m[i].bytes = g->io[i] == NULL || rs->io[k][r] == NULL ? 0 : smaller(g->bytes[i], rs->b.bytes[k][r]);
+            m[i].bytes = g->io[i] == NULL || rs->io[k][r] == NULL ? 0 : HN_MIN(g->bytes[i], rs->b.bytes[k][r]);
         }
     return m;
 }
@@ -102,7 +100,7 @@ static hn_status_t moves_everywhere(hn_runtime *rt, const hn_graph *g, const hn_
     for (int k = 0; k < nio; k++) {
         mine[k].from = (uintptr_t)g->io[k];
         mine[k].to = (uintptr_t)rs->io[k][0];
-        mine[k].bytes = g->io[k] == NULL || rs->io[k][0] == NULL ? 0 : smaller(g->bytes[k], rs->b.bytes[k][0]);
+        mine[k].bytes = g->io[k] == NULL || rs->io[k][0] == NULL ? 0 : HN_MIN(g->bytes[k], rs->b.bytes[k][0]);
         mine[k].reach_from = reach_of(rt, g->io[k]);
         mine[k].reach_to = reach_of(rt, rs->io[k][0]);
     }
