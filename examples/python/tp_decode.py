@@ -22,7 +22,7 @@ the script then starts its processes itself (--nproc, as torchrun would set them
     torchrun --nproc-per-node 2 examples/python/tp_decode.py            # eagerly
     torchrun --nproc-per-node 2 examples/python/tp_decode.py --graph --via nccl
     torchrun --nproc-per-node 2 examples/python/tp_decode.py --via p2p  # tensors registered; eagerly
-                                    # (in torch.cuda.graph the peer copies are refused across processes)
+    torchrun --nproc-per-node 2 examples/python/tp_decode.py --graph --via p2p   # ... in torch.cuda.graph
     python3 examples/python/tp_decode.py --numpy --nproc 2              # CPU backend, f32
 """
 

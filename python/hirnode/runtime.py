@@ -1052,8 +1052,11 @@ def current_streams(runtime):
     Launches of one program follow each other without a host sync (a launch of another program
     first waits for those in flight, which a capture cannot do). torch.cuda.graph captures the
     streams of one device: every rank on it (one rank, or devices=[0, 0]: examples/python/
-    tp_mlp.py --graph). Keep the runtime and program alive, and do not forget() the program,
-    while the graph may replay (it uses their buffers)."""
+    tp_mlp.py --graph), or a process per GPU (examples/python/tp_decode.py --graph under
+    torchrun), where `via p2p` launches take flags of their own that the torch graph keeps.
+    Keep the runtime and program alive, and do not forget() the program, while the graph may
+    replay (it uses their buffers); order its replays and eager launches of the same program
+    (one stream, or torch.cuda.synchronize() between them)."""
     if runtime.device_type != "cuda":
         return None
     try:

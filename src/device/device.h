@@ -235,9 +235,19 @@ typedef struct hn_device_ops {
      * an embedder's, such as torch.cuda.graph): its work does not run now. */
     int (*stream_capturing)(hn_dstream *s);
     /* The same for a stream an embedder hands a launch (its native
-     * handle), asked on the caller's thread before anything is issued;
-     * NULL where embedders have no captures of their own (host). */
+     * handle), asked on the caller's thread before anything is issued (on
+     * the host backend the native handle is the stream, and a capture of
+     * the embedder's one begun on it with capture_begin: the tests');
+     * NULL where embedders have no captures of their own. */
     int (*native_capturing)(void *native);
+    /* Ties arg to the embedder's capture going on on `native` (the stream
+     * a launch was handed): release(arg) runs once the graph that capture
+     * makes, and every instance and launch of it, is gone (or the capture
+     * failed) — on any thread, maybe the backend's own, never from inside
+     * a call of this table; it must not call the backend. HN_ERR_INVALID
+     * when `native` is not being captured; then release never runs. NULL
+     * where embedders have no captures of their own. */
+    hn_status_t (*native_capture_keep)(void *native, void (*release)(void *arg), void *arg);
     hn_status_t (*event_create)(void *ctx, int dev, hn_devent **e);
     void (*event_destroy)(hn_devent *e);
     hn_status_t (*event_record)(hn_devent *e, hn_dstream *s);

@@ -612,6 +612,7 @@ const hn_device_ops hn_device_cuda = {
     .event_query = cuda_event_query,
     .stream_capturing = cuda_stream_capturing,
     .native_capturing = cuda_native_capturing,
+    .native_capture_keep = hn_cuda_native_capture_keep,
     .stream_wait_event = cuda_stream_wait_event,
     .memcpy_async = cuda_memcpy_async,
     .stream_write_flag = cuda_write_flag,

@@ -47,6 +47,7 @@ hn_status_t hn_cuda_trap(hn_dstream *s);
 /* Graphs: capture, update in place, repoint, launch (device_cuda_graph.c;
  * device.h says what each does). */
 hn_status_t hn_cuda_capture_begin(hn_dstream *s);
+hn_status_t hn_cuda_native_capture_keep(void *native, void (*release)(void *arg), void *arg);
 hn_status_t hn_cuda_capture_end(hn_dstream *s, hn_dgraph **out);
 hn_status_t hn_cuda_capture_update(hn_dstream *s, hn_dgraph *g, const hn_moved *m, int nm);
 hn_status_t hn_cuda_graph_repoint(hn_dgraph *g, const hn_moved *m, int nm, int check);

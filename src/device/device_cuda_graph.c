@@ -383,6 +383,33 @@ hn_status_t hn_cuda_capture_begin(hn_dstream *s)
     return HN_CUDA_STATUS(cudaStreamBeginCapture(s->s, cudaStreamCaptureModeThreadLocal));
 }
 
+/* A user object of the capture's graph: CUDA drops it once the graph, its
+ * instances and their launches are gone, and calls release then (on a
+ * thread of its own) */
+hn_status_t hn_cuda_native_capture_keep(void *native, void (*release)(void *arg), void *arg)
+{
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    cudaGraph_t graph = NULL;
+    cudaUserObject_t keep = NULL;
+    hn_status_t st;
+    if (native == NULL || release == NULL)
+        return HN_ERR_INVALID;
+    if ((st = HN_CUDA_STATUS(cudaStreamGetCaptureInfo((cudaStream_t)native, &cap, NULL, &graph, NULL, NULL,
+                                                      NULL))) != HN_OK)
+        return st;
+    if (cap != cudaStreamCaptureStatusActive || graph == NULL)
+        return HN_ERR_INVALID;
+    if ((st = HN_CUDA_STATUS(cudaUserObjectCreate(&keep, arg, release, 1, cudaUserObjectNoDestructorSync))) != HN_OK)
+        return st;
+    /* the graph takes the one reference: release runs when the graph lets go */
+    if ((st = HN_CUDA_STATUS(cudaGraphRetainUserObject(graph, keep, 1, cudaGraphUserObjectMove))) != HN_OK) {
+        /* dropped without its destructor's effect: the caller undoes what it counted */
+        (void)cudaUserObjectRelease(keep, 1);
+        return st;
+    }
+    return HN_OK;
+}
+
 hn_status_t hn_cuda_capture_end(hn_dstream *s, hn_dgraph **out)
 {
     hn_dgraph *g = hn_calloc(1, sizeof(*g));

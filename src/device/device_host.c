@@ -109,6 +109,13 @@ struct hn_dgraph {
     int nops, cap;
     hn_status_t bad; /* the first error of the capture */
     hn_repoint rp;   /* instantiated: what graph_repoint moves */
+    /* what the graph keeps alive for an embedder's launches captured in it
+     * (native_capture_keep): released when it goes */
+    struct keep {
+        void (*release)(void *arg);
+        void *arg;
+    } *keeps;
+    int nkeeps;
 };
 
 /* the monotonic clock when the stream's worker reached the marker, in
@@ -679,6 +686,25 @@ static int host_stream_capturing(hn_dstream *s)
     return capturing(s, &idx) != NULL;
 }
 
+/* An embedder's stream on this backend is the stream itself: a capture an
+ * embedder began on it with capture_begin (the tests' stand-in for
+ * torch.cuda.graph) */
+static int host_native_capturing(void *native) { return native != NULL && host_stream_capturing(native); }
+
+static hn_status_t host_native_capture_keep(void *native, void (*release)(void *arg), void *arg)
+{
+    int idx;
+    hn_dgraph *g = native != NULL ? capturing(native, &idx) : NULL;
+    struct keep *k;
+    if (g == NULL || release == NULL)
+        return HN_ERR_INVALID;
+    if ((k = hn_realloc(g->keeps, (size_t)(g->nkeeps + 1) * sizeof(*k))) == NULL)
+        return HN_ERR_NOMEM;
+    g->keeps = k;
+    g->keeps[g->nkeeps++] = (struct keep){release, arg};
+    return HN_OK;
+}
+
 static hn_status_t host_event_query(hn_devent *e)
 {
     hn_dstream *src;
@@ -827,6 +853,9 @@ static hn_status_t host_capture_begin(hn_dstream *s)
  * ones, not its own. */
 static void captured_free(hn_dgraph *g)
 {
+    for (int i = 0; i < g->nkeeps; i++)
+        g->keeps[i].release(g->keeps[i].arg);
+    hn_free(g->keeps);
     for (int i = 0; i < g->nops; i++)
         if (g->ops[i].cl != NULL) {
             if (g->ops[i].cl->release != NULL)
@@ -1321,6 +1350,8 @@ const hn_device_ops hn_device_host = {
     .event_record = host_event_record,
     .event_query = host_event_query,
     .stream_capturing = host_stream_capturing,
+    .native_capturing = host_native_capturing,
+    .native_capture_keep = host_native_capture_keep,
     .stream_wait_event = host_stream_wait_event,
     .memcpy_async = host_memcpy_async,
     .stream_write_flag = host_write_flag,

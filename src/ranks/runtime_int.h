@@ -116,6 +116,9 @@ struct hn_graph {
     const hn_moved *moving; /* during a rebind's capture: how the bindings move ([nmoving]), or NULL */
     int nmoving;
     int in_place;         /* the last rebind moved the pointers with no capture */
+    /* a launch's inside a capture of the caller's (graph.c): the runtime
+     * never replays it (g[] stays NULL); the caller's graphs hold it */
+    struct hn_graph_hold *hold;
     struct hn_graph *next;
 };
 

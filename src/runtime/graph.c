@@ -107,6 +107,28 @@ static hn_status_t free_on_rank(hn_rank *r, void *arg)
     return HN_OK;
 }
 
+/* What the caller's captures hold of a graph of a launch inside them
+ * (hn_graph_launch_foreign): `held` captures still hold it; `refs` counts
+ * the runtime's reference and theirs, and the last one frees the hold.
+ * Atomics: a capture lets go on a thread of the backend's own. */
+typedef struct hn_graph_hold {
+    int held, refs;
+} hn_graph_hold;
+
+static void hold_drop(hn_graph_hold *h)
+{
+    if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        hn_free(h);
+}
+
+/* a caller's capture let go (native_capture_keep's release) */
+static void hold_release(void *arg)
+{
+    hn_graph_hold *h = arg;
+    __atomic_sub_fetch(&h->held, 1, __ATOMIC_ACQ_REL);
+    hold_drop(h);
+}
+
 /* Frees g (its replays have finished: the caller saw to it). */
 static void graph_free(hn_runtime *rt, hn_graph *g)
 {
@@ -119,6 +141,8 @@ static void graph_free(hn_runtime *rt, hn_graph *g)
     hn_free(g->natives);
     hn_free(g->ctx);
     hn_free(g->g);
+    if (g->hold != NULL)
+        hold_drop(g->hold);
     hn_free(g);
 }
 
@@ -214,6 +238,79 @@ hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run
     st = capture(rt, p, rs.params, (void *const *const *)rs.io, rs.b.bytes, streams, 0, out);
     hn_resolved_free(&rs);
     return st;
+}
+
+/* ---- a launch inside a capture of the caller's (torch.cuda.graph) ---- */
+
+hn_status_t hn_graph_foreign_begin(hn_rank *r, hn_graph *g)
+{
+    hn_runtime *rt = r->rt;
+    hn_graph_hold *h = g->hold;
+    hn_status_t st;
+    __atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&h->held, 1, __ATOMIC_ACQ_REL);
+    if ((st = rt->dev->native_capture_keep(rt->dev->stream_native(r->active), hold_release, h)) != HN_OK) {
+        __atomic_sub_fetch(&h->held, 1, __ATOMIC_ACQ_REL);
+        __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL); /* the runtime's reference stays */
+        hn_runtime_fail(rt, r->rank, -1, st, "cannot tie the launch's state to the caller's capture");
+        return st;
+    }
+    return begin_on_rank(r, g);
+}
+
+hn_status_t hn_graph_foreign_finish(hn_rank *r, hn_graph *g)
+{
+    hn_runtime *rt = r->rt;
+    hn_graph_ctx *c = &g->ctx[r->local];
+    hn_origin o = {&rt->sink, r->rank, -1, NULL, c};
+    hn_status_t st = HN_OK;
+    for (int k = 0; k < rt->ncomms && st == HN_OK; k++)
+        if (rt->comms[k].ops->graph_finish != NULL)
+            st = rt->comms[k].ops->graph_finish(rt->comms[k].world, r->rank, c, r->active, &o);
+    if (st == HN_OK && (st = rt->dev->stream_add_u32(r->active, c->ep, HN_GRAPH_EPOCH_SPAN, &o)) != HN_OK)
+        hn_runtime_fail(rt, r->rank, -1, st, "cannot capture the launch's epoch");
+    return st;
+}
+
+void hn_graph_foreign_end(hn_rank *r, hn_graph *g) { (void)end_on_rank(r, g); }
+
+void hn_graphs_collect(hn_runtime *rt)
+{
+    hn_graph *g, *next;
+    for (g = rt->graphs; g != NULL; g = next) {
+        next = g->next;
+        if (g->hold != NULL && __atomic_load_n(&g->hold->held, __ATOMIC_ACQUIRE) == 0)
+            graph_free(rt, g); /* (its work went with the caller's graph) */
+    }
+}
+
+hn_status_t hn_graph_launch_foreign(hn_runtime *rt, const hn_program *lp, uint64_t prog, const int64_t *params,
+                                    void *const *const *io, void *const *streams)
+{
+    int n = rt->nlocal;
+    hn_graph *g;
+    hn_graphs_collect(rt);
+    if ((g = hn_calloc(1, sizeof(*g))) == NULL)
+        return HN_ERR_NOMEM;
+    g->rt = rt;
+    g->id = ++rt->graph_ids;
+    g->prog = prog;
+    g->lp = lp;
+    g->lp_uid = lp->uid;
+    snprintf(g->why, sizeof(g->why), "a launch inside a capture of the caller's: the caller replays it");
+    g->ctx = hn_calloc((size_t)n, sizeof(hn_graph_ctx));
+    g->g = hn_calloc((size_t)n, sizeof(hn_dgraph *));
+    g->hold = hn_calloc(1, sizeof(*g->hold));
+    if (g->ctx == NULL || g->g == NULL || g->hold == NULL) {
+        hn_free(g->ctx);
+        hn_free(g->g);
+        hn_free(g->hold);
+        hn_free(g);
+        return HN_ERR_NOMEM;
+    }
+    g->hold->refs = 1;
+    hn_cache_add_graph(rt, g); /* freed once the caller's captures let go (hn_graphs_collect) */
+    return hn_issue_launch_into(rt, g, prog, params, io, streams);
 }
 
 /* ---- rebinding (rebind.c): the program captured again, into g's backend graphs ---- */

@@ -31,6 +31,26 @@ hn_status_t hn_graph_refuse(hn_runtime *rt, const hn_graph *g);
  * On a failure g is unusable. */
 hn_status_t hn_graph_recapture(hn_runtime *rt, hn_graph *g, void *const *const *io, const hn_moved *m, int nm);
 
+/* A launch of lp (prepared: params, io) on the caller's streams while the
+ * caller captures them (torch.cuda.graph), where its communication needs
+ * a graph's state (the p2p communicator's flags relative to an epoch):
+ * issued as a launch, with a graph of its own (id, epoch words, the
+ * communicators' banks) in every origin, and ended on each stream as a
+ * capture of the runtime's ends (the communicators' end of a replay, the
+ * epoch raised). Each replay of the caller's graph then runs as a replay
+ * of the runtime's would. The caller's captures keep that graph
+ * (native_capture_keep); once they let go, hn_graphs_collect frees it. */
+hn_status_t hn_graph_launch_foreign(hn_runtime *rt, const hn_program *lp, uint64_t prog, const int64_t *params,
+                                    void *const *const *io, void *const *streams);
+/* ... on rank r's thread (issue.c), r->active the caller's stream: before
+ * its work (g kept by the capture, the communicators' state made), after
+ * it (the pool streams joined), and after all (the eager state back). */
+hn_status_t hn_graph_foreign_begin(hn_rank *r, hn_graph *g);
+hn_status_t hn_graph_foreign_finish(hn_rank *r, hn_graph *g);
+void hn_graph_foreign_end(hn_rank *r, hn_graph *g);
+/* Frees the graphs of launches inside captures of the caller's that the
+ * captures let go (from the caller's thread, between calls). */
+void hn_graphs_collect(hn_runtime *rt);
 /* Frees every graph, their replays finished first (the runtime's end, on
  * the rank threads, before the teams go). */
 void hn_graphs_free(hn_runtime *rt);

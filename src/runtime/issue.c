@@ -12,6 +12,7 @@
 #include "issue.h"
 #include "../ir/params.h"
 #include "../ranks/pool.h"
+#include "graph.h"
 #include "procs.h"
 #include "../ranks/rank.h"
 #include "../ranks/run_error.h"
@@ -26,6 +27,7 @@ typedef struct run_job {
     int reference;
     void *const *streams; /* a launch or capture: the caller's stream of each local rank (NULL: the runtime's) */
     hn_graph *capture;    /* a capture: issued into it */
+    hn_graph *into;       /* a launch inside a capture of the caller's: its graph (graph.c) */
 } run_job;
 
 static hn_status_t bind_io(hn_exec *x, const run_job *j, int rank, int local)
@@ -141,11 +143,28 @@ static hn_status_t launch_rank(hn_rank *r, void *arg)
         hn_runtime_fail(rt, r->rank, -1, st, "cannot issue the launch on the caller's stream");
         return st;
     }
-    if ((st = body_begin(r, j, &x, NULL)) != HN_OK)
+    if (j->into != NULL && (st = hn_graph_foreign_begin(r, j->into)) != HN_OK) {
+        hn_graph_foreign_end(r, j->into);
         return st;
+    }
+    if ((st = body_begin(r, j, &x, j->into != NULL ? &j->into->ctx[r->local] : NULL)) != HN_OK) {
+        if (j->into != NULL)
+            hn_graph_foreign_end(r, j->into);
+        return st;
+    }
     st = body_issue(r, j, &x, rt->time_runs);
-    /* issued: the launch returns; hn_runtime_sync joins it */
-    sync_st = hn_rank_order_launch(r, r->active, HN_LAUNCH_JOIN | HN_LAUNCH_DONE, NULL);
+    /* issued: the launch returns; hn_runtime_sync joins it (inside the
+     * caller's capture, every replay ends as the runtime's replays end) */
+    if (j->into == NULL) {
+        sync_st = hn_rank_order_launch(r, r->active, HN_LAUNCH_JOIN | HN_LAUNCH_DONE, NULL);
+    } else {
+        sync_st = hn_rank_order_launch(r, r->active, HN_LAUNCH_JOIN, NULL);
+        if (st == HN_OK && sync_st == HN_OK)
+            st = hn_graph_foreign_finish(r, j->into);
+        if (sync_st == HN_OK)
+            sync_st = hn_rank_order_launch(r, r->active, HN_LAUNCH_DONE, NULL);
+        hn_graph_foreign_end(r, j->into);
+    }
     r->follow = rt->dev->stream_native(r->active);
     if (sync_st != HN_OK)
         hn_runtime_fail(rt, r->rank, -1, sync_st, "cannot join the launch's streams");
@@ -284,22 +303,22 @@ hn_status_t hn_runtime_enter(hn_runtime *rt, uint64_t prog, int poll)
 hn_status_t hn_issue_run(hn_runtime *rt, const hn_program *lp, const int64_t *params, void *const *const *io,
                          int poison)
 {
-    run_job j = {lp, params, io, poison, 0, NULL, NULL};
+    run_job j = {lp, params, io, poison, 0, NULL, NULL, NULL};
     hn_runtime_begin_run(rt, lp);
     return hn_runtime_finish_run(rt, hn_runtime_exec_all(rt, run_rank, &j));
 }
 
 hn_status_t hn_issue_reference(hn_runtime *rt, const hn_program *lp, const int64_t *params, void *const *io)
 {
-    run_job j = {lp, params, (void *const *const *)io, 0, 1, NULL, NULL};
+    run_job j = {lp, params, (void *const *const *)io, 0, 1, NULL, NULL, NULL};
     hn_runtime_begin_run(rt, lp);
     return hn_runtime_finish_run(rt, hn_runtime_exec_all(rt, reference_rank, &j));
 }
 
-hn_status_t hn_issue_launch(hn_runtime *rt, const hn_program *lp, uint64_t prog, const int64_t *params,
-                            void *const *const *io, void *const *streams)
+static hn_status_t issue_launch(hn_runtime *rt, const hn_program *lp, uint64_t prog, const int64_t *params,
+                                void *const *const *io, void *const *streams, hn_graph *into)
 {
-    run_job j = {lp, params, io, 0, 0, streams, NULL};
+    run_job j = {lp, params, io, 0, 0, streams, NULL, into};
     hn_status_t st;
     /* never in flight with replays of the program (hn_replay_key) */
     if (rt->inflight > 0 && rt->inflight_prog == hn_replay_key(prog) && (st = hn_runtime_finish_launches(rt)) != HN_OK)
@@ -316,8 +335,20 @@ hn_status_t hn_issue_launch(hn_runtime *rt, const hn_program *lp, uint64_t prog,
     return HN_OK;
 }
 
+hn_status_t hn_issue_launch(hn_runtime *rt, const hn_program *lp, uint64_t prog, const int64_t *params,
+                            void *const *const *io, void *const *streams)
+{
+    return issue_launch(rt, lp, prog, params, io, streams, NULL);
+}
+
+hn_status_t hn_issue_launch_into(hn_runtime *rt, hn_graph *g, uint64_t prog, const int64_t *params,
+                                 void *const *const *io, void *const *streams)
+{
+    return issue_launch(rt, g->lp, prog, params, io, streams, g);
+}
+
 hn_status_t hn_issue_capture(hn_runtime *rt, hn_graph *g, void *const *const *io, void *const *streams)
 {
-    run_job j = {g->lp, g->params, io, 0, 0, streams, g};
+    run_job j = {g->lp, g->params, io, 0, 0, streams, g, NULL};
     return hn_runtime_exec_all(rt, capture_rank, &j);
 }

@@ -57,6 +57,10 @@ hn_status_t hn_issue_run(hn_runtime *rt, const hn_program *lp, const int64_t *pa
 hn_status_t hn_issue_reference(hn_runtime *rt, const hn_program *lp, const int64_t *params, void *const *io);
 hn_status_t hn_issue_launch(hn_runtime *rt, const hn_program *lp, uint64_t prog, const int64_t *params,
                             void *const *const *io, void *const *streams);
+/* a launch inside a capture of the caller's, with g's state (graph.c
+ * hn_graph_launch_foreign) */
+hn_status_t hn_issue_launch_into(hn_runtime *rt, hn_graph *g, uint64_t prog, const int64_t *params,
+                                 void *const *const *io, void *const *streams);
 hn_status_t hn_issue_capture(hn_runtime *rt, hn_graph *g, void *const *const *io, void *const *streams);
 
 #endif

@@ -2,6 +2,9 @@
  * automatic graph when the setting graphs = 1 has one, else issued
  * eagerly; the runs of --check, prepared by the driver; and its reference
  * run. */
+#include <string.h>
+
+#include "../base/settings.h"
 #include "config_cache.h"
 #include "graph.h"
 #include "issue.h"
@@ -49,6 +52,15 @@ hn_status_t hn_runtime_run_prepared(hn_runtime *rt, const hn_program *p, const i
     return hn_runtime_run_bound(rt, p, params, io_ptrs, 0);
 }
 
+/* whether the peer copies order the devices with flags (else events,
+ * whose waits a capture takes as its own edges) */
+static int flags_order_devices(const hn_runtime *rt)
+{
+    const char *sync = "events";
+    (void)hn_setting_word("p2p_sync", &sync, NULL);
+    return hn_procs(rt) || strcmp(sync, "flags") == 0;
+}
+
 hn_status_t hn_runtime_launch_bound(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                     void *const *const *io_ptrs, void *const *streams)
 {
@@ -56,25 +68,16 @@ hn_status_t hn_runtime_launch_bound(hn_runtime *rt, const hn_program *p, const i
     hn_status_t st;
     const hn_program *low = hn_runtime_lowered_of(rt, p, params);
     const hn_verified *v;
-    /* across processes, inside a capture of the embedder's (torch.cuda.graph),
-     * the peer copies would replay device flags with this launch's values:
-     * refused before anything is issued, so that the caller's capture is
-     * left as it was (the communicator refuses it too, later) */
-    if (hn_procs(rt) && streams != NULL && rt->dev->native_capturing != NULL &&
+    /* inside a capture of the embedder's (torch.cuda.graph), where the
+     * peer copies order the devices with flags (across processes, or
+     * p2p_sync = flags): flags with this launch's values would replay
+     * stale, so the launch takes a graph's state of its own, as a capture
+     * of the runtime's would (graph.c hn_graph_launch_foreign) */
+    if (streams != NULL && rt->dev->native_capturing != NULL && flags_order_devices(rt) &&
         (v = hn_cache_config(rt, low, params)) != NULL && v->reach != NULL && v->reach_eager)
         for (int i = 0; i < rt->nlocal; i++)
-            if (rt->dev->native_capturing(streams[i])) {
-                char text[sizeof(rt->err_text)];
-                snprintf(text, sizeof(text),
-                         "%s: error: rank %d: a launch on a stream a capture of the caller's takes "
-                         "(torch.cuda.graph), in a world across processes, with communication through the peer "
-                         "copies at %s: their device flags would replay with this launch's values; inside such a "
-                         "capture take `via ll` or `via nccl` there, or capture with hn_runtime_capture (Python: "
-                         "Runtime.capture)",
-                         p->filename, rt->first + i, v->reach);
-                hn_runtime_set_error_text(rt, text);
-                return HN_ERR_UNSUPPORTED;
-            }
+            if (rt->dev->native_capturing(streams[i]))
+                return hn_graph_launch_foreign(rt, low, p->uid, params, io_ptrs, streams);
     /* graphs = 1: a configuration launched before is replayed */
     if (rt->auto_graphs) {
         if ((st = hn_runtime_auto_graph(rt, p, params, io_ptrs, streams, &g)) != HN_OK || g != NULL)

@@ -657,6 +657,7 @@ hn_status_t hn_runtime_sync(hn_runtime *rt)
     if (rt == NULL)
         return HN_ERR_INVALID;
     st = hn_runtime_finish_launches(rt);
+    hn_graphs_collect(rt); /* what the caller's destroyed graphs held */
     return st != HN_OK ? st : hn_runtime_take_pending(rt);
 }
 

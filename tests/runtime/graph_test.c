@@ -938,6 +938,123 @@ static void test_p2p_epochs(void)
     hn_program_destroy(p);
 }
 
+/* the graphs of launches inside captures of the caller's the runtime keeps */
+static int foreign_graphs(const hn_runtime *rt)
+{
+    int k = 0;
+    for (const hn_graph *g = rt->graphs; g != NULL; g = g->next)
+        k += g->hold != NULL;
+    return k;
+}
+
+/* A launch inside a capture of the caller's, with the peer copies ordered
+ * by flags (as across processes): on the host backend the caller's stream
+ * is the backend's stream, and a capture begun on it with capture_begin
+ * stands in for torch.cuda.graph. Each replay of the caller's graphs
+ * computes what an eager launch computes, bit for bit, again and again
+ * (the flags are relative to an epoch each replay raises); eager launches
+ * after them are right; the state the launch made goes once the caller's
+ * graphs go. */
+static void test_foreign_capture(void)
+{
+    enum { K = 6 };
+    hn_program *p = hn_test_parse(step_text, NULL);
+    int n = nranks();
+    hn_runtime *rt;
+    hn_binding bind[4];
+    bufs b;
+    hn_run_args a;
+    void *streams[8];
+    hn_dgraph *dg[2][8];
+    float want[256], y[256];
+    float *ge = hn_calloc(256 * (size_t)n, sizeof(float)), *gg = hn_calloc(256 * (size_t)n, sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    /* on CUDA: torch.cuda.graph in a process per GPU (tools/gpu-check.sh) */
+    if (strcmp(hn_test_backend, "host") != 0 || n < 2) {
+        hn_program_destroy(p);
+        hn_free(ge);
+        hn_free(gg);
+        return;
+    }
+    setenv("HIRNODE_P2P_SYNC", "flags", 1);
+    rt = hn_test_runtime(NULL, n, 20, 30, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    bufs_make(rt, &b, n, 5);
+    a = args_of(&b, bind);
+    for (int r = 0; r < n; r++)
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_stream_create(rt, r, &streams[r]), HN_OK);
+    bufs_reset(rt, &b);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, streams), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b, want, ge);
+    CU_ASSERT(want[3] != 0.25f * 3 && isfinite(want[3]));
+
+    /* two captures of the caller's, each holding one launch */
+    for (int c = 0; c < 2; c++) {
+        for (int r = 0; r < n; r++)
+            CU_ASSERT_EQUAL_FATAL(rt->dev->capture_begin((hn_dstream *)streams[r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, streams), HN_OK);
+        for (int r = 0; r < n; r++)
+            CU_ASSERT_EQUAL_FATAL(rt->dev->capture_end((hn_dstream *)streams[r], &dg[c][r]), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+        CU_ASSERT_EQUAL(foreign_graphs(rt), c + 1);
+    }
+    for (int c = 0; c < 2; c++) {
+        bufs_reset(rt, &b);
+        for (int r = 0; r < n; r++) /* G poisoned: every replay writes all of it */
+            for (int q = 0; q < n; q++) {
+                float nan[256];
+                for (int i = 0; i < 256; i++)
+                    nan[i] = NAN;
+                hn_runtime_upload(rt, r, (float *)b.g[r] + 256 * q, nan, sizeof(nan));
+            }
+        outputs(rt, &b, y, gg); /* the captures ran nothing */
+        CU_ASSERT_EQUAL(y[1], 0.25f);
+        for (int k = 0; k < K; k++)
+            for (int r = 0; r < n; r++)
+                CU_ASSERT_EQUAL(rt->dev->graph_launch(dg[c][r], (hn_dstream *)streams[r]), HN_OK);
+        for (int r = 0; r < n; r++)
+            CU_ASSERT_EQUAL(rt->dev->stream_sync((hn_dstream *)streams[r]), HN_OK);
+        outputs(rt, &b, y, gg);
+        CU_ASSERT_EQUAL(memcmp(y, want, sizeof(y)), 0);
+        CU_ASSERT_EQUAL(memcmp(gg, ge, 256 * sizeof(float) * (size_t)n), 0);
+    }
+    /* the caller's first graphs go: what their launch made goes at the next sync */
+    for (int r = 0; r < n; r++)
+        rt->dev->graph_destroy(dg[0][r]);
+    CU_ASSERT_EQUAL(foreign_graphs(rt), 2);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    CU_ASSERT_EQUAL(foreign_graphs(rt), 1);
+    /* eager launches after the replays, and the second graphs' replays after them */
+    bufs_reset(rt, &b);
+    for (int k = 0; k < K; k++)
+        CU_ASSERT_EQUAL(hn_runtime_launch(rt, p, &a, streams), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_sync(rt), HN_OK);
+    outputs(rt, &b, y, gg);
+    CU_ASSERT_EQUAL(memcmp(y, want, sizeof(y)), 0);
+    bufs_reset(rt, &b);
+    for (int k = 0; k < K; k++)
+        for (int r = 0; r < n; r++)
+            CU_ASSERT_EQUAL(rt->dev->graph_launch(dg[1][r], (hn_dstream *)streams[r]), HN_OK);
+    for (int r = 0; r < n; r++)
+        CU_ASSERT_EQUAL(rt->dev->stream_sync((hn_dstream *)streams[r]), HN_OK);
+    outputs(rt, &b, y, gg);
+    CU_ASSERT_EQUAL(memcmp(y, want, sizeof(y)), 0);
+    /* the caller's second graphs go with no sync after: the runtime's end frees what they held */
+    for (int r = 0; r < n; r++)
+        rt->dev->graph_destroy(dg[1][r]);
+    bufs_free(rt, &b);
+    hn_runtime_forget(rt, p);
+    for (int r = 0; r < n; r++)
+        hn_runtime_stream_destroy(rt, r, streams[r]);
+    hn_runtime_destroy(rt);
+    unsetenv("HIRNODE_P2P_SYNC");
+    hn_program_destroy(p);
+    hn_free(ge);
+    hn_free(gg);
+}
+
 void hn_suite_graph(void)
 {
     static CU_TestInfo tests[] = {
@@ -959,6 +1076,8 @@ void hn_suite_graph(void)
         {"a rebind refuses bindings that do not fit, other parameters, unusable graphs, backends without it",
          test_rebind_refusals},
         {"p2p in graphs: epoch-relative flags, no reset; too long a capture refused", test_p2p_epochs},
+        {"a launch inside a capture of the caller's, the devices ordered by flags: every replay right, its state "
+         "freed with the caller's graphs", test_foreign_capture},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("runtime/graph", tests);

@@ -213,7 +213,9 @@ hn_status_t hn_p2p_mbox_take(const hn_comm_world *w, mailbox *mb, uint64_t gen, 
  * devices are ordered by flags (across processes): the eager protocol
  * would be captured with this call's flag values, which every replay
  * after the first finds reached already. With events the waits become the
- * capture's own edges. `what` names the operation. */
+ * capture's own edges. A launch there comes with a graph's state of its
+ * own (the runtime's graph.c, hn_graph_launch_foreign), so this is a
+ * backstop. `what` names the operation. */
 hn_status_t hn_p2p_refuse_foreign_capture(const hn_comm_world *w, hn_dstream *s, const hn_origin *o,
                                          const char *what);
 

@@ -88,9 +88,9 @@ hn_status_t hn_p2p_refuse_foreign_capture(const hn_comm_world *w, hn_dstream *s,
         !w->base.dev->stream_capturing(s))
         return HN_OK;
     hn_origin_fail(o, HN_ERR_UNSUPPORTED,
-                   "%s via p2p on a stream a capture of the caller's takes (torch.cuda.graph) across processes: "
-                   "its device flags would replay with this call's values; inside such a capture take `via ll` "
-                   "or `via nccl`, or capture with hn_runtime_capture (Python: Runtime.capture)",
+                   "%s via p2p on a stream a capture of the caller's takes (torch.cuda.graph), with the devices "
+                   "ordered by flags and no graph's state: its device flags would replay with this call's values "
+                   "(a launch there takes flags of its own; issue it through hn_runtime_launch)",
                    what);
     return HN_ERR_UNSUPPORTED;
 }
