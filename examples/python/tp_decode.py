@@ -296,12 +296,13 @@ def run_torch(args, torch, rt, prog, np, W1, W2, G, rank, n, f, say):
             say("step %d, %-24s max rel err H %.2e, R %.2e (rank 0)%s" % (k, name + ":", eh, er,
                                                                       "" if good else "  WRONG on a rank"))
             ok &= good
-    # timing: every version's step as it runs (a replay with --graph), the slowest rank's median
-    rows = []
-    for name, fn in versions:
-        issue = graphs[name][0].replay if args.graph else fn
-        times = []
-        for _ in range(args.reps):
+    # timing: every version's step as it runs (a replay with --graph), the versions taken in turn
+    # within each repetition (so that a drift of the machine's speed meets them alike), the
+    # slowest rank's median
+    times = {name: [] for name, _ in versions}
+    for _ in range(args.reps):
+        for name, fn in versions:
+            issue = graphs[name][0].replay if args.graph else fn
             dist.barrier()
             torch.cuda.synchronize()
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -309,8 +310,10 @@ def run_torch(args, torch, rt, prog, np, W1, W2, G, rank, n, f, say):
             issue()
             b.record()
             b.synchronize()
-            times.append(a.elapsed_time(b) * 1e3)
-        t = torch.tensor([statistics.median(times)], dtype=torch.float64, device=dev)
+            times[name].append(a.elapsed_time(b) * 1e3)
+    rows = []
+    for name, _ in versions:
+        t = torch.tensor([statistics.median(times[name])], dtype=torch.float64, device=dev)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         rows.append((name, t.item()))
     say("\n| version (%d GPUs, %d layers, T=%d, D=%d, F=%d, bf16, %s) | step µs | per layer µs | vs hirnode |" %
