@@ -177,7 +177,12 @@ void hn_runtime_free(hn_runtime *rt, int rank, void *ptr);
  * caching allocator, cudaMalloc), handed to the other processes of a
  * world across processes, so that the peer copies (`via p2p`) reach it:
  * the whole allocation ptr points into (bytes from ptr must lie in it) is
- * opened by every other process (CUDA IPC) and stays open until the
+ * opened by every other process (CUDA IPC), or, for memory cuMem mapped
+ * (torch's expandable segments), the allocations that hold the bytes from
+ * ptr, each handed over as a file descriptor the others take with
+ * pidfd_getfd (which needs the permission to trace this process: the
+ * kernel's Yama setting may forbid it) and map one after another as here;
+ * it stays open until the
  * runtime is destroyed, or until the same rank registers an allocation
  * that overlaps it (the old one was freed: register anew after a free).
  * Then the old mappings are closed and every prepared configuration and
@@ -192,9 +197,10 @@ void hn_runtime_free(hn_runtime *rt, int rank, void *ptr);
  * registers on any backend and opens nothing: it is at the same address
  * in every process already. HN_ERR_INVALID (named, in
  * hn_runtime_error, in every process: a bad argument too) for memory the
- * backend cannot hand over (CUDA: not of this rank's device, or made by
- * cuMem, such as torch's expandable segments); HN_ERR_DEVICE when a
- * process could not map another's; HN_ERR_UNSUPPORTED on a backend that
+ * backend cannot hand over (CUDA: not of this rank's device, or cuMem
+ * memory made without file descriptors to hand over, or spanning more
+ * than 60 such allocations); HN_ERR_DEVICE when a process could not map
+ * another's (its log says why); HN_ERR_UNSUPPORTED on a backend that
  * cannot share a process's memory (the host backend). */
 hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t bytes);
 hn_status_t hn_runtime_upload(hn_runtime *rt, int rank, void *dst, const void *src, size_t n);

@@ -771,7 +771,8 @@ class Runtime(_Closing):
 
     def register(self, tensor, rank=None):
         """Hands the memory a tensor of this process's rank lies in (a torch tensor from the caching
-        allocator, any cudaMalloc memory) to the other processes of the world (hn_runtime_register),
+        allocator, with or without expandable segments, any cudaMalloc memory) to the other processes
+        of the world (hn_runtime_register),
         so that `via p2p` reaches it where it lies: the whole allocation, opened by the others once and
         kept until the runtime closes. Collective: every process, for its own rank, in the same order.
         Needed only for `via p2p` across processes (nccl and ll take any tensor); in one process it

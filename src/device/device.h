@@ -158,18 +158,29 @@ typedef struct hn_share_ops {
     /* Caller memory handed to the other processes (hn_runtime_register),
      * on the thread of the device's rank; NULL where the backend cannot
      * (the host backend: a process's heap is its own). ipc_export: the
-     * whole allocation p points into (its start, its bytes) and a handle
-     * of HN_IPC_HANDLE_BYTES another process opens; HN_ERR_INVALID (with
-     * why) for memory the backend cannot hand over. ipc_open maps another
-     * process's handle here (at an address of the driver's choosing: the
-     * peers' copies translate, hn_comm_setup.peer_addr); ipc_close undoes. */
-    hn_status_t (*ipc_export)(int ord, const void *p, void **base, size_t *bytes, void *handle, char *why,
-                              size_t len);
+     * allocation p points into, or the allocations one after another that
+     * hold p's `need` bytes — and those of [lo, hi) as well where they are
+     * the same run of allocations (what earlier registrations of the rank
+     * that overlap p's bytes covered; lo = hi: none) — (their start, their
+     * bytes), and a handle of
+     * HN_IPC_HANDLE_BYTES another process opens, whose first
+     * HN_IPC_KEY_BYTES say which memory it is (two exports of the same
+     * memory give the same key; the rest is how to open it now);
+     * HN_ERR_INVALID (with why) for memory the backend cannot hand over.
+     * ipc_done, once every other process opened it or gave up: what the
+     * export held open for them goes. ipc_open maps another process's
+     * handle here, the allocations one after another as there (at an
+     * address of the driver's choosing: the peers' copies translate,
+     * hn_comm_setup.peer_addr); ipc_close undoes. */
+    hn_status_t (*ipc_export)(int ord, const void *p, size_t need, uintptr_t lo, uintptr_t hi, void **base,
+                              size_t *bytes, void *handle, char *why, size_t len);
+    void (*ipc_done)(int ord, void *handle);
     hn_status_t (*ipc_open)(int ord, const void *handle, void **local);
     void (*ipc_close)(int ord, void *local);
 } hn_share_ops;
 
-#define HN_IPC_HANDLE_BYTES 64
+#define HN_IPC_KEY_BYTES 1024
+#define HN_IPC_HANDLE_BYTES 1536
 
 typedef struct hn_device_ops {
     /* Its name: what a user types (--backend, HIRNODE_BACKEND), found by

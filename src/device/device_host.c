@@ -1320,7 +1320,7 @@ static size_t share_default_bytes(int world, size_t host_mem_bytes)
 /* no caller memory across processes: a process's heap is its own */
 static const hn_share_ops host_share = {share_reserve, share_unreserve,     share_make, share_unmake,
                                         share_map,     share_unmap,         share_default_bytes,
-                                        NULL,          NULL,                NULL};
+                                        NULL,          NULL,                NULL,       NULL};
 
 const hn_device_ops hn_device_host = {
     .name = "host",

@@ -142,8 +142,8 @@ typedef struct hn_reg {
     size_t bytes;
     void *local;
     int opened; /* local is a mapping of the backend's (ipc_open), closed when the entry goes */
-    unsigned char handle[HN_IPC_HANDLE_BYTES]; /* the backend's (ipc_export): a new allocation at the
-                                                  same place has another; zero for runtime memory */
+    unsigned char key[HN_IPC_KEY_BYTES]; /* the key of the backend's handle (ipc_export): a new allocation
+                                            at the same place has another; zero for runtime memory */
 } hn_reg;
 
 typedef struct hn_comm_slot {

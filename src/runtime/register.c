@@ -35,8 +35,10 @@ typedef struct reg_msg {
 
 typedef struct reg_job {
     int rank; /* on whose thread */
-    int op;   /* 0: export p, 1: open handle, 2: close local */
+    int op;   /* 0: export p, 1: open handle, 2: close local, 3: the export done */
     const void *p;
+    size_t need;       /* export: p's bytes */
+    uintptr_t lo, hi;  /* export: what the rank's overlapping registrations covered */
     reg_msg *msg;
     void *local;
     hn_status_t st;
@@ -53,16 +55,56 @@ static hn_status_t reg_on_rank(hn_rank *r, void *arg)
     if (r->rank != j->rank)
         return HN_OK;
     if (j->op == 0) {
-        j->st = sh->ipc_export(ord, j->p, &base, &bytes, j->msg->handle, j->msg->why, sizeof(j->msg->why));
+        j->st = sh->ipc_export(ord, j->p, j->need, j->lo, j->hi, &base, &bytes, j->msg->handle, j->msg->why,
+                               sizeof(j->msg->why));
         j->msg->base = (uint64_t)(uintptr_t)base;
         j->msg->bytes = bytes;
     } else if (j->op == 1) {
         j->st = sh->ipc_open(ord, j->msg->handle, &j->local);
+    } else if (j->op == 3) {
+        if (sh->ipc_done != NULL)
+            sh->ipc_done(ord, j->msg->handle);
+        j->st = HN_OK;
     } else {
         sh->ipc_close(ord, j->local);
         j->st = HN_OK;
     }
     return HN_OK;
+}
+
+/* [*lo, *hi): what the rank's registrations that overlap [a, b), and
+ * those that overlap them, cover (lo = hi: none). Pieces of one run of
+ * cuMem allocations registered one after another (torch's expandable
+ * segments: tensors side by side) come to overlap; the backend then
+ * exports the union, so that one entry covers them all instead of the
+ * last one replacing the others. */
+static void cover(const hn_runtime *rt, int rank, uintptr_t a, uintptr_t b, uintptr_t *lo, uintptr_t *hi)
+{
+    int grew = 1;
+    *lo = *hi = 0;
+    while (grew) {
+        grew = 0;
+        for (int i = 0; i < rt->nregs; i++) {
+            const hn_reg *g = &rt->regs[i];
+            uintptr_t s = *lo != *hi ? HN_MIN(a, *lo) : a, e = *lo != *hi ? HN_MAX(b, *hi) : b;
+            if (g->rank != rank || g->opened || g->base >= e || g->base + g->bytes <= s)
+                continue;
+            if (*lo == *hi || g->base < *lo || g->base + g->bytes > *hi) {
+                *lo = *lo != *hi ? HN_MIN(*lo, g->base) : g->base;
+                *hi = HN_MAX(*hi, g->base + g->bytes);
+                grew = 1;
+            }
+        }
+    }
+}
+
+/* What this process's export held open for the others goes (once). */
+static void export_done(hn_runtime *rt, int rank, reg_msg *mine, int *exported)
+{
+    reg_job j = {rank, 3, NULL, 0, 0, 0, mine, NULL, HN_OK};
+    if (*exported)
+        (void)hn_pool_exec(rt, reg_on_rank, &j, 0);
+    *exported = 0;
 }
 
 /* st, with the runtime's error text set from fmt */
@@ -83,13 +125,12 @@ __attribute__((format(printf, 3, 4))) static hn_status_t refuse(hn_runtime *rt, 
 static int known(const hn_runtime *rt, int q, const reg_msg *m)
 {
     const hn_reg *g = hn_reg_find(rt, q, (uintptr_t)m->base);
-    return g != NULL && g->base == m->base && g->bytes == m->bytes &&
-           memcmp(g->handle, m->handle, HN_IPC_HANDLE_BYTES) == 0;
+    return g != NULL && g->base == m->base && g->bytes == m->bytes && memcmp(g->key, m->handle, HN_IPC_KEY_BYTES) == 0;
 }
 
 static void close_mapping(hn_runtime *rt, void *local)
 {
-    reg_job j = {rt->first, 2, NULL, NULL, local, HN_OK};
+    reg_job j = {rt->first, 2, NULL, 0, 0, 0, NULL, local, HN_OK};
     (void)hn_pool_exec(rt, reg_on_rank, &j, 0);
 }
 
@@ -115,7 +156,7 @@ static int commit(hn_runtime *rt, int q, const reg_msg *m, void *local, int open
     rt->regs[rt->nregs].bytes = (size_t)m->bytes;
     rt->regs[rt->nregs].local = local;
     rt->regs[rt->nregs].opened = opened;
-    memcpy(rt->regs[rt->nregs].handle, m->handle, HN_IPC_HANDLE_BYTES);
+    memcpy(rt->regs[rt->nregs].key, m->handle, HN_IPC_KEY_BYTES);
     rt->nregs++;
     return evicted;
 }
@@ -148,7 +189,7 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
     void *small_opened[8], **opened = NULL;
     int32_t ok, small_oks[8], *oks = NULL;
     hn_status_t st = HN_OK, x;
-    int evicted = 0, heap = 0;
+    int evicted = 0, heap = 0, exported = 0;
     uintptr_t block_base = 0;
     size_t block_bytes = 0;
     if (rt == NULL)
@@ -197,14 +238,18 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
                  "it with hn_runtime_alloc", rt->dev->name);
         mine.status = HN_ERR_UNSUPPORTED;
     } else {
-        reg_job j = {rank, 0, ptr, &mine, NULL, HN_OK};
-        if ((st = hn_pool_exec(rt, reg_on_rank, &j, 0)) == HN_OK && (st = j.st) == HN_OK &&
-            ((uintptr_t)ptr < mine.base || (uintptr_t)ptr - mine.base > mine.bytes ||
-             bytes > mine.bytes - ((uintptr_t)ptr - mine.base)))
-            snprintf(mine.why, sizeof(mine.why), "%zu bytes at %p run past the end of its allocation (%llu bytes "
-                     "at 0x%llx)", bytes, ptr, (unsigned long long)mine.bytes, (unsigned long long)mine.base);
-        else if (st != HN_OK && mine.why[0] == '\0')
+        reg_job j = {rank, 0, ptr, bytes, 0, 0, &mine, NULL, HN_OK};
+        cover(rt, rank, (uintptr_t)ptr, (uintptr_t)ptr + bytes, &j.lo, &j.hi);
+        if ((st = hn_pool_exec(rt, reg_on_rank, &j, 0)) == HN_OK && (st = j.st) == HN_OK) {
+            exported = 1;
+            if ((uintptr_t)ptr < mine.base || (uintptr_t)ptr - mine.base > mine.bytes ||
+                bytes > mine.bytes - ((uintptr_t)ptr - mine.base))
+                snprintf(mine.why, sizeof(mine.why), "%zu bytes at %p run past the end of its allocation (%llu "
+                         "bytes at 0x%llx)", bytes, ptr, (unsigned long long)mine.bytes,
+                         (unsigned long long)mine.base);
+        } else if (mine.why[0] == '\0') {
             snprintf(mine.why, sizeof(mine.why), "its device could not export %p (%s)", ptr, hn_status_string(st));
+        }
     }
     mine.ok = mine.why[0] == '\0';
     if ((x = hn_procs_xchg(rt, "hn_runtime_register", &mine, sizeof(mine), all)) != HN_OK) {
@@ -224,7 +269,7 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
     /* the others' allocations opened here (not yet in the table) */
     ok = reserve(rt, rt->world);
     for (int q = 0; q < rt->world && ok; q++) {
-        reg_job j = {rank, 1, NULL, &all[q], NULL, HN_OK};
+        reg_job j = {rank, 1, NULL, 0, 0, 0, &all[q], NULL, HN_OK};
         if (q == rank || known(rt, q, &all[q]) || all[q].shared)
             continue;
         if (hn_pool_exec(rt, reg_on_rank, &j, 0) != HN_OK || j.st != HN_OK)
@@ -233,6 +278,7 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
             opened[q] = j.local;
     }
     x = hn_procs_xchg(rt, "hn_runtime_register: mapped", &ok, sizeof(ok), oks);
+    export_done(rt, rank, &mine, &exported); /* every other process opened it, or gave up */
     for (int q = 0; q < rt->world && x == HN_OK && st == HN_OK; q++)
         if (!oks[q])
             st = refuse(rt, HN_ERR_DEVICE, "hirnode: error: hn_runtime_register: rank %d could not map the others' "
@@ -257,6 +303,7 @@ hn_status_t hn_runtime_register(hn_runtime *rt, int rank, void *ptr, size_t byte
                         "hn_runtime_register replaced a registered allocation: graphs captured with the old one "
                         "would reach freed memory");
 done:
+    export_done(rt, rank, &mine, &exported);
     if (heap) {
         hn_free(all);
         hn_free(oks);
@@ -269,7 +316,7 @@ void hn_reg_fini(hn_runtime *rt)
 {
     for (int i = 0; i < rt->nregs; i++)
         if (rt->regs[i].opened) {
-            reg_job j = {rt->first, 2, NULL, NULL, rt->regs[i].local, HN_OK};
+            reg_job j = {rt->first, 2, NULL, 0, 0, 0, NULL, rt->regs[i].local, HN_OK};
             (void)hn_pool_exec(rt, reg_on_rank, &j, 0);
         }
     hn_free(rt->regs);
