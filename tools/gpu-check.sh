@@ -64,9 +64,10 @@
 #             installed, examples/python/tp_decode.py under torchrun on 2
 #             GPUs (torch tensors bound as they are; in torch.cuda.graph via
 #             ll, nccl and p2p, and eagerly via ll and p2p — the tensors
-#             registered for p2p; `--via p2p --no-register` refused with the
-#             tensor and the statement named), its tables in
-#             tp-decode-*.md; `--fault
+#             registered for p2p, also from expandable segments;
+#             python/tests/torchrun_graph_p2p.py, every replay checked;
+#             `--via p2p --no-register` refused with the tensor and the
+#             statement named), its tables in tp-decode-*.md; `--fault
 #             1:25:kill` at --procs 2 must exit non-zero within its limit
 #             with rank 1's death named by rank 0, and leave no compute
 #             process on the GPUs (nvidia-smi).
@@ -523,6 +524,18 @@ if part procs; then
         step_to "$out/tp-decode-$(echo "x$a" | tr -dc '[:lower:]').md" "procs torchrun tp_decode.py $a" 300 \
           env PYTHONPATH=build/python python3 -m torch.distributed.run --nproc-per-node 2 \
           examples/python/tp_decode.py $a
+      done
+      # torch tensors of expandable segments (cuMem) registered; p2p in torch graphs checked replay by replay
+      for a in "--via p2p" "--graph --via p2p"; do
+        # shellcheck disable=SC2086 # $a: the script's arguments, split
+        step "procs torchrun tp_decode.py $a, expandable segments" 300 \
+          env PYTHONPATH=build/python PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+          python3 -m torch.distributed.run --nproc-per-node 2 examples/python/tp_decode.py $a
+      done
+      for conf in "" "expandable_segments:True"; do
+        step "procs torchrun torchrun_graph_p2p.py ${conf:-caching allocator}" 300 \
+          env PYTHONPATH=build/python PYTORCH_CUDA_ALLOC_CONF=$conf \
+          python3 -m torch.distributed.run --nproc-per-node 2 python/tests/torchrun_graph_p2p.py
       done
       if step_fails "procs torchrun tp_decode.py --via p2p --no-register is refused" 300 env PYTHONPATH=build/python \
            python3 -m torch.distributed.run --nproc-per-node 2 examples/python/tp_decode.py --via p2p --no-register; then
