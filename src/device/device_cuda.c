@@ -374,11 +374,66 @@ static hn_status_t cuda_stream_wait_event(hn_dstream *s, hn_devent *e, const hn_
     return HN_CUDA_STATUS(cudaStreamWaitEvent(s->s, e->e, 0));
 }
 
+/* The CUDA memory pool p lies in (cudaMallocAsync), or NULL. */
+static cudaMemPool_t pool_of(const void *p)
+{
+    typedef CUresult (*attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
+    static attr_fn attr;
+    void *fn = NULL, *pool = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    if (__atomic_load_n(&attr, __ATOMIC_ACQUIRE) == NULL) {
+        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &fn, 12000, cudaEnableDefault, &q) !=
+                cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            (void)cudaGetLastError();
+            return NULL;
+        }
+        __atomic_store_n(&attr, (attr_fn)fn, __ATOMIC_RELEASE);
+    }
+    if (attr(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+        return NULL;
+    return (cudaMemPool_t)pool;
+}
+
+/* Whether device ord may not touch p: memory of a pool that grants it no
+ * access (a pool's memory is its own device's unless cudaMemPoolSetAccess
+ * says otherwise; peer access between the devices does not extend to it). */
+static int pool_denies(const void *p, int ord)
+{
+    cudaMemPool_t pool = pool_of(p);
+    struct cudaPointerAttributes at;
+    struct cudaMemLocation loc = {cudaMemLocationTypeDevice, ord};
+    enum cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+    if (pool == NULL || cudaPointerGetAttributes(&at, p) != cudaSuccess || at.device == ord) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (cudaMemPoolGetAccess(&flags, pool, &loc) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return flags != cudaMemAccessFlagsProtReadWrite; /* (a read-only grant lets no copy write) */
+}
+
 static hn_status_t cuda_memcpy_async(void *dst, const void *src, size_t n, hn_dstream *s,
                                      const hn_origin *o)
 {
-    (void)o;
-    return HN_CUDA_STATUS(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s->s));
+    const cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s->s);
+    const void *denied;
+    if (e == cudaSuccess)
+        return HN_OK;
+    /* a copy the device may not make: memory of another device's pool */
+    denied = pool_denies(dst, s->ord) ? dst : pool_denies(src, s->ord) ? src : NULL;
+    if (denied == NULL)
+        return HN_CUDA_STATUS(e);
+    (void)cudaGetLastError();
+    hn_origin_fail(o, HN_ERR_INVALID,
+                   "a copy of %zu bytes from %p into %p on device %d failed (%s): %p is memory of another device's "
+                   "CUDA memory pool (cudaMallocAsync), which device %d may not access; grant it "
+                   "(cudaMemPoolSetAccess), allocate the buffer with cudaMalloc or hn_runtime_alloc, or take "
+                   "`via nccl` or `via ll` (their peers touch only their own buffers)",
+                   n, src, dst, s->ord, cudaGetErrorString(e), denied, s->ord);
+    return HN_ERR_INVALID;
 }
 
 static hn_status_t cuda_write_flag(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o)

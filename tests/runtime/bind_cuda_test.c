@@ -318,6 +318,62 @@ static void test_stream_gone(void)
 static void test_cudamalloc(void) { external(0); }
 static void test_cudamallocasync(void) { external(1); }
 
+/* every device's default pool opened to every other device (grant 1), or closed again (0) */
+static void pools_open(hn_runtime *rt, int n, int grant)
+{
+    for (int r = 0; r < n; r++) {
+        cudaMemPool_t pool;
+        CU_ASSERT_EQUAL_FATAL(cudaDeviceGetDefaultMemPool(&pool, hn_runtime_device(rt, r)), cudaSuccess);
+        for (int q = 0; q < n; q++) {
+            struct cudaMemAccessDesc d;
+            if (q == r)
+                continue;
+            memset(&d, 0, sizeof(d));
+            d.location.type = cudaMemLocationTypeDevice;
+            d.location.id = hn_runtime_device(rt, q);
+            d.flags = grant ? cudaMemAccessFlagsProtReadWrite : cudaMemAccessFlagsProtNone;
+            CU_ASSERT_EQUAL(cudaMemPoolSetAccess(pool, &d, 1), cudaSuccess);
+        }
+    }
+}
+
+/* The peer copies into another device's pool memory (cudaMallocAsync),
+ * which that pool does not let the copying device touch: refused by
+ * name, the runtime usable after; with the pools opened to the peers,
+ * the same run is right. */
+static void test_pool_p2p(void)
+{
+    int n = gpus() < 4 ? gpus() : 4;
+    hn_program *p = program("via p2p");
+    cudaStream_t streams[8];
+    hn_runtime *rt;
+    xset s;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    if (n < 2) {
+        hn_program_destroy(p);
+        return;
+    }
+    rt = runtime(n, NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    streams_make(rt, n, streams);
+    xset_make(rt, &s, n, 1, streams, 7);
+    CU_ASSERT_NOT_EQUAL(hn_runtime_run(rt, p, &s.args), HN_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(hn_runtime_error(rt), "memory of another device's CUDA memory pool "
+                                                        "(cudaMallocAsync)"));
+    if (strstr(hn_runtime_error(rt), "memory pool") == NULL)
+        fprintf(stderr, "\n  pool memory via p2p: %s\n", hn_runtime_error(rt));
+    pools_open(rt, n, 1);
+    xset_poison(rt, &s);
+    CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &s.args), HN_OK);
+    CU_ASSERT(xset_right(rt, &s, 7));
+    pools_open(rt, n, 0);
+    xset_free(rt, &s, streams);
+    streams_free(rt, n, streams);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+}
+
 /* Ranks on other ordinals (reversed, with two GPUs); two ranks on one
  * device: NCCL refused when the program is prepared, naming them; the p2p
  * rings run. */
@@ -387,6 +443,8 @@ void hn_suite_bind_cuda(void)
         {"cudaMallocAsync pool memory bound, run, launched, captured, rebound", test_cudamallocasync},
         {"rebinds after the first move pointers in place, via p2p, ll and nccl", test_rebind_in_place},
         {"ranks on other ordinals; two ranks on one device: NCCL refused, p2p runs", test_device_map},
+        {"the peer copies into another device's pool memory: refused by name; with the pools opened, right",
+         test_pool_p2p},
         {"the embedder's stream destroyed with launches pending: query, sync, destroy", test_stream_gone},
         CU_TEST_INFO_NULL,
     };
