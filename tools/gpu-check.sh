@@ -534,7 +534,7 @@ if part procs; then
       done
       for conf in "" "expandable_segments:True"; do
         step "procs torchrun torchrun_graph_p2p.py ${conf:-caching allocator}" 300 \
-          env PYTHONPATH=build/python PYTORCH_CUDA_ALLOC_CONF=$conf \
+          env PYTHONPATH=build/python ${conf:+PYTORCH_CUDA_ALLOC_CONF=$conf} \
           python3 -m torch.distributed.run --nproc-per-node 2 python/tests/torchrun_graph_p2p.py
       done
       if step_fails "procs torchrun tp_decode.py --via p2p --no-register is refused" 300 env PYTHONPATH=build/python \
