@@ -430,8 +430,30 @@ __global__ void __launch_bounds__(CLUSTER ? HN_LL_THREADS / 2 : HN_LL_THREADS, 1
  * and cleared by one block only (ll.h's rule 3). The sum of squares adds
  * each thread's units in order, then the block's warps in order: the same
  * bits in every member. */
-#define HN_LL_COPIES_THREADS 128
-#define HN_LL_COPIES_MAX 8
+/* A unit of a member's own buffer, which may lie off a 16-byte boundary
+ * (one member's may while another's does not: the way the lanes are laid
+ * out must not depend on it): element by element then. */
+template <typename T> __device__ __forceinline__ uint4 load_unit(const char *p, bool aligned)
+{
+    uint4 v;
+    if (aligned)
+        return *(const uint4 *)p;
+#pragma unroll
+    for (int e = 0; e < HN_LL_VEC / (int)sizeof(T); e++)
+        reinterpret_cast<T *>(&v)[e] = reinterpret_cast<const T *>(p)[e];
+    return v;
+}
+
+template <typename T> __device__ __forceinline__ void store_unit(char *p, uint4 v, bool aligned)
+{
+    if (aligned) {
+        *(uint4 *)p = v;
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < HN_LL_VEC / (int)sizeof(T); e++)
+        reinterpret_cast<T *>(p)[e] = reinterpret_cast<const T *>(&v)[e];
+}
 
 template <typename T, bool ALIAS>
 __global__ void __launch_bounds__(HN_LL_COPIES_THREADS, 1) ll_norm_copies(const __grid_constant__ hn_ll_args a)
@@ -446,6 +468,8 @@ __global__ void __launch_bounds__(HN_LL_COPIES_THREADS, 1) ll_norm_copies(const 
     const char *send = (const char *)a.send, *resid = (const char *)a.residual;
     uint4 own[HN_LL_COPIES_MAX], res[HN_LL_COPIES_MAX], w0, mine = make_uint4(0, 0, 0, 0), y0 = mine;
     float sumsq = 0;
+    const bool aligned = ((uintptr_t)a.send | (uintptr_t)a.residual | (uintptr_t)a.weight | (uintptr_t)a.recv |
+                          (uintptr_t)a.residual_out) % HN_LL_VEC == 0;
     st.on = a.probe != nullptr && b == 0 && t == 0;
     STAMP(st, HN_LL_PROBE_ENTRY_NS);
     STAMP(st, HN_LL_PROBE_ENTRY);
@@ -461,10 +485,10 @@ __global__ void __launch_bounds__(HN_LL_COPIES_THREADS, 1) ll_norm_copies(const 
     for (int i = 0; i < HN_LL_COPIES_MAX; i++)
         if (i < B) {
             const size_t off = HN_LL_VEC * ((size_t)i * HN_LL_COPIES_THREADS + (size_t)t);
-            own[i] = *(const uint4 *)(send + off);
-            res[i] = *(const uint4 *)(resid + off);
+            own[i] = load_unit<T>(send + off, aligned);
+            res[i] = load_unit<T>(resid + off, aligned);
         }
-    w0 = *(const uint4 *)((const char *)a.weight + HN_LL_VEC * u0);
+    w0 = load_unit<T>((const char *)a.weight + HN_LL_VEC * u0, aligned);
     STAMP(st, HN_LL_PROBE_READY);
     c.g = begin_call(a, &s_gen);
     STAMP(st, HN_LL_PROBE_LOADED);
@@ -517,8 +541,8 @@ __global__ void __launch_bounds__(HN_LL_COPIES_THREADS, 1) ll_norm_copies(const 
             reinterpret_cast<T *>(&o)[e] = from_f<T>(to_f<T>(reinterpret_cast<const T *>(&y0)[e]) * scale *
                                                      to_f<T>(reinterpret_cast<const T *>(&w0)[e]));
         if (!c.aborted) {
-            *(uint4 *)((char *)a.residual_out + HN_LL_VEC * u0) = y0;
-            *(uint4 *)((char *)a.recv + HN_LL_VEC * u0) = o;
+            store_unit<T>((char *)a.residual_out + HN_LL_VEC * u0, y0, aligned);
+            store_unit<T>((char *)a.recv + HN_LL_VEC * u0, o, aligned);
         }
     }
     if (__syncthreads_or(c.aborted))
@@ -533,36 +557,20 @@ static bool overlap(const void *x, const void *y, size_t bytes)
     return a < b + bytes && b < a + bytes;
 }
 
-/* Blocks of the norm in copies (ll_norm_copies), or 0 where it does not
- * take it: one row per member, one-shot, a row of B x 128 units (B = 2 ..
- * 8), the lanes of B copies within the slot, every buffer 16-byte
- * aligned (takes_short_path). *alias: an output lies over an input (a
- * block reads the whole row, which another block writes: they are then a
- * cluster, ordered by its barrier). */
+/* Blocks of the norm in copies (ll.h hn_ll_norm_copies: what every member
+ * agrees on decides it), or 0. *alias: an output of this member lies over
+ * an input (a block reads the whole row, which another block writes: the
+ * blocks are then a cluster, ordered by its barrier). */
 static int norm_copies_of(const hn_ll_args *a, bool *alias)
 {
-    hn_ll_plan P;
-    size_t units;
-    int B;
-    if (a->kind != HN_LL_ALLREDUCE_NORM || hn_ll_twoshot(a) || a->n < 2 || a->hidden == 0 ||
-        a->count != a->hidden)
-        return 0;
-    hn_ll_plan_make(a, HN_LL_SEG_BYTES, &P);
-    {
-        const size_t row = a->hidden * P.es;
-        const void *in[] = {a->send, a->residual, a->weight}, *out[] = {a->recv, a->residual_out};
-        *alias = false;
-        for (int i = 0; i < 3; i++)
-            for (int o = 0; o < 2; o++)
-                *alias |= overlap(in[i], out[o], row);
-    }
-    units = a->hidden * P.es / HN_LL_VEC;
-    if (a->hidden * P.es % HN_LL_VEC != 0 || units % HN_LL_COPIES_THREADS != 0)
-        return 0;
-    B = (int)(units / HN_LL_COPIES_THREADS);
-    if (B < 2 || B > HN_LL_COPIES_MAX || (size_t)a->n * (size_t)B * P.seg_wire > a->slot)
-        return 0;
-    return hn_ll_knob("HN_LL_NORM_COPIES", 1) ? B : 0;
+    const size_t row = a->hidden * hn_ll_es(a->dtype);
+    const void *in[] = {a->send, a->residual, a->weight}, *out[] = {a->recv, a->residual_out};
+    const int b = hn_ll_norm_copies(a);
+    *alias = false;
+    for (int i = 0; i < 3; i++)
+        for (int o = 0; o < 2; o++)
+            *alias |= overlap(in[i], out[o], row);
+    return b;
 }
 
 /* Whether a call takes the short path: a reduction of 16-byte units only
@@ -625,8 +633,7 @@ hn_ll_short hn_ll_short_kernel(const hn_ll_args *a)
     hn_ll_short k = {nullptr, 0, 1, 0};
     bool alias = false;
     int copies;
-    if (!takes_short_path(a))
-        return k;
+    /* (before the short path's own conditions: the lanes' layout must not depend on them) */
     if ((copies = norm_copies_of(a, &alias)) > 0) {
         k.threads = HN_LL_COPIES_THREADS;
         k.grid = copies;
@@ -641,6 +648,8 @@ hn_ll_short hn_ll_short_kernel(const hn_ll_args *a)
                                         : ll_norm_copies<float, false>;
         return k;
     }
+    if (!takes_short_path(a))
+        return k;
     k = short_shape(a);
     if (a->kind != HN_LL_ALLREDUCE_NORM)
         k.fn = a->dtype == HN_BF16  ? ll_short<__nv_bfloat16, false, false>
