@@ -357,7 +357,7 @@ static int make_calls(kcall *c, int n)
         x->dt = HN_F32;
         x->algo = HN_ALGO_TWOSHOT;
     }
-    for (int k = 0; k < 4; k++) { /* one row per member, one-shot: the norm in copies (2, 4 and 8 blocks; in place: not) */
+    for (int k = 0; k < 4; k++) { /* one row per member, one-shot (a decode step's): rows of 256 to 1024 units */
         kcall *x = &c[nc++];
         memset(x, 0, sizeof(*x));
         x->kind = HN_LL_ALLREDUCE_NORM;

@@ -90,11 +90,8 @@ const char *hn_comm_ll_norm_refuses(hn_dtype dtype, int n)
 size_t hn_comm_ll_norm_reserve(size_t rows, size_t hidden, hn_dtype dtype, int n)
 {
     size_t row = hn_ll_wire(HN_LL_SENTINEL, hidden * (size_t)hn_dtype_size(dtype)), k = (size_t)(n < 1 ? 1 : n);
-    size_t one = (rows * row + k - 1) / k, two = (rows + k - 1) / k * row, most = one > two ? one : two;
-    /* one row: room for the norm in copies (ll.h: n lanes of B rows in a slot of n x n x this) */
-    size_t copies = rows == 1 && n >= 2 ? (size_t)hn_ll_copies_blocks(hidden, (size_t)hn_dtype_size(dtype)) : 0;
-    size_t in_copies = (copies * row + k - 1) / k;
-    return most > in_copies ? most : in_copies;
+    size_t one = (rows * row + k - 1) / k, two = (rows + k - 1) / k * row;
+    return one > two ? one : two;
 }
 
 /* The kernels this build has, by device kind (hn_device_kind: DLPack's

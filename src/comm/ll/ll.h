@@ -311,35 +311,6 @@ HN_LL_FN void hn_ll_plan_make(const hn_ll_args *a, size_t seg_bytes, hn_ll_plan 
     P->lane = hn_ll_wire(P->fmt, P->part * es);
 }
 
-/* The fused norm in copies (ll_cuda_short.cu): where every member reduces
- * the same one row (one-shot, count = hidden) of B x HN_LL_COPIES_THREADS
- * 16-byte units, B = 2 .. HN_LL_COPIES_MAX, each member pushes its row to
- * every peer B times (copy q at q rows into its lane: a lane holds B rows)
- * and block q of the receiver reads and clears copy q whole, so each block
- * has the row's sum of squares itself. Every member must lay the lanes out
- * alike, so whether a call goes in copies follows from what every member
- * agrees on — the team, the shape, the slot's size — never from a member's
- * own buffers: 0 where it does not, else B. */
-#define HN_LL_COPIES_THREADS 128
-#define HN_LL_COPIES_MAX 8
-HN_LL_FN int hn_ll_copies_blocks(size_t hidden, size_t es)
-{
-    size_t units = hidden * es / HN_LL_VEC, b = units / HN_LL_COPIES_THREADS;
-    if (hidden * es % HN_LL_VEC != 0 || units % HN_LL_COPIES_THREADS != 0 || b < 2 || b > HN_LL_COPIES_MAX)
-        return 0;
-    return (int)b;
-}
-
-HN_LL_FN int hn_ll_norm_copies(const hn_ll_args *a)
-{
-    size_t es = hn_ll_es(a->dtype);
-    int b = a->kind == HN_LL_ALLREDUCE_NORM && !hn_ll_twoshot(a) && a->n >= 2 && a->hidden > 0 &&
-                    a->count == a->hidden
-                ? hn_ll_copies_blocks(a->hidden, es)
-                : 0;
-    return b > 0 && (size_t)a->n * (size_t)b * hn_ll_wire(HN_LL_SENTINEL, a->hidden * es) <= a->slot ? b : 0;
-}
-
 /* Bytes of a slot the call needs. */
 HN_LL_FN size_t hn_ll_need(const hn_ll_plan *P, int n) { return (size_t)P->sections * (size_t)n * P->lane; }
 

@@ -405,8 +405,7 @@ extern "C" hn_status_t hn_ll_cuda(hn_dstream *s, const hn_ll_args *a, const hn_o
     {
         /* a norm's row is a cluster's (hn_ll_short): whole clusters, a row each */
         const int per = sp.fn != nullptr ? sp.cluster : 1, cap = a->blocks > 0 ? a->blocks : hn_ll_cap(sms);
-        cfg.gridDim = dim3((unsigned)(sp.fn != nullptr && sp.grid > 0 ? sp.grid
-                                                                       : hn_ll_grid(&P, cap / per > 0 ? cap / per : 1) * per));
+        cfg.gridDim = dim3((unsigned)(hn_ll_grid(&P, cap / per > 0 ? cap / per : 1) * per));
         cfg.blockDim = dim3((unsigned)threads);
         cfg.stream = s->s;
         x.early = a->pdl && hn_ll_early((int)cfg.gridDim.x, sms);

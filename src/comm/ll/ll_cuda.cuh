@@ -189,7 +189,6 @@ typedef struct hn_ll_short {
     void (*fn)(hn_ll_args);
     int threads;
     int cluster;
-    int grid; /* blocks, where the kernel sets them itself (the norm in copies); 0: by the plan */
 } hn_ll_short;
 
 /* A shape of the launch overridden from the environment, in builds made

@@ -421,158 +421,6 @@ __global__ void __launch_bounds__(CLUSTER ? HN_LL_THREADS / 2 : HN_LL_THREADS, 1
     end_call(a, c.g, st);
 }
 
-/* The fused norm of one row per member, one-shot, with the row pushed to
- * every peer once per block of the receiving member: block b of B reads
- * copy b of the row from every peer whole (units t, t + 128, ... : B per
- * thread), so it has the row's sum of squares itself — no barrier between
- * blocks, no cluster — and writes units b * 128 + t of the outputs. A
- * lane holds B copies of the row (P.lane = B rows), and each copy is read
- * and cleared by one block only (ll.h's rule 3). The sum of squares adds
- * each thread's units in order, then the block's warps in order: the same
- * bits in every member. */
-/* A unit of a member's own buffer, which may lie off a 16-byte boundary
- * (one member's may while another's does not: the way the lanes are laid
- * out must not depend on it): element by element then. */
-template <typename T> __device__ __forceinline__ uint4 load_unit(const char *p, bool aligned)
-{
-    uint4 v;
-    if (aligned)
-        return *(const uint4 *)p;
-#pragma unroll
-    for (int e = 0; e < HN_LL_VEC / (int)sizeof(T); e++)
-        reinterpret_cast<T *>(&v)[e] = reinterpret_cast<const T *>(p)[e];
-    return v;
-}
-
-template <typename T> __device__ __forceinline__ void store_unit(char *p, uint4 v, bool aligned)
-{
-    if (aligned) {
-        *(uint4 *)p = v;
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < HN_LL_VEC / (int)sizeof(T); e++)
-        reinterpret_cast<T *>(p)[e] = reinterpret_cast<const T *>(&v)[e];
-}
-
-template <typename T, bool ALIAS>
-__global__ void __launch_bounds__(HN_LL_COPIES_THREADS, 1) ll_norm_copies(const __grid_constant__ hn_ll_args a)
-{
-    constexpr size_t es = sizeof(T);
-    constexpr int V = HN_LL_VEC / sizeof(T);
-    __shared__ uint32_t s_gen;
-    stamps st;
-    ctx c;
-    const int t = (int)threadIdx.x, b = (int)blockIdx.x, B = (int)gridDim.x;
-    const size_t u0 = (size_t)b * HN_LL_COPIES_THREADS + (size_t)t;
-    const char *send = (const char *)a.send, *resid = (const char *)a.residual;
-    uint4 own[HN_LL_COPIES_MAX], res[HN_LL_COPIES_MAX], w0, mine = make_uint4(0, 0, 0, 0), y0 = mine;
-    float sumsq = 0;
-    const bool aligned = ((uintptr_t)a.send | (uintptr_t)a.residual | (uintptr_t)a.weight | (uintptr_t)a.recv |
-                          (uintptr_t)a.residual_out) % HN_LL_VEC == 0;
-    st.on = a.probe != nullptr && b == 0 && t == 0;
-    STAMP(st, HN_LL_PROBE_ENTRY_NS);
-    STAMP(st, HN_LL_PROBE_ENTRY);
-    hn_ll_plan_make(&a, HN_LL_SEG_BYTES, &c.P);
-    c.P.lane = (size_t)B * c.P.seg_wire;
-    c.a = &a;
-    c.abort = &a.sig[a.me]->abort;
-    c.aborted = false;
-    c.sums = 0;
-    cudaGridDependencySynchronize();
-    /* the whole row's input and residual, in flight while the generation is read */
-#pragma unroll
-    for (int i = 0; i < HN_LL_COPIES_MAX; i++)
-        if (i < B) {
-            const size_t off = HN_LL_VEC * ((size_t)i * HN_LL_COPIES_THREADS + (size_t)t);
-            own[i] = load_unit<T>(send + off, aligned);
-            res[i] = load_unit<T>(resid + off, aligned);
-        }
-    w0 = load_unit<T>((const char *)a.weight + HN_LL_VEC * u0, aligned);
-    STAMP(st, HN_LL_PROBE_READY);
-    c.g = begin_call(a, &s_gen);
-    STAMP(st, HN_LL_PROBE_LOADED);
-    /* outputs over inputs (a residual updated in place): the blocks are a
-     * cluster, and each has read its inputs before any block writes
-     * (arrived here, waited for before the outputs: long since true then) */
-    if (ALIAS)
-        asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-#pragma unroll
-    for (int i = 0; i < HN_LL_COPIES_MAX; i++) /* (no index by b: nothing on the stack) */
-        if (i == b)
-            mine = fix_vec(own[i], es);
-    /* PUSH this thread's unit into every copy of the row in every peer */
-    for (int p = 0; p < a.n; p++)
-        if (p != a.me) {
-            char *lane = lane_of(c, p, 0, a.me) + HN_LL_VEC * u0;
-            for (int q = 0; q < B; q++)
-                st_volatile_v4(lane + (size_t)q * c.P.seg_wire, mine);
-        }
-    STAMP(st, HN_LL_PROBE_PUSHED);
-    /* REDUCE the whole row from copy b */
-#pragma unroll
-    for (int i = 0; i < HN_LL_COPIES_MAX; i++) {
-        float acc[V];
-        uint4 y;
-        if (i >= B || c.aborted)
-            continue;
-        if (!reduce_vec<T>(c, fix_vec(own[i], es),
-                           lane_of(c, a.me, 0, 0) + (size_t)b * c.P.seg_wire +
-                               HN_LL_VEC * ((size_t)i * HN_LL_COPIES_THREADS + (size_t)t),
-                           acc))
-            continue;
-        if (i == 0)
-            STAMP(st, HN_LL_PROBE_ARRIVED);
-#pragma unroll
-        for (int e = 0; e < V; e++)
-            reinterpret_cast<T *>(&y)[e] = from_f<T>(acc[e] + to_f<T>(reinterpret_cast<const T *>(&res[i])[e]));
-        y = fix_vec(y, es);
-        sumsq += sum_squares<T>(y);
-        if (i == b)
-            y0 = y;
-    }
-    {
-        const float scale = hn_norm_scale(block_sum(c, sumsq), a.hidden, a.eps);
-        uint4 o;
-        if (ALIAS)
-            asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-#pragma unroll
-        for (int e = 0; e < V; e++)
-            reinterpret_cast<T *>(&o)[e] = from_f<T>(to_f<T>(reinterpret_cast<const T *>(&y0)[e]) * scale *
-                                                     to_f<T>(reinterpret_cast<const T *>(&w0)[e]));
-        if (!c.aborted) {
-            store_unit<T>((char *)a.residual_out + HN_LL_VEC * u0, y0, aligned);
-            store_unit<T>((char *)a.recv + HN_LL_VEC * u0, o, aligned);
-        }
-    }
-    if (__syncthreads_or(c.aborted))
-        return;
-    STAMP(st, HN_LL_PROBE_DONE);
-    end_call(a, c.g, st);
-}
-
-static bool overlap(const void *x, const void *y, size_t bytes)
-{
-    const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
-    return a < b + bytes && b < a + bytes;
-}
-
-/* Blocks of the norm in copies (ll.h hn_ll_norm_copies: what every member
- * agrees on decides it), or 0. *alias: an output of this member lies over
- * an input (a block reads the whole row, which another block writes: the
- * blocks are then a cluster, ordered by its barrier). */
-static int norm_copies_of(const hn_ll_args *a, bool *alias)
-{
-    const size_t row = a->hidden * hn_ll_es(a->dtype);
-    const void *in[] = {a->send, a->residual, a->weight}, *out[] = {a->recv, a->residual_out};
-    const int b = hn_ll_norm_copies(a);
-    *alias = false;
-    for (int i = 0; i < 3; i++)
-        for (int o = 0; o < 2; o++)
-            *alias |= overlap(in[i], out[o], row);
-    return b;
-}
-
 /* Whether a call takes the short path: a reduction of 16-byte units only
  * (the range, or a row, a multiple of 16 bytes; a row of at most
  * HN_LL_SHORT_ROW_UNITS units per thread), every buffer 16-byte aligned. */
@@ -608,7 +456,7 @@ static_assert(HN_LL_SEG_BYTES == HN_LL_THREADS * HN_LL_VEC, "the short path move
  * large to let the next kernel launch early). */
 static hn_ll_short short_shape(const hn_ll_args *a)
 {
-    hn_ll_short k = {nullptr, HN_LL_THREADS, 1, 0};
+    hn_ll_short k = {nullptr, HN_LL_THREADS, 1};
     hn_ll_plan P;
     size_t part;
     hn_ll_plan_make(a, HN_LL_SEG_BYTES, &P);
@@ -630,24 +478,7 @@ static hn_ll_short short_shape(const hn_ll_args *a)
 
 hn_ll_short hn_ll_short_kernel(const hn_ll_args *a)
 {
-    hn_ll_short k = {nullptr, 0, 1, 0};
-    bool alias = false;
-    int copies;
-    /* (before the short path's own conditions: the lanes' layout must not depend on them) */
-    if ((copies = norm_copies_of(a, &alias)) > 0) {
-        k.threads = HN_LL_COPIES_THREADS;
-        k.grid = copies;
-        k.cluster = alias ? copies : 1;
-        if (alias)
-            k.fn = a->dtype == HN_BF16 ? ll_norm_copies<__nv_bfloat16, true>
-                   : a->dtype == HN_F16 ? ll_norm_copies<__half, true>
-                                        : ll_norm_copies<float, true>;
-        else
-            k.fn = a->dtype == HN_BF16 ? ll_norm_copies<__nv_bfloat16, false>
-                   : a->dtype == HN_F16 ? ll_norm_copies<__half, false>
-                                        : ll_norm_copies<float, false>;
-        return k;
-    }
+    hn_ll_short k = {nullptr, 0, 1};
     if (!takes_short_path(a))
         return k;
     k = short_shape(a);
