@@ -94,6 +94,8 @@ typedef struct hn_rank {
 /* A program captured for one configuration (graph.c; kept in the
  * configuration cache): a backend graph per rank, replayed with one
  * launch per rank from the caller's thread. */
+typedef struct hn_graph_hold hn_graph_hold; /* (graph_state.c) */
+
 struct hn_graph {
     hn_runtime *rt;
     uint64_t id;       /* never 0 */

@@ -12,34 +12,14 @@
 #include "config_cache.h"
 #include "../exec/fault_inject.h"
 #include "graph.h"
+#include "graph_state.h"
 #include "issue.h"
 #include "../ranks/pool.h"
 #include "prepare.h"
 #include "../ranks/rank.h"
 #include "../ranks/run_error.h"
 
-/* on each rank: its epoch words, and what its communicators need */
-static hn_status_t begin_on_rank(hn_rank *r, void *arg)
-{
-    hn_graph *g = arg;
-    hn_runtime *rt = r->rt;
-    hn_graph_ctx *c = &g->ctx[r->local];
-    hn_origin o = {&rt->sink, r->rank, -1, NULL, NULL};
-    static const uint32_t zero[4];
-    hn_status_t st = HN_OK;
-    c->id = g->id;
-    /* a rebind keeps the epoch words: the values captured are relative */
-    if (c->ep == NULL &&
-        ((st = rt->dev->mem_alloc(rt->dev_ctx, r->rank, sizeof(zero), (void **)&c->ep)) != HN_OK ||
-         (st = rt->dev->copy_to_device(rt->dev_ctx, r->rank, c->ep, zero, sizeof(zero))) != HN_OK)) {
-        hn_runtime_fail(rt, r->rank, -1, st, "cannot allocate a graph's epoch");
-        return st;
-    }
-    for (int k = 0; k < rt->ncomms && st == HN_OK; k++)
-        if (rt->comms[k].ops->graph_begin != NULL)
-            st = rt->comms[k].ops->graph_begin(rt->comms[k].world, r->rank, c, &o);
-    return st;
-}
+static hn_status_t begin_on_rank(hn_rank *r, void *arg) { return hn_graph_state_begin(r, arg); }
 
 /* job B: the end of every replay, and the end of the capture (also after
  * a failure, so that the stream leaves capture mode) */
@@ -47,16 +27,11 @@ static hn_status_t finish_on_rank(hn_rank *r, void *arg)
 {
     hn_graph *g = arg;
     hn_runtime *rt = r->rt;
-    hn_graph_ctx *c = &g->ctx[r->local];
-    hn_origin o = {&rt->sink, r->rank, -1, NULL, c};
     hn_status_t st = __atomic_load_n(rt->abort_flag, __ATOMIC_ACQUIRE) ? HN_ERR_ABORTED : HN_OK, end_st;
     if (!r->capturing)
         return st;
-    for (int k = 0; k < rt->ncomms && st == HN_OK; k++)
-        if (rt->comms[k].ops->graph_finish != NULL)
-            st = rt->comms[k].ops->graph_finish(rt->comms[k].world, r->rank, c, r->active, &o);
-    if (st == HN_OK && (st = rt->dev->stream_add_u32(r->active, c->ep, HN_GRAPH_EPOCH_SPAN, &o)) != HN_OK)
-        hn_runtime_fail(rt, r->rank, -1, st, "cannot capture the graph's epoch");
+    if (st == HN_OK)
+        st = hn_graph_state_finish(r, g);
     if (g->updated == NULL) {
         end_st = rt->dev->capture_end(r->active, &g->g[r->local]);
     } else if (st == HN_OK) { /* a rebind: the new capture into the graph replays launch */
@@ -82,51 +57,18 @@ static hn_status_t finish_on_rank(hn_rank *r, void *arg)
 
 static hn_status_t end_on_rank(hn_rank *r, void *arg)
 {
-    hn_graph *g = arg;
-    hn_runtime *rt = r->rt;
-    for (int k = 0; k < rt->ncomms; k++)
-        if (rt->comms[k].ops->graph_end != NULL)
-            rt->comms[k].ops->graph_end(rt->comms[k].world, r->rank, &g->ctx[r->local]);
+    hn_graph_state_end(r, arg);
     return HN_OK;
 }
 
 static hn_status_t free_on_rank(hn_rank *r, void *arg)
 {
     hn_graph *g = arg;
-    hn_runtime *rt = r->rt;
-    hn_graph_ctx *c = &g->ctx[r->local];
     if (g->g[r->local] != NULL)
-        rt->dev->graph_destroy(g->g[r->local]);
+        r->rt->dev->graph_destroy(g->g[r->local]);
     g->g[r->local] = NULL;
-    for (int k = 0; k < rt->ncomms; k++)
-        if (rt->comms[k].ops->graph_free != NULL)
-            rt->comms[k].ops->graph_free(rt->comms[k].world, r->rank, c);
-    if (c->ep != NULL)
-        rt->dev->mem_free(rt->dev_ctx, r->rank, c->ep);
-    c->ep = NULL;
+    hn_graph_state_free(r, g);
     return HN_OK;
-}
-
-/* What the caller's captures hold of a graph of a launch inside them
- * (hn_graph_launch_foreign): `held` captures still hold it; `refs` counts
- * the runtime's reference and theirs, and the last one frees the hold.
- * Atomics: a capture lets go on a thread of the backend's own. */
-typedef struct hn_graph_hold {
-    int held, refs;
-} hn_graph_hold;
-
-static void hold_drop(hn_graph_hold *h)
-{
-    if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0)
-        hn_free(h);
-}
-
-/* a caller's capture let go (native_capture_keep's release) */
-static void hold_release(void *arg)
-{
-    hn_graph_hold *h = arg;
-    __atomic_sub_fetch(&h->held, 1, __ATOMIC_ACQ_REL);
-    hold_drop(h);
 }
 
 /* Frees g (its replays have finished: the caller saw to it). */
@@ -142,7 +84,7 @@ static void graph_free(hn_runtime *rt, hn_graph *g)
     hn_free(g->ctx);
     hn_free(g->g);
     if (g->hold != NULL)
-        hold_drop(g->hold);
+        hn_graph_hold_drop(g->hold);
     hn_free(g);
 }
 
@@ -242,44 +184,12 @@ hn_status_t hn_runtime_capture(hn_runtime *rt, const hn_program *p, const hn_run
 
 /* ---- a launch inside a capture of the caller's (torch.cuda.graph) ---- */
 
-hn_status_t hn_graph_foreign_begin(hn_rank *r, hn_graph *g)
-{
-    hn_runtime *rt = r->rt;
-    hn_graph_hold *h = g->hold;
-    hn_status_t st;
-    __atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
-    __atomic_add_fetch(&h->held, 1, __ATOMIC_ACQ_REL);
-    if ((st = rt->dev->native_capture_keep(rt->dev->stream_native(r->active), hold_release, h)) != HN_OK) {
-        __atomic_sub_fetch(&h->held, 1, __ATOMIC_ACQ_REL);
-        __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL); /* the runtime's reference stays */
-        hn_runtime_fail(rt, r->rank, -1, st, "cannot tie the launch's state to the caller's capture");
-        return st;
-    }
-    return begin_on_rank(r, g);
-}
-
-hn_status_t hn_graph_foreign_finish(hn_rank *r, hn_graph *g)
-{
-    hn_runtime *rt = r->rt;
-    hn_graph_ctx *c = &g->ctx[r->local];
-    hn_origin o = {&rt->sink, r->rank, -1, NULL, c};
-    hn_status_t st = HN_OK;
-    for (int k = 0; k < rt->ncomms && st == HN_OK; k++)
-        if (rt->comms[k].ops->graph_finish != NULL)
-            st = rt->comms[k].ops->graph_finish(rt->comms[k].world, r->rank, c, r->active, &o);
-    if (st == HN_OK && (st = rt->dev->stream_add_u32(r->active, c->ep, HN_GRAPH_EPOCH_SPAN, &o)) != HN_OK)
-        hn_runtime_fail(rt, r->rank, -1, st, "cannot capture the launch's epoch");
-    return st;
-}
-
-void hn_graph_foreign_end(hn_rank *r, hn_graph *g) { (void)end_on_rank(r, g); }
-
 void hn_graphs_collect(hn_runtime *rt)
 {
     hn_graph *g, *next;
     for (g = rt->graphs; g != NULL; g = next) {
         next = g->next;
-        if (g->hold != NULL && __atomic_load_n(&g->hold->held, __ATOMIC_ACQUIRE) == 0)
+        if (g->hold != NULL && !hn_graph_hold_held(g->hold))
             graph_free(rt, g); /* (its work went with the caller's graph) */
     }
 }
@@ -300,7 +210,7 @@ hn_status_t hn_graph_launch_foreign(hn_runtime *rt, const hn_program *lp, uint64
     snprintf(g->why, sizeof(g->why), "a launch inside a capture of the caller's: the caller replays it");
     g->ctx = hn_calloc((size_t)n, sizeof(hn_graph_ctx));
     g->g = hn_calloc((size_t)n, sizeof(hn_dgraph *));
-    g->hold = hn_calloc(1, sizeof(*g->hold));
+    g->hold = hn_graph_hold_new();
     if (g->ctx == NULL || g->g == NULL || g->hold == NULL) {
         hn_free(g->ctx);
         hn_free(g->g);
@@ -308,7 +218,6 @@ hn_status_t hn_graph_launch_foreign(hn_runtime *rt, const hn_program *lp, uint64
         hn_free(g);
         return HN_ERR_NOMEM;
     }
-    g->hold->refs = 1;
     hn_cache_add_graph(rt, g); /* freed once the caller's captures let go (hn_graphs_collect) */
     return hn_issue_launch_into(rt, g, prog, params, io, streams);
 }

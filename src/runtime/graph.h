@@ -42,12 +42,6 @@ hn_status_t hn_graph_recapture(hn_runtime *rt, hn_graph *g, void *const *const *
  * (native_capture_keep); once they let go, hn_graphs_collect frees it. */
 hn_status_t hn_graph_launch_foreign(hn_runtime *rt, const hn_program *lp, uint64_t prog, const int64_t *params,
                                     void *const *const *io, void *const *streams);
-/* ... on rank r's thread (issue.c), r->active the caller's stream: before
- * its work (g kept by the capture, the communicators' state made), after
- * it (the pool streams joined), and after all (the eager state back). */
-hn_status_t hn_graph_foreign_begin(hn_rank *r, hn_graph *g);
-hn_status_t hn_graph_foreign_finish(hn_rank *r, hn_graph *g);
-void hn_graph_foreign_end(hn_rank *r, hn_graph *g);
 /* Frees the graphs of launches inside captures of the caller's that the
  * captures let go (from the caller's thread, between calls). */
 void hn_graphs_collect(hn_runtime *rt);

@@ -12,7 +12,7 @@
 #include "issue.h"
 #include "../ir/params.h"
 #include "../ranks/pool.h"
-#include "graph.h"
+#include "graph_state.h"
 #include "procs.h"
 #include "../ranks/rank.h"
 #include "../ranks/run_error.h"
@@ -143,13 +143,15 @@ static hn_status_t launch_rank(hn_rank *r, void *arg)
         hn_runtime_fail(rt, r->rank, -1, st, "cannot issue the launch on the caller's stream");
         return st;
     }
-    if (j->into != NULL && (st = hn_graph_foreign_begin(r, j->into)) != HN_OK) {
-        hn_graph_foreign_end(r, j->into);
+    /* inside the caller's capture: the graph's state kept by it, and made, as for a capture */
+    if (j->into != NULL &&
+        ((st = hn_graph_hold_keep(r, j->into->hold)) != HN_OK || (st = hn_graph_state_begin(r, j->into)) != HN_OK)) {
+        hn_graph_state_end(r, j->into);
         return st;
     }
     if ((st = body_begin(r, j, &x, j->into != NULL ? &j->into->ctx[r->local] : NULL)) != HN_OK) {
         if (j->into != NULL)
-            hn_graph_foreign_end(r, j->into);
+            hn_graph_state_end(r, j->into);
         return st;
     }
     st = body_issue(r, j, &x, rt->time_runs);
@@ -160,10 +162,10 @@ static hn_status_t launch_rank(hn_rank *r, void *arg)
     } else {
         sync_st = hn_rank_order_launch(r, r->active, HN_LAUNCH_JOIN, NULL);
         if (st == HN_OK && sync_st == HN_OK)
-            st = hn_graph_foreign_finish(r, j->into);
+            st = hn_graph_state_finish(r, j->into);
         if (sync_st == HN_OK)
             sync_st = hn_rank_order_launch(r, r->active, HN_LAUNCH_DONE, NULL);
-        hn_graph_foreign_end(r, j->into);
+        hn_graph_state_end(r, j->into);
     }
     r->follow = rt->dev->stream_native(r->active);
     if (sync_st != HN_OK)

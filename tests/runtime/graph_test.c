@@ -433,7 +433,9 @@ static void test_cannot_capture(void)
         CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &a), HN_OK);
     said = hn_test_capture_end();
     CU_ASSERT_PTR_NOT_NULL(strstr(said, "capture: a stream of the capture was not joined back into its origin"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(said, "hirnode warn: graphs: the configuration could not be captured"));
+    /* (at HIRNODE_LOG=debug the level is followed by the file and line) */
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "hirnode warn"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(said, "graphs: the configuration could not be captured"));
     if (strstr(said, "not joined back") == NULL || strstr(said, "could not be captured") == NULL)
         fprintf(stderr, "cannot_capture: the log said:\n%s\n", said);
     free(said);
