@@ -19,6 +19,7 @@
     HN_SUITE(world)                                                          \
     HN_SUITE(rendezvous)                                                     \
     HN_SUITE(store_tcp)                                                      \
+    HN_SUITE(net)                                                            \
     HN_SUITE(parse)                                                          \
     HN_SUITE(print)                                                          \
     HN_SUITE(json)                                                           \
@@ -30,6 +31,7 @@
     HN_SUITE(comm_host)                                                      \
     HN_SUITE(comm_p2p)                                                       \
     HN_SUITE(comm_ll)                                                        \
+    HN_SUITE(comm_net)                                                       \
     HN_SUITE(compute_cuda)                                                   \
     HN_SUITE(ll_cuda)                                                        \
     HN_SUITE(runtime)                                                        \

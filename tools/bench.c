@@ -766,7 +766,7 @@ static int default_ranks(const hn_runtime_config *cfg, const hn_cli_devices *dev
 static int bench_collectives_cli(int argc, char **argv)
 {
     bench_opts o;
-    hn_cli_procs procs = {0, NULL, 0};
+    hn_cli_procs procs = {0};
     const char *ops = "all", *timing = "device", *dtype = "bf16";
     const hn_option table[] = {
         HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256,

@@ -578,7 +578,7 @@ int hn_cli_bench_overlap(int argc, char **argv)
     int rc = 0, shapes_given;
     hn_status_t st;
     char *why = NULL;
-    hn_cli_procs procs = {0, NULL, 0};
+    hn_cli_procs procs = {0};
     const hn_option table[] = {
         HN_CHOICE("--op", "ag_matmul|matmul_rs|matmul_ar|all", &op, "the pipelined statement (needed; all: the three)"),
         HN_INT("--gpus", "N", &o.cfg.ndev, 1, 256, "ranks, one per device (default 2)"),

@@ -316,7 +316,7 @@ static int cmd_run(int argc, char **argv)
     hn_check_result res;
     hn_strbuf diag;
     hn_status_t st;
-    hn_cli_procs procs = {0, NULL, 0};
+    hn_cli_procs procs = {0};
     int rc;
     const hn_option table[] = {
         CONFIG_OPTIONS(&o),

@@ -1,7 +1,8 @@
 /* The launcher of process mode (`hirnode run --procs N`): starts N workers
- * of the same command line, one rank of the world each, gathers them,
- * names a worker that died, stopped or hung, and leaves nothing running.
- * It never makes a runtime: the workers do. */
+ * of the same command line (with --nodes, every node's or one node's), one
+ * rank of the world each, gathers them, names a worker that died, stopped
+ * or hung, and leaves nothing running. It never makes a runtime: the
+ * workers do. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -20,9 +21,7 @@
 #include "hirnode/runtime.h"
 
 #include "../src/runtime/tools.h"
-#include "launch.h"
-
-extern char **environ;
+#include "launch_env.h"
 
 #define GRACE_EXTRA_S 5.0  /* past twice the run's timeout: the others' time after the first end */
 #define KILL_AFTER_S 2.0   /* from SIGTERM to SIGKILL */
@@ -50,8 +49,9 @@ typedef struct worker {
 
 typedef struct launch {
     int n;
+    int first;      /* the rank in the world of w[0]; w[r] is rank first + r */
     worker *w;
-    pid_t pgid;     /* the workers' process group: rank 0's pid */
+    pid_t pgid;     /* the workers' process group: the first one's pid */
     double grace_s; /* 2 * timeout + GRACE_EXTRA_S */
     double deadline; /* the others must have ended by then; 0: nothing ended yet */
     double kill_at;  /* SIGKILL then; 0: not terminated; -1: sent */
@@ -165,7 +165,8 @@ static int launch_test_hook(const char *name, int rank)
     }
     if (mine == NULL)
         return -1;
-    printf("launch test: rank %d (pid %d) in %s: %.*s\n", rank, (int)getpid(), getenv("HIRNODE_RENDEZVOUS"),
+    printf("launch test: rank %d (pid %d) in %s: %.*s\n", rank, (int)getpid(),
+           getenv("HIRNODE_RENDEZVOUS") != NULL ? getenv("HIRNODE_RENDEZVOUS") : "(no rendezvous)",
            (int)mine_len, mine);
     fprintf(stderr, "launch test: rank %d on stderr\n", rank);
     fflush(stdout);
@@ -195,125 +196,115 @@ static int launch_test_hook(const char *name, int rank)
         pause();
 }
 
+int hn_cli_take_node(const char *value, void *dest, hn_strbuf *err)
+{
+    hn_cli_procs *p = dest;
+    int64_t k;
+    if (hn_parse_int64("--node", value, 0, 63, &k, err) != HN_OK)
+        return 0;
+    p->node = (int)k;
+    p->node_given = 1;
+    return 1;
+}
+
+/* --store's HOST:PORT as HIRNODE_STORE takes it: a host, a port from 1 to 65535 */
+static int good_address(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    char *end;
+    long port = colon != NULL && colon[1] >= '0' && colon[1] <= '9' ? strtol(colon + 1, &end, 10) : 0;
+    int ok = colon != NULL && colon > s && colon - s < 256 && port >= 1 && port <= 65535 && *end == '\0';
+    for (const char *c = s; ok && c < colon; c++)
+        ok = (unsigned char)*c > 0x20 && *c != 0x7f;
+    return ok;
+}
+
 int hn_cli_procs_setup(const char *name, hn_cli_procs *p, hn_runtime_config *cfg, hn_cli_devices *devices,
                        int ndev_default)
 {
     hn_command c = {name, "", NULL, 0, NULL, 0, NULL, NULL};
-    const char *role = getenv("HIRNODE_WORKER");
-    int rc;
+    const char *role = getenv("HIRNODE_WORKER"), *alone;
+    char what[64]; /* the options that say which ranks start here */
+    int rc, world, first, here, local;
     p->launcher = 0;
+    if (!p->node_given)
+        p->node = -1;
     if (role != NULL && *role != '\0' && strcmp(role, "0") != 0 && strcmp(role, "1") != 0)
         return hn_cli_usage_error(&c, "HIRNODE_WORKER: expected 0 or 1, not '%s' (the launcher of --procs sets it)",
                                   role);
     if (p->n == 0) {
-        if (p->rendezvous != NULL)
-            return hn_cli_usage_error(&c, "--rendezvous goes with --procs N");
+        alone = p->rendezvous != NULL ? "--rendezvous"
+                : p->nodes != 0       ? "--nodes"
+                : p->node >= 0        ? "--node"
+                : p->store != NULL    ? "--store"
+                                      : NULL;
+        if (alone != NULL)
+            return hn_cli_usage_error(&c, "%s goes with --procs N", alone);
         if (cfg->ndev == 0)
             cfg->ndev = ndev_default;
         return -1;
     }
-    if (cfg->ndev != 0 && cfg->ndev != p->n)
+    if (p->nodes == 0 && (p->node >= 0 || p->store != NULL))
+        return hn_cli_usage_error(&c, "%s goes with --nodes N", p->node >= 0 ? "--node" : "--store");
+    p->nodes = HN_MAX(p->nodes, 1);
+    if (p->node >= p->nodes)
+        return hn_cli_usage_error(&c, "--node %d: the nodes of --nodes %d are 0 to %d", p->node, p->nodes,
+                                  p->nodes - 1);
+    if (p->nodes * p->n > 256)
+        return hn_cli_usage_error(&c, "--nodes %d --procs %d: a world of %d ranks (256 at most)", p->nodes, p->n,
+                                  p->nodes * p->n);
+    if (p->nodes > 1 && p->rendezvous != NULL)
+        return hn_cli_usage_error(&c, "--rendezvous goes with one node: the workers of --nodes %d meet through the "
+                                  "store", p->nodes);
+    if (p->nodes == 1 && p->store != NULL)
+        return hn_cli_usage_error(&c, "--store goes with --nodes N of 2 or more: one node's workers meet in a "
+                                  "rendezvous directory");
+    if (p->store != NULL && !good_address(p->store))
+        return hn_cli_usage_error(&c, "--store: expected HOST:PORT (a port from 1 to 65535), not '%s'", p->store);
+    world = p->nodes * p->n;
+    first = p->node >= 0 ? p->node * p->n : 0;
+    here = p->node >= 0 ? p->n : world;
+    if (p->nodes == 1)
+        snprintf(what, sizeof(what), "--procs %d", p->n);
+    else if (p->node < 0)
+        snprintf(what, sizeof(what), "--nodes %d --procs %d", p->nodes, p->n);
+    else
+        snprintf(what, sizeof(what), "--nodes %d --node %d --procs %d", p->nodes, p->node, p->n);
+    if (cfg->ndev != 0 && cfg->ndev != here && p->nodes == 1)
         return hn_cli_usage_error(&c, "--gpus %d with --procs %d: the world of --procs has one rank a process "
                                   "(give --procs alone, or the same N)", cfg->ndev, p->n);
-    if (devices != NULL && devices->n > 0 && devices->n != p->n)
-        return hn_cli_usage_error(&c, "--devices: %d ordinal%s for %d ranks (--procs): give one per rank", devices->n,
-                                  devices->n == 1 ? "" : "s", p->n);
+    if (cfg->ndev != 0 && cfg->ndev != here)
+        return hn_cli_usage_error(&c, "--gpus %d with %s: %d ranks start here, one a process (give no --gpus, or "
+                                  "%d)", cfg->ndev, what, here, here);
+    if (devices != NULL && devices->n > 0 && devices->n != here)
+        return hn_cli_usage_error(&c, "--devices: %d ordinal%s for %d ranks (%s): give one per rank", devices->n,
+                                  devices->n == 1 ? "" : "s", here, p->nodes == 1 ? "--procs" : what);
     if (role == NULL || strcmp(role, "1") != 0) {
         if (p->rendezvous != NULL && (rc = check_rendezvous(name, p->rendezvous)) >= 0)
             return rc;
-        cfg->ndev = p->n;
+        if (p->nodes > 1 && p->node >= 0 && p->store == NULL && !hn_cli_env_store())
+            return hn_cli_usage_error(&c, "--node needs --store HOST:PORT (or HIRNODE_STORE / MASTER_ADDR and "
+                                      "MASTER_PORT): the address where rank 0 serves the world's store");
+        cfg->ndev = here;
         p->launcher = 1;
         return -1;
     }
     /* a worker: one rank of the launcher's world, the rank it was given */
-    if (cfg->world != p->n || cfg->rank < 0 || cfg->rank >= p->n)
-        return hn_cli_usage_error(&c, "a worker of --procs %d needs HIRNODE_WORLD=%d and HIRNODE_RANK from 0 to %d, "
-                                  "not %d and %d (the launcher sets them)", p->n, p->n, p->n - 1, cfg->world,
-                                  cfg->rank);
+    if (cfg->world != world || cfg->rank < first || cfg->rank >= first + here)
+        return hn_cli_usage_error(&c, "a worker of %s needs HIRNODE_WORLD=%d and HIRNODE_RANK from %d to %d, "
+                                  "not %d and %d (the launcher sets them)", what, world, first, first + here - 1,
+                                  cfg->world, cfg->rank);
+    local = cfg->rank - first; /* its place among the ranks started here: its device's */
     if (devices != NULL && devices->n > 0) {
-        devices->ord[0] = devices->ord[cfg->rank];
+        devices->ord[0] = devices->ord[local];
         devices->n = 1;
+    } else if (local != cfg->rank) { /* the runtime's default is the rank in the world */
+        static int ordinal;
+        ordinal = local;
+        cfg->devices = &ordinal;
     }
     cfg->ndev = 1;
     return launch_test_hook(name, cfg->rank);
-}
-
-/* A decimal in [lo, hi] from variable `var`: 1, 0 when unset, -1 when not one. */
-static int env_int(const char *var, int lo, int hi, int *out)
-{
-    const char *v = getenv(var);
-    char *end;
-    long x;
-    if (v == NULL || *v == '\0')
-        return 0;
-    x = strtol(v, &end, 10);
-    if (*end != '\0' || x < lo || x > hi)
-        return -1;
-    *out = (int)x;
-    return 1;
-}
-
-int hn_cli_join_launcher(const char *name, const hn_cli_procs *p, hn_runtime_config *cfg, hn_cli_devices *devices)
-{
-    hn_command c = {name, "", NULL, 0, NULL, 0, NULL, NULL};
-    const char *own = getenv("HIRNODE_WORLD");
-    int world = 0, rank = 0, local = 0, hw, hr, hl;
-    if (p->n != 0 || cfg->ndev != 0 || (devices != NULL && devices->n > 0) || (own != NULL && *own != '\0'))
-        return -1; /* its ranks are said here */
-    if ((hw = env_int("WORLD_SIZE", 1, 256, &world)) == 0 || (hw > 0 && world == 1))
-        return -1; /* no launcher's world */
-    hr = env_int("RANK", 0, 255, &rank);
-    hl = env_int("LOCAL_RANK", 0, 4095, &local);
-    if (hw < 0 || hr <= 0 || rank >= world || hl < 0)
-        return hn_cli_usage_error(&c, "started by a launcher (WORLD_SIZE=%s, RANK=%s, LOCAL_RANK=%s): expected a "
-                                  "world of 2 to 256, a rank in it and a device ordinal (or give --gpus)",
-                                  getenv("WORLD_SIZE"), getenv("RANK") != NULL ? getenv("RANK") : "(unset)",
-                                  getenv("LOCAL_RANK") != NULL ? getenv("LOCAL_RANK") : "(unset)");
-    cfg->world = world;
-    cfg->rank = rank;
-    cfg->ndev = 1;
-    if (devices != NULL) {
-        devices->ord[0] = local;
-        devices->n = 1;
-    }
-    return -1;
-}
-
-/* The environment of the workers: the launcher's without its own
- * HIRNODE_WORLD, _RANK, _RENDEZVOUS and _WORKER, then theirs; the rank's
- * entry points at rank_env, written before each fork. NULL when out of
- * memory. */
-static char **worker_env(int n, const char *dir, char *rank_env, char **world_env, char **dir_env)
-{
-    static const char *const ours[] = {"HIRNODE_WORLD=", "HIRNODE_RANK=", "HIRNODE_RENDEZVOUS=", "HIRNODE_WORKER="};
-    size_t count = 0, k = 0;
-    char **env;
-    while (environ[count] != NULL)
-        count++;
-    *world_env = malloc(32);
-    *dir_env = malloc(strlen(dir) + sizeof("HIRNODE_RENDEZVOUS="));
-    env = calloc(count + 5, sizeof(char *));
-    if (*world_env == NULL || *dir_env == NULL || env == NULL) {
-        free(*world_env);
-        free(*dir_env);
-        free(env);
-        return NULL;
-    }
-    for (size_t i = 0; i < count; i++) {
-        int skip = 0;
-        for (int j = 0; j < HN_ARRAY_LEN(ours) && !skip; j++)
-            skip = strncmp(environ[i], ours[j], strlen(ours[j])) == 0;
-        if (!skip)
-            env[k++] = environ[i];
-    }
-    snprintf(*world_env, 32, "HIRNODE_WORLD=%d", n);
-    sprintf(*dir_env, "HIRNODE_RENDEZVOUS=%s", dir);
-    env[k++] = *world_env;
-    env[k++] = rank_env;
-    env[k++] = *dir_env;
-    env[k++] = "HIRNODE_WORKER=1";
-    env[k] = NULL;
-    return env;
 }
 
 /* In the child, between fork and exec: the signals as the launcher got
@@ -341,7 +332,7 @@ become_worker(const launch *l, int rank, pid_t launcher, int devnull, int out, c
         what = "set up stdin, stdout and stderr";
     else
         execve("/proc/self/exe", argv, env);
-    snprintf(msg, sizeof(msg), "hirnode: rank %d: cannot %s: %s\n", rank, what, strerror(errno));
+    snprintf(msg, sizeof(msg), "hirnode: rank %d: cannot %s: %s\n", l->first + rank, what, strerror(errno));
     said = write(2, msg, strlen(msg)); /* if not, there is nowhere else to say it */
     (void)said;
     _exit(127);
@@ -366,7 +357,7 @@ static int start_worker(launch *l, int r, int devnull, char **argv, char **env, 
     if (pid == 0)
         become_worker(l, r, self, devnull, fds[1], argv, env, mask);
     /* the child does the same: whichever comes first, the group is set
-     * before the next fork (and rank 0, unreaped until the end, holds its id) */
+     * before the next fork (and the first, unreaped until the end, holds its id) */
     if (r == 0)
         l->pgid = pid;
     (void)setpgid(pid, l->pgid);
@@ -430,7 +421,7 @@ static void start_clock(launch *l, int r, const char *what)
     if (l->deadline != 0)
         return;
     l->deadline = now_s() + l->grace_s;
-    snprintf(l->after, sizeof(l->after), "rank %d %s", r, what);
+    snprintf(l->after, sizeof(l->after), "rank %d %s", l->first + r, what);
 }
 
 static int live(const launch *l)
@@ -448,7 +439,7 @@ static void grace_note(const launch *l)
             GRACE_EXTRA_S);
 }
 
-/* Every change of a worker's state since the last call; rank 0 is left a
+/* Every change of a worker's state since the last call; the first is left a
  * zombie (WNOWAIT) so that the group's id stays the workers' until the
  * launcher's last kill. */
 static void reap(launch *l)
@@ -461,7 +452,8 @@ static void reap(launch *l)
             continue;
         memset(&si, 0, sizeof(si));
         if (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | (r == 0 ? WNOWAIT : 0)) != 0) {
-            fprintf(stderr, "hirnode: cannot wait for rank %d (pid %d): %s\n", r, (int)w->pid, strerror(errno));
+            fprintf(stderr, "hirnode: cannot wait for rank %d (pid %d): %s\n", l->first + r, (int)w->pid,
+                    strerror(errno));
             w->state = W_SIGNALED; /* lost: counted as a failure */
             w->code = 0;
             continue;
@@ -488,8 +480,9 @@ static void reap(launch *l)
             w->code = si.si_status;
             start_clock(l, r, "ended");
             if (!w->overdue && si.si_status != l->user_sig)
-                fprintf(stderr, "hirnode: rank %d (pid %d) was killed by signal %d (%s)%s\n", r, (int)w->pid,
-                        si.si_status, strsignal(si.si_status), si.si_code == CLD_DUMPED ? ", core dumped" : "");
+                fprintf(stderr, "hirnode: rank %d (pid %d) was killed by signal %d (%s)%s\n", l->first + r,
+                        (int)w->pid, si.si_status, strsignal(si.si_status),
+                        si.si_code == CLD_DUMPED ? ", core dumped" : "");
             if (first && live(l) > 0)
                 grace_note(l);
             break;
@@ -497,7 +490,7 @@ static void reap(launch *l)
             if (w->state != W_STOPPED) {
                 w->state = W_STOPPED;
                 start_clock(l, r, "stopped");
-                fprintf(stderr, "hirnode: rank %d (pid %d) was stopped by signal %d (%s)\n", r, (int)w->pid,
+                fprintf(stderr, "hirnode: rank %d (pid %d) was stopped by signal %d (%s)\n", l->first + r, (int)w->pid,
                         si.si_status, strsignal(si.si_status));
                 if (first)
                     grace_note(l);
@@ -550,10 +543,10 @@ static void end_overdue(launch *l)
             continue;
         w->overdue = 1;
         if (w->state == W_STOPPED)
-            fprintf(stderr, "hirnode: rank %d (pid %d) was still stopped %g s after %s; killed\n", r, (int)w->pid,
-                    l->grace_s, l->after);
+            fprintf(stderr, "hirnode: rank %d (pid %d) was still stopped %g s after %s; killed\n", l->first + r,
+                    (int)w->pid, l->grace_s, l->after);
         else
-            fprintf(stderr, "hirnode: rank %d (pid %d) did not exit within %g s after %s; killed\n", r,
+            fprintf(stderr, "hirnode: rank %d (pid %d) did not exit within %g s after %s; killed\n", l->first + r,
                     (int)w->pid, l->grace_s, l->after);
     }
     signal_group(l, SIGTERM);
@@ -597,7 +590,8 @@ static void gather(launch *l)
             const worker *w = &l->w[l->note_rank];
             l->note_at = 0;
             if (alive > 0) {
-                fprintf(stderr, "hirnode: rank %d (pid %d) exited with %d\n", l->note_rank, (int)w->pid, w->code);
+                fprintf(stderr, "hirnode: rank %d (pid %d) exited with %d\n", l->first + l->note_rank, (int)w->pid,
+                        w->code);
                 grace_note(l);
             }
         }
@@ -675,8 +669,9 @@ static int failed(const worker *w)
     return w->state != W_EXITED || w->code != 0;
 }
 
-/* The output of ranks > 0 where rank 0 or they failed; a rank whose
- * output is another's (every rank refusing the same way) refers to it. */
+/* The output of the ranks after the first (rank 0, or with --node the
+ * node's first) where the first or they failed; a rank whose output is
+ * another's (every rank refusing the same way) refers to it. */
 static void print_outputs(const launch *l)
 {
     for (int r = 1; r < l->n; r++) {
@@ -691,9 +686,9 @@ static void print_outputs(const launch *l)
                 same = q;
         }
         if (same >= 0)
-            fprintf(stderr, "rank %d: (the same output as rank %d)\n", r, same);
+            fprintf(stderr, "rank %d: (the same output as rank %d)\n", l->first + r, l->first + same);
         else
-            print_output(r, w);
+            print_output(l->first + r, w);
     }
 }
 
@@ -746,14 +741,14 @@ static void print_summary(const launch *l)
                 run++;
             } else {
                 if (run > 0)
-                    fprintf(stderr, "%s%d", run > 1 ? "-" : ", ", prev);
-                fprintf(stderr, "%s %d", listed++ ? "," : "", q);
+                    fprintf(stderr, "%s%d", run > 1 ? "-" : ", ", l->first + prev);
+                fprintf(stderr, "%s %d", listed++ ? "," : "", l->first + q);
                 run = 0;
             }
             prev = q;
         }
         if (run > 0)
-            fprintf(stderr, "%s%d", run > 1 ? "-" : ", ", prev);
+            fprintf(stderr, "%s%d", run > 1 ? "-" : ", ", l->first + prev);
         fprintf(stderr, " %s", what);
     }
     fprintf(stderr, "\n");
@@ -794,26 +789,32 @@ static void remove_rendezvous(const char *dir, int n)
 
 int hn_cli_launch(const char *name, const hn_cli_procs *p, double timeout_s, char **argv)
 {
-    char made[] = "/tmp/hn-XXXXXX", rank_env[32], *world_env = NULL, *dir_env = NULL;
-    const char *dir = p->rendezvous;
+    char made[] = "/tmp/hn-XXXXXX", rank_env[32], port[32];
+    const char *dir = p->rendezvous, *store = NULL;
     struct sigaction act;
     sigset_t block, mask;
     char **env = NULL;
-    int devnull = -1, rc = HN_EXIT_FAIL, started = 0, made_here;
+    int devnull = -1, rc = HN_EXIT_FAIL, started = 0, made_here, e, world = HN_MAX(p->nodes, 1) * p->n;
     launch l;
     memset(&l, 0, sizeof(l));
-    l.n = p->n;
+    l.n = p->node >= 0 ? p->n : world; /* all nodes here, or node K's ranks */
+    l.first = p->node >= 0 ? p->node * p->n : 0;
     /* a rank waiting for a stopped one fails at its deadline, then waits
      * as long again for it at the end of the run (where all agree on the
      * outcome) before it names it: twice the timeout */
     l.grace_s = 2 * timeout_s + GRACE_EXTRA_S;
-    if (dir == NULL && (dir = mkdtemp(made)) == NULL) {
+    if (p->nodes > 1) { /* no rendezvous: the workers meet through the store */
+        if ((e = hn_cli_world_store(p, port, sizeof(port), &store)) != 0) {
+            fprintf(stderr, "%s: cannot find a free port of 127.0.0.1 for the store: %s\n", name, strerror(e));
+            return HN_EXIT_FAIL;
+        }
+    } else if (dir == NULL && (dir = mkdtemp(made)) == NULL) {
         fprintf(stderr, "%s: cannot make a rendezvous directory under /tmp: %s\n", name, strerror(errno));
         return HN_EXIT_FAIL;
     }
     made_here = dir == made;
     if ((l.w = calloc((size_t)l.n, sizeof(worker))) == NULL ||
-        (env = worker_env(l.n, dir, rank_env, &world_env, &dir_env)) == NULL) {
+        (env = hn_cli_worker_env(world, p->nodes, dir, store, rank_env)) == NULL) {
         fprintf(stderr, "%s: out of memory\n", name);
         goto remove_dir;
     }
@@ -842,10 +843,10 @@ int hn_cli_launch(const char *name, const hn_cli_procs *p, double timeout_s, cha
     fflush(stdout);
     fflush(stderr);
     for (int r = 0; r < l.n; r++) {
-        int e;
-        snprintf(rank_env, sizeof(rank_env), "HIRNODE_RANK=%d", r);
+        snprintf(rank_env, sizeof(rank_env), "HIRNODE_RANK=%d", l.first + r);
         if ((e = start_worker(&l, r, devnull, argv, env, &mask)) != 0) {
-            fprintf(stderr, "%s: cannot start the worker of rank %d: %s; ending the others\n", name, r, strerror(e));
+            fprintf(stderr, "%s: cannot start the worker of rank %d: %s; ending the others\n", name, l.first + r,
+                    strerror(e));
             signal_group(&l, SIGKILL);
             break;
         }
@@ -882,8 +883,6 @@ remove_dir:
         free(l.w[r].out);
     free(l.w);
     free(env);
-    free(world_env);
-    free(dir_env);
     if (l.user_sig != 0) { /* ended as the signal would have ended it */
         signal(l.user_sig, SIG_DFL);
         sigemptyset(&block);

@@ -71,6 +71,9 @@ static const hn_setting settings[] = {
     INT("world", "HIRNODE_WORLD", "0", 0, 256,
         "ranks of the whole run across processes (0: the ranks of this process; more needs process mode)"),
     INT("rank", "HIRNODE_RANK", "0", 0, 255, "the first rank this process drives in the world"),
+    INT("nodes", "HIRNODE_NODES", "0", 0, 256,
+        "nodes of a world across processes: rank r on node r / (world / nodes); the nodes meet through the "
+        "store and talk through NCCL (0: torchrun's WORLD_SIZE / LOCAL_WORLD_SIZE, Slurm's SLURM_NNODES, else 1)"),
     {"rendezvous", "HIRNODE_RENDEZVOUS", "", HN_SET_PATH, NULL, 0, 0, 0, 0,
      "a directory every process of a world larger than one process reaches (process mode)"},
     {"store", "HIRNODE_STORE", "", HN_SET_ADDRESS, NULL, 0, 0, 0, 0,

@@ -161,6 +161,8 @@ typedef struct hn_comm_ops {
 extern const hn_comm_ops hn_comm_host;
 extern const hn_comm_ops hn_comm_p2p;
 extern const hn_comm_ops hn_comm_ll;
+/* the host backend's collectives between nodes, over the world's link */
+extern const hn_comm_ops hn_comm_net;
 
 /* Why the latency path (via ll) cannot run a collective of this kind and
  * dtype over n ranks, or NULL when it can (the reason alone; the table's
@@ -241,5 +243,12 @@ const hn_comm_ops *hn_comm_find(const char *name);
 
 /* Reduces `n` elements of src into acc (float accumulation), in place. */
 void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, hn_redop redop, int first);
+/* The CPU's reference of a collective: member me's result, into a fresh
+ * buffer (*bytes_out bytes; 0 for a gather's or reduce's non-root), from
+ * every member's arguments args[0 .. n-1] (their send buffers readable
+ * here); reductions in team order, fp32 accumulation for floating types.
+ * NULL when out of memory. The host and net communicators compute with
+ * it. */
+void *hn_coll_result(const hn_coll_args *args, int n, int me, size_t *bytes_out);
 
 #endif

@@ -138,3 +138,12 @@ hn_status_t hn_comm_team_xchg(hn_comm_team_base *t, int me, int kind, const char
     return hn_comm_xchg(b, t->ranks, t->n, me, key << 48 ^ t->id << 24 ^ (uint64_t)kind << 20 ^ ++t->xchgs[me], text,
                         status, mine, bytes, all, o);
 }
+
+uint64_t hn_comm_seq_key(const hn_origin *o, uint64_t seq)
+{
+    uint32_t ep;
+    if (o == NULL || o->graph == NULL)
+        return seq;
+    ep = __atomic_load_n(&o->graph->ep[0], __ATOMIC_ACQUIRE);
+    return (1ull << 63) | (o->graph->id << 32) | (uint32_t)(seq + ep);
+}

@@ -91,4 +91,12 @@ hn_status_t hn_comm_xchg(hn_comm_base *b, const int *ranks, int n, int me, uint6
 hn_status_t hn_comm_team_xchg(hn_comm_team_base *t, int me, int kind, const char *what, hn_status_t status,
                               const void *mine, size_t bytes, void *all, const hn_origin *o);
 
+/* The key of sequence number seq, for a communicator whose closures run
+ * again in a graph's replays (host, net): theirs is in a space of the
+ * graph's own, moved on by the graph's epoch (read now, in stream
+ * order), so that no replay meets an earlier one's rendezvous (a capture
+ * takes fewer than HN_GRAPH_EPOCH_SPAN numbers of a sequence); seq itself
+ * outside graphs. */
+uint64_t hn_comm_seq_key(const hn_origin *o, uint64_t seq);
+
 #endif

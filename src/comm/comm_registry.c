@@ -12,6 +12,7 @@ const hn_comm_ops *hn_comm_find(const char *name)
         &hn_comm_host,
         &hn_comm_p2p,
         &hn_comm_ll,
+        &hn_comm_net,
     };
     for (int i = 0; i < HN_ARRAY_LEN(all); i++)
         if (strcmp(all[i]->name, name) == 0)

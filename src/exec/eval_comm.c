@@ -222,8 +222,10 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         break;
     }
     /* `via auto` picks by size here, the same way on every member */
-    via = hn_via_resolve_prof(x->rt != NULL ? x->rt->profile : NULL, in->via, !x->dry && x->rt->default_auto,
-                              x->graph != NULL, kind, count, out.dtype, n);
+    via = hn_teams_via(x->rt, in->via,
+                       hn_via_resolve_prof(x->rt != NULL ? x->rt->profile : NULL, in->via,
+                                           !x->dry && x->rt->default_auto, x->graph != NULL, kind, count, out.dtype, n),
+                       members, n);
     /* what the communicator cannot run, by its own rules */
     comm = x->dry ? hn_comm_find(hn_via_name(via)) : hn_runtime_comm(x->rt, via)->ops;
     if (comm != NULL && comm->refuses != NULL && comm->refuses(kind, out.dtype, count, n, why, sizeof(why)) != NULL)
@@ -342,8 +344,11 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
     count = (size_t)hn_tensor_numel(&t[0]);
     hidden = (size_t)t[0].shape[t[0].ndim - 1];
     /* `via auto` picks by the allreduce's size, the same way on every member */
-    via = hn_via_resolve_prof(x->rt != NULL ? x->rt->profile : NULL, in->via, !x->dry && x->rt->default_auto,
-                              x->graph != NULL, HN_COLL_ALLREDUCE, count, t[0].dtype, n);
+    via = hn_teams_via(x->rt, in->via,
+                       hn_via_resolve_prof(x->rt != NULL ? x->rt->profile : NULL, in->via,
+                                           !x->dry && x->rt->default_auto, x->graph != NULL, HN_COLL_ALLREDUCE, count,
+                                           t[0].dtype, n),
+                       members, n);
     if (via == HN_VIA_LL) {
         const char *r = hn_comm_ll_norm_refuses(t[0].dtype, n);
         if (r != NULL)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../ir/parse.h"
+#include "../world/net.h"
 #include "../world/rendezvous.h"
 #include "../world/world.h"
 #include "run_error.h"
@@ -38,6 +39,29 @@ void hn_runtime_set_error_text(hn_runtime *rt, const char *text)
     pthread_mutex_unlock(&rt->err_mu);
 }
 
+/* The world's slot decides: the first real failure wins over the
+ * "aborted" echoes it causes; the winner's text is copied here (an echo
+ * never over a failure, though the two may copy out of order). A world
+ * across nodes hears of a failure that won its node's slot here through
+ * the link (unless it came from there). */
+static void post_failure(hn_runtime *rt, hn_status_t st, int rank, int instr, const char *text, int from_link)
+{
+    if (hn_world_error_post(rt->world_state, st, rank, instr, text)) {
+        pthread_mutex_lock(&rt->err_mu);
+        if (rt->err_status == HN_OK || (rt->err_status == HN_ERR_ABORTED && st != HN_ERR_ABORTED)) {
+            snprintf(rt->err_text, sizeof(rt->err_text), "%s", text);
+            rt->err_status = st;
+            HN_DEBUG("%s", rt->err_text);
+        }
+        pthread_mutex_unlock(&rt->err_mu);
+        if (!from_link && rt->net != NULL)
+            (void)hn_net_abort(rt->net, st, rank, instr, text); /* a link already down: its loss is the news */
+    }
+    /* waiters poll the abort word (the text is in place for those who see
+     * it); no lock of theirs is taken here */
+    hn_world_abort(rt->world_state);
+}
+
 void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const char *msg)
 {
     hn_strbuf sb;
@@ -56,22 +80,13 @@ void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const 
         hn_sb_append(&sb, more);
         text = sb.data ? sb.data : msg;
     }
-    /* the world's slot decides: the first real failure wins over the
-     * "aborted" echoes it causes; the winner's text is copied here (an
-     * echo never over a failure, though the two may copy out of order) */
-    if (hn_world_error_post(rt->world_state, st, rank, instr, text)) {
-        pthread_mutex_lock(&rt->err_mu);
-        if (rt->err_status == HN_OK || (rt->err_status == HN_ERR_ABORTED && st != HN_ERR_ABORTED)) {
-            snprintf(rt->err_text, sizeof(rt->err_text), "%s", text);
-            rt->err_status = st;
-            HN_DEBUG("%s", rt->err_text);
-        }
-        pthread_mutex_unlock(&rt->err_mu);
-    }
+    post_failure(rt, st, rank, instr, text, 0);
     hn_sb_free(&sb);
-    /* waiters poll the abort word (the text is in place for those who see
-     * it); no lock of theirs is taken here */
-    hn_world_abort(rt->world_state);
+}
+
+void hn_runtime_fail_posted(hn_runtime *rt, hn_status_t st, int rank, int instr, const char *text)
+{
+    post_failure(rt, st, rank, instr, text, 1);
 }
 
 static void sink_report(void *ctx, int rank, int instr, hn_status_t st, const char *msg)
@@ -85,7 +100,7 @@ hn_status_t hn_run_error_init(hn_runtime *rt)
     pthread_mutex_init(&rt->err_mu, NULL);
     if (hn_procs(rt))
         st = hn_world_attach(rt->world, rt->cfg.timeout_s, HN_RUNTIME_SHARED_BYTES, hn_rdv_world_base(rt->rdv),
-                             rt->first == 0, &rt->world_state);
+                             rt->first % rt->per_node == 0 /* the node's first process */, &rt->world_state);
     else
         st = hn_world_create_local(rt->world, rt->cfg.timeout_s, HN_RUNTIME_SHARED_BYTES, &rt->world_state);
     if (st != HN_OK)

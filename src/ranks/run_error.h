@@ -21,6 +21,10 @@ void hn_run_error_fini(hn_runtime *rt);
 /* Records an error of a rank (the first one wins over later ones and over
  * the "aborted" echoes it causes) and raises the abort flag. */
 void hn_runtime_fail(hn_runtime *rt, int rank, int instr, hn_status_t st, const char *msg);
+/* A failure another node's process posted (its text as it wrote it),
+ * heard through the world's link: into this node's slot, and the world
+ * aborted here; not passed on again. */
+void hn_runtime_fail_posted(hn_runtime *rt, hn_status_t st, int rank, int instr, const char *text);
 /* Empties the slot and lowers the abort flag. */
 void hn_runtime_clear_error(hn_runtime *rt);
 /* Which program's instructions later errors name (work of a launch still

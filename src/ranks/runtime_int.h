@@ -207,6 +207,12 @@ struct hn_runtime {
      * exchanges of the caller's thread so far (names them alike in every
      * process) */
     struct hn_rdv *rdv;
+    /* a world across nodes (procs.c): nodes of per_node ranks each, this
+     * process on node `node`; the link to the others (net), served here
+     * by rank 0's process (net_server); nodes 1 and both NULL otherwise */
+    int nodes, per_node, node;
+    struct hn_net *net;
+    struct hn_net_server *net_server;
     char *made_rdv; /* the rendezvous directory hn_runtime_create_store made here: removed with it */
     int world_lost;
     uint64_t xseq;

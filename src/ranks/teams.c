@@ -62,10 +62,13 @@ size_t hn_reg_room(const hn_runtime *rt, int rank, const void *p)
 hn_status_t hn_teams_init(hn_runtime *rt)
 {
     const char *names[HN_VIA_COUNT];
-    names[HN_VIA_DEFAULT] = rt->dev->comm;
-    names[HN_VIA_NCCL] = rt->dev->comm;
+    /* across nodes NCCL is the network's engine; the host backend's
+     * collectives there go over the world's link (src/comm/net) */
+    const char *own = rt->nodes > 1 && strcmp(rt->dev->comm, "host") == 0 ? "net" : rt->dev->comm;
+    names[HN_VIA_DEFAULT] = own;
+    names[HN_VIA_NCCL] = own;
     names[HN_VIA_P2P] = "p2p";
-    names[HN_VIA_AUTO] = rt->dev->comm; /* never used: resolved per instruction */
+    names[HN_VIA_AUTO] = own; /* never used: resolved per instruction */
     names[HN_VIA_LL] = "ll";
     for (int v = 0; v < HN_VIA_COUNT; v++) {
         const hn_comm_ops *ops = hn_comm_find(names[v]);
@@ -135,7 +138,9 @@ int hn_teams_shared_device(const hn_runtime *rt, hn_via via, const int *ranks, i
         int on = 1;
         for (int j = i + 1; j < n; j++)
             if (hn_runtime_device_of(rt, ranks[i]) >= 0 &&
-                hn_runtime_device_of(rt, ranks[i]) == hn_runtime_device_of(rt, ranks[j]) && ++on > most) {
+                hn_runtime_device_of(rt, ranks[i]) == hn_runtime_device_of(rt, ranks[j]) &&
+                hn_world_node_of(rt->world_state, ranks[i]) == hn_world_node_of(rt->world_state, ranks[j]) &&
+                ++on > most) {
                 *a = ranks[i];
                 *b = ranks[j];
                 return most;
@@ -283,4 +288,12 @@ void hn_teams_fini(hn_runtime *rt)
     for (int c = 0; c < rt->ncomms; c++)
         rt->comms[c].ops->fini(rt->comms[c].world);
     rt->ncomms = 0;
+}
+
+hn_via hn_teams_via(const hn_runtime *rt, hn_via asked, hn_via resolved, const int *ranks, int n)
+{
+    if ((asked == HN_VIA_AUTO || asked == HN_VIA_DEFAULT) && (resolved == HN_VIA_P2P || resolved == HN_VIA_LL) &&
+        rt != NULL && rt->nodes > 1 && hn_world_spans_nodes(rt->world_state, ranks, n))
+        return HN_VIA_NCCL;
+    return resolved;
 }

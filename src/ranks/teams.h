@@ -57,4 +57,9 @@ void hn_teams_reset_shared(hn_runtime *rt);
  * (graphs, prepared configurations) is the caller's to forget. */
 int hn_teams_destroy(hn_runtime *rt);
 
+/* How `via auto` (or default) that resolved to `resolved` goes for the
+ * team ranks[0 .. n-1]: a team across nodes takes NCCL (the latency path
+ * and the peer copies stay inside a node); `resolved` otherwise. */
+hn_via hn_teams_via(const hn_runtime *rt, hn_via asked, hn_via resolved, const int *ranks, int n);
+
 #endif

@@ -262,12 +262,25 @@ static hn_status_t bind_once(hn_runtime *rt, const hn_program *p, const int64_t 
     return st;
 }
 
+/* This rank's output (dev, bytes), handed over the link to the processes
+ * of the other nodes (a world across nodes); *tag names it for them. */
+static hn_status_t post_output(hn_runtime *rt, const void *dev, size_t bytes, uint64_t *tag)
+{
+    void *h = hn_malloc(bytes + 1);
+    hn_status_t st = h != NULL ? hn_runtime_download(rt, rt->first, h, dev, bytes) : HN_ERR_NOMEM;
+    if (st == HN_OK)
+        st = hn_procs_post(rt, "--check: this rank's output", h, bytes, tag);
+    hn_free(h);
+    return st;
+}
+
 hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opts *o,
                          hn_check_result *res, hn_strbuf *diag)
 {
     /* shapes and inputs are the world's; buffers, uploads and downloads
      * the ranks this runtime drives (first + i, in dev[i]) */
     int nio = p->ninputs + p->noutputs, world = rt->world, first = rt->first, nlocal = rt->nlocal;
+    uint64_t tag = 0;
     int64_t *params = hn_calloc((size_t)p->nparams + 1, sizeof(int64_t));
     io_buf *b = hn_calloc((size_t)nio + 1, sizeof(*b));
     hn_binding *binds = hn_calloc((size_t)nio + 1, sizeof(hn_binding));
@@ -411,9 +424,13 @@ hn_status_t hn_check_run(hn_runtime *rt, const hn_program *p, const hn_check_opt
         else
             for (int i = 0; i < nlocal; i++)
                 at[first + i] = x->dev[i];
+        if (st == HN_OK && rt->nodes > 1) /* the other nodes take this rank's output over the link */
+            st = post_output(rt, x->dev[0], x->local_bytes, &tag);
         for (int r = 0; r < world && st == HN_OK; r++) {
             if (r - first >= 0 && r - first < nlocal)
                 st = hn_runtime_download(rt, r, h, at[r], x->local_bytes);
+            else if (r / rt->per_node != rt->node)
+                st = hn_procs_fetch(rt, "--check: an output of another node", tag, r, h, x->local_bytes);
             else
                 st = rt->dev->copy_to_host(rt->dev_ctx, first, h, at[r], x->local_bytes);
             if (st != HN_OK)

@@ -9,15 +9,18 @@
 
 #include "meet.h"
 
-hn_status_t hn_meet_store(const hn_world_store *store, int world, int rank, double timeout_s, char *dir, size_t cap,
-                          int *made, hn_strbuf *why)
+hn_status_t hn_meet_store(const hn_world_store *store, int world, int node, int rank, double timeout_s, char *dir,
+                          size_t cap, int *made, hn_strbuf *why)
 {
     static int meetings; /* of this process: the same count in every process of the world */
     const int k = __atomic_add_fetch(&meetings, 1, __ATOMIC_RELAXED);
     const char *tmp = getenv("TMPDIR");
     char key[96];
     *made = 0;
-    snprintf(key, sizeof(key), "hirnode/rendezvous/%d/%d", world, k);
+    if (node < 0)
+        snprintf(key, sizeof(key), "hirnode/rendezvous/%d/%d", world, k);
+    else
+        snprintf(key, sizeof(key), "hirnode/rendezvous/%d/node%d/%d", world, node, k);
     if (rank != 0) {
         memset(dir, 0, cap);
         if (store->get(store->ctx, key, dir, cap, timeout_s) != 0 || dir[0] == '\0' || dir[cap - 1] != '\0') {

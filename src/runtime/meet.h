@@ -11,10 +11,12 @@
  * rank into dir (cap bytes): rank 0 makes one (0700, under $TMPDIR, else
  * /tmp) and sets its path under "hirnode/rendezvous/<world>/<k>" (k: the
  * k-th meeting of this process: every process makes its runtimes in the
- * same order), the others get it, waiting up to timeout_s. *made: 1 on
- * rank 0 (the directory is its to remove: hn_meet_remove). */
-hn_status_t hn_meet_store(const hn_world_store *store, int world, int rank, double timeout_s, char *dir, size_t cap,
-                          int *made, hn_strbuf *why);
+ * same order), the others get it, waiting up to timeout_s. In a world
+ * across nodes (node >= 0) each node meets on its own, under
+ * ".../node<node>/<k>", and rank is the process's rank in its node.
+ * *made: 1 on rank 0 (the directory is its to remove: hn_meet_remove). */
+hn_status_t hn_meet_store(const hn_world_store *store, int world, int node, int rank, double timeout_s, char *dir,
+                          size_t cap, int *made, hn_strbuf *why);
 /* Removes a directory hn_meet_store made, with what the rendezvous left in it. */
 void hn_meet_remove(const char *dir);
 

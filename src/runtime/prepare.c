@@ -79,8 +79,11 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
             hn_via vias[2] = {(hn_via)rec->via, (hn_via)rec->via}; /* eagerly, in a capture */
             if (!rec->is_p2p) /* as the run will resolve `via auto` and `via default` */
                 for (int graph = 0; graph < 2; graph++)
-                    vias[graph] = hn_via_resolve_prof(rt->profile, (hn_via)rec->via, rt->default_auto, graph,
-                                                      (hn_coll_kind)rec->kind, rec->count, rec->dtype, n);
+                    vias[graph] = hn_teams_via(rt, (hn_via)rec->via,
+                                               hn_via_resolve_prof(rt->profile, (hn_via)rec->via, rt->default_auto,
+                                                                   graph, (hn_coll_kind)rec->kind, rec->count,
+                                                                   rec->dtype, n),
+                                               ranks, n);
             if (vias[1] != vias[0])
                 nvias = 2;
             for (int k = 0; k < nvias && st == HN_OK; k++) {
@@ -95,6 +98,17 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
                     size_t chunk = rec->kind == HN_COLL_ALLREDUCE ? (rec->count + (size_t)n - 1) / (size_t)n
                                                                   : rec->count;
                     reserve = chunk * (size_t)hn_dtype_size(rec->dtype);
+                }
+                if ((via == HN_VIA_P2P || via == HN_VIA_LL) && hn_world_spans_nodes(rt->world_state, ranks, n)) {
+                    const hn_instr *in = p->instrs[rec->instr];
+                    hn_sb_printf(diag, "%s:%d:%d: error: `via %s` cannot cross nodes: %s spans nodes %d and %d of "
+                                 "%d (%d ranks each); between nodes only NCCL moves data: `via nccl` or `via auto`\n",
+                                 p->filename, in->line, in->col, hn_via_name(via),
+                                 rec->is_p2p ? "point-to-point through it goes through the team of all ranks, which"
+                                             : "its team",
+                                 hn_world_node_of(rt->world_state, ranks[0]),
+                                 hn_world_node_of(rt->world_state, ranks[n - 1]), rt->nodes, rt->per_node);
+                    return HN_ERR_UNSUPPORTED;
                 }
                 if ((most = hn_teams_shared_device(rt, via, ranks, n, &a, &b)) > 0) {
                     hn_sb_printf(diag, "%s: error: ranks %d and %d are both on device %d, and the %s communicator "
@@ -130,8 +144,10 @@ static char *reach_of(hn_runtime *rt, const hn_program *p, const hn_comm_log *lo
                 hn_via via = (hn_via)rec->via;
                 const hn_comm_slot *c;
                 if (!rec->is_p2p)
-                    via = hn_via_resolve_prof(rt->profile, via, rt->default_auto, graph, (hn_coll_kind)rec->kind,
-                                              rec->count, rec->dtype, n);
+                    via = hn_teams_via(rt, via,
+                                       hn_via_resolve_prof(rt->profile, via, rt->default_auto, graph,
+                                                           (hn_coll_kind)rec->kind, rec->count, rec->dtype, n),
+                                       hn_rec_team(&logs[r], rec), n);
                 if ((c = hn_runtime_comm(rt, via)) == NULL || c->ops == NULL || !c->ops->peers_reach_buffers)
                     continue;
                 *eager |= graph == 0;

@@ -139,6 +139,7 @@ static void teardown(hn_runtime *rt, int nthreads)
     if (rt->dev_ctx != NULL)
         rt->dev->fini(rt->dev_ctx);
     hn_pool_fini(rt);
+    hn_procs_unlink(rt); /* the link's thread reports into the world: it goes first */
     hn_run_error_fini(rt);
     if (hn_procs(rt))
         hn_procs_leave(rt); /* the world's memory, after everything in it */
@@ -207,8 +208,15 @@ static void agreed_text(const hn_runtime_config *cfg, const char *backend, hn_st
     }
 }
 
+/* How a world across nodes links up: the store its processes met
+ * through, and the store's host where known (the link is served there). */
+typedef struct link_via {
+    const hn_world_store *store;
+    const char *host;
+} link_via;
+
 /* The runtime of cfg_in, or an error with why (one line, no location). */
-static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_strbuf *why)
+static hn_status_t create(const hn_runtime_config *cfg_in, const link_via *link, hn_runtime **out, hn_strbuf *why)
 {
     hn_runtime_config cfg;
     hn_runtime_settings set;
@@ -275,6 +283,17 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
     (void)hn_replay_path_parse(set.replay, &rt->replay); /* checked with the settings */
     rt->on_deadline = on_deadline;
     hn_pool_init(rt);
+    rt->nodes = 1;
+    if (rt->world > rt->nlocal && (st = hn_procs_nodes(rt->world, &rt->nodes, why)) != HN_OK)
+        goto undo;
+    rt->per_node = rt->world / rt->nodes;
+    rt->node = rt->first / rt->per_node;
+    if (rt->nodes > 1 && link == NULL) {
+        hn_sb_printf(why, "a world of %d nodes meets through a store: its launcher's (HIRNODE_STORE=host:port, or "
+                     "MASTER_ADDR and MASTER_PORT) or the caller's (hn_runtime_create_store)", rt->nodes);
+        st = HN_ERR_INVALID;
+        goto undo;
+    }
     if ((rt->dev = pick_backend(&cfg, need, 1, why)) == NULL) {
         st = HN_ERR_INVALID;
         goto undo;
@@ -300,6 +319,8 @@ static hn_status_t create(const hn_runtime_config *cfg_in, hn_runtime **out, hn_
         hn_sb_printf(why, "cannot make the world of %d ranks: %s", rt->world, hn_status_string(st));
         goto undo;
     }
+    if (rt->nodes > 1 && (st = hn_procs_link(rt, link->store, link->host, why)) != HN_OK)
+        goto undo;
     rt->ranks = hn_calloc((size_t)rt->nlocal, sizeof(*rt->ranks));
     rt->job_status = hn_calloc((size_t)rt->nlocal, sizeof(*rt->job_status));
     rt->all_ranks = hn_calloc((size_t)rt->world, sizeof(int));
@@ -374,21 +395,25 @@ undo:
 }
 
 /* Creates through a store: a world across processes with no directory
- * meets first (hn_meet_store), and rank 0's runtime keeps the directory
- * it made, to remove it when destroyed. */
-static hn_status_t create_met(const hn_runtime_config *cfg, const hn_world_store *store, hn_runtime **out,
-                              hn_strbuf *why)
+ * meets first (hn_meet_store; node by node in a world across nodes), and
+ * the runtime of the process that made a directory keeps it, to remove
+ * it when destroyed. host: the store's, where known. */
+static hn_status_t create_met(const hn_runtime_config *cfg, const hn_world_store *store, const char *host,
+                              hn_runtime **out, hn_strbuf *why)
 {
     hn_runtime_config c = *cfg;
+    link_via link = {store, host};
     hn_status_t st = HN_OK;
     char dir[4096];
-    int made = 0;
+    int made = 0, nodes = 1;
+    if (c.world > c.ndev && (st = hn_procs_nodes(c.world, &nodes, why)) != HN_OK)
+        return st;
     if (c.world > c.ndev && (c.rendezvous == NULL || c.rendezvous[0] == '\0') &&
-        (st = hn_meet_store(store, c.world, c.rank, c.timeout_s > 0 ? c.timeout_s : 60, dir, sizeof(dir), &made,
-                            why)) == HN_OK)
+        (st = hn_meet_store(store, c.world, nodes > 1 ? c.rank / (c.world / nodes) : -1, c.rank % (c.world / nodes),
+                            c.timeout_s > 0 ? c.timeout_s : 60, dir, sizeof(dir), &made, why)) == HN_OK)
         c.rendezvous = dir;
     if (st == HN_OK)
-        st = create(&c, out, why);
+        st = create(&c, &link, out, why);
     if (st == HN_OK && made && ((*out)->made_rdv = hn_strdup(dir)) == NULL)
         HN_WARN("no memory to keep the rendezvous directory %s: it stays when the runtime goes", dir);
     else if (st != HN_OK && made)
@@ -402,23 +427,28 @@ static int tcp_get(void *ctx, const char *key, char *value, size_t cap, double t
     return hn_tcp_store_get(ctx, key, value, cap, timeout_s);
 }
 
-/* hn_runtime_create's way: a world across processes given no directory
- * meets through its launcher's store (HIRNODE_STORE, or torchrun's
- * MASTER_ADDR and MASTER_PORT + 1), served by rank 0's process for the
- * time of the meeting: once created, every process has been there. */
+/* hn_runtime_create's way: a world across processes given no directory,
+ * or across nodes, meets through its launcher's store (HIRNODE_STORE, or
+ * torchrun's MASTER_ADDR and MASTER_PORT + 1), served by rank 0's process
+ * for the time of the meeting: once created, every process has been
+ * there (and the nodes have their link). */
 static hn_status_t create_any(const hn_runtime_config *cfg, hn_runtime **out, hn_strbuf *why)
 {
     char host[256];
-    int port, found, world;
+    int port, found, world, nodes = 1;
     hn_tcp_store *ts;
     hn_status_t st;
     if (cfg == NULL || out == NULL)
-        return create(cfg, out, why);
+        return create(cfg, NULL, out, why);
     world = cfg->world == 0 ? cfg->ndev : cfg->world;
-    if (world <= cfg->ndev || (cfg->rendezvous != NULL && cfg->rendezvous[0] != '\0'))
-        return create(cfg, out, why);
+    if (world <= cfg->ndev)
+        return create(cfg, NULL, out, why);
+    if (world <= 256 && (st = hn_procs_nodes(world, &nodes, why)) != HN_OK)
+        return st;
+    if (nodes == 1 && cfg->rendezvous != NULL && cfg->rendezvous[0] != '\0')
+        return create(cfg, NULL, out, why);
     if ((found = hn_tcp_store_address(host, sizeof(host), &port, why)) <= 0)
-        return found < 0 ? HN_ERR_INVALID : create(cfg, out, why);
+        return found < 0 ? HN_ERR_INVALID : create(cfg, NULL, out, why);
     if ((ts = hn_tcp_store_open(host, port, cfg->rank == 0, cfg->timeout_s > 0 ? cfg->timeout_s : 60, why)) ==
         NULL) {
         hn_sb_printf(why, " (rank %d of a world of %d meeting through its launcher's store)", cfg->rank, world);
@@ -426,7 +456,7 @@ static hn_status_t create_any(const hn_runtime_config *cfg, hn_runtime **out, hn
     }
     {
         hn_world_store store = {tcp_set, tcp_get, ts};
-        st = create_met(cfg, &store, out, why);
+        st = create_met(cfg, &store, host, out, why);
     }
     hn_tcp_store_close(ts);
     return st;
@@ -458,7 +488,7 @@ hn_status_t hn_runtime_create_store(const hn_runtime_config *cfg, const hn_world
         hn_sb_printf(&why, "hn_runtime_create_store needs a configuration, a store with set and get, and out");
         st = HN_ERR_INVALID;
     } else {
-        st = create_met(cfg, store, out, &why);
+        st = create_met(cfg, store, NULL, out, &why);
     }
     if (st != HN_OK && diag != NULL)
         *diag = why.data != NULL ? hn_sb_take(&why) : hn_strdup(hn_status_string(st));

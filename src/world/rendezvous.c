@@ -583,7 +583,7 @@ hn_status_t hn_rdv_join(const hn_rdv_setup *c, hn_rdv **out, hn_strbuf *why)
     hn_status_t st;
     double end;
     int lfd = -1, *fds = NULL, nparts;
-    if (c == NULL || out == NULL || c->world < 2 || c->world > HN_WORLD_MAX_RANKS || c->rank < 0 ||
+    if (c == NULL || out == NULL || c->world < 1 || c->world > HN_WORLD_MAX_RANKS || c->rank < 0 ||
         c->rank >= c->world || !(c->timeout_s > 0) || c->world_bytes == 0 || (c->arena_bytes > 0 && c->share == NULL)) {
         hn_sb_printf(why, "rendezvous: bad arguments");
         return HN_ERR_INVALID;

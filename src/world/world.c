@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "net.h"
 #include "world.h"
 
 /* ---- layout ---- */
@@ -99,6 +100,9 @@ struct hn_world {
     uint64_t shared_hash;
     int attached; /* the memory is the caller's (hn_world_attach) */
     size_t bump;  /* attached: the shared regions' end so far */
+    /* a world across nodes (hn_world_set_net): rank r on node r / per_node */
+    hn_net *net;
+    int per_node;
 };
 
 /* The block, the board and the shared regions laid out from base: where
@@ -538,6 +542,110 @@ static hn_status_t drain(xchg *x, const uint32_t *got, int *wait)
     return HN_OK;
 }
 
+/* ---- exchanges across nodes ----
+ * Through the link's mailbox: each member puts a blob (a header, then its
+ * bytes) under (tag, its rank) for the other members and takes theirs. */
+
+void hn_world_set_net(hn_world *w, hn_net *net, int per_node)
+{
+    w->net = net;
+    w->per_node = per_node > 0 ? per_node : w->n;
+}
+
+int hn_world_node_of(const hn_world *w, int rank) { return w->net != NULL ? rank / w->per_node : 0; }
+
+hn_net *hn_world_net(const hn_world *w) { return w->net; }
+
+int hn_world_spans_nodes(const hn_world *w, const int *ranks, int n)
+{
+    for (int i = 1; i < n; i++)
+        if (hn_world_node_of(w, ranks[i]) != hn_world_node_of(w, ranks[0]))
+            return 1;
+    return 0;
+}
+
+typedef struct net_head {
+    uint64_t members; /* a hash of the member list */
+    uint64_t bytes;
+} net_head;
+
+typedef struct net_stop {
+    hn_world *w;
+    const int *ranks;
+    int n;
+    unsigned flags;
+} net_stop;
+
+/* 1 aborted, 2 a member is dead: the wait ends. */
+static int net_stopped(void *arg)
+{
+    net_stop *q = arg;
+    int dead = hn_world_dead_rank(q->w);
+    for (int i = 0; dead >= 0 && i < q->n; i++)
+        if (q->ranks[i] == dead)
+            return 2;
+    return !(q->flags & HN_WORLD_EVEN_ABORTED) && hn_world_aborted(q->w);
+}
+
+static hn_status_t net_xchg(hn_world *w, const int *ranks, int n, int me, uint64_t tag, const void *mine,
+                            size_t bytes, void *all, unsigned flags, hn_strbuf *why)
+{
+    net_head h = {0x9e3779b97f4a7c15ull, bytes};
+    net_stop q = {w, ranks, n, flags};
+    double end = hn_now() + w->timeout_s + ((flags & HN_WORLD_PATIENT) ? 1.0 : 0.0);
+    unsigned char *blob = hn_malloc(sizeof(h) + bytes + 1);
+    hn_status_t st = HN_OK;
+    for (int i = 0; i < n; i++)
+        h.members = (h.members ^ (uint64_t)ranks[i]) * 0x100000001b3ull;
+    if (blob == NULL)
+        return HN_ERR_NOMEM;
+    memcpy(blob, &h, sizeof(h));
+    if (bytes > 0)
+        memcpy(blob + sizeof(h), mine, bytes);
+    if (n > 1 && hn_net_put(w->net, tag, ranks[me], n - 1, blob, sizeof(h) + bytes) != 0) {
+        hn_sb_printf(why, "rank %d: the world's link is down (exchange %#llx)", ranks[me], (unsigned long long)tag);
+        st = HN_ERR_PEER_LOST;
+    }
+    if (st == HN_OK && bytes > 0)
+        memmove((unsigned char *)all + (size_t)me * bytes, mine, bytes);
+    for (int i = 0; i < n && st == HN_OK; i++) {
+        void *got;
+        size_t len;
+        int r;
+        net_head g;
+        if (i == me)
+            continue;
+        r = hn_net_take(w->net, tag, ranks[i], &got, &len, end, net_stopped, &q);
+        if (r == 0) {
+            if (len >= sizeof(g))
+                memcpy(&g, got, sizeof(g));
+            if (len < sizeof(g) || g.members != h.members || g.bytes != bytes || len != sizeof(g) + bytes) {
+                hn_sb_printf(why, "rank %d and rank %d (node %d) disagree on exchange %#llx: its members or "
+                             "size differ (%zu bytes here)", ranks[me], ranks[i], hn_world_node_of(w, ranks[i]),
+                             (unsigned long long)tag, bytes);
+                st = HN_ERR_MISMATCH;
+            } else if (bytes > 0) {
+                memcpy((unsigned char *)all + (size_t)i * bytes, (unsigned char *)got + sizeof(g), bytes);
+            }
+            hn_free(got);
+        } else if (r == 1) {
+            hn_sb_printf(why, "rank %d (node %d) never came to exchange %#llx within %.0f s", ranks[i],
+                         hn_world_node_of(w, ranks[i]), (unsigned long long)tag, w->timeout_s);
+            st = HN_ERR_TIMEOUT;
+        } else if (r == 2) {
+            st = net_stopped(&q) == 2 ? HN_ERR_PEER_LOST : HN_ERR_ABORTED;
+            hn_sb_printf(why, "exchange %#llx: %s", (unsigned long long)tag,
+                         st == HN_ERR_PEER_LOST ? "a member's process is gone" : "the world aborted");
+        } else {
+            hn_sb_printf(why, "rank %d: the world's link is down (exchange %#llx)", ranks[me],
+                         (unsigned long long)tag);
+            st = HN_ERR_PEER_LOST;
+        }
+    }
+    hn_free(blob);
+    return st;
+}
+
 hn_status_t hn_world_xchg(hn_world *w, const int *ranks, int n, int me, uint64_t tag, const void *mine,
                           size_t bytes, void *all, unsigned flags, hn_strbuf *why)
 {
@@ -555,6 +663,8 @@ hn_status_t hn_world_xchg(hn_world *w, const int *ranks, int n, int me, uint64_t
             return HN_ERR_INVALID;
         x.mask[ranks[i] / 64] |= (uint64_t)1 << (ranks[i] % 64);
     }
+    if (w->net != NULL && hn_world_spans_nodes(w, ranks, n))
+        return net_xchg(w, ranks, n, me, tag, mine, bytes, all, flags, why);
     x.w = w;
     x.ranks = ranks;
     x.n = n;

@@ -110,6 +110,22 @@ hn_status_t hn_world_xchg(hn_world *w, const int *ranks, int n, int me, uint64_t
 hn_status_t hn_world_barrier(hn_world *w, const int *ranks, int n, int me, uint64_t tag, unsigned flags,
                              hn_strbuf *why);
 
+/* ---- nodes ----
+ * A world across nodes: the memory above is one node's (its processes
+ * map it), rank r lives on node r / per_node, and an exchange whose
+ * members are not all on one node goes through the link (net.h): every
+ * member puts its bytes there and takes the others' (HN_ERR_PEER_LOST
+ * when the link is down or a member's process is gone). The link stays
+ * the caller's and must outlive the world's exchanges. Before any
+ * exchange. A world without a link is one node. */
+struct hn_net;
+void hn_world_set_net(hn_world *w, struct hn_net *net, int per_node);
+int hn_world_node_of(const hn_world *w, int rank);
+/* The link (NULL: one node). */
+struct hn_net *hn_world_net(const hn_world *w);
+/* Whether ranks[0 .. n-1] lie on more than one node. */
+int hn_world_spans_nodes(const hn_world *w, const int *ranks, int n);
+
 /* ---- shared regions ----
  * Host memory every rank of the world can address, zeroed when handed
  * out, 64-byte aligned, from a first-fit heap of shared_bytes. The

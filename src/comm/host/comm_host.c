@@ -81,29 +81,6 @@ struct hn_comm_world {
     int shared_dirty;   /* an abort left slots and posts behind (reset_shared) */
 };
 
-void hn_reduce_into(double *acc, const void *src, hn_dtype dt, size_t n, hn_redop redop, int first)
-{
-    int is_float = hn_dtype_is_float(dt);
-    for (size_t i = 0; i < n; i++) {
-        double v = hn_load(dt, src, (int64_t)i);
-        double a = acc[i];
-        if (first) {
-            acc[i] = v;
-            continue;
-        }
-        switch (redop) {
-        case HN_RED_SUM:
-        case HN_RED_AVG: a = a + v; break;
-        case HN_RED_PROD: a = a * v; break;
-        case HN_RED_MAX: a = v > a ? v : a; break;
-        case HN_RED_MIN: a = v < a ? v : a; break;
-        case HN_RED_COUNT: break; /* not a reduction */
-        }
-        /* fp32 accumulation for floating types, like the GPU communicators */
-        acc[i] = is_float ? (double)(float)a : a;
-    }
-}
-
 static size_t posts_bytes(int nranks) { return (size_t)nranks * (size_t)nranks * POSTS * sizeof(post); }
 
 static void host_fini(hn_comm_world *w)
@@ -221,81 +198,6 @@ static void describe_args(const hn_coll_args *a, char *buf, size_t n)
              hn_dtype_name(a->dtype), a->root);
 }
 
-/* Computes member `me`'s result into a fresh buffer from all members'
- * inputs (args: every member's, as published in the slot). */
-static void *compute_result(const hn_comm_team *t, const hn_coll_args *args, int me, size_t *bytes_out)
-{
-    const hn_coll_args *a = &args[me];
-    int n = t->base.n;
-    size_t es = (size_t)hn_dtype_size(a->dtype), c = a->count;
-    size_t out_elems = 0;
-    char *out;
-    double *acc = NULL;
-    switch (a->kind) {
-    case HN_COLL_ALLGATHER:
-    case HN_COLL_GATHER:
-    case HN_COLL_ALL_TO_ALL: out_elems = c * (size_t)n; break;
-    default: out_elems = c; break;
-    }
-    *bytes_out = out_elems * es;
-    if ((a->kind == HN_COLL_GATHER || a->kind == HN_COLL_REDUCE) && me != a->root) {
-        *bytes_out = 0; /* non-roots receive nothing */
-        return hn_malloc(1);
-    }
-    out = hn_malloc(out_elems * es);
-    if (out == NULL)
-        return NULL;
-    switch (a->kind) {
-    case HN_COLL_ALLGATHER:
-    case HN_COLL_GATHER:
-        for (int j = 0; j < n; j++)
-            memcpy(out + (size_t)j * c * es, args[j].send, c * es);
-        break;
-    case HN_COLL_BROADCAST: memcpy(out, args[a->root].send, c * es); break;
-    case HN_COLL_SCATTER: memcpy(out, (const char *)args[a->root].send + (size_t)me * c * es, c * es); break;
-    case HN_COLL_ALL_TO_ALL:
-        for (int j = 0; j < n; j++)
-            memcpy(out + (size_t)j * c * es, (const char *)args[j].send + (size_t)me * c * es, c * es);
-        break;
-    case HN_COLL_ALLREDUCE:
-    case HN_COLL_REDUCE:
-    case HN_COLL_REDUCE_SCATTER: {
-        size_t off = a->kind == HN_COLL_REDUCE_SCATTER ? (size_t)me * c : 0;
-        acc = hn_malloc(c * sizeof(double) + 1);
-        if (acc == NULL) {
-            hn_free(out);
-            return NULL;
-        }
-        for (int j = 0; j < n; j++) /* team order: deterministic */
-            hn_reduce_into(acc, (const char *)args[j].send + off * es, a->dtype, c, a->redop, j == 0);
-        for (size_t i = 0; i < c; i++) {
-            double v = acc[i];
-            if (a->redop == HN_RED_AVG)
-                v = hn_dtype_is_float(a->dtype) ? (double)((float)v / (float)n) : floor(v / n);
-            hn_store(a->dtype, out, (int64_t)i, v);
-        }
-        hn_free(acc);
-        break;
-    }
-    default: break;
-    }
-    return out;
-}
-
-/* The rendezvous key of sequence number seq. Replays of a captured graph
- * run the same closures again: theirs is in a space of the graph's own,
- * moved on by the graph's epoch (read now, in stream order), so that no
- * replay meets an earlier one's rendezvous (a capture takes fewer than
- * HN_GRAPH_EPOCH_SPAN numbers of a sequence). */
-static uint64_t seq_key(const hn_origin *o, uint64_t seq)
-{
-    uint32_t ep;
-    if (o == NULL || o->graph == NULL)
-        return seq;
-    ep = __atomic_load_n(&o->graph->ep[0], __ATOMIC_ACQUIRE);
-    return (1ull << 63) | (o->graph->id << 32) | (uint32_t)(seq + ep);
-}
-
 static rdv_slot *slot_at(const hn_comm_team *t, uint64_t key)
 {
     return (rdv_slot *)(t->slots + (size_t)(key % RDV_SLOTS) * t->slot_bytes);
@@ -382,7 +284,7 @@ static hn_status_t run_coll(void *arg, const hn_origin *o)
     char team[128], who[128];
     hn_status_t st;
 
-    j->seq = seq_key(o, j->seq);
+    j->seq = hn_comm_seq_key(o, j->seq);
     team_text(t, team, sizeof(team));
     sw = (slot_wait){slot_at(t, j->seq), j->seq + 1, (uint32_t)t->base.n, CLAIM};
     if ((rc = wait_for(t->base.w, o, slot_ready, &sw)) != 0) {
@@ -413,7 +315,7 @@ static hn_status_t run_coll(void *arg, const hn_origin *o)
     if ((args = hn_malloc((size_t)t->base.n * sizeof(*args))) != NULL) {
         for (int m = 0; m < t->base.n; m++)
             args[m] = sw.r->m[m].args;
-        result = compute_result(t, args, j->me, &bytes);
+        result = hn_coll_result(args, t->base.n, j->me, &bytes);
         hn_free(args);
         if (result != NULL)
             st = HN_OK;
@@ -530,7 +432,7 @@ static int progress(p2p_job *j, int *state, post **mine, const hn_origin *o, hn_
     int moved = 0;
     for (int i = 0; i < j->n && *st == HN_OK; i++) {
         hn_p2p_op *op = &j->ops[i];
-        uint64_t key = seq_key(o, j->seqs[i]);
+        uint64_t key = hn_comm_seq_key(o, j->seqs[i]);
         post *p;
         if (state[i] == OP_DONE)
             continue;
@@ -569,7 +471,7 @@ static void report_stuck(const p2p_job *j, const int *state, const hn_origin *o)
 {
     for (int i = 0; i < j->n; i++) {
         const hn_p2p_op *op = &j->ops[i];
-        unsigned long long key = (unsigned long long)seq_key(o, j->seqs[i]);
+        unsigned long long key = (unsigned long long)hn_comm_seq_key(o, j->seqs[i]);
         if (state[i] == OP_DONE)
             continue;
         if (!op->is_send)
