@@ -153,6 +153,11 @@ check-deps:
 	    $$SUDO apt-get install -y -qq python3 python3-numpy >/dev/null || exit 1; \
 	  $(PYTHON) -c 'import numpy' || { echo "$(PYTHON) cannot import numpy: PYTHON=/usr/bin/python3?"; exit 1; }; \
 	fi; \
+	if ! command -v ip >/dev/null || ! command -v unshare >/dev/null || ! command -v nsenter >/dev/null; then \
+	  echo "installing iproute2 util-linux (tests/nodes.sh: nodes in network namespaces)"; \
+	  { [ -n "$$updated" ] || $$SUDO apt-get update -qq; } && updated=1 && \
+	    $$SUDO apt-get install -y -qq iproute2 util-linux >/dev/null || exit 1; \
+	fi; \
 	if ! $(FUZZ_PROBE); then \
 	  echo "installing clang libclang-rt-dev (the fuzzer's compiler)"; \
 	  { [ -n "$$updated" ] || $$SUDO apt-get update -qq; } && \
@@ -223,9 +228,10 @@ python-test: python
 
 # the suites on the plain build, under ASan+UBSan and under TSan, the
 # Python suite (CPU backend, NumPy), then the
-# command-line checks of every example (also in 2 and 4 processes), and
-# process mode's launcher and faults (tests/procs.sh, about 40 s;
-# HN_PROCS_TESTS=0 leaves it out)
+# command-line checks of every example (also in 2 and 4 processes),
+# process mode's launcher and faults (tests/procs.sh, about 40 s) and
+# worlds across nodes (tests/nodes.sh, about 25 s; network namespaces,
+# which HN_NETNS_TESTS=0 leaves out); HN_PROCS_TESTS=0 leaves both out
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 HN_PROCS_TESTS ?= 1
 test: check-deps
@@ -240,6 +246,8 @@ test: check-deps
 	$(PYTHON) tests/perf_timeline_test.py
 	@if [ "$(HN_PROCS_TESTS)" = 1 ]; then echo "tests/procs.sh $(CLI)"; tests/procs.sh $(CLI); \
 	else echo "tests/procs.sh: skipped (HN_PROCS_TESTS=1 runs it)"; fi
+	@if [ "$(HN_PROCS_TESTS)" = 1 ]; then echo "tests/nodes.sh $(CLI)"; tests/nodes.sh $(CLI); \
+	else echo "tests/nodes.sh: skipped (HN_PROCS_TESTS=1 runs it)"; fi
 	tests/install.sh
 	$(MAKE) fuzz-test
 	$(MAKE) check-layers-test

@@ -251,7 +251,7 @@ static void conn_drop(hn_net_server *s, int i, const char *how)
         __atomic_sub_fetch(&s->staying, 1, __ATOMIC_ACQ_REL);
     if (how != NULL && c->rank >= 0 && !c->bye && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
         char text[TEXT_MAX];
-        int n = snprintf(text, sizeof(text), "rank %d (node %d, %s) %s", c->rank, c->node, c->who, how);
+        int n = snprintf(text, sizeof(text), "its process (%s, node %d) %s", c->who, c->node, how);
         frame f = {'L', c->rank, c->node, 0, (uint32_t)(n < (int)sizeof(text) ? n : (int)sizeof(text) - 1), 0};
         say_all(s, c, &f, text);
     }
@@ -565,7 +565,7 @@ static void link_down(hn_net *n, const char *how)
     pthread_mutex_unlock(&n->mu);
     if (was && how != NULL && !__atomic_load_n(&n->quiet, __ATOMIC_ACQUIRE) && n->ev.lost != NULL) {
         char text[TEXT_MAX];
-        snprintf(text, sizeof(text), "rank 0's process, which serves the world's link at %s, %s", n->where, how);
+        snprintf(text, sizeof(text), "its process, which serves the world's link at %s, %s", n->where, how);
         n->ev.lost(n->ev.ctx, 0, text);
     }
 }

@@ -42,7 +42,8 @@ void hn_net_server_close(hn_net_server *s, double linger_s);
 /* What a process hears from the link, on the link's own thread: another
  * process's failure (status, rank, instruction, its text), and a death
  * (rank: who is gone, text: how it was seen). Each at most once per
- * failure or death; never after hn_net_quiet. */
+ * failure or death; never after hn_net_quiet. A death's text begins "its
+ * process", to follow "rank R: " (rank 0's for the server's). */
 typedef struct hn_net_events {
     void (*failed)(void *ctx, hn_status_t st, int rank, int instr, const char *text);
     void (*lost)(void *ctx, int rank, const char *text);

@@ -216,7 +216,7 @@ static void test_failures_and_deaths(void)
     CU_ASSERT_EQUAL(hear(&h[0], 1, 1, 5.0), 1);
     CU_ASSERT_EQUAL(hear(&h[1], 1, 1, 5.0), 1);
     CU_ASSERT_EQUAL(h[0].lost_rank, 3);
-    CU_ASSERT_PTR_NOT_NULL(strstr(h[0].lost_text, "rank 3 (node 1, pid 1 on host gone)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(h[0].lost_text, "its process (pid 1 on host gone, node 1) is gone"));
     CU_ASSERT_PTR_NOT_NULL(strstr(h[0].lost_text, "without goodbye"));
     /* a server that closes in order is no death: the link is down, takes say so */
     hn_net_server_close(s, 0);
