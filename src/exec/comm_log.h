@@ -14,6 +14,7 @@ typedef struct hn_comm_rec {
     int is_p2p;
     int kind;       /* hn_coll_kind, or 0 recv / 1 send */
     int via;        /* hn_via the instruction resolved to */
+    int asked;      /* hn_via as the instruction wrote it (auto, default: the team may change the pick) */
     hn_coll_algo algo; /* the algorithm it hands that communicator (explicit for p2p and ll) */
     int nteam;      /* collectives: members ... */
     int team_off;   /* ... at hn_comm_log.teams[team_off] */

@@ -152,6 +152,7 @@ static hn_status_t log_coll(hn_exec *x, const hn_instr *in, hn_comm_rec *rec, hn
 {
     rec->instr = in->id;
     rec->via = (int)via;
+    rec->asked = (int)in->via;
     rec->algo = algo;
     rec->nteam = n;
     if (intern_team(x, in, members, n, &rec->team_off) != HN_OK || log_comm(x, in, rec) != HN_OK)
@@ -421,7 +422,7 @@ static hn_status_t p2p_op(hn_exec *x, const hn_instr *in, hn_p2p_op *op)
         hn_comm_rec rec;
         memset(&rec, 0, sizeof(rec));
         rec.instr = in->id;
-        rec.via = (int)in->via;
+        rec.via = rec.asked = (int)in->via;
         rec.algo = op->algo;
         rec.is_p2p = 1;
         rec.kind = op->is_send;

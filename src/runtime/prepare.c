@@ -79,7 +79,7 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
             hn_via vias[2] = {(hn_via)rec->via, (hn_via)rec->via}; /* eagerly, in a capture */
             if (!rec->is_p2p) /* as the run will resolve `via auto` and `via default` */
                 for (int graph = 0; graph < 2; graph++)
-                    vias[graph] = hn_teams_via(rt, (hn_via)rec->via,
+                    vias[graph] = hn_teams_via(rt, (hn_via)rec->asked,
                                                hn_via_resolve_prof(rt->profile, (hn_via)rec->via, rt->default_auto,
                                                                    graph, (hn_coll_kind)rec->kind, rec->count,
                                                                    rec->dtype, n),
@@ -144,7 +144,7 @@ static char *reach_of(hn_runtime *rt, const hn_program *p, const hn_comm_log *lo
                 hn_via via = (hn_via)rec->via;
                 const hn_comm_slot *c;
                 if (!rec->is_p2p)
-                    via = hn_teams_via(rt, via,
+                    via = hn_teams_via(rt, (hn_via)rec->asked,
                                        hn_via_resolve_prof(rt->profile, via, rt->default_auto, graph,
                                                            (hn_coll_kind)rec->kind, rec->count, rec->dtype, n),
                                        hn_rec_team(&logs[r], rec), n);
