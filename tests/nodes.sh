@@ -30,8 +30,10 @@ for prog in examples/*.hir; do
   fi
 done
 
-# ---- the same outputs as one node's, bit for bit (the same reduction order) ----
-for prog in examples/allreduce.hir examples/reduce_scatter.hir examples/tp_mlp.hir examples/mesh2d.hir; do
+# ---- the same outputs as one node's, bit for bit where the reduction order is the same (a
+# pipelined statement across nodes takes NCCL, on one node maybe another
+# plan: its outputs meet the reference within tolerance, as --check says) ----
+for prog in examples/allreduce.hir examples/reduce_scatter.hir examples/allgather.hir examples/all_to_all.hir examples/sendrecv_ring.hir examples/mesh2d.hir; do
   rm -rf "$t/one" "$t/two"
   mkdir "$t/one" "$t/two"
   timeout 60 "$cli" run --procs 4 --save "$t/one" "$prog" >/dev/null 2>"$t/err" &&

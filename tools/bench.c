@@ -436,7 +436,8 @@ static void run_raw(const bench_opts *o, int n, hn_coll_kind kind, size_t chunk,
  * fused norm takes the latency path's algorithm of its own), as text. */
 static void auto_pick(const hn_runtime *rt, int graph, const bench_op *op, hn_dtype dt, int n, char *buf, size_t len)
 {
-    hn_via v = hn_via_resolve_prof(rt->profile, HN_VIA_AUTO, 0, graph, op->kind, op->chunk, dt, n);
+    /* across nodes the team of all ranks spans them: NCCL (src/ranks/teams.c) */
+    hn_via v = rt->nodes > 1 ? HN_VIA_NCCL : hn_via_resolve_prof(rt->profile, HN_VIA_AUTO, 0, graph, op->kind, op->chunk, dt, n);
     hn_coll_algo a = op->norm ? hn_via_ll_norm_algo(op->chunk * (size_t)hn_dtype_size(dt), n)
                               : hn_via_ll_algo(graph, op->kind, op->chunk, dt, n);
     snprintf(buf, len, "%s%s", hn_via_name(v), v == HN_VIA_LL ? (a == HN_ALGO_TWOSHOT ? "/2shot" : "/1shot") : "");

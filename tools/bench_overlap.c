@@ -296,7 +296,7 @@ static hn_status_t run_variant(hn_runtime *rt, const overlap_opts *o, const shap
         int64_t params[1] = {o->iters};
         hn_sb_init(&diag);
         hn_sb_init(&notes);
-        st = hn_sched_lower(p, n, rt->cfg.nstreams, params, rt->profile, &lp, &diag, &notes);
+        st = hn_sched_lower(p, n, rt->nodes, rt->cfg.nstreams, params, rt->profile, &lp, &diag, &notes);
         if (st != HN_OK) {
             /* not for this shape (chunks that do not divide, ...): say why */
             char *colon = diag.data ? strstr(diag.data, "): ") : NULL;

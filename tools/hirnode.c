@@ -178,7 +178,7 @@ static hn_program *lowered(const opts *o, hn_program *p, int64_t **params_out, h
                         : hn_params_resolve(p, o->cfg.ndev, o->cfg.nstreams, o->ndefs, o->names, o->values, params,
                                             &diag);
     if (st == HN_OK)
-        st = hn_sched_lower(p, o->cfg.ndev, o->cfg.nstreams, params, hn_profile_for(backend_of(&o->cfg), o->cfg.ndev),
+        st = hn_sched_lower(p, o->cfg.ndev, 1, o->cfg.nstreams, params, hn_profile_for(backend_of(&o->cfg), o->cfg.ndev),
                             &lp, &diag, notes);
     if (diag.data != NULL)
         fputs(diag.data, stderr);
@@ -287,7 +287,7 @@ static int cmd_check(int argc, char **argv)
                                             params, &diag);
     if (st == HN_OK && p->has_sched) { /* what runs is the lowered program */
         hn_program *lp = NULL;
-        st = hn_sched_lower(p, o.cfg.ndev, o.cfg.nstreams, params, hn_profile_for(backend_of(&o.cfg), o.cfg.ndev), &lp,
+        st = hn_sched_lower(p, o.cfg.ndev, 1, o.cfg.nstreams, params, hn_profile_for(backend_of(&o.cfg), o.cfg.ndev), &lp,
                             &diag, NULL);
         if (st == HN_OK) {
             hn_program_destroy(p);

@@ -115,7 +115,7 @@ hn_status_t hn_runtime_lowered(hn_runtime *rt, const hn_program *p, const int64_
     for (int i = rt->nlowered - 1; i >= 0; i--)
         if (rt->lowered[i].src == p && rt->lowered[i].uid != p->uid)
             drop_lowered(rt, i, "its program was destroyed");
-    if ((st = hn_sched_lower(p, rt->world, rt->cfg.nstreams, params, rt->profile, &lp, diag, NULL)) != HN_OK)
+    if ((st = hn_sched_lower(p, rt->world, rt->nodes, rt->cfg.nstreams, params, rt->profile, &lp, diag, NULL)) != HN_OK)
         return st;
     if (hn_grow((void **)&rt->lowered, &rt->lowered_cap, rt->nlowered, sizeof(*rt->lowered)) != 0) {
         hn_prog_free(lp);

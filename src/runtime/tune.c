@@ -631,7 +631,7 @@ static void pipelines(tuner *t)
                     break;
                 hn_sb_init(&diag);
                 if (x->options != NULL &&
-                    hn_sched_lower(p, t->n, t->rt->cfg.nstreams, iters, t->rt->profile, &lp, &diag, NULL) != HN_OK) {
+                    hn_sched_lower(p, t->n, 1, t->rt->cfg.nstreams, iters, t->rt->profile, &lp, &diag, NULL) != HN_OK) {
                     hn_sb_free(&diag);
                     hn_program_destroy(p);
                     continue;

@@ -425,6 +425,8 @@ static void lower_pipelined(hn_lower *L, const hn_instr *in, hn_block *out)
         return;
     c.plan.strategy = in->strategy;
     c.plan.via = in->via;
+    if (L->nodes > 1 && (c.plan.via == HN_VIA_AUTO || c.plan.via == HN_VIA_DEFAULT))
+        c.plan.via = HN_VIA_NCCL; /* between nodes only NCCL moves data */
     c.plan.protocol = (hn_coll_algo)in->algo;
     if (!option_value(L, in, in->e[0], "chunks", &c.plan.chunks) ||
         !option_value(L, in, in->e[1], "streams", &c.plan.streams))
@@ -515,7 +517,7 @@ static hn_status_t copy_decls(const hn_program *src, hn_program *out)
     return HN_OK;
 }
 
-hn_status_t hn_sched_lower(const hn_program *src, int world, int nstreams, const int64_t *params,
+hn_status_t hn_sched_lower(const hn_program *src, int world, int nodes, int nstreams, const int64_t *params,
                            const hn_cost_profile *prof, hn_program **out, hn_strbuf *diag, hn_strbuf *notes)
 {
     hn_lower L;
@@ -534,6 +536,7 @@ hn_status_t hn_sched_lower(const hn_program *src, int world, int nstreams, const
     }
     L.src = src;
     L.world = world;
+    L.nodes = nodes;
     L.nstreams = nstreams;
     L.params = params;
     L.prof = prof;

@@ -16,8 +16,10 @@ struct hn_cost_profile;
  * instruction carries its statement's line, column and text. The result
  * passes the static verifier; *out is written only on success.
  * Diagnostics (file:line:col: error: ...) into diag; the plan chosen for
- * each statement, one line each, into notes (may be NULL). */
-hn_status_t hn_sched_lower(const hn_program *src, int world, int nstreams, const int64_t *params,
+ * each statement, one line each, into notes (may be NULL). Across nodes
+ * (nodes > 1: the statements' teams span them) `auto` goes through NCCL,
+ * the only communicator between nodes. */
+hn_status_t hn_sched_lower(const hn_program *src, int world, int nodes, int nstreams, const int64_t *params,
                            const struct hn_cost_profile *prof, hn_program **out, hn_strbuf *diag, hn_strbuf *notes);
 
 #endif

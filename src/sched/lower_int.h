@@ -20,7 +20,7 @@ typedef struct hn_lower_seen {
 typedef struct hn_lower {
     const hn_program *src;
     hn_program *out;
-    int world, nstreams;
+    int world, nodes, nstreams; /* nodes > 1: teams span nodes (NCCL only) */
     const int64_t *params;
     const hn_cost_profile *prof; /* the model's machine profile (NULL: the built-in default) */
     const hn_comm_log *logs; /* the source's dry run, world entries */

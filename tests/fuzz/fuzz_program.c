@@ -124,7 +124,7 @@ static void dry_run(const hn_program *p, const fuzz_header *h, hn_fuzz_outcome *
      * the lowered program's own dry run (what a run would execute) */
     if (st == HN_OK && p->has_sched) {
         hn_program *lp = NULL;
-        st = hn_sched_lower(p, h->ranks, h->nstreams, params, NULL, &lp, &diag, NULL);
+        st = hn_sched_lower(p, h->ranks, 1, h->nstreams, params, NULL, &lp, &diag, NULL);
         if (st == HN_OK)
             st = hn_verify_run(lp, h->ranks, h->nstreams, params, &diag, NULL);
         if (st != HN_OK && !rejected_well(st, HN_ERR_VERIFY, HN_ERR_UNSUPPORTED, diag.data, diag.failed,

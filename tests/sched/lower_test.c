@@ -224,7 +224,7 @@ static hn_program *lower_at(const hn_program *p, int n, int nstreams, char **dia
     hn_sb_init(&sb);
     st = hn_params_resolve(p, n, nstreams, 0, NULL, NULL, params, &sb);
     if (st == HN_OK)
-        st = hn_sched_lower(p, n, nstreams, params, NULL, &lp, &sb, NULL);
+        st = hn_sched_lower(p, n, 1, nstreams, params, NULL, &lp, &sb, NULL);
     if (diag != NULL)
         *diag = hn_sb_take(&sb);
     else
@@ -558,7 +558,7 @@ static void test_alloc_failures(void)
     {
         hn_strbuf sb;
         hn_sb_init(&sb);
-        CU_ASSERT_EQUAL(hn_sched_lower(p, 4, 3, params, NULL, &lp, &sb, NULL), HN_OK);
+        CU_ASSERT_EQUAL(hn_sched_lower(p, 4, 1, 3, params, NULL, &lp, &sb, NULL), HN_OK);
         hn_sb_free(&sb);
         hn_program_destroy(lp);
     }
@@ -570,7 +570,7 @@ static void test_alloc_failures(void)
         lp = NULL;
         hn_alloc_fail_after(k);
         hn_sb_init(&sb);
-        st = hn_sched_lower(p, 4, 3, params, NULL, &lp, &sb, NULL);
+        st = hn_sched_lower(p, 4, 1, 3, params, NULL, &lp, &sb, NULL);
         hn_alloc_fail_after(0);
         CU_ASSERT(st == HN_OK || st == HN_ERR_NOMEM);
         if (st == HN_OK)

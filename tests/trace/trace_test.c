@@ -355,7 +355,7 @@ static void check_example_trace(const hn_program *src, const char *path, int wor
     CU_ASSERT_TRUE_FATAL(load(path, &t));
     CU_ASSERT_EQUAL(hn_params_resolve(p, world, nstreams, 0, NULL, NULL, params, &diag), HN_OK);
     if (src->has_sched) {
-        CU_ASSERT_EQUAL_FATAL(hn_sched_lower(src, world, nstreams, params, NULL, &lowered, &diag, NULL), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_sched_lower(src, world, 1, nstreams, params, NULL, &lowered, &diag, NULL), HN_OK);
         p = lowered;
     }
     CU_ASSERT_EQUAL_FATAL(hn_verify_run(p, world, nstreams, params, &diag, logs), HN_OK);
