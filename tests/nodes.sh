@@ -89,6 +89,17 @@ HIRNODE_WORLD=4 HIRNODE_RANK=0 HIRNODE_NODES=3 HIRNODE_STORE=127.0.0.1:1 "$cli" 
 [ $? != 0 ] && grep -qF "a world of 4 ranks cannot be spread evenly over 3 nodes" "$t/err" && ok ||
   { bad "4 ranks on 3 nodes: not named"; cat "$t/err"; }
 
+# nodes whose settings differ: named by both, neither runs
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for r in 0 1; do
+  lanes=1; [ "$r" = 1 ] && lanes=2
+  HIRNODE_P2P_LANES=$lanes HIRNODE_WORLD=2 HIRNODE_RANK=$r HIRNODE_NODES=2 HIRNODE_STORE=127.0.0.1:$port HIRNODE_TIMEOUT=20 \
+    "$cli" run --gpus 1 examples/allreduce.hir >"$t/out$r" 2>"$t/err$r" &
+done
+wait
+grep -qF "rank 1 (node 1) runs another build of hirnode or other settings than rank 0 (node 0)" "$t/err0" &&
+  grep -qF "rank 1 (node 1) runs another build" "$t/err1" && ok || { bad "nodes with other settings: not named"; cat "$t/err0" "$t/err1"; }
+
 # ---- two nodes in network namespaces of their own ----
 netns() {
   # in a new user and network namespace (node 0), with node 1's network namespace beside it

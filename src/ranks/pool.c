@@ -172,6 +172,12 @@ static hn_status_t give_up(hn_runtime *rt, const int *busy, const char *in_what)
     return HN_ERR_DEVICE_LOST;
 }
 
+/* Whether a process of the world was lost and the run not yet aborted for it. */
+static int lost_news(const hn_runtime *rt, int lost_aborted)
+{
+    return !lost_aborted && __atomic_load_n(&rt->world_lost, __ATOMIC_ACQUIRE);
+}
+
 static void watchdog(hn_runtime *rt)
 {
     int busy[256], *b = rt->nlocal <= 256 ? busy : hn_calloc((size_t)rt->nlocal, sizeof(int));
@@ -244,7 +250,7 @@ hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched)
 {
     hn_status_t st = HN_OK;
     double deadline;
-    int barked = !watched;
+    int barked = !watched, lost_aborted = !watched; /* only a run (watched) is aborted for a lost process */
     if (__atomic_load_n(&rt->stuck, __ATOMIC_ACQUIRE)) /* a thread never came back: no job can start */
         return HN_ERR_DEVICE_LOST;
     pthread_mutex_lock(&rt->mu);
@@ -262,10 +268,11 @@ hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched)
          * spins until the run ends, so a long run does not end with a
          * wake-up (on the 4xH200 machine ~180 µs per run) */
         double end = hn_now() + (rt->join_spin ? rt->cfg.timeout_s : rt->spin_us * 1e-6);
-        while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->nlocal && hn_now() < end)
+        while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->nlocal && hn_now() < end &&
+               !lost_news(rt, lost_aborted))
             sched_yield();
         pthread_mutex_lock(&rt->mu);
-        while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->nlocal) {
+        while (__atomic_load_n(&rt->job_done, __ATOMIC_ACQUIRE) < rt->nlocal && !lost_news(rt, lost_aborted)) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_sec += 1;
@@ -277,6 +284,16 @@ hn_status_t hn_pool_exec(hn_runtime *rt, hn_job_fn fn, void *arg, int watched)
             break;
         }
         pthread_mutex_unlock(&rt->mu);
+        if (lost_news(rt, lost_aborted)) {
+            /* a process of the world is gone: nothing waiting for it can
+             * end well, so everything is aborted now, not at the deadline
+             * (NCCL waits on a dead peer until its communicator is) */
+            lost_aborted = 1;
+            if (rt->on_deadline != NULL)
+                rt->on_deadline(rt);
+            deadline = hn_now() + rt->cfg.timeout_s + rt->watchdog_grace_s;
+            continue;
+        }
         if (barked) { /* aborted, and still busy: never wait on */
             int busy[256], *b = rt->nlocal <= 256 ? busy : hn_calloc((size_t)rt->nlocal, sizeof(int));
             if (b == NULL)

@@ -211,6 +211,7 @@ struct hn_runtime {
      * process on node `node`; the link to the others (net), served here
      * by rank 0's process (net_server); nodes 1 and both NULL otherwise */
     int nodes, per_node, node;
+    uint64_t agreed_hash; /* of what every process must agree on (build, settings) */
     struct hn_net *net;
     struct hn_net_server *net_server;
     char *made_rdv; /* the rendezvous directory hn_runtime_create_store made here: removed with it */

@@ -41,6 +41,7 @@ hn_status_t hn_procs_join(hn_runtime *rt, const char *dir, const char *check_tex
     c.rank = rt->first - rt->node * rt->per_node;
     c.timeout_s = rt->cfg.timeout_s;
     c.check = h;
+    rt->agreed_hash = h; /* the nodes compare it once linked */
     c.check_text = check_text;
     c.world_bytes = world_bytes(rt);
     c.arena_bytes = device_bytes;
@@ -154,6 +155,27 @@ static void link_key(char *key, size_t cap, int world)
     snprintf(key, cap, "hirnode/link/%d/%d", world, __atomic_add_fetch(&links, 1, __ATOMIC_RELAXED));
 }
 
+/* Every node runs the same build with the same settings: each node's
+ * rendezvous compared its processes' texts; the nodes compare their hashes. */
+static hn_status_t agree_across_nodes(hn_runtime *rt, hn_strbuf *why)
+{
+    uint64_t *all = hn_calloc((size_t)rt->world, sizeof(uint64_t));
+    hn_status_t st;
+    if (all == NULL)
+        return HN_ERR_NOMEM;
+    if ((st = hn_procs_xchg(rt, "the nodes' builds and settings", &rt->agreed_hash, sizeof(uint64_t), all)) != HN_OK)
+        hn_sb_printf(why, "%s", hn_runtime_error(rt));
+    for (int r = 0; st == HN_OK && r < rt->world; r++)
+        if (all[r] != all[0]) {
+            hn_sb_printf(why, "rank %d (node %d) runs another build of hirnode or other settings than rank 0 "
+                         "(node 0): every node must run the same build with the same HIRNODE_* settings (each "
+                         "node's processes compare theirs in full)", r, r / rt->per_node);
+            st = HN_ERR_MISMATCH;
+        }
+    hn_free(all);
+    return st;
+}
+
 hn_status_t hn_procs_link(hn_runtime *rt, const hn_world_store *store, const char *host, hn_strbuf *why)
 {
     hn_net_events ev = {on_link_failed, on_link_lost, rt};
@@ -194,7 +216,7 @@ hn_status_t hn_procs_link(hn_runtime *rt, const hn_world_store *store, const cha
                                   rt->first, rt->node, silence, &ev, rt->cfg.timeout_s, why)) == NULL)
         return HN_ERR_IO;
     hn_world_set_net(rt->world_state, rt->net, rt->per_node);
-    return HN_OK;
+    return agree_across_nodes(rt, why);
 }
 
 hn_status_t hn_procs_check_lost(hn_runtime *rt)

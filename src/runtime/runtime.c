@@ -319,8 +319,6 @@ static hn_status_t create(const hn_runtime_config *cfg_in, const link_via *link,
         hn_sb_printf(why, "cannot make the world of %d ranks: %s", rt->world, hn_status_string(st));
         goto undo;
     }
-    if (rt->nodes > 1 && (st = hn_procs_link(rt, link->store, link->host, why)) != HN_OK)
-        goto undo;
     rt->ranks = hn_calloc((size_t)rt->nlocal, sizeof(*rt->ranks));
     rt->job_status = hn_calloc((size_t)rt->nlocal, sizeof(*rt->job_status));
     rt->all_ranks = hn_calloc((size_t)rt->world, sizeof(int));
@@ -334,6 +332,8 @@ static hn_status_t create(const hn_runtime_config *cfg_in, const link_via *link,
     for (int i = 0; i < rt->nlocal; i++)
         rt->devices[i] = cfg.devices != NULL ? cfg.devices[i] : rt->first + i;
     rt->cfg.devices = rt->devices; /* the copy: the caller's array may go */
+    if (rt->nodes > 1 && (st = hn_procs_link(rt, link->store, link->host, why)) != HN_OK)
+        goto undo;
     rt->compute = hn_device_compute(rt->dev);
     rt->profile = hn_profile_for(rt->dev, rt->world);
     rt->default_auto = hn_default_via_auto(rt->dev);
