@@ -71,6 +71,14 @@
 #             1:25:kill` at --procs 2 must exit non-zero within its limit
 #             with rank 1's death named by rank 0, and leave no compute
 #             process on the GPUs (nvidia-smi).
+#   nodes     worlds across nodes, NCCL forced onto its socket transport
+#             (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo):
+#             every example with --check at --nodes 2 --procs 1 (2 GPUs)
+#             and --nodes 2 --procs 2 (4 GPUs), those asking `via p2p` or
+#             `via ll` of a team across nodes refused with "cannot cross
+#             nodes"; a rank of node 1 killed mid-run named by rank 0;
+#             `bench collectives` across the nodes beside the same on one
+#             process (raw NCCL, the same transport), nodes-gG.md.
 #   bench     tables for the docs at each GPU count from 2: `bench
 #             collectives` through ll, nccl and p2p beside raw NCCL, 8 KiB to
 #             256 MiB, eager and --graph (bench-collectives[-graph]-gG.md);
@@ -262,14 +270,14 @@ gpus_from() { # N: the counts of $sel from N on
   echo "$r"
 }
 
-all_parts="repro suites examples prod memcheck ll graphs procs bench"
+all_parts="repro suites examples prod memcheck ll graphs procs nodes bench"
 if [ -n "${PARTS:-}" ]; then
   parts=" $PARTS "
   for p in $PARTS; do
     case " $all_parts " in *" $p "*) ;; *) fail_now "PARTS $p" "no such part (parts: $all_parts)" ;; esac
   done
 else
-  parts=" repro suites examples prod memcheck ll graphs procs "
+  parts=" repro suites examples prod memcheck ll graphs procs nodes "
   [ "$ngpu" -ge 2 ] && parts="$parts bench "
 fi
 part() { case "$parts" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -557,6 +565,35 @@ if part procs; then
   else
     echo "procs: needs 2 GPUs: not run"
   fi
+  part_end
+fi
+
+# ---- nodes: worlds across nodes, NCCL over sockets ----
+if part nodes; then
+  part_begin nodes
+  sock="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo"
+  for g in $(gpus_from 2); do
+    [ "$g" = 2 ] || [ "$g" = 4 ] || continue
+    m=$((g / 2))
+    for f in examples/*.hir; do
+      if grep -qE "via[ =](p2p|ll)" "$f"; then
+        if step_fails "nodes 2x$m $(basename "$f") is refused" 120 env $sock \
+             "$hirnode" run --backend cuda --nodes 2 --procs "$m" --check --iters 2 "$f"; then
+          step "nodes 2x$m $(basename "$f"): cannot cross nodes" 10 grep -q "cannot cross nodes" "$last_log"
+        fi
+      else
+        step "nodes 2x$m $(basename "$f")" 120 env $sock \
+          "$hirnode" run --backend cuda --nodes 2 --procs "$m" --check --iters 2 "$f"
+      fi
+    done
+    if step_fails "nodes 2x$m --fault $m:17:kill exits non-zero" 60 env $sock \
+         "$hirnode" run --backend cuda --nodes 2 --procs "$m" --check --timeout 20 --fault "$m:17:kill" examples/tp_mlp.hir; then
+      step "nodes 2x$m --fault $m:17:kill: rank $m named" 10 grep -qE "error: rank $m: its process \(pid [0-9]+" "$last_log"
+    fi
+    step_to "$out/nodes-g$g.md" "nodes 2x$m bench collectives nccl, one process then across nodes" 600 \
+      bash -c "env $sock '$hirnode' bench collectives --backend cuda --gpus $g --via nccl --min 8K --max 16M --markdown &&
+               env $sock '$hirnode' bench collectives --backend cuda --nodes 2 --procs $m --via nccl,auto --min 8K --max 16M --markdown"
+  done
   part_end
 fi
 
