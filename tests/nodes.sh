@@ -41,6 +41,11 @@ for prog in examples/allreduce.hir examples/reduce_scatter.hir examples/allgathe
   n=$(ls "$t/one" | wc -l)
   [ "$n" -gt 0 ] && diff -r "$t/one" "$t/two" >/dev/null && ok || bad "$prog: outputs on 2 nodes differ from one node's"
 done
+# replayed in graphs (the host backend's closures run again; their parts on the link are named anew)
+for prog in examples/allreduce.hir examples/tp_mlp.hir examples/sendrecv_ring.hir; do
+  HIRNODE_GRAPHS=1 timeout 120 "$cli" run --nodes 2 --procs 2 --check --iters 4 "$prog" >"$t/out" 2>"$t/err" &&
+    grep -qF "check: passed" "$t/out" && ok || { bad "$prog on 2 nodes in graphs"; cat "$t/err"; }
+done
 # 4 nodes of 1, and a team inside each node next to one across
 timeout 60 "$cli" run --nodes 4 --procs 1 --check examples/mesh2d.hir >"$t/out" 2>"$t/err" && grep -qF "check: passed" "$t/out" &&
   ok || { bad "mesh2d on 4 nodes of 1"; cat "$t/err"; }

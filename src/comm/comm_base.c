@@ -147,3 +147,32 @@ uint64_t hn_comm_seq_key(const hn_origin *o, uint64_t seq)
     ep = __atomic_load_n(&o->graph->ep[0], __ATOMIC_ACQUIRE);
     return (1ull << 63) | (o->graph->id << 32) | (uint32_t)(seq + ep);
 }
+
+hn_comm_p2p_job *hn_comm_p2p_job_new(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, int nranks,
+                                     uint64_t *send_seq, uint64_t *recv_seq)
+{
+    hn_comm_p2p_job *j = hn_calloc(1, sizeof(*j));
+    if (j == NULL)
+        return NULL;
+    j->ops = hn_malloc((size_t)n * sizeof(*ops) + 1);
+    j->seqs = hn_malloc((size_t)n * sizeof(uint64_t) + 1);
+    if (j->ops == NULL || j->seqs == NULL) {
+        hn_comm_p2p_job_free(j);
+        return NULL;
+    }
+    memcpy(j->ops, ops, (size_t)n * sizeof(*ops));
+    j->w = w;
+    j->rank = rank;
+    j->n = n;
+    for (int i = 0; i < n; i++)
+        j->seqs[i] = ops[i].is_send ? send_seq[rank * nranks + ops[i].peer]++ : recv_seq[ops[i].peer * nranks + rank]++;
+    return j;
+}
+
+void hn_comm_p2p_job_free(void *job)
+{
+    hn_comm_p2p_job *j = job;
+    hn_free(j->ops);
+    hn_free(j->seqs);
+    hn_free(j);
+}

@@ -91,6 +91,22 @@ hn_status_t hn_comm_xchg(hn_comm_base *b, const int *ranks, int n, int me, uint6
 hn_status_t hn_comm_team_xchg(hn_comm_team_base *t, int me, int kind, const char *what, hn_status_t status,
                               const void *mine, size_t bytes, void *all, const hn_origin *o);
 
+/* A post of sends and receives for a host function to run (the host and
+ * net communicators): a copy of the ops, and each op's sequence number
+ * per (src, dst) pair, taken now, in issue order, from send_seq[src * n +
+ * dst] or recv_seq[src * n + dst] (n: nranks; the issuing rank's thread
+ * is the only one to touch its row or column). NULL when out of memory;
+ * hn_comm_p2p_job_free frees it (a host function's free). */
+typedef struct hn_comm_p2p_job {
+    hn_comm_world *w;
+    int rank, n;
+    hn_p2p_op *ops;
+    uint64_t *seqs;
+} hn_comm_p2p_job;
+hn_comm_p2p_job *hn_comm_p2p_job_new(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, int nranks,
+                                     uint64_t *send_seq, uint64_t *recv_seq);
+void hn_comm_p2p_job_free(void *job);
+
 /* The key of sequence number seq, for a communicator whose closures run
  * again in a graph's replays (host, net): theirs is in a space of the
  * graph's own, moved on by the graph's epoch (read now, in stream

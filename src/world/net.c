@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "sock.h"
 
 #define HEAD 32
 #define CONNS_MAX 1024
@@ -66,29 +67,14 @@ static void encode(unsigned char *h, const frame *f)
     put32(h + 28, (uint32_t)(f->tag >> 32));
 }
 
-static int send_all(int fd, const void *p, size_t n)
-{
-    const unsigned char *q = p;
-    while (n > 0) {
-        ssize_t w = send(fd, q, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        q += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* One frame: the header and the payload. */
 static int send_frame(int fd, const frame *f, const void *payload)
 {
     unsigned char h[HEAD];
     encode(h, f);
-    if (send_all(fd, h, sizeof(h)) != 0)
+    if (hn_sock_send_all(fd, h, sizeof(h)) != 0)
         return -1;
-    return f->len > 0 ? send_all(fd, payload, f->len) : 0;
+    return f->len > 0 ? hn_sock_send_all(fd, payload, f->len) : 0;
 }
 
 static void decode(const unsigned char *h, frame *f)
@@ -422,23 +408,6 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-static int resolve(const char *host, int port, int passive, struct addrinfo **out, hn_strbuf *why)
-{
-    struct addrinfo hints;
-    char service[16];
-    int e;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = passive ? AI_PASSIVE : 0;
-    snprintf(service, sizeof(service), "%d", port);
-    if ((e = getaddrinfo(host, service, &hints, out)) != 0) {
-        hn_sb_printf(why, "the world's link at %s:%d: cannot resolve %s: %s", host, port, host, gai_strerror(e));
-        return -1;
-    }
-    return 0;
-}
-
 hn_net_server *hn_net_serve(const char *host, int port, int world, double silence_s, int *port_out, hn_strbuf *why)
 {
     hn_net_server *s;
@@ -449,7 +418,7 @@ hn_net_server *hn_net_serve(const char *host, int port, int world, double silenc
     s->fd = s->wake[0] = s->wake[1] = -1;
     s->world = world;
     s->silence_s = silence_s;
-    if (resolve(host, port, 1, &ai, why) != 0) {
+    if (hn_sock_resolve("the world's link at", host, port, 1, &ai, why) != 0) {
         hn_free(s);
         return NULL;
     }
@@ -475,7 +444,7 @@ hn_net_server *hn_net_serve(const char *host, int port, int world, double silenc
     }
     freeaddrinfo(ai);
     if (s->fd < 0) {
-        hn_sb_printf(why, "the world's link: cannot listen on %s:%d: %s", host, port, strerror(err));
+        hn_sb_printf(why, "the world's link: cannot listen on %s:%d: %s", host != NULL ? host : "*", port, strerror(err));
         hn_free(s);
         return NULL;
     }
@@ -671,7 +640,7 @@ hn_net *hn_net_connect(const char *host, int port, int rank, int node, double si
     pthread_mutex_init(&n->send_mu, NULL);
     pthread_mutex_init(&n->mu, NULL);
     pthread_cond_init(&n->cv, NULL);
-    if (resolve(host, port, 0, &ai, why) != 0) {
+    if (hn_sock_resolve("the world's link at", host, port, 0, &ai, why) != 0) {
         hn_net_close(n);
         return NULL;
     }

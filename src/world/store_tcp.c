@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../base/settings.h"
+#include "sock.h"
 #include "store_tcp.h"
 
 #define HEADER 9 /* op, key length, value length */
@@ -254,27 +255,11 @@ static void *server_main(void *arg)
 
 /* ---- opening ---- */
 
-static int resolve(const char *host, int port, struct addrinfo **out, hn_strbuf *why)
-{
-    struct addrinfo hints;
-    char service[16];
-    int e;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(service, sizeof(service), "%d", port);
-    if ((e = getaddrinfo(host, service, &hints, out)) != 0) {
-        hn_sb_printf(why, "store %s:%d: cannot resolve %s: %s", host, port, host, gai_strerror(e));
-        return -1;
-    }
-    return 0;
-}
-
 static int listen_on(hn_tcp_store *s, hn_strbuf *why)
 {
     struct addrinfo *ai, *a;
     int err = 0, one = 1;
-    if (resolve(s->host, s->port, &ai, why) != 0)
+    if (hn_sock_resolve("store", s->host, s->port, 0, &ai, why) != 0)
         return -1;
     for (a = ai; a != NULL; a = a->ai_next) {
         int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -325,7 +310,7 @@ static int connect_until(hn_tcp_store *s, double deadline, hn_strbuf *why)
 {
     struct addrinfo *ai;
     int one = 1;
-    if (resolve(s->host, s->port, &ai, why) != 0)
+    if (hn_sock_resolve("store", s->host, s->port, 0, &ai, why) != 0)
         return -1;
     for (;;) {
         int left = ms_until(deadline);
@@ -418,20 +403,6 @@ void hn_tcp_store_close(hn_tcp_store *s)
 
 /* ---- a client's requests ---- */
 
-static int send_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int recv_all(int fd, unsigned char *p, size_t n, double deadline)
 {
     while (n > 0) {
@@ -480,7 +451,7 @@ static int request(hn_tcp_store *s, int op, const char *key, const char *value, 
     memcpy(frame + HEADER, key, kl);
     if (vl > 0)
         memcpy(frame + HEADER + kl, value, vl);
-    if (send_all(s->fd, frame, HEADER + kl + vl) != 0 || recv_all(s->fd, head, 5, deadline) != 0 ||
+    if (hn_sock_send_all(s->fd, frame, HEADER + kl + vl) != 0 || recv_all(s->fd, head, 5, deadline) != 0 ||
         head[0] != 0 || (n = get_u32(head + 1)) > HN_TCP_STORE_VALUE_MAX ||
         recv_all(s->fd, frame, n, deadline) != 0) {
         close(s->fd);

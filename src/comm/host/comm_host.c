@@ -353,12 +353,7 @@ static hn_status_t host_collective(hn_comm_team *t, int me, const hn_coll_args *
     return hn_device_host.launch_host(s, run_coll, j, hn_free, o);
 }
 
-typedef struct p2p_job {
-    hn_comm_world *w;
-    int rank, n;
-    hn_p2p_op *ops;
-    uint64_t *seqs;
-} p2p_job;
+typedef hn_comm_p2p_job p2p_job;
 
 static post *ring_of(const hn_comm_world *w, int src, int dst)
 {
@@ -538,35 +533,11 @@ static hn_status_t run_p2p(void *arg, const hn_origin *o)
     return st;
 }
 
-static void free_p2p_job(void *arg)
-{
-    p2p_job *j = arg;
-    hn_free(j->ops);
-    hn_free(j->seqs);
-    hn_free(j);
-}
-
 static hn_status_t host_p2p(hn_comm_world *w, int rank, const hn_p2p_op *ops, int n, hn_dstream *s,
                             const hn_origin *o)
 {
-    p2p_job *j = hn_calloc(1, sizeof(*j));
-    if (j == NULL)
-        return HN_ERR_NOMEM;
-    j->ops = hn_malloc((size_t)n * sizeof(*ops));
-    j->seqs = hn_malloc((size_t)n * sizeof(uint64_t));
-    if (j->ops == NULL || j->seqs == NULL) {
-        free_p2p_job(j);
-        return HN_ERR_NOMEM;
-    }
-    memcpy(j->ops, ops, (size_t)n * sizeof(*ops));
-    j->w = w;
-    j->rank = rank;
-    j->n = n;
-    /* sequence numbers per (src, dst) pair, taken in issue order */
-    for (int i = 0; i < n; i++)
-        j->seqs[i] = ops[i].is_send ? w->send_seq[rank * w->base.nranks + ops[i].peer]++
-                                    : w->recv_seq[ops[i].peer * w->base.nranks + rank]++;
-    return hn_device_host.launch_host(s, run_p2p, j, free_p2p_job, o);
+    p2p_job *j = hn_comm_p2p_job_new(w, rank, ops, n, w->base.nranks, w->send_seq, w->recv_seq);
+    return j != NULL ? hn_device_host.launch_host(s, run_p2p, j, hn_comm_p2p_job_free, o) : HN_ERR_NOMEM;
 }
 
 /* After a failure: this process's members give up (the world's abort word,
