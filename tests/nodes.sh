@@ -46,6 +46,20 @@ for prog in examples/allreduce.hir examples/tp_mlp.hir examples/sendrecv_ring.hi
   HIRNODE_GRAPHS=1 timeout 120 "$cli" run --nodes 2 --procs 2 --check --iters 4 "$prog" >"$t/out" 2>"$t/err" &&
     grep -qF "check: passed" "$t/out" && ok || { bad "$prog on 2 nodes in graphs"; cat "$t/err"; }
 done
+# the hierarchical allreduce (reduce-scatter inside each node, allreduce
+# across, allgather inside), asked for: right, and the maximum bit for bit
+# the flat one's (a sum's order differs: within tolerance, as --check says)
+for prog in examples/allreduce.hir examples/matmul_allreduce.hir; do
+  HIRNODE_HIER_ALLREDUCE=1 timeout 120 "$cli" run --nodes 2 --procs 2 --check --iters 2 "$prog" >"$t/out" 2>"$t/err" &&
+    grep -qF "check: passed" "$t/out" && ok || { bad "$prog, hierarchical: not passed"; cat "$t/err"; }
+done
+rm -rf "$t/one" "$t/two"
+mkdir "$t/one" "$t/two"
+HIRNODE_HIER_ALLREDUCE=0 timeout 60 "$cli" run --nodes 2 --procs 2 --save "$t/one" --trace "$t/flat.json" examples/allreduce.hir >/dev/null 2>&1
+HIRNODE_HIER_ALLREDUCE=1 timeout 60 "$cli" run --nodes 2 --procs 2 --save "$t/two" --trace "$t/hier.json" examples/allreduce.hir >/dev/null 2>&1
+cmp -s "$t/one/H.npy" "$t/two/H.npy" && ok || bad "hierarchical max: not the flat one's bits"
+grep -qF '"name":"reduce_scatter"' "$t/hier.json" && ! grep -qF '"name":"reduce_scatter"' "$t/flat.json" && ok ||
+  bad "hierarchical allreduce: the trace shows no reduce_scatter (or the flat one does)"
 # 4 nodes of 1, and a team inside each node next to one across
 timeout 60 "$cli" run --nodes 4 --procs 1 --check examples/mesh2d.hir >"$t/out" 2>"$t/err" && grep -qF "check: passed" "$t/out" &&
   ok || { bad "mesh2d on 4 nodes of 1"; cat "$t/err"; }

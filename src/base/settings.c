@@ -71,6 +71,9 @@ static const hn_setting settings[] = {
     INT("world", "HIRNODE_WORLD", "0", 0, 256,
         "ranks of the whole run across processes (0: the ranks of this process; more needs process mode)"),
     INT("rank", "HIRNODE_RANK", "0", 0, 255, "the first rank this process drives in the world"),
+    WORD("hier_allreduce", "HIRNODE_HIER_ALLREDUCE", "auto", ("auto", "1", "0"),
+         "across nodes, an allreduce of the whole world as reduce-scatter inside each node, allreduce across, "
+         "allgather inside: auto (where the model finds it faster), 1 (always), 0 (never)"),
     INT("nodes", "HIRNODE_NODES", "0", 0, 256,
         "nodes of a world across processes: rank r on node r / (world / nodes); the nodes meet through the "
         "store and talk through NCCL (0: torchrun's WORLD_SIZE / LOCAL_WORLD_SIZE, Slurm's SLURM_NNODES, else 1)"),

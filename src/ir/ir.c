@@ -777,6 +777,7 @@ static void number_block(hn_program *p, const hn_block *b, int *next)
         hn_instr *in = b->items[i];
         p->has_wait |= in->op == HN_OP_WAIT;
         p->has_sched |= in->on_streams || (hn_op_table[in->op].flags & HN_OPF_PIPE) != 0;
+        p->has_world_allreduce |= in->op == HN_OP_ALLREDUCE && in->team_kind == HN_TEAM_ALL;
         in->id = (*next)++;
         p->instrs[in->id] = in;
         number_block(p, &in->body, next);
@@ -794,6 +795,7 @@ hn_status_t hn_prog_finish(hn_program *p)
         return HN_ERR_NOMEM;
     p->has_wait = 0;
     p->has_sched = 0;
+    p->has_world_allreduce = 0;
     number_block(p, &p->body, &next);
     number_block(p, &p->reference, &next);
     p->ninstrs = n;

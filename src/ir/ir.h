@@ -336,6 +336,7 @@ typedef struct hn_program {
     int ninstrs; /* ids 0..ninstrs-1 after hn_prog_finish */
     int has_wait; /* some `wait` may need a communication's event */
     int has_sched; /* pipelined statements or stream-parallel loops: lower before running */
+    int has_world_allreduce; /* an allreduce of every rank: across nodes it may be lowered too */
     hn_instr **instrs; /* by id, after hn_prog_finish */
     /* a lowered program: the source statement each generated instruction
      * stands for, as text (hn_instr.origin indexes it), for messages */

@@ -757,3 +757,15 @@ void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n,
             out->tau_s[!gather][ce] = fmin(out->tau_s[!gather][ce], HN_COST_MAX_SECONDS);
         }
 }
+
+int hn_cost_hier_allreduce(const hn_cost_profile *prof, double bytes, int nodes, int per_node)
+{
+    const double bw = HN_COST_NET_GBS * 1e9, W = (double)nodes * per_node, N = nodes;
+    double rs = hn_cost_coll_seconds(prof, HN_COLL_REDUCE_SCATTER, HN_ENGINE_NCCL, per_node, bytes);
+    double ag = hn_cost_coll_seconds(prof, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, per_node, bytes);
+    double flat = HN_COST_NET_LATENCY_S + 2 * (W - 1) / W * bytes / bw;
+    double hier = rs + ag + HN_COST_NET_LATENCY_S + 2 * (N - 1) / N * bytes / per_node / bw;
+    if (nodes < 2 || per_node < 2 || rs < 0 || ag < 0)
+        return 0;
+    return hier < flat;
+}

@@ -176,6 +176,17 @@ double hn_cost_gemm_seconds(const hn_cost_profile *prof, double flops, hn_dtype 
  * profile has no curve for it (the latency path where not measured). */
 double hn_cost_coll_seconds(const hn_cost_profile *prof, hn_coll_kind kind, hn_cost_engine engine, int n,
                             double bytes);
+/* Across nodes, whether an allreduce of `bytes` over nodes x per_node
+ * ranks is faster as reduce-scatter inside each node, allreduce of
+ * bytes / per_node across the nodes, allgather inside (src/sched/
+ * lower_hier.c) than as one NCCL call on the whole team. The node's part
+ * from the profile's NCCL curves of per_node ranks; the network's from
+ * HN_COST_NET_GBS per GPU and HN_COST_NET_LATENCY_S a call (no profile
+ * measures a network yet): the ring's bytes over the network per rank,
+ * 2 (W - 1) / W x bytes flat against 2 (N - 1) / N x bytes / per_node. */
+#define HN_COST_NET_GBS 25.0          /* a 200 Gb/s NIC per GPU */
+#define HN_COST_NET_LATENCY_S 20e-6
+int hn_cost_hier_allreduce(const hn_cost_profile *prof, double bytes, int nodes, int per_node);
 /* The smallest size (bytes, as above) from which `via auto` picks p2p
  * for kind over n ranks; SIZE_MAX: never. */
 size_t hn_cost_crossover(hn_coll_kind kind, int n);

@@ -78,9 +78,14 @@ void hn_cache_remember(hn_runtime *rt, const hn_program *p, const int64_t *param
 
 /* ---- lowered copies ---- */
 
+int hn_runtime_lowers(const hn_runtime *rt, const hn_program *p)
+{
+    return p->has_sched || (rt->nodes > 1 && rt->per_node > 1 && p->has_world_allreduce);
+}
+
 const hn_program *hn_runtime_lowered_of(hn_runtime *rt, const hn_program *p, const int64_t *params)
 {
-    if (!p->has_sched)
+    if (!hn_runtime_lowers(rt, p))
         return p;
     for (int i = 0; i < rt->nlowered; i++) {
         const hn_lowered *e = &rt->lowered[i];
@@ -107,7 +112,7 @@ hn_status_t hn_runtime_lowered(hn_runtime *rt, const hn_program *p, const int64_
     hn_program *lp = NULL;
     hn_status_t st;
     const hn_program *found = hn_runtime_lowered_of(rt, p, params);
-    if (found != p || !p->has_sched) {
+    if (found != p || !hn_runtime_lowers(rt, p)) {
         *out = found;
         return HN_OK;
     }

@@ -26,6 +26,9 @@ const hn_verified *hn_cache_config(hn_runtime *rt, const hn_program *p, const in
 hn_status_t hn_runtime_lowered(hn_runtime *rt, const hn_program *p, const int64_t *params,
                                const hn_program **out, hn_strbuf *diag);
 /* The lowered copy made before, or p. */
+/* Whether p runs lowered here: its pipelined statements and stream loops,
+ * and across nodes of several ranks its allreduces of every rank. */
+int hn_runtime_lowers(const hn_runtime *rt, const hn_program *p);
 const hn_program *hn_runtime_lowered_of(hn_runtime *rt, const hn_program *p, const int64_t *params);
 
 /* The graphs (graph.c makes and frees them): add links one in (an

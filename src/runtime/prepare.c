@@ -233,7 +233,7 @@ void hn_resolved_free(hn_resolved *rs)
 int hn_runtime_prepared(hn_runtime *rt, const hn_program *p, const int64_t *params)
 {
     const hn_program *lp = hn_runtime_lowered_of(rt, p, params);
-    return !(p->has_sched && lp == p) && hn_cache_verified(rt, lp, params, 0) && !rt->lost;
+    return !(hn_runtime_lowers(rt, p) && lp == p) && hn_cache_verified(rt, lp, params, 0) && !rt->lost;
 }
 
 hn_status_t hn_runtime_resolve(hn_runtime *rt, const hn_program *p, const hn_run_args *args, hn_resolved *rs)

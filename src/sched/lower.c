@@ -117,6 +117,9 @@ static void end_stmt(hn_lower *L, hn_block *out)
     move_placed(L, &L->code, out);
     L->at = NULL;
 }
+
+void begin_stmt_of(hn_lower *L, const hn_instr *in) { begin_stmt(L, in); }
+void end_stmt_of(hn_lower *L, hn_block *out) { end_stmt(L, out); }
 /* ---- stream-parallel loops ---- */
 
 static void lower_block(hn_lower *L, const hn_block *in, hn_block *out);
@@ -481,6 +484,8 @@ static void lower_block(hn_lower *L, const hn_block *in, hn_block *out)
             lower_pipelined(L, ins, out);
             continue;
         }
+        if (ins->op == HN_OP_ALLREDUCE && hn_lower_hier_allreduce(L, ins, out))
+            continue;
         if ((c = hn_instr_clone(ins)) == NULL) {
             L->st = HN_ERR_NOMEM;
             return;

@@ -135,6 +135,15 @@ void hn_lower_join(hn_lower *L, int caller, int steps, int S);
  * without, -1 with it on rank 0 only (a sum over ranks adds it once). */
 void hn_lower_gemm(hn_lower *L, const hn_lower_pipe *c, hn_tref dst, hn_tref a, int bias);
 
+/* A statement's code: begin, the builders, end (into out, at its line). */
+void begin_stmt_of(hn_lower *L, const hn_instr *in);
+void end_stmt_of(hn_lower *L, hn_block *out);
+/* A plain allreduce of the whole world across nodes (nodes > 1, several
+ * ranks a node), hierarchically where the model says so
+ * (hn_cost_hier_allreduce, HIRNODE_HIER_ALLREDUCE): 1 lowered into out, 0
+ * left as it is (lower_hier.c). */
+int hn_lower_hier_allreduce(hn_lower *L, const hn_instr *in, hn_block *out);
+
 /* The code of each family, for the plan in c (lower_*.c). */
 void hn_lower_allgather_gemm(hn_lower *L, const hn_lower_pipe *c);
 void hn_lower_gemm_reduce(hn_lower *L, const hn_lower_pipe *c);

@@ -793,6 +793,28 @@ static void test_ll_crossover_runs(void)
     hn_program_destroy(p);
 }
 
+/* Across nodes: the hierarchical allreduce where the network's bytes
+ * outweigh the node's two extra collectives (large), one call where the
+ * latency does (small); never with one rank a node or one node. */
+static void test_hier_allreduce(void)
+{
+    CU_ASSERT_FALSE(hn_cost_hier_allreduce(NULL, 8192, 2, 4));
+    CU_ASSERT_TRUE(hn_cost_hier_allreduce(NULL, 256.0 * (1 << 20), 2, 4));
+    CU_ASSERT_TRUE(hn_cost_hier_allreduce(NULL, 256.0 * (1 << 20), 4, 8));
+    CU_ASSERT_FALSE(hn_cost_hier_allreduce(NULL, 256.0 * (1 << 20), 4, 1));
+    CU_ASSERT_FALSE(hn_cost_hier_allreduce(NULL, 256.0 * (1 << 20), 1, 8));
+    /* the crossover grows with nothing but size: once faster, faster for every larger size */
+    {
+        int was = 0, ok = 1;
+        for (double b = 8192; b <= 1e9; b *= 2) {
+            int now = hn_cost_hier_allreduce(NULL, b, 2, 4);
+            ok &= !(was && !now);
+            was = now;
+        }
+        CU_ASSERT_TRUE(ok);
+    }
+}
+
 void hn_suite_cost(void)
 {
     static CU_TestInfo tests[] = {
@@ -807,6 +829,7 @@ void hn_suite_cost(void)
         {"via auto: a tuned profile's curves, in their mode and team size", test_via_auto_from_profile},
         {"via auto: the same choice on every rank, runs exact", test_via_auto_runs},
         {"via ll: one-shot below the crossover, two-shot above, both exact", test_ll_crossover_runs},
+        {"across nodes: the hierarchical allreduce where the network's bytes outweigh", test_hier_allreduce},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("model/cost", tests);

@@ -581,6 +581,65 @@ static void test_alloc_failures(void)
     free(text);
 }
 
+/* Across nodes, an allreduce of every rank: reduce-scatter inside each
+ * node, allreduce across via nccl, allgather inside, where asked
+ * (HIRNODE_HIER_ALLREDUCE=1) or the model finds it faster; the text reads
+ * back and verifies; left alone on one node, for a team, for a via
+ * written out, where the count does not split over a node's ranks. */
+static void test_hier_allreduce(void)
+{
+    static const char *const vars[] = {"HIRNODE_HIER_ALLREDUCE"};
+    char *saved[1];
+    static const char src[] = "param N = 64\n"
+                              "input X : f32[1, N] shard(axis 0)\n"
+                              "output S : f32[N] replicated\n"
+                              "output H : f32[N] replicated\n"
+                              "Xl = view X as [N]\n"
+                              "allreduce S <- Xl op sum\n"
+                              "allreduce H <- Xl op max via nccl\n"
+                              "reference {\n  sum S <- X, 0\n  copy H <- X[0]\n"
+                              "  for r in 1 .. world {\n    maximum H <- H, X[r]\n  }\n}\n";
+    hn_program *p = hn_test_parse(src, NULL), *lp;
+    int64_t params[1] = {64};
+    char *text;
+    hn_strbuf sb;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    hn_test_env_save(vars, 1, saved);
+    setenv("HIRNODE_HIER_ALLREDUCE", "1", 1);
+    hn_sb_init(&sb);
+    CU_ASSERT_EQUAL_FATAL(hn_sched_lower(p, 8, 2, 3, params, NULL, &lp, &sb, NULL), HN_OK);
+    text = hn_print_program(lp);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "reduce_scatter across <- Xl op sum team range(rank / 4 * 4, 4)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "allreduce across <- across op sum team range(rank % 4, 2, 4) via nccl"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "allgather S <- across team range(rank / 4 * 4, 4)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "allreduce H <- Xl op max via nccl")); /* a via written out stays */
+    {
+        hn_program *back = hn_test_parse(text, NULL); /* reads back and verifies */
+        CU_ASSERT_PTR_NOT_NULL(back);
+        hn_program_destroy(back);
+    }
+    free(text);
+    hn_program_destroy(lp);
+    /* one node, or never, or a count that does not split over 3 ranks a node: as written */
+    for (int k = 0; k < 3; k++) {
+        int world = k == 2 ? 6 : 8, nodes = k == 0 ? 1 : 2;
+        int64_t n = 64; /* 64 % 3 != 0 at 3 ranks a node */
+        if (k == 1)
+            setenv("HIRNODE_HIER_ALLREDUCE", "0", 1);
+        else
+            setenv("HIRNODE_HIER_ALLREDUCE", "1", 1);
+        params[0] = n;
+        CU_ASSERT_EQUAL_FATAL(hn_sched_lower(p, world, nodes, 3, params, NULL, &lp, &sb, NULL), HN_OK);
+        text = hn_print_program(lp);
+        CU_ASSERT_PTR_NULL(strstr(text, "reduce_scatter"));
+        free(text);
+        hn_program_destroy(lp);
+    }
+    hn_test_env_restore(vars, 1, saved);
+    hn_sb_free(&sb);
+    hn_program_destroy(p);
+}
+
 void hn_suite_lower(void)
 {
     static CU_TestInfo tests[] = {
@@ -592,6 +651,7 @@ void hn_suite_lower(void)
         {"misuse found when lowering names the statement", test_misuse},
         {"messages about generated code name the statement", test_messages_name_the_statement},
         {"allocation failures", test_alloc_failures},
+        {"an allreduce of every rank across nodes, hierarchically", test_hier_allreduce},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("sched/lower", tests);
