@@ -131,6 +131,7 @@ static const struct {
     {"HIRNODE_WORLD", "257", "HIRNODE_WORLD: expected an integer from 0 to 256, not '257'"},
     {"HIRNODE_RANK", "-1", "HIRNODE_RANK: expected an integer from 0 to 255, not '-1'"},
     {"HIRNODE_NODES", "0.5", "HIRNODE_NODES: expected an integer from 0 to 256, not '0.5'"},
+    {"HIRNODE_HIER_ALLREDUCE", "yes", "HIRNODE_HIER_ALLREDUCE: expected auto, 1 or 0, not 'yes'"},
     {"HIRNODE_RENDEZVOUS", "/tmp/a\nb",
      "HIRNODE_RENDEZVOUS: expected a file's path (below 4096 bytes, no control characters)"},
     {"HIRNODE_STORE", "host\t:1", "HIRNODE_STORE: expected host:port (a port from 1 to 65535)"},
