@@ -211,6 +211,9 @@ struct hn_runtime {
      * process on node `node`; the link to the others (net), served here
      * by rank 0's process (net_server); nodes 1 and both NULL otherwise */
     int nodes, per_node, node;
+    /* the first death this process heard of, as its error reads (under
+     * err_mu): the cause every other failure of that run follows from */
+    char death_text[1024];
     uint64_t agreed_hash; /* of what every process must agree on (build, settings) */
     struct hn_net *net;
     struct hn_net_server *net_server;

@@ -59,6 +59,14 @@ hn_status_t hn_procs_join(hn_runtime *rt, const char *dir, const char *check_tex
 /* A process gone: rank is the world's (the link says world ranks). */
 static void lost_rank(hn_runtime *rt, int rank, const char *text)
 {
+    hn_strbuf sb;
+    hn_sb_init(&sb);
+    pthread_mutex_lock(&rt->err_mu);
+    hn_format_fault(&sb, rt->err_prog, rank, -1, text);
+    if (rt->death_text[0] == '\0' && sb.data != NULL)
+        snprintf(rt->death_text, sizeof(rt->death_text), "%s", sb.data);
+    pthread_mutex_unlock(&rt->err_mu);
+    hn_sb_free(&sb);
     __atomic_store_n(&rt->world_lost, 1, __ATOMIC_RELEASE);
     hn_runtime_fail(rt, rank, -1, HN_ERR_PEER_LOST, text); /* the text first: those who see dead read it */
     hn_world_mark_dead(rt->world_state, rank);
@@ -226,6 +234,14 @@ hn_status_t hn_procs_check_lost(hn_runtime *rt)
         __atomic_store_n(&rt->world_lost, 1, __ATOMIC_RELEASE);
     if (!__atomic_load_n(&rt->world_lost, __ATOMIC_ACQUIRE))
         return HN_OK;
+    pthread_mutex_lock(&rt->err_mu);
+    if (rt->death_text[0] != '\0') { /* the death, not a failure it caused elsewhere first */
+        snprintf(rt->err_text, sizeof(rt->err_text), "%s", rt->death_text);
+        rt->err_status = HN_ERR_PEER_LOST;
+        pthread_mutex_unlock(&rt->err_mu);
+        return HN_ERR_PEER_LOST;
+    }
+    pthread_mutex_unlock(&rt->err_mu);
     if (hn_world_error_get(rt->world_state, &e) == HN_OK && e.status == HN_ERR_PEER_LOST)
         hn_runtime_set_error_text(rt, e.text);
     else if (hn_runtime_error(rt)[0] == '\0')
