@@ -60,6 +60,10 @@ HIRNODE_HIER_ALLREDUCE=1 timeout 60 "$cli" run --nodes 2 --procs 2 --save "$t/tw
 cmp -s "$t/one/H.npy" "$t/two/H.npy" && ok || bad "hierarchical max: not the flat one's bits"
 grep -qF '"name":"reduce_scatter"' "$t/hier.json" && ! grep -qF '"name":"reduce_scatter"' "$t/flat.json" && ok ||
   bad "hierarchical allreduce: the trace shows no reduce_scatter (or the flat one does)"
+# ... and captured in graphs (the teams of each step made for what a capture picks)
+HIRNODE_HIER_ALLREDUCE=1 timeout 120 "$cli" bench collectives --nodes 2 --procs 2 --via auto --op allreduce --graph \
+  --min 8K --max 16K >"$t/out" 2>"$t/err" && grep -qE "^ +16384 " "$t/out" && ok ||
+  { bad "bench --graph, hierarchical: failed"; cat "$t/err"; }
 # 4 nodes of 1, and a team inside each node next to one across
 timeout 60 "$cli" run --nodes 4 --procs 1 --check examples/mesh2d.hir >"$t/out" 2>"$t/err" && grep -qF "check: passed" "$t/out" &&
   ok || { bad "mesh2d on 4 nodes of 1"; cat "$t/err"; }

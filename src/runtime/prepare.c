@@ -77,10 +77,10 @@ static hn_status_t need_teams(hn_runtime *rt, const hn_program *p, const hn_comm
             const int *ranks = rec->is_p2p ? rt->all_ranks : hn_rec_team(&logs[r], rec);
             int n = rec->is_p2p ? rt->world : rec->nteam, nvias = 1;
             hn_via vias[2] = {(hn_via)rec->via, (hn_via)rec->via}; /* eagerly, in a capture */
-            if (!rec->is_p2p) /* as the run will resolve `via auto` and `via default` */
+            if (!rec->is_p2p) /* as the run will resolve `via auto` and `via default`: from the via written */
                 for (int graph = 0; graph < 2; graph++)
                     vias[graph] = hn_teams_via(rt, (hn_via)rec->asked,
-                                               hn_via_resolve_prof(rt->profile, (hn_via)rec->via, rt->default_auto,
+                                               hn_via_resolve_prof(rt->profile, (hn_via)rec->asked, rt->default_auto,
                                                                    graph, (hn_coll_kind)rec->kind, rec->count,
                                                                    rec->dtype, n),
                                                ranks, n);
@@ -145,7 +145,7 @@ static char *reach_of(hn_runtime *rt, const hn_program *p, const hn_comm_log *lo
                 const hn_comm_slot *c;
                 if (!rec->is_p2p)
                     via = hn_teams_via(rt, (hn_via)rec->asked,
-                                       hn_via_resolve_prof(rt->profile, via, rt->default_auto, graph,
+                                       hn_via_resolve_prof(rt->profile, (hn_via)rec->asked, rt->default_auto, graph,
                                                            (hn_coll_kind)rec->kind, rec->count, rec->dtype, n),
                                        hn_rec_team(&logs[r], rec), n);
                 if ((c = hn_runtime_comm(rt, via)) == NULL || c->ops == NULL || !c->ops->peers_reach_buffers)
