@@ -48,6 +48,14 @@ static int in_any_team(const hn_comm_world *w, int rank)
     return 0;
 }
 
+/* Whether q takes part in rank's barriers: q is in a team, on rank's node
+ * (a world across nodes: no team of the rings spans nodes, and another
+ * node's barrier words are not mapped here) */
+static int barrier_peer(const hn_comm_world *w, int rank, int q)
+{
+    return in_any_team(w, q) && hn_world_node_of(w->base.world, q) == hn_world_node_of(w->base.world, rank);
+}
+
 /* A graph captured again (a rebind, g->prev set) takes over what its
  * capture under the previous id made: the pair sequences' barrier words
  * and every team's flags. Their values are relative to the graph's epoch,
@@ -158,7 +166,7 @@ static hn_status_t begin_exchanges(hn_comm_world *w, int rank, const hn_graph_ct
             b->peer_flags[j] = all[j];
     }
     for (int q = 0; q < w->base.nranks; q++)
-        if (in_any_team(w, q)) {
+        if (barrier_peer(w, rank, q)) {
             if (q == rank)
                 me = n;
             ranks[n++] = q;
@@ -228,14 +236,14 @@ static hn_status_t graph_barrier(hn_comm_world *w, int rank, const hn_graph_ctx 
     hn_status_t st = HN_OK;
     gpairs *me = pairs_of(w, rank, g->id);
     for (int q = 0; q < w->base.nranks && st == HN_OK; q++) {
-        if (q == rank || !in_any_team(w, q))
+        if (q == rank || !barrier_peer(w, rank, q))
             continue;
         if (me == NULL || me->peer_bar == NULL || me->peer_bar[q] == NULL)
             return HN_ERR_RUNTIME;
         st = w->base.dev->stream_write_flag_rel(s, me->peer_bar[q] + rank, p, g->ep, o);
     }
     for (int q = 0; q < w->base.nranks && st == HN_OK; q++)
-        if (q != rank && in_any_team(w, q))
+        if (q != rank && barrier_peer(w, rank, q))
             st = w->base.dev->stream_wait_flag_rel(s, me->bar + q, p, g->ep, o);
     return st;
 }
