@@ -1,7 +1,8 @@
 """A world of processes as a launcher starts them (torchrun's RANK, WORLD_SIZE and LOCAL_RANK):
 Runtime() with no world arguments joins it, meeting the others through a store — here a stand-in
 for torch.distributed's (set, and a get that waits), files in a directory — and runs the MLP
-step right; without a store or $HIRNODE_RENDEZVOUS it says what it needs; launcher=False and
+step right, also as two nodes of two (torchrun's LOCAL_WORLD_SIZE), where the latency path across
+the nodes is refused; without a store or $HIRNODE_RENDEZVOUS it says what it needs; launcher=False and
 explicit arguments keep such a process to itself; a world of one is no world."""
 
 import os
@@ -78,6 +79,34 @@ class Launcher(unittest.TestCase):
                 # rank 0's meeting places are gone with its runtimes
                 left = [f for f in set(os.listdir(tempfile.gettempdir())) - made_before if f.startswith("hirnode-rdv-")]
                 self.assertEqual(left, [])
+
+    def test_two_nodes_as_torchrun_starts_them(self):
+        # --nnodes 2 --nproc-per-node 2: LOCAL_WORLD_SIZE 2 of WORLD_SIZE 4, two nodes; each node
+        # meets on its own through the store, rank 0's process serves the link between them; the
+        # MLP runs right, and the latency path across the nodes is refused, naming them
+        check = WORKER.replace("sys.exit(0)\n", """
+import numpy as np
+rt = hirnode.Runtime(backend='host', timeout=30, store=store)
+p = hirnode.Program.parse('param N = 8\\ninput X : f32[N] replicated\\noutput S : f32[N] replicated\\n'
+                          'allreduce S <- X op sum via ll\\n', 'll.hir')
+x, s = rt.alloc(rank, dtype='f32', shape=(8,)), rt.alloc(rank, dtype='f32', shape=(8,))
+rt.upload(x, np.ones(8, dtype=np.float32))
+try:
+    rt.run(p, {'X': x, 'S': s})
+    sys.exit(2)
+except hirnode.Error as e:
+    if 'cannot cross nodes' not in str(e) or 'nodes 0 and 1 of 2' not in str(e):
+        print(e)
+        sys.exit(3)
+rt.close()
+sys.exit(0)
+""")
+        with tempfile.TemporaryDirectory(prefix="hn-store-") as d:
+            procs = [subprocess.Popen([sys.executable, "-c", check, HERE, d],
+                                      env=dict(launcher_env(4, r), LOCAL_RANK=str(r % 2), LOCAL_WORLD_SIZE="2"),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(4)]
+            out = [p.communicate(timeout=120)[0].decode(errors="replace") for p in procs]
+            self.assertEqual([p.returncode for p in procs], [0] * 4, "\n".join(out))
 
     def test_processes_meet_through_the_store_rank_0_serves(self):
         # torchrun's MASTER_ADDR and MASTER_PORT, no store of the caller's: rank 0 serves one on
