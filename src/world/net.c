@@ -199,12 +199,11 @@ static blob **blob_find(hn_net_server *s, uint64_t tag, int from)
 }
 
 /* Hands c the blob at *b (one reader fewer; dropped at none). */
-static int hand_over(hn_net_server *s, sconn *c, blob **b)
+static int hand_over(sconn *c, blob **b)
 {
     blob *x = *b;
     frame f = {'D', x->from, 0, 0, (uint32_t)x->bytes, x->tag};
     int r = send_frame(c->fd, &f, x->data);
-    (void)s;
     if (--x->readers <= 0) {
         *b = x->next;
         hn_free(x->data);
@@ -281,7 +280,7 @@ static int serve_frame(hn_net_server *s, sconn *c, const frame *f, const unsigne
                 blob **b = blob_find(s, f->tag, f->a);
                 int last = (*b)->readers == 1;
                 *t = y->next;
-                (void)hand_over(s, y->c, b); /* a taker gone here is dropped by its own poll */
+                (void)hand_over(y->c, b); /* a taker gone here is dropped by its own poll */
                 hn_free(y);
                 if (last)
                     x = NULL;
@@ -297,7 +296,7 @@ static int serve_frame(hn_net_server *s, sconn *c, const frame *f, const unsigne
         if (c->rank < 0)
             return -1;
         if (*b != NULL)
-            return hand_over(s, c, b);
+            return hand_over(c, b);
         if ((y = hn_calloc(1, sizeof(*y))) == NULL)
             return -1;
         *y = (take){c, f->tag, f->a, NULL};
@@ -644,15 +643,10 @@ hn_net *hn_net_connect(const char *host, int port, int rank, int node, double si
         hn_net_close(n);
         return NULL;
     }
-    while (n->fd < 0) {
-        for (struct addrinfo *a = ai; a != NULL && n->fd < 0; a = a->ai_next) {
-            int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-            if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-                n->fd = fd;
-            else if (fd >= 0)
-                close(fd);
-        }
-        if (n->fd >= 0 || hn_now() > deadline)
+    for (;;) {
+        double left = deadline - hn_now();
+        n->fd = hn_sock_connect_once(ai, left <= 0 ? 0 : left < 1 ? (int)(left * 1000) + 1 : 1000);
+        if (n->fd >= 0 || left <= 0)
             break;
         usleep(20000); /* the server is not up yet */
     }

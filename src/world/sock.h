@@ -15,4 +15,9 @@ int hn_sock_send_all(int fd, const void *p, size_t n);
  * with "WHAT host:port: cannot resolve host: ..." in why. */
 int hn_sock_resolve(const char *what, const char *host, int port, int passive, struct addrinfo **out, hn_strbuf *why);
 
+/* One try to connect to any of ai's addresses, each within ms: the
+ * connected socket (blocking, close-on-exec), or -1. A host that does not
+ * answer costs ms, not the kernel's connect timeout. */
+int hn_sock_connect_once(const struct addrinfo *ai, int ms);
+
 #endif

@@ -283,29 +283,6 @@ static int listen_on(hn_tcp_store *s, hn_strbuf *why)
     return -1;
 }
 
-/* One try to connect to any of the host's addresses within ms. */
-static int connect_once(const struct addrinfo *ai, int ms)
-{
-    for (const struct addrinfo *a = ai; a != NULL; a = a->ai_next) {
-        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol), err = 0;
-        socklen_t len = sizeof(err);
-        struct pollfd p;
-        if (fd < 0)
-            continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            p = (struct pollfd){fd, POLLOUT, 0};
-            if (errno != EINPROGRESS || poll(&p, 1, ms) != 1 ||
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-                close(fd);
-                continue;
-            }
-        }
-        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-        return fd;
-    }
-    return -1;
-}
-
 static int connect_until(hn_tcp_store *s, double deadline, hn_strbuf *why)
 {
     struct addrinfo *ai;
@@ -314,7 +291,7 @@ static int connect_until(hn_tcp_store *s, double deadline, hn_strbuf *why)
         return -1;
     for (;;) {
         int left = ms_until(deadline);
-        s->fd = connect_once(ai, left < 1000 ? left : 1000);
+        s->fd = hn_sock_connect_once(ai, left < 1000 ? left : 1000);
         if (s->fd >= 0 || left <= 0)
             break;
         usleep(20000); /* the server is not up yet */

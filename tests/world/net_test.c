@@ -312,6 +312,28 @@ static void test_refusals(void)
     CU_ASSERT_PTR_NULL(hn_net_connect("127.0.0.1", 1, 0, 0, 5.0, &ev, 0.2, &why));
     CU_ASSERT_PTR_NOT_NULL(why.data != NULL ? strstr(why.data, "nobody answered") : NULL);
     hn_sb_free(&why);
+    hn_sb_init(&why);
+    /* a host that does not answer a connection at all (here a listener whose queue is full: its
+     * kernel drops the handshake): named at the deadline, not after the kernel's connect timeout */
+    {
+        struct sockaddr_in a;
+        socklen_t len = sizeof(a);
+        int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+        double t0;
+        memset(&a, 0, sizeof(a));
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        CU_ASSERT_EQUAL_FATAL(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+        CU_ASSERT_EQUAL_FATAL(listen(l, 0), 0);
+        CU_ASSERT_EQUAL_FATAL(getsockname(l, (struct sockaddr *)&a, &len), 0);
+        CU_ASSERT_EQUAL(connect(c, (struct sockaddr *)&a, sizeof(a)), 0); /* fills the queue */
+        t0 = hn_now();
+        CU_ASSERT_PTR_NULL(hn_net_connect("127.0.0.1", ntohs(a.sin_port), 0, 0, 5.0, &ev, 0.5, &why));
+        CU_ASSERT(hn_now() - t0 < 5.0);
+        close(c);
+        close(l);
+    }
+    hn_sb_free(&why);
 }
 
 void hn_suite_net(void)
@@ -324,7 +346,7 @@ void hn_suite_net(void)
          "no death",
          test_failures_and_deaths},
         {"a server that vanishes or falls silent is named by its clients", test_server_gone},
-        {"no host, nobody there: named", test_refusals},
+        {"no host, nobody there, nothing answering: named within the deadline", test_refusals},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("world/net", tests);
