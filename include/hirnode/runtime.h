@@ -98,7 +98,19 @@ typedef struct hn_runtime_config {
  * refused otherwise, with the tensor and the statement named: the other
  * processes reach nothing else). Inside a capture the caller makes
  * (torch.cuda.graph), `via p2p` is refused across processes (its device
- * flags would replay stale): ll and nccl are captured as they are. */
+ * flags would replay stale): ll and nccl are captured as they are.
+ *
+ * A world across nodes ($HIRNODE_NODES, or torchrun's WORLD_SIZE /
+ * LOCAL_WORLD_SIZE, or Slurm's SLURM_NNODES; docs/NODES.md): rank r on
+ * node r / (world / nodes), every node of the same size. It meets through
+ * a store (its launcher's, or hn_runtime_create_store's), each node on its
+ * own as above; rank 0's process then serves a TCP link every process
+ * connects to, over which exchanges between nodes, failures and deaths
+ * travel (a process whose link ends or falls silent is named by the
+ * others). Data between nodes moves through NCCL only: `via p2p` and `via
+ * ll` on a team across nodes are refused when the program is prepared,
+ * and `via auto` takes NCCL there. Rank 0's destroy waits, within the
+ * deadline, for the others to leave the link. */
 
 /* Defaults: 1 rank, the settings' values ($HIRNODE_BACKEND, ...), devices
  * NULL. */
