@@ -8,6 +8,13 @@ replays but the first; then the replay's span and the period of the nodes
 that match --per (per call = span / their number).
 
   python3 perf/timeline.py timeline.csv [--per REGEX] [--nodes N]
+
+With --api (a timeline taken with HN_TIMELINE_API=1): the host's CUDA
+calls per process and function (count, median and total time), then the
+eager work per device (nodes outside graphs: count and median duration
+per kernel, copy or memset), the slowest first; --top bounds each list.
+
+  python3 perf/timeline.py --api timeline.csv [--top N]
 """
 import argparse
 import csv
@@ -38,13 +45,42 @@ def replays(records):
     return out
 
 
+def api_summary(path, top):
+    """The --api report: host calls per process, eager work per device."""
+    calls, work = defaultdict(list), defaultdict(list)
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            d = int(r["end"]) - int(r["start"])
+            if r["kind"] in ("runtime", "driver"):
+                calls[(int(r["device"]), r["kind"] + " " + r["name"])].append(d)
+            elif r["graph"] in ("0", ""):
+                what = short(r["name"]) if r["kind"] == "kernel" else r["name"]
+                work[(int(r["device"]), r["kind"] + " " + what)].append(d)
+    if not calls and not work:
+        print("no API records and no eager work in the timeline")
+        return 1
+    for title, table, who in (("host calls", calls, "process"), ("eager work", work, "device")):
+        for key in sorted({k[0] for k in table}):
+            rows = sorted(((n, v) for (p, n), v in table.items() if p == key), key=lambda x: -sum(x[1]))
+            print(f"\n## {title}, {who} {key}")
+            print("| what | count | median (ns) | total (µs) |")
+            print("|---|---:|---:|---:|")
+            for n, v in rows[:top]:
+                print(f"| {n} | {len(v)} | {statistics.median(v):.0f} | {sum(v) / 1e3:.1f} |")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv")
     ap.add_argument("--per", default="ll_|ncclDevKernel|AllReduce",
                     help="nodes whose number divides the span (default: latency-path and NCCL kernels)")
     ap.add_argument("--nodes", type=int, default=12, help="nodes listed from the start and the end of a replay")
+    ap.add_argument("--api", action="store_true", help="host calls and eager work instead of graphs")
+    ap.add_argument("--top", type=int, default=15, help="--api: rows per list")
     args = ap.parse_args()
+    if args.api:
+        return api_summary(args.csv, args.top)
     by = defaultdict(list)
     with open(args.csv) as f:
         for r in csv.DictReader(f):
