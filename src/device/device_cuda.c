@@ -436,9 +436,43 @@ static hn_status_t cuda_memcpy_async(void *dst, const void *src, size_t n, hn_ds
     return HN_ERR_INVALID;
 }
 
+#ifdef HN_FLAG_KNOBS
+/* Builds made to measure the eager flags' mechanisms on a GPU only
+ * (-DHN_FLAG_KNOBS): HN_FLAG_WRITE 1 writes without the memory barrier,
+ * 2 by a kernel; HN_FLAG_WAIT 1 waits in a kernel (that never gives up:
+ * for measurements, not for runs that may fail). */
+static int flag_knob(const char *name)
+{
+    const char *e = getenv(name);
+    return e != NULL ? atoi(e) : 0;
+}
+
+static const uint32_t *zero_pair(int ord)
+{
+    static void *known[64];
+    void *p = ord >= 0 && ord < 64 ? known[ord] : NULL;
+    if (p == NULL && cudaMalloc(&p, 2 * sizeof(uint32_t)) == cudaSuccess) {
+        (void)cudaMemset(p, 0, 2 * sizeof(uint32_t));
+        (void)cudaDeviceSynchronize();
+        if (ord >= 0 && ord < 64)
+            known[ord] = p;
+    }
+    return p;
+}
+#endif
+
 static hn_status_t cuda_write_flag(hn_dstream *s, uint32_t *addr, uint32_t value, const hn_origin *o)
 {
     (void)o;
+#ifdef HN_FLAG_KNOBS
+    if (flag_knob("HN_FLAG_WRITE") == 2)
+        return hn_cuda_flag_write(s, addr, value);
+    if (flag_knob("HN_FLAG_WRITE") == 1)
+        return write_value32((CUstream)s->s, (CUdeviceptr)(uintptr_t)addr, value,
+                             CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) == CUDA_SUCCESS
+                   ? HN_OK
+                   : HN_ERR_DEVICE;
+#endif
     if (!__atomic_load_n(&write_value_broken, __ATOMIC_RELAXED)) {
         CUresult r = write_value32((CUstream)s->s, (CUdeviceptr)(uintptr_t)addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
         if (r == CUDA_SUCCESS)
@@ -451,8 +485,13 @@ static hn_status_t cuda_write_flag(hn_dstream *s, uint32_t *addr, uint32_t value
 
 static hn_status_t cuda_wait_flag(hn_dstream *s, const uint32_t *addr, uint32_t value, const hn_origin *o)
 {
-    CUresult r = wait_value32((CUstream)s->s, (CUdeviceptr)(uintptr_t)addr, value, CU_STREAM_WAIT_VALUE_GEQ);
+    CUresult r;
     (void)o;
+#ifdef HN_FLAG_KNOBS
+    if (flag_knob("HN_FLAG_WAIT") == 1 && zero_pair(s->ord) != NULL)
+        return hn_cuda_flag_wait_rel(s, addr, value, zero_pair(s->ord));
+#endif
+    r = wait_value32((CUstream)s->s, (CUdeviceptr)(uintptr_t)addr, value, CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS) {
         HN_ERROR("cuStreamWaitValue32 failed (%d)", (int)r);
         return HN_ERR_DEVICE;

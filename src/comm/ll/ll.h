@@ -222,6 +222,7 @@ typedef struct hn_ll_args {
     int ranks[HN_LL_MAX_RANKS];         /* global ranks (messages) */
     uint64_t *probe; /* HN_LL_PROBE_CALLS x HN_LL_PROBE_POINTS stamps on the member's device, or NULL */
     int early;       /* CUDA: the next kernel may launch as this one starts (hn_ll_early; set by the launcher) */
+    int poll_ns;     /* CUDA builds made to sweep shapes (HN_LL_KNOBS): nanoseconds between polls; else 0 */
 } hn_ll_args;
 
 /* The shape of a call, the same on every member (but seg, which each

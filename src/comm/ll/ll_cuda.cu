@@ -408,7 +408,8 @@ extern "C" hn_status_t hn_ll_cuda(hn_dstream *s, const hn_ll_args *a, const hn_o
         cfg.gridDim = dim3((unsigned)(hn_ll_grid(&P, cap / per > 0 ? cap / per : 1) * per));
         cfg.blockDim = dim3((unsigned)threads);
         cfg.stream = s->s;
-        x.early = a->pdl && hn_ll_early((int)cfg.gridDim.x, sms);
+        x.early = a->pdl && hn_ll_knob("HN_LL_EARLY", hn_ll_early((int)cfg.gridDim.x, sms));
+        x.poll_ns = hn_ll_knob("HN_LL_POLL_NS", 0);
         cfg.attrs = attr;
         cfg.numAttrs = 0;
         if (a->pdl) {

@@ -88,6 +88,10 @@ __device__ __forceinline__ bool should_leave(ctx &c, unsigned &spins)
 {
     if ((++spins % SPINS_PER_ABORT_CHECK) == 0 && ld_volatile_u32(c.abort) != 0)
         c.aborted = true;
+#ifdef HN_LL_KNOBS
+    if (c.a->poll_ns > 0)
+        __nanosleep((unsigned)c.a->poll_ns);
+#endif
     return c.aborted;
 }
 
