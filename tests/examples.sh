@@ -324,7 +324,7 @@ HIRNODE_PROFILE=a	b.json|HIRNODE_PROFILE: expected a file's path (below 4096 byt
 HIRNODE_WORLD=-2|HIRNODE_WORLD: expected an integer from 0 to 256, not '-2'
 HIRNODE_RANK=x|HIRNODE_RANK: expected an integer from 0 to 255, not 'x'
 VARS
-[ "$("$cli" info | grep -c ' (HIRNODE_[A-Z0-9_]*) ')" = 32 ] && ok || bad "info lists 32 settings"
+[ "$("$cli" info | grep -c ' (HIRNODE_[A-Z0-9_]*) ')" = 33 ] && ok || bad "info lists 33 settings"
 # several ranks of a world across processes in one process: refused once, saying why
 out=$(HIRNODE_WORLD=4 HIRNODE_RANK=1 HIRNODE_RENDEZVOUS="$t" "$cli" run --gpus 2 $p 2>&1); rc=$?
 [ $rc != 0 ] && [ "$(echo "$out" | grep -c "a world across processes takes one rank per process (this one asks for 2)")" = 1 ] \

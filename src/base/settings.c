@@ -54,6 +54,9 @@ static const hn_setting settings[] = {
         "p2p: most pieces of an allgather ring step (1: whole steps)"),
     INT("p2p_piece_kib", "HIRNODE_P2P_PIECE_KIB", "4096", 1, (int64_t)1 << 30, "p2p: smallest piece of a ring step, KiB"),
     INT("p2p_lanes", "HIRNODE_P2P_LANES", "1", 1, 4, "p2p: side streams (copy lanes) per member (1-4)"),
+    INT("p2p_small_kib", "HIRNODE_P2P_SMALL_KIB", "256", 0, 65536,
+        "p2p: an allreduce of at most this many KiB per member crosses once (every member's input pushed into "
+        "slots of its peers') instead of a reduce-scatter and an allgather ring; 0: the rings always"),
     WORD("p2p_graph_copy", "HIRNODE_P2P_GRAPH_COPY", "engine", ("engine", "kernel"),
          "p2p: copies inside captured graphs by the copy engines (engine) or by SM kernels (kernel: a graph "
          "then waits for its peers on no copy-engine queue)"),

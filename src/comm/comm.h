@@ -66,6 +66,7 @@ typedef struct hn_comm_setup {
     int p2p_lanes;                 /* p2p: side streams that copy (0: one) */
     int p2p_graph_kernel_copy;     /* p2p: copies inside captures by SM kernels, not copy engines */
     size_t p2p_piece_min;          /* p2p: smallest piece, bytes (0: the default) */
+    size_t p2p_small_max;          /* p2p: most bytes per member of a small allreduce (0: none) */
     int ll_probe;                  /* ll: stamp each call and print where the time went (diagnostics) */
     const hn_fault_sink *sink;
     /* what the ranks share (src/world/world.h): exchanges at team joins,

@@ -32,6 +32,8 @@ static void comm_settings(hn_comm_setup *cs)
     cs->p2p_graph_kernel_copy = strcmp(sync, "kernel") == 0;
     (void)hn_setting_int("p2p_piece_kib", &v, NULL);
     cs->p2p_piece_min = (size_t)v << 10;
+    (void)hn_setting_int("p2p_small_kib", &v, NULL);
+    cs->p2p_small_max = (size_t)v << 10;
     (void)hn_setting_flag("ll_probe", &cs->ll_probe, NULL);
 }
 

@@ -120,6 +120,7 @@ static const struct {
     {"HIRNODE_P2P_AG_PIECES", "65", "HIRNODE_P2P_AG_PIECES: expected an integer from 1 to 64, not '65'"},
     {"HIRNODE_P2P_PIECE_KIB", "4M", "HIRNODE_P2P_PIECE_KIB: expected an integer from 1 to 1073741824, not '4M'"},
     {"HIRNODE_P2P_LANES", "5", "HIRNODE_P2P_LANES: expected an integer from 1 to 4, not '5'"},
+    {"HIRNODE_P2P_SMALL_KIB", "-1", "HIRNODE_P2P_SMALL_KIB: expected an integer from 0 to 65536, not '-1'"},
     {"HIRNODE_FAULT", "1:17:melt", "HIRNODE_FAULT: fault '1:17:melt': expected RANK:LINE[:OCCURRENCE]:KIND[:MS] "
                                    "with KIND one of issue, async, trap, comm, stop, slow, oom, skip, kill, sigstop"},
     {"HIRNODE_WATCHDOG_GRACE_S", "-1", "HIRNODE_WATCHDOG_GRACE_S: expected a number from 0 to 1e+06, not '-1'"},

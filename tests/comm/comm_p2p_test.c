@@ -6,7 +6,8 @@
  * repetitions on the same buffers with random
  * stream delays, each with device flags and with events; a rank that never
  * comes ends in a timeout naming it; a peer's posted buffer reached where
- * hn_comm_setup.peer_addr says (registered memory across processes). */
+ * hn_comm_setup.peer_addr says (registered memory across processes);
+ * allreduce by the small path and by the rings in turn. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -19,6 +20,11 @@
 #define CNT 1003 /* elements per chunk: odd, so pieces are uneven */
 
 static const hn_device_ops *D = &hn_device_host;
+/* elements of each rank's send and recv, and the chunk bytes its members
+ * reserve (allreduce_both takes more) */
+static size_t g_elems = MAXR * CNT, g_reserve = CNT * sizeof(float);
+/* most bytes of a small allreduce (0: the rings always) */
+static size_t g_small = 0;
 
 typedef struct world {
     void *ctx;
@@ -78,7 +84,7 @@ static void start_ex(world *h, int n, double timeout, int events, int pieces, in
     CU_ASSERT_EQUAL_FATAL(D->init(&dc, &h->ctx), HN_OK);
     cc = (hn_comm_setup){.nranks = n, .dev = D, .dev_ctx = h->ctx, .compute = &hn_compute_host, .sink = &h->faults.sink,
                           .p2p_events = events, .p2p_pieces = pieces, .p2p_ag_pieces = pieces,
-                          .p2p_lanes = lanes, .p2p_piece_min = 512};
+                          .p2p_lanes = lanes, .p2p_piece_min = 512, .p2p_small_max = g_small};
     if (mirrored) {
         cc.peer_addr = mirror_addr;
         cc.peer_ctx = h;
@@ -87,8 +93,8 @@ static void start_ex(world *h, int n, double timeout, int events, int pieces, in
     for (int r = 0; r < n; r++) {
         ranks[r] = r;
         CU_ASSERT_EQUAL_FATAL(D->stream_create(h->ctx, r, &h->s[r]), HN_OK);
-        CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, MAXR * CNT * sizeof(float), (void **)&h->send[r]), HN_OK);
-        CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, MAXR * CNT * sizeof(float), (void **)&h->recv[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, g_elems * sizeof(float), (void **)&h->send[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, g_elems * sizeof(float), (void **)&h->recv[r]), HN_OK);
         if (mirrored)
             CU_ASSERT_EQUAL_FATAL(D->mem_alloc(h->ctx, r, MAXR * CNT * sizeof(float), (void **)&h->mirror[r]),
                                   HN_OK);
@@ -117,7 +123,7 @@ static void *join_main(void *arg)
     hn_origin o = {&j->h->faults.sink, j->rank, 0, NULL, NULL};
     j->st = hn_comm_p2p.team_join(j->h->team, j->rank, &o);
     if (j->st == HN_OK)
-        j->st = hn_comm_p2p.team_reserve(j->h->team, j->rank, CNT * sizeof(float), &o);
+        j->st = hn_comm_p2p.team_reserve(j->h->team, j->rank, g_reserve, &o);
     return NULL;
 }
 
@@ -216,12 +222,13 @@ static const int shapes[][2] = {{1, 1}, {4, 1}, {4, 2}, {7, 3}};
 static void test_allgather(void)
 {
     for (int n = 1; n <= MAXR; n++)
-        for (int events = 0; events <= 1; events++)
+        for (int events = 0; events <= 1; events++) {
             for (int k = 0; k < 4; k++) {
                 run(n, HN_COLL_ALLGATHER, 0, events, shapes[k][0], shapes[k][1]);
                 if (k == 0)
                     run(n, HN_COLL_ALLGATHER, 1, events, 0, 0);
             }
+        }
 }
 
 static void test_reduce_scatter(void)
@@ -233,6 +240,84 @@ static void test_reduce_scatter(void)
             run(n, HN_COLL_REDUCE_SCATTER, 1, events, 4, 2); /* get */
             run(n, HN_COLL_REDUCE_SCATTER, -1, events, 4, 2); /* put and get in turn */
         }
+}
+
+/* Allreduce, both ways on one team in turn: the small path (an input of
+ * at most the slots' room: every member's input pushed into every peer's
+ * slot, two slots in turn) and the rings (a larger one); in place or not,
+ * sum and avg, 2 to 4 ranks, flags and events, 12 calls on the same
+ * buffers. Every member's result is the team-order reduction, the same
+ * bits everywhere; the element past the end untouched. */
+static void allreduce_both(int n, int events, int in_place)
+{
+    world h;
+    /* chunks of 256 KiB / n + 4 KiB reserved: the slots hold 256 KiB (their
+     * most), the rings a little more */
+    const size_t small = (size_t)n * 500, ring = (size_t)n * ((65536 / (size_t)n) + 256);
+    g_elems = ring + 64;
+    g_reserve = (256 << 10) / (size_t)n + 4096;
+    g_small = 256 << 10;
+    start(&h, n, 30, events, 4, 2);
+    g_elems = MAXR * CNT;
+    g_reserve = CNT * sizeof(float);
+    g_small = 0;
+    for (int k = 0; k < 12; k++) {
+        const size_t cnt = (0x5b3 >> k) & 1 ? small : ring; /* small, small, ring, ... */
+        const hn_redop op = k % 3 == 2 ? HN_RED_AVG : HN_RED_SUM;
+        float *out[MAXR];
+        int wrong = 0;
+        for (int r = 0; r < n; r++) {
+            out[r] = in_place ? h.send[r] : h.recv[r];
+            for (size_t p = 0; p < ring + 64; p++) {
+                h.send[r][p] = xv(r, (int)p, k) / 7.0f + (float)r / 3.0f;
+                if (!in_place)
+                    h.recv[r][p] = NAN;
+            }
+            if (in_place)
+                h.send[r][cnt] = NAN;
+        }
+        {
+            pthread_t th[MAXR];
+            issue is[MAXR];
+            for (int r = 0; r < n; r++) {
+                is[r] = (issue){&h, r, {HN_COLL_ALLREDUCE, h.send[r], out[r], cnt, HN_F32, op, 0, HN_ALGO_PUSH}, HN_OK};
+                pthread_create(&th[r], NULL, issue_main, &is[r]);
+            }
+            for (int r = 0; r < n; r++)
+                pthread_join(th[r], NULL);
+            for (int r = 0; r < n; r++) {
+                D->stream_sync(h.s[r]);
+                CU_ASSERT_EQUAL(is[r].st, HN_OK);
+            }
+        }
+        CU_ASSERT_EQUAL(h.faults.first, HN_OK);
+        for (size_t p = 0; p <= cnt && !wrong; p++) {
+            float want = 0;
+            for (int q = 0; q < n; q++)
+                want += xv(q, (int)p, k) / 7.0f + (float)q / 3.0f;
+            if (op == HN_RED_AVG)
+                want *= (float)(1.0 / n);
+            for (int r = 0; r < n && !wrong; r++) {
+                int same = p == cnt ? isnan(out[r][p]) : cnt == small ? out[r][p] == want : fabsf(out[r][p] - want) <= 1e-4f * (1 + fabsf(want));
+                if (!same || (p < cnt && memcmp(&out[r][p], &out[0][p], sizeof(float)) != 0)) {
+                    fprintf(stderr, "\n  allreduce %s%s%s n=%d count %zu rank %d [%zu] call %d: %.9g (rank 0 %.9g) want %.9g\n",
+                            cnt == small ? "small" : "rings", events ? " events" : "", in_place ? " in place" : "", n,
+                            cnt, r, p, k, out[r][p], out[0][p], want);
+                    wrong = 1;
+                }
+            }
+        }
+        CU_ASSERT_FALSE(wrong);
+    }
+    stop(&h);
+}
+
+static void test_allreduce_small(void)
+{
+    for (int n = 2; n <= 4; n++)
+        for (int events = 0; events <= 1; events++)
+            for (int in_place = 0; in_place <= 1; in_place++)
+                allreduce_both(n, events, in_place);
 }
 
 /* A peer's posted buffer is reached where hn_comm_setup.peer_addr says,
@@ -268,16 +353,26 @@ static void test_peer_addr(void)
     }
 }
 
-static void absent_rank(int events)
+/* Rank 2 never comes: to an allgather ring (its mailboxes name the rank),
+ * and to a small allreduce (with events the host's spin names it; with
+ * flags the device's wait times out, as a ring reduction's does). */
+static void absent_rank(int events, int small)
 {
     world h;
     double t0 = hn_now();
     /* 2 s: on 2 loaded cores under TSan a present rank's step can take a
      * good part of a second, and must not be taken for the absent one */
+    g_small = small ? 256 << 10 : 0;
     start(&h, 4, 2.0, events, 0, 0);
-    issue_all(&h, HN_COLL_ALLGATHER, CNT, 0, 2); /* rank 2 never comes */
+    g_small = 0;
+    issue_all(&h, small ? HN_COLL_ALLREDUCE : HN_COLL_ALLGATHER, small ? 1000 : CNT, 0, 2); /* rank 2 never comes */
     CU_ASSERT(hn_now() - t0 < 15);
     CU_ASSERT_EQUAL(h.faults.first, HN_ERR_TIMEOUT);
+    if (small && !events) {
+        hn_comm_p2p.abort(h.w);
+        stop(&h);
+        return;
+    }
     if (strstr(h.faults.err, "rank 2 never reached its side of it") == NULL)
         fprintf(stderr, "\n  absent rank 2 (%s): first error '%s'\n", events ? "events" : "flags", h.faults.err);
     CU_ASSERT_PTR_NOT_NULL(strstr(h.faults.err, "rank 2 never reached its side of it"));
@@ -288,8 +383,10 @@ static void absent_rank(int events)
 
 static void test_absent_rank(void)
 {
-    absent_rank(0);
-    absent_rank(1);
+    for (int small = 0; small <= 1; small++) {
+        absent_rank(0, small);
+        absent_rank(1, small);
+    }
 }
 
 void hn_suite_comm_p2p(void)
@@ -298,7 +395,9 @@ void hn_suite_comm_p2p(void)
         {"allgather rings, put (whole, in pieces over lanes) and get, flags and events, 1..8 ranks", test_allgather},
         {"reduce-scatter rings: put in pieces over lanes, get, both in turn; flags and events; 1..8 ranks",
          test_reduce_scatter},
-        {"an absent rank times out with its name", test_absent_rank},
+        {"allreduce: the small path and the rings in turn, in place or not, sum and avg, the same bits on every "
+         "member; flags and events; 2..4 ranks", test_allreduce_small},
+        {"an absent rank times out (named, but for a small allreduce's device flags)", test_absent_rank},
         {"a peer's buffer is reached where peer_addr says, asked with the poster's rank", test_peer_addr},
         CU_TEST_INFO_NULL,
     };

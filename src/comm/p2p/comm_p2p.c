@@ -6,12 +6,16 @@
  * per operation (the receivers' with put, the senders' with get) are
  * handed over through host mailboxes when the operation is issued. Put
  * (senders push: HN_ALGO_PUSH) is the default; get (receivers pull:
- * HN_ALGO_PULL) is chosen per instruction (`via p2p get`).
+ * HN_ALGO_PULL) is chosen per instruction (`via p2p get`). An allreduce of
+ * at most p2p_small_kib per member pushes every input into slots of the
+ * peers' own instead and reduces there: one crossing per call, not a
+ * reduce_scatter's and an allgather's.
  *
  * The files, each calling only those below it:
  *   comm_p2p.c            this table: the world, team lifecycle, what the
  *                         rings run (refuses), dispatch, abort and reset
- *   comm_p2p_ring.c       allgather and reduce_scatter rings (allreduce: both)
+ *   comm_p2p_ring.c       allgather and reduce_scatter rings (allreduce: both,
+ *                         or the small allreduce)
  *   comm_p2p_broadcast.c  broadcast, root and members directly
  *   comm_p2p_sendrecv.c   groups of sends and receives
  *   comm_p2p_banks.c      the flags of captured graphs (graph hooks)
@@ -63,6 +67,7 @@ static hn_status_t p2p_init(const hn_comm_setup *setup, hn_comm_world **out)
         w->pieces = PIECES_MAX;
     w->ag_pieces = setup->p2p_ag_pieces < 1 ? 1 : setup->p2p_ag_pieces > w->pieces ? w->pieces : setup->p2p_ag_pieces;
     w->piece_min = setup->p2p_piece_min > 0 ? setup->p2p_piece_min : PIECE_MIN_DEFAULT;
+    w->small_max = setup->p2p_small_max;
     w->lanes = setup->p2p_lanes > 0 ? setup->p2p_lanes : 1;
     if (w->lanes > LANES_MAX)
         w->lanes = LANES_MAX;
@@ -104,7 +109,7 @@ static hn_status_t p2p_team_create(hn_comm_world *w, const int *ranks, int n, hn
     t->lanes = w->lanes;
     t->piece_min = w->piece_min;
     t->events = w->events;
-    t->nflags = pair_flag(t, n, 0, 0);
+    t->nflags = flags_count(t);
     /* every member's shared part, in the same order in every process */
     t->sh = hn_calloc((size_t)n, sizeof(*t->sh));
     t->view = hn_calloc((size_t)n, sizeof(*t->view));
@@ -150,10 +155,15 @@ static hn_status_t team_xchg(hn_comm_team *t, int me, int kind, hn_status_t mine
                 t->view[i].stage[0] = all[i].stage[0];
                 t->view[i].stage[1] = all[i].stage[1];
                 t->view[i].stage_bytes = all[i].stage_bytes;
+                t->view[i].small[0] = all[i].small[0];
+                t->view[i].small[1] = all[i].small[1];
+                t->view[i].small_cap = all[i].small_cap;
             }
         } else if (kind == XCHG_JOIN ? all[i].flags != t->view[i].flags
                                      : all[i].stage[0] != t->view[i].stage[0] ||
-                                           all[i].stage[1] != t->view[i].stage[1]) {
+                                           all[i].stage[1] != t->view[i].stage[1] ||
+                                           all[i].small[0] != t->view[i].small[0] ||
+                                           all[i].small[1] != t->view[i].small[1]) {
             hn_origin_fail(o, HN_ERR_RUNTIME, "p2p: rank %d's exchanged addresses differ from its own",
                            t->base.ranks[i]);
             st = HN_ERR_RUNTIME;
@@ -203,26 +213,49 @@ static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
 
 /* Every member grows its staging together (the runtime reserves on every
  * member at once, by the same sizes), then tells the others. */
-static hn_status_t p2p_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
+/* Two buffers of `bytes` each into bufs (the old ones freed first). */
+static hn_status_t realloc_pair(hn_comm_team *t, int me, void **bufs, size_t bytes, const char *what,
+                                const hn_origin *o)
 {
     const hn_comm_base *b = &t->base.w->base;
-    member_view *v = &t->view[me];
     int rank = t->base.ranks[me];
     hn_status_t st = HN_OK;
-    if (bytes <= v->stage_bytes)
-        return HN_OK;
-    v->stage_bytes = 0;
     for (int i = 0; i < 2 && st == HN_OK; i++) {
-        if (v->stage[i] != NULL)
-            b->dev->mem_free(b->dev_ctx, rank, v->stage[i]);
-        v->stage[i] = NULL;
-        if ((st = b->dev->mem_alloc(b->dev_ctx, rank, bytes, &v->stage[i])) != HN_OK)
-            hn_origin_fail(o, st, "p2p: cannot allocate %zu bytes of staging", bytes);
+        if (bufs[i] != NULL)
+            b->dev->mem_free(b->dev_ctx, rank, bufs[i]);
+        bufs[i] = NULL;
+        if ((st = b->dev->mem_alloc(b->dev_ctx, rank, bytes, &bufs[i])) != HN_OK)
+            hn_origin_fail(o, st, "p2p: cannot allocate %zu bytes of %s", bytes, what);
     }
-    if (st == HN_OK)
-        v->stage_bytes = bytes;
+    return st;
+}
+
+/* Every member grows its staging together (the runtime reserves on every
+ * member at once, by the same sizes), then tells the others. The small
+ * allreduces' slots hold an allreduce's whole input (n chunks of `bytes`)
+ * from every member, up to the setting p2p_small_kib each. */
+static hn_status_t p2p_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
+{
+    member_view *v = &t->view[me];
+    size_t n = (size_t)t->base.n, cap = HN_MIN(bytes * n, t->base.w->small_max);
+    hn_status_t st = HN_OK;
+    cap = (cap + 255) / 256 * 256; /* every sender's region aligned for vector access */
+    if (n == 1)
+        cap = 0;
+    if (bytes <= v->stage_bytes && cap <= v->small_cap)
+        return HN_OK;
+    if (bytes > v->stage_bytes) {
+        v->stage_bytes = 0;
+        if ((st = realloc_pair(t, me, v->stage, bytes, "staging", o)) == HN_OK)
+            v->stage_bytes = bytes;
+    }
+    if (st == HN_OK && cap > v->small_cap) {
+        v->small_cap = 0;
+        if ((st = realloc_pair(t, me, v->small, cap * n, "small allreduces' slots", o)) == HN_OK)
+            v->small_cap = cap;
+    }
     if ((st = team_xchg(t, me, XCHG_RESERVE, st, o)) != HN_OK)
-        v->stage_bytes = 0; /* grown again by the next reserve, on every member */
+        v->stage_bytes = v->small_cap = 0; /* grown again by the next reserve, on every member */
     return st;
 }
 
@@ -251,9 +284,12 @@ static void p2p_team_destroy(hn_comm_team *t)
             for (size_t k = 0; k < (size_t)t->base.n * t->nflags; k++)
                 w->base.dev->event_destroy(t->m[i].ev[k]);
         hn_free(t->m[i].ev);
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < 2; k++) {
             if (t->view[i].stage[k] != NULL)
                 w->base.dev->mem_free(w->base.dev_ctx, t->base.ranks[i], t->view[i].stage[k]);
+            if (t->view[i].small[k] != NULL)
+                w->base.dev->mem_free(w->base.dev_ctx, t->base.ranks[i], t->view[i].small[k]);
+        }
     }
     team_free(t);
 }
@@ -272,6 +308,16 @@ static const char *p2p_refuses(hn_coll_kind kind, hn_dtype dtype, size_t count, 
     else
         return NULL;
     return why;
+}
+
+/* Whether an allreduce of `bytes` takes the small path: every member's
+ * slots hold it (they all reserved the same). */
+static int small_fits(const hn_comm_team *t, size_t bytes)
+{
+    for (int i = 0; i < t->base.n; i++)
+        if (t->view[i].small[0] == NULL || bytes > t->view[i].small_cap)
+            return 0;
+    return t->base.n > 1;
 }
 
 static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a, hn_dstream *s, const hn_origin *o)
@@ -307,7 +353,9 @@ static hn_status_t p2p_collective(hn_comm_team *t, int me, const hn_coll_args *a
     case HN_COLL_ALLREDUCE: {
         size_t chunk = a->count / n;
         char *out = a->recv;
-        if (pull) {
+        if (!pull && small_fits(t, a->count * es)) {
+            hn_p2p_allreduce_small(&c, me, a->send, a->recv, a->count, a->dtype, a->redop);
+        } else if (pull) {
             hn_p2p_reduce_scatter_get(&c, me, a->send, out + (size_t)me * chunk * es, chunk, a->dtype, a->redop);
             hn_p2p_allgather_get(&c, me, out + (size_t)me * chunk * es, out, chunk * es);
         } else {

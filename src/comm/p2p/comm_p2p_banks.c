@@ -213,12 +213,13 @@ hn_status_t hn_p2p_graph_begin(hn_comm_world *w, int rank, const hn_graph_ctx *g
         b->at[1] = m->staged;
         b->at[2] = m->joins;
         b->at[3] = m->gstaged;
+        b->at[4] = m->small_ops;
         b->stage_pieces[0] = m->stage_pieces[0];
         b->stage_pieces[1] = m->stage_pieces[1];
         b->last_get = m->last_get;
         /* the capture starts the team afresh (its devices are idle): no
          * operation before, every sequence at 0, every flag 0 */
-        m->slot_ops = m->staged = m->joins = m->gstaged = 0;
+        m->slot_ops = m->staged = m->joins = m->gstaged = m->small_ops = 0;
         m->stage_pieces[0] = m->stage_pieces[1] = 0;
         m->last_get = 0;
         b->lanes_used = 0; /* a capture again forks them anew */
@@ -261,7 +262,7 @@ static uint64_t values_taken(const hn_comm_world *w, int rank)
         if (m == NULL)
             continue;
         steps = (m->staged > m->gstaged ? m->staged : m->gstaged) * (uint64_t)(t->base.n - 1) + 1;
-        most = HN_MAX(most, HN_MAX(HN_MAX(m->slot_ops, m->joins), steps));
+        most = HN_MAX(most, HN_MAX(HN_MAX(m->slot_ops, m->joins), HN_MAX(steps, m->small_ops)));
     }
     for (int q = 0; q < w->base.nranks; q++)
         most = HN_MAX(most, HN_MAX(w->send_seq[(size_t)rank * (size_t)w->base.nranks + (size_t)q],
@@ -314,6 +315,7 @@ void hn_p2p_graph_end(hn_comm_world *w, int rank, const hn_graph_ctx *g)
         m->staged = b->at[1];
         m->joins = b->at[2];
         m->gstaged = b->at[3];
+        m->small_ops = b->at[4];
         m->stage_pieces[0] = b->stage_pieces[0];
         m->stage_pieces[1] = b->stage_pieces[1];
         m->last_get = b->last_get;

@@ -46,7 +46,7 @@ typedef struct gbank {
     uint32_t **peer_flags; /* [n]: every member's bank flags of the graph, as exchanged at graph_begin */
     hn_devent *fork, *join[LANES_MAX];
     int lanes_used;      /* the capture has forked the lanes */
-    uint64_t at[4];      /* slot_ops, staged, joins, gstaged when the capture began */
+    uint64_t at[5];      /* slot_ops, staged, joins, gstaged, small_ops when the capture began */
     int stage_pieces[2], last_get;
     struct gbank *next;
 } gbank;
@@ -72,6 +72,10 @@ typedef struct member_view {
     uint32_t *flags; /* flags: on the member's device */
     void *stage[2];  /* staging of reductions, on the member's device */
     size_t stage_bytes;
+    /* small allreduces (hn_p2p_allreduce_small): two slots, each a region
+     * of small_cap bytes per sender, on the member's device */
+    void *small[2];
+    size_t small_cap;
 } member_view;
 
 typedef struct member {
@@ -84,6 +88,7 @@ typedef struct member {
     int stage_pieces[2]; /* issue side: pieces of the last step sent into the next's staging buffer */
     uint64_t gstaged;    /* issue side: reductions with get taken */
     int last_get;        /* issue side: the last reduction on the team was a get */
+    uint64_t small_ops;  /* issue side: small allreduces taken */
     hn_dstream *side[LANES_MAX]; /* copy lanes beside the caller's stream */
 } member;
 
@@ -102,6 +107,7 @@ struct hn_comm_world {
     int pieces, ag_pieces, lanes, events;
     int graph_kernel_copy; /* copies inside captures by SM kernels (the compute table's copy) */
     size_t piece_min;
+    size_t small_max; /* most bytes of a member's input in a small allreduce (0: none) */
     uint64_t *send_seq, *recv_seq; /* [src * n + dst], issue side */
     mailbox *pair_mbox;            /* [(src * n + dst) * SLOTS + slot] */
     int *waiting_for;              /* [rank]: the rank its thread spins for, or -1 (atomic) */
@@ -173,6 +179,15 @@ static inline size_t pair_flag(const hn_comm_team *t, int peer, uint64_t slot, i
     return slot_flag(t, SLOTS, 0) + ((size_t)peer * SLOTS + (size_t)slot) * 2 + (size_t)kind;
 }
 enum { PAIR_READY = 0, PAIR_ARRIVED = 1 };
+/* small allreduces, per slot s and sender p: p's input arrived in this
+ * member's slot (kind 0, from p); this member's input consumed in p's
+ * slot (kind 1, from p). Past them the layout's end: the flags' count. */
+static inline size_t small_flag(const hn_comm_team *t, int kind, int s, int p)
+{
+    return pair_flag(t, t->base.n, 0, 0) + ((size_t)(2 * kind + s) * (size_t)t->base.n + (size_t)p);
+}
+static inline size_t flags_count(const hn_comm_team *t) { return small_flag(t, 2, 0, 0); }
+
 
 /* A member's bank of the graph `id` (hn_p2p_graph_begin made it), or NULL. */
 static inline gbank *bank_of(const member *m, uint64_t id)
@@ -251,6 +266,12 @@ void hn_p2p_lanes_after(ctx *c, hn_dstream *S);
  * from the others; a ring, senders push (put) or receivers pull (get) */
 void hn_p2p_allgather_put(ctx *c, int me, const void *send, void *recv, size_t cb);
 void hn_p2p_allgather_get(ctx *c, int me, const void *send, void *recv, size_t cb);
+/* allreduce of a small input (count elements, at most every member's
+ * small_cap bytes): every member pushes its input into a slot of every
+ * peer's (two slots, used in turn), then reduces all inputs in team order,
+ * the same bits on every member; one crossing between the devices per
+ * call instead of a reduce_scatter's and an allgather's */
+void hn_p2p_allreduce_small(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, hn_redop redop);
 /* reduce_scatter: chunk `me` (count elements) of the reduction of every
  * member's send into recv; a ring through the members' staging */
 void hn_p2p_reduce_scatter_put(ctx *c, int me, const void *send, void *recv, size_t count, hn_dtype dt, hn_redop redop);
