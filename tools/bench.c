@@ -516,8 +516,8 @@ static void print_row(const bench_opts *o, hn_coll_kind kind, int n, size_t tota
     if (o->nvias == 1) {
         double a_hn = total / res[0].t / 1e9, b_hn = a_hn * factor(kind, n);
         double a_raw = total / rawres->t / 1e9, b_raw = a_raw * factor(kind, n);
-        printf(o->markdown ? "| %zu | %.1f | %.1f | %.1f | %ld | %.1f | %.1f | %.1f | %ld | %.3f |\n"
-                           : "%12zu %12.1f %12.1f %12.1f %7ld %12.1f %12.1f %12.1f %7ld %7.3f\n",
+        printf(o->markdown ? "| %zu | %.2f | %.1f | %.1f | %ld | %.2f | %.1f | %.1f | %ld | %.3f |\n"
+                           : "%12zu %12.2f %12.1f %12.1f %7ld %12.2f %12.1f %12.1f %7ld %7.3f\n",
                total, res[0].t * 1e6, a_hn, b_hn, res[0].wrong, rawres->t * 1e6, a_raw, b_raw, rawres->wrong,
                n > 1 ? b_hn / b_raw : a_hn / a_raw);
         return;
