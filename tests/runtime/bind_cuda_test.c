@@ -338,9 +338,11 @@ static void pools_open(hn_runtime *rt, int n, int grant)
 }
 
 /* The peer copies into another device's pool memory (cudaMallocAsync),
- * which that pool does not let the copying device touch: refused by
- * name, the runtime usable after; with the pools opened to the peers,
- * the same run is right. */
+ * which that pool does not let the copying device touch: the rings
+ * (HIRNODE_P2P_SMALL_KIB=0) are refused by name, the runtime usable after;
+ * with the pools opened to the peers, the same run is right. The small
+ * allreduce (the default at this size) copies only into the peers' own
+ * slots: right with the pools closed. */
 static void test_pool_p2p(void)
 {
     int n = gpus() < 4 ? gpus() : 4;
@@ -353,6 +355,18 @@ static void test_pool_p2p(void)
         hn_program_destroy(p);
         return;
     }
+    rt = runtime(n, NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    streams_make(rt, n, streams);
+    xset_make(rt, &s, n, 1, streams, 7);
+    xset_poison(rt, &s);
+    CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &s.args), HN_OK);
+    CU_ASSERT(xset_right(rt, &s, 7));
+    xset_free(rt, &s, streams);
+    streams_free(rt, n, streams);
+    hn_runtime_forget(rt, p);
+    hn_runtime_destroy(rt);
+    setenv("HIRNODE_P2P_SMALL_KIB", "0", 1);
     rt = runtime(n, NULL, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
     streams_make(rt, n, streams);
@@ -371,6 +385,7 @@ static void test_pool_p2p(void)
     streams_free(rt, n, streams);
     hn_runtime_forget(rt, p);
     hn_runtime_destroy(rt);
+    unsetenv("HIRNODE_P2P_SMALL_KIB");
     hn_program_destroy(p);
 }
 
@@ -443,8 +458,8 @@ void hn_suite_bind_cuda(void)
         {"cudaMallocAsync pool memory bound, run, launched, captured, rebound", test_cudamallocasync},
         {"rebinds after the first move pointers in place, via p2p, ll and nccl", test_rebind_in_place},
         {"ranks on other ordinals; two ranks on one device: NCCL refused, p2p runs", test_device_map},
-        {"the peer copies into another device's pool memory: refused by name; with the pools opened, right",
-         test_pool_p2p},
+        {"another device's pool memory: the small allreduce right; the rings' copies refused by name, with the "
+         "pools opened right", test_pool_p2p},
         {"the embedder's stream destroyed with launches pending: query, sync, destroy", test_stream_gone},
         CU_TEST_INFO_NULL,
     };
