@@ -475,6 +475,20 @@ mkdir -p "$t/one" "$t/procs"
 "$cli" run --gpus 2 --check --save "$t/one" examples/tp_mlp.hir >/dev/null &&
   "$cli" run --procs 2 --check --save "$t/procs" examples/tp_mlp.hir >/dev/null &&
   cmp -s "$t/one/Y.npy" "$t/procs/Y.npy" && ok || bad "--procs 2 --save differs from --gpus 2 --save"
+# the peer copies' small allreduce and the rings in one program: at 2
+# ranks bit for bit what the rings alone give (a + b either way); checked
+# at 4, in processes and in graphs
+mkdir -p "$t/small" "$t/rings"
+"$cli" run --gpus 2 --check --save "$t/small" tests/programs/p2p_paths.hir >/dev/null &&
+  HIRNODE_P2P_SMALL_KIB=0 "$cli" run --gpus 2 --check --save "$t/rings" tests/programs/p2p_paths.hir >/dev/null &&
+  cmp -s "$t/small/S.npy" "$t/rings/S.npy" && cmp -s "$t/small/T.npy" "$t/rings/T.npy" && ok ||
+  bad "p2p's small allreduce differs from the rings at 2 ranks"
+for a in "--gpus 4" "--procs 2" "--procs 4"; do
+  for g in 0 1; do
+    HIRNODE_GRAPHS=$g "$cli" run $a --check --iters 3 tests/programs/p2p_paths.hir >/dev/null 2>&1 && ok ||
+      bad "p2p_paths.hir $a graphs=$g"
+  done
+done
 # a program every rank refuses alike: said once (by rank 0), no grace for ranks that end at once
 printf 'output S : f32[8] replicated\noutput T : f32[4] replicated\ncopy S <- T\n' >"$t/mismatch.hir"
 out=$("$cli" run --procs 2 --backend host "$t/mismatch.hir" 2>&1); rc=$?
