@@ -405,6 +405,90 @@ static void test_unusable(void)
     hn_sb_free(&err);
 }
 
+/* A graph of a small p2p allreduce, then a program whose reductions grow
+ * the teams' staging and slots, run eagerly between its replays: the
+ * graph still replays into the buffers it was captured with (they are
+ * kept while the team lives), right every time, and so is the larger
+ * program. */
+static void test_staging_grows(void)
+{
+    const char *small = "param N = 256\n"
+                        "input  X : f32[N] replicated\n"
+                        "output Y : f32[N] replicated\n"
+                        "allreduce Y <- X op sum via p2p\n"
+                        "allreduce Y <- Y op sum via p2p\n";
+    const char *large = "param N = 131072\n"
+                        "input  X : f32[N] replicated\n"
+                        "output Y : f32[N] replicated\n"
+                        "allreduce Y <- X op sum via p2p\n";
+    hn_program *ps = hn_test_parse(small, NULL), *pl = hn_test_parse(large, NULL);
+    int n = nranks();
+    hn_runtime *rt = hn_test_runtime(NULL, n, 10, 30, 0);
+    enum { S = 256, L = 131072 };
+    static float x[L], y[L];
+    void *xs[8], *ys[8], *xl[8], *yl[8];
+    size_t bs[8], bl[8];
+    hn_binding bind_s[2], bind_l[2];
+    hn_run_args as = {0, NULL, NULL, 2, bind_s}, al = {0, NULL, NULL, 2, bind_l};
+    hn_graph *g = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ps);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pl);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    for (int r = 0; r < n; r++) {
+        bs[r] = S * sizeof(float);
+        bl[r] = L * sizeof(float);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, bs[r], &xs[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, bs[r], &ys[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, bl[r], &xl[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, bl[r], &yl[r]), HN_OK);
+    }
+    bind_s[0] = (hn_binding){"X", xs, bs};
+    bind_s[1] = (hn_binding){"Y", ys, bs};
+    bind_l[0] = (hn_binding){"X", xl, bl};
+    bind_l[1] = (hn_binding){"Y", yl, bl};
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_capture(rt, ps, &as, NULL, &g), HN_OK);
+    for (int k = 0; k < 4; k++) {
+        int wrong = 0;
+        /* rank r's X holds r + k + i % 7: the small graph gives n x the sum over ranks */
+        for (int r = 0; r < n; r++) {
+            for (int i = 0; i < L; i++)
+                x[i] = (float)(r + k + i % 7);
+            CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, xs[r], x, bs[r]), HN_OK);
+            CU_ASSERT_EQUAL(hn_runtime_upload(rt, r, xl[r], x, bl[r]), HN_OK);
+        }
+        CU_ASSERT_EQUAL(hn_runtime_replay(rt, g, NULL), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_sync(rt), HN_OK);
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, pl, &al), HN_OK); /* grows the staging the first time */
+        for (int r = 0; r < n && !wrong; r++) {
+            CU_ASSERT_EQUAL(hn_runtime_download(rt, r, y, ys[r], bs[r]), HN_OK);
+            for (int i = 0; i < S && !wrong; i++) {
+                float want = (float)n * (float)(n * (n - 1) / 2 + n * (k + i % 7));
+                wrong = y[i] != want;
+                if (wrong)
+                    fprintf(stderr, "\n  staging grows: round %d rank %d small Y[%d] %g want %g\n", k, r, i, y[i], want);
+            }
+            CU_ASSERT_EQUAL(hn_runtime_download(rt, r, y, yl[r], bl[r]), HN_OK);
+            for (int i = 0; i < L && !wrong; i++) {
+                float want = (float)(n * (n - 1) / 2 + n * (k + i % 7));
+                wrong = y[i] != want;
+                if (wrong)
+                    fprintf(stderr, "\n  staging grows: round %d rank %d large Y[%d] %g want %g\n", k, r, i, y[i], want);
+            }
+        }
+        CU_ASSERT_FALSE(wrong);
+    }
+    hn_runtime_graph_destroy(rt, g);
+    for (int r = 0; r < n; r++) {
+        hn_runtime_free(rt, r, xs[r]);
+        hn_runtime_free(rt, r, ys[r]);
+        hn_runtime_free(rt, r, xl[r]);
+        hn_runtime_free(rt, r, yl[r]);
+    }
+    hn_runtime_destroy(rt);
+    hn_program_destroy(ps);
+    hn_program_destroy(pl);
+}
+
 /* A program that cannot be captured: the capture fails naming the
  * instruction, the runtime works on; graphs = 1 runs it eagerly. */
 static void test_cannot_capture(void)
@@ -1070,6 +1154,7 @@ void hn_suite_graph(void)
          test_unusable},
         {"graphs = 1 captures a repeated configuration and replays it", test_automatic},
         {"a program that cannot be captured: a named error, then eager runs", test_cannot_capture},
+        {"a graph replays right after another program grew the p2p staging and slots", test_staging_grows},
         {"a rebound graph replays what a fresh capture on the new buffers replays, bit for bit",
          test_rebind_matches_fresh_capture},
         {"rebinds after the first move the graph's pointers in place; another alignment captures again",

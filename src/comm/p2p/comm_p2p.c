@@ -213,16 +213,25 @@ static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
 
 /* Every member grows its staging together (the runtime reserves on every
  * member at once, by the same sizes), then tells the others. */
-/* Two buffers of `bytes` each into bufs (the old ones freed first). */
+/* Two buffers of `bytes` each into bufs. The old ones are retired, not
+ * freed: a graph captured with them copies into them on every replay
+ * (every member's, through the addresses exchanged then), so they go with
+ * the team. */
 static hn_status_t realloc_pair(hn_comm_team *t, int me, void **bufs, size_t bytes, const char *what,
                                 const hn_origin *o)
 {
     const hn_comm_base *b = &t->base.w->base;
+    member *m = &t->m[me];
     int rank = t->base.ranks[me];
     hn_status_t st = HN_OK;
     for (int i = 0; i < 2 && st == HN_OK; i++) {
-        if (bufs[i] != NULL)
-            b->dev->mem_free(b->dev_ctx, rank, bufs[i]);
+        if (bufs[i] != NULL) {
+            if (hn_grow((void **)&m->retired, &m->retired_cap, m->nretired, sizeof(void *)) != 0) {
+                hn_origin_fail(o, HN_ERR_NOMEM, "p2p: out of host memory");
+                return HN_ERR_NOMEM;
+            }
+            m->retired[m->nretired++] = bufs[i];
+        }
         bufs[i] = NULL;
         if ((st = b->dev->mem_alloc(b->dev_ctx, rank, bytes, &bufs[i])) != HN_OK)
             hn_origin_fail(o, st, "p2p: cannot allocate %zu bytes of %s", bytes, what);
@@ -290,6 +299,9 @@ static void p2p_team_destroy(hn_comm_team *t)
             if (t->view[i].small[k] != NULL)
                 w->base.dev->mem_free(w->base.dev_ctx, t->base.ranks[i], t->view[i].small[k]);
         }
+        for (int k = 0; k < t->m[i].nretired; k++)
+            w->base.dev->mem_free(w->base.dev_ctx, t->base.ranks[i], t->m[i].retired[k]);
+        hn_free(t->m[i].retired);
     }
     team_free(t);
 }

@@ -89,6 +89,10 @@ typedef struct member {
     uint64_t gstaged;    /* issue side: reductions with get taken */
     int last_get;        /* issue side: the last reduction on the team was a get */
     uint64_t small_ops;  /* issue side: small allreduces taken */
+    /* staging and slots outgrown: kept until the team goes, since graphs
+     * captured before may still copy into them */
+    void **retired;
+    int nretired, retired_cap;
     hn_dstream *side[LANES_MAX]; /* copy lanes beside the caller's stream */
 } member;
 
