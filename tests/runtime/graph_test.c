@@ -407,9 +407,10 @@ static void test_unusable(void)
 
 /* A graph of a small p2p allreduce, then a program whose reductions grow
  * the teams' staging and slots, run eagerly between its replays: the
- * graph still replays into the buffers it was captured with (they are
- * kept while the team lives), right every time, and so is the larger
- * program. */
+ * graph still replays into the buffers it was captured with (kept while a
+ * graph of the team lives), right every time, and so is the larger
+ * program; with the graph gone, growing again frees the outgrown ones at
+ * once, and the larger program is still right. */
 static void test_staging_grows(void)
 {
     const char *small = "param N = 256\n"
@@ -478,6 +479,32 @@ static void test_staging_grows(void)
         CU_ASSERT_FALSE(wrong);
     }
     hn_runtime_graph_destroy(rt, g);
+    {
+        /* eagerly, a 1 MiB allreduce (twice the staging) and a small
+         * one on the buffers' first halves */
+        hn_program *p2 = hn_test_parse("param N = 262144\n"
+                                       "input  X : f32[N / 4] replicated\n"
+                                       "output Y : f32[N / 4] replicated\n"
+                                       "T = alloc f32[N]\n"
+                                       "allreduce T <- T op sum via p2p\n"
+                                       "allreduce Y <- X op sum via p2p\n",
+                                       NULL);
+        int wrong = 0;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p2);
+        for (int r = 0; r < n; r++)
+            bl[r] = L / 2 * sizeof(float);
+        CU_ASSERT_EQUAL(hn_runtime_run(rt, p2, &al), HN_OK);
+        if (hn_runtime_error(rt)[0] != '\0')
+            fprintf(stderr, "\n  staging grows, larger again: %s\n", hn_runtime_error(rt));
+        for (int r = 0; r < n && !wrong; r++) {
+            CU_ASSERT_EQUAL(hn_runtime_download(rt, r, y, yl[r], bl[r]), HN_OK);
+            for (int i = 0; i < L / 2 && !wrong; i++)
+                wrong = y[i] != (float)(n * (n - 1) / 2 + n * (3 + i % 7));
+        }
+        CU_ASSERT_FALSE(wrong);
+        hn_runtime_forget(rt, p2);
+        hn_program_destroy(p2);
+    }
     for (int r = 0; r < n; r++) {
         hn_runtime_free(rt, r, xs[r]);
         hn_runtime_free(rt, r, ys[r]);

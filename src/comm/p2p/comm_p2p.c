@@ -211,12 +211,11 @@ static hn_status_t p2p_team_join(hn_comm_team *t, int me, const hn_origin *o)
     return team_xchg(t, me, XCHG_JOIN, st, o);
 }
 
-/* Every member grows its staging together (the runtime reserves on every
- * member at once, by the same sizes), then tells the others. */
-/* Two buffers of `bytes` each into bufs. The old ones are retired, not
- * freed: a graph captured with them copies into them on every replay
- * (every member's, through the addresses exchanged then), so they go with
- * the team. */
+/* Two buffers of `bytes` each into bufs. The old ones are freed, or
+ * retired while the member has graph banks: a graph captured with them
+ * copies into them on every replay (every member's, through the addresses
+ * exchanged then). A failure is said on o unless `what` is NULL (optional
+ * buffers: then none is left). */
 static hn_status_t realloc_pair(hn_comm_team *t, int me, void **bufs, size_t bytes, const char *what,
                                 const hn_origin *o)
 {
@@ -225,7 +224,9 @@ static hn_status_t realloc_pair(hn_comm_team *t, int me, void **bufs, size_t byt
     int rank = t->base.ranks[me];
     hn_status_t st = HN_OK;
     for (int i = 0; i < 2 && st == HN_OK; i++) {
-        if (bufs[i] != NULL) {
+        if (bufs[i] != NULL && m->banks == NULL) {
+            b->dev->mem_free(b->dev_ctx, rank, bufs[i]);
+        } else if (bufs[i] != NULL) {
             if (hn_grow((void **)&m->retired, &m->retired_cap, m->nretired, sizeof(void *)) != 0) {
                 hn_origin_fail(o, HN_ERR_NOMEM, "p2p: out of host memory");
                 return HN_ERR_NOMEM;
@@ -233,38 +234,54 @@ static hn_status_t realloc_pair(hn_comm_team *t, int me, void **bufs, size_t byt
             m->retired[m->nretired++] = bufs[i];
         }
         bufs[i] = NULL;
-        if ((st = b->dev->mem_alloc(b->dev_ctx, rank, bytes, &bufs[i])) != HN_OK)
+        if ((st = b->dev->mem_alloc(b->dev_ctx, rank, bytes, &bufs[i])) != HN_OK && what != NULL)
             hn_origin_fail(o, st, "p2p: cannot allocate %zu bytes of %s", bytes, what);
     }
+    if (st != HN_OK && what == NULL)
+        for (int i = 0; i < 2; i++) {
+            if (bufs[i] != NULL)
+                b->dev->mem_free(b->dev_ctx, rank, bufs[i]);
+            bufs[i] = NULL;
+        }
     return st;
 }
 
 /* Every member grows its staging together (the runtime reserves on every
  * member at once, by the same sizes), then tells the others. The small
  * allreduces' slots hold an allreduce's whole input (n chunks of `bytes`)
- * from every member, up to the setting p2p_small_kib each. */
+ * from every member, up to the setting p2p_small_kib each; they are
+ * optional: a member that cannot have them has none, and small_fits then
+ * sends every member the rings' way. */
 static hn_status_t p2p_team_reserve(hn_comm_team *t, int me, size_t bytes, const hn_origin *o)
 {
     member_view *v = &t->view[me];
+    member *m = &t->m[me];
     size_t n = (size_t)t->base.n, cap = HN_MIN(bytes * n, t->base.w->small_max);
     hn_status_t st = HN_OK;
     cap = (cap + 255) / 256 * 256; /* every sender's region aligned for vector access */
     if (n == 1)
         cap = 0;
-    if (bytes <= v->stage_bytes && cap <= v->small_cap)
+    /* what every member decides alike: none skips the exchange another makes */
+    if (bytes <= v->stage_bytes && cap <= m->small_asked)
         return HN_OK;
     if (bytes > v->stage_bytes) {
         v->stage_bytes = 0;
         if ((st = realloc_pair(t, me, v->stage, bytes, "staging", o)) == HN_OK)
             v->stage_bytes = bytes;
     }
-    if (st == HN_OK && cap > v->small_cap) {
+    if (st == HN_OK && cap > m->small_asked) {
+        m->small_asked = cap;
         v->small_cap = 0;
-        if ((st = realloc_pair(t, me, v->small, cap * n, "small allreduces' slots", o)) == HN_OK)
+        if (realloc_pair(t, me, v->small, cap * n, NULL, o) == HN_OK)
             v->small_cap = cap;
+        else
+            HN_WARN("p2p: no room for %zu bytes of small allreduces' slots on rank %d: the rings take them",
+                    cap * n, t->base.ranks[me]);
     }
-    if ((st = team_xchg(t, me, XCHG_RESERVE, st, o)) != HN_OK)
+    if ((st = team_xchg(t, me, XCHG_RESERVE, st, o)) != HN_OK) {
         v->stage_bytes = v->small_cap = 0; /* grown again by the next reserve, on every member */
+        m->small_asked = 0;
+    }
     return st;
 }
 
@@ -299,8 +316,7 @@ static void p2p_team_destroy(hn_comm_team *t)
             if (t->view[i].small[k] != NULL)
                 w->base.dev->mem_free(w->base.dev_ctx, t->base.ranks[i], t->view[i].small[k]);
         }
-        for (int k = 0; k < t->m[i].nretired; k++)
-            w->base.dev->mem_free(w->base.dev_ctx, t->base.ranks[i], t->m[i].retired[k]);
+        retired_free(w, t, i);
         hn_free(t->m[i].retired);
     }
     team_free(t);

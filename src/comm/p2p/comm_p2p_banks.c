@@ -346,6 +346,8 @@ void hn_p2p_graph_free(hn_comm_world *w, int rank, const hn_graph_ctx *g)
             gbank *b = *bl;
             *bl = b->next;
             hn_p2p_bank_free(w, rank, b);
+            if (t->m[k].banks == NULL) /* no graph left that copies into outgrown buffers */
+                retired_free(w, t, k);
         }
     }
 }

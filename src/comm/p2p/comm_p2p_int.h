@@ -89,10 +89,12 @@ typedef struct member {
     uint64_t gstaged;    /* issue side: reductions with get taken */
     int last_get;        /* issue side: the last reduction on the team was a get */
     uint64_t small_ops;  /* issue side: small allreduces taken */
-    /* staging and slots outgrown: kept until the team goes, since graphs
-     * captured before may still copy into them */
+    /* staging and slots outgrown while graphs captured with them lived:
+     * kept until the member's last graph bank goes (they may copy into
+     * them on every replay), then freed */
     void **retired;
     int nretired, retired_cap;
+    size_t small_asked; /* the small slots' cap the last reserve asked for (the same on every member) */
     hn_dstream *side[LANES_MAX]; /* copy lanes beside the caller's stream */
 } member;
 
@@ -192,6 +194,16 @@ static inline size_t small_flag(const hn_comm_team *t, int kind, int s, int p)
 }
 static inline size_t flags_count(const hn_comm_team *t) { return small_flag(t, 2, 0, 0); }
 
+
+/* Frees member k's retired buffers (no graph of the team is left that
+ * copies into them). */
+static inline void retired_free(hn_comm_world *w, hn_comm_team *t, int k)
+{
+    member *m = &t->m[k];
+    for (int i = 0; i < m->nretired; i++)
+        w->base.dev->mem_free(w->base.dev_ctx, t->base.ranks[k], m->retired[i]);
+    m->nretired = 0;
+}
 
 /* A member's bank of the graph `id` (hn_p2p_graph_begin made it), or NULL. */
 static inline gbank *bank_of(const member *m, uint64_t id)
