@@ -213,7 +213,8 @@ static void probe_report(const hn_comm_base *b, const hn_comm_team *t, int me, c
     /* the stretches between consecutive stamps, then the whole kernel and the gap to the next call */
     enum { STRETCHES = HN_LL_PROBE_DONE - HN_LL_PROBE_ENTRY, WHOLE = STRETCHES, GAP, SERIES };
     static const char *const names[STRETCHES] = {"waited for the previous kernel", "read the generation and input",
-                                                 "pushed", "waited for the peers' data", "reduced and the rest"};
+                                                 "pushed", "waited for the peers' data", "summed the row and stored it",
+                                                 "reduced and the rest"};
     uint64_t *rec = hn_malloc(PROBE_BYTES);
     double *all = hn_calloc((size_t)SERIES * HN_LL_PROBE_CALLS, sizeof(double)), *d[SERIES], cycles = 0, ns = 0;
     int n = 0, ngap = 0;

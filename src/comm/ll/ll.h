@@ -192,6 +192,7 @@ enum {
     HN_LL_PROBE_LOADED,   /* the generation and the first input unit are in registers */
     HN_LL_PROBE_PUSHED,   /* every push of the thread issued */
     HN_LL_PROBE_ARRIVED,  /* the peers' data of the thread's first unit arrived */
+    HN_LL_PROBE_SUMMED,   /* the norm's short path: the first row's sum known, its output stored (else as ARRIVED) */
     HN_LL_PROBE_DONE,     /* every phase done, the block agreed (its last __syncthreads) */
     HN_LL_PROBE_EXIT_NS,  /* %globaltimer after the generation's store */
     HN_LL_PROBE_POINTS

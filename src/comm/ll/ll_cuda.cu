@@ -356,8 +356,10 @@ template <typename T> __global__ void __launch_bounds__(HN_LL_THREADS) ll_kernel
         }
         if (i == 0)
             STAMP(st, HN_LL_PROBE_PUSHED);
-        else
+        else {
             STAMP(st, HN_LL_PROBE_ARRIVED);
+            STAMP(st, HN_LL_PROBE_SUMMED);
+        }
         /* a phase's reads of the inputs precede the next one's writes over
          * them (in place); a member whose host gave up leaves */
         if (__syncthreads_or(c.aborted))

@@ -40,23 +40,24 @@ __device__ __forceinline__ char *lane_of(const ctx &c, int r, int sec, int s)
 
 /* One unit from every peer's lane in the member's own slot (sender p's at
  * base + p * lane), own (as sent) for the member itself; the lanes
- * cleared; reduced in team order into acc. false if it gave up waiting. */
-template <typename T>
+ * cleared; reduced in team order into acc. false if it gave up waiting.
+ * NR: the most members of the kernel's teams (its loops unrolled that far). */
+template <typename T, int NR>
 __device__ __forceinline__ bool reduce_vec(ctx &c, uint4 own, char *base, float *acc)
 {
     constexpr int V = HN_LL_VEC / sizeof(T);
     const hn_ll_args &a = *c.a;
     const size_t es = sizeof(T), stride = c.P.lane;
     const uint4 ones = make_uint4(~0u, ~0u, ~0u, ~0u);
-    uint4 w[HN_LL_MAX_RANKS];
+    uint4 w[NR];
     unsigned missing = ((1u << a.n) - 1) & ~(1u << a.me), spins = 0;
 #pragma unroll
-    for (int p = 0; p < HN_LL_MAX_RANKS; p++)
+    for (int p = 0; p < NR; p++)
         w[p] = own;
     /* every missing peer's unit looked at in one sweep: the loads are in flight together */
     while (missing != 0) {
 #pragma unroll
-        for (int p = 0; p < HN_LL_MAX_RANKS; p++)
+        for (int p = 0; p < NR; p++)
             if ((missing >> p) & 1u) {
                 const uint4 v = ld_volatile_v4(base + (size_t)p * stride);
                 if (arrived_vec(v, es)) {
@@ -68,14 +69,14 @@ __device__ __forceinline__ bool reduce_vec(ctx &c, uint4 own, char *base, float 
             return false;
     }
 #pragma unroll
-    for (int p = 0; p < HN_LL_MAX_RANKS; p++)
+    for (int p = 0; p < NR; p++)
         if (p < a.n && p != a.me)
             st_volatile_v4(base + (size_t)p * stride, ones);
 #pragma unroll
     for (int e = 0; e < V; e++)
         acc[e] = to_f<T>(reinterpret_cast<const T *>(&w[0])[e]);
 #pragma unroll
-    for (int p = 1; p < HN_LL_MAX_RANKS; p++)
+    for (int p = 1; p < NR; p++)
         if (p < a.n) {
 #pragma unroll
             for (int e = 0; e < V; e++)
@@ -123,7 +124,7 @@ __device__ __forceinline__ uint4 take_vec(ctx &c, char *at)
  * thread (seg bytes: blockDim.x x 16). `first` is this thread's unit of
  * the block's first segment (one-shot), loaded while the generation was
  * read. */
-template <typename T> __device__ void allreduce_short(ctx &c, size_t k0, size_t k1, uint4 first, stamps &st)
+template <typename T, int NR> __device__ void allreduce_short(ctx &c, size_t k0, size_t k1, uint4 first, stamps &st)
 {
     constexpr size_t es = sizeof(T);
     const hn_ll_args &a = *c.a;
@@ -154,10 +155,12 @@ template <typename T> __device__ void allreduce_short(ctx &c, size_t k0, size_t 
         if ((size_t)t >= units)
             continue;
         const uint4 own = fix_vec(!two && k == k0 ? first : *(const uint4 *)(send + mine + off), es);
-        if (!reduce_vec<T>(c, own, lane_of(c, me, 0, 0) + off, acc))
+        if (!reduce_vec<T, NR>(c, own, lane_of(c, me, 0, 0) + off, acc))
             break;
-        if (k == k0)
+        if (k == k0) {
             STAMP(st, HN_LL_PROBE_ARRIVED);
+            STAMP(st, HN_LL_PROBE_SUMMED);
+        }
         const uint4 r = fix_vec(pack_vec<T>(acc), es);
         *(uint4 *)(recv + mine + off) = r;
         if (two)
@@ -180,7 +183,8 @@ template <typename T> __device__ void allreduce_short(ctx &c, size_t k0, size_t 
 }
 
 /* Most units of a row a thread of the short path holds (rows of at most
- * HN_LL_SHORT_ROW_UNITS x 16 bytes take it). */
+ * HN_LL_SHORT_ROW_UNITS x HN_LL_THREADS units take it); a norm's kernel
+ * holds U of them, 1 for rows of up to HN_LL_THREADS units. */
 #define HN_LL_SHORT_ROW_UNITS 4
 
 /* What a thread of the norm reads first, after the previous kernel ended
@@ -241,7 +245,7 @@ template <bool CLUSTER> __device__ __forceinline__ float row_sum(ctx &c, float v
 /* y (a row's units this thread holds) to the row's output: y * scale *
  * weight, scale from every thread's sum of squares. Every thread of the
  * cluster comes here. */
-template <typename T, bool CLUSTER>
+template <typename T, bool CLUSTER, int U>
 __device__ __forceinline__ void norm_out(ctx &c, const uint4 *y, float sumsq, size_t units, char *out,
                                          const norm_first &f)
 {
@@ -250,7 +254,7 @@ __device__ __forceinline__ void norm_out(ctx &c, const uint4 *y, float sumsq, si
     const float scale = hn_norm_scale(row_sum<CLUSTER>(c, sumsq), a.hidden, a.eps);
     const int t = row_thread<CLUSTER>();
 #pragma unroll
-    for (int i = 0; i < HN_LL_SHORT_ROW_UNITS; i++) {
+    for (int i = 0; i < U; i++) {
         const size_t u = t + (size_t)i * HN_LL_THREADS;
         uint4 o;
         if (u >= units || c.aborted)
@@ -277,7 +281,7 @@ template <typename T> __device__ __forceinline__ float sum_squares(uint4 y)
 
 /* allreduce + residual + RMSNorm, one-shot or two-shot: the segments are
  * rows, row thread t (row_thread) holds units t, t + 512, ... of a row. */
-template <typename T, bool CLUSTER>
+template <typename T, bool CLUSTER, int NR, int U>
 __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, stamps &st)
 {
     constexpr size_t es = sizeof(T);
@@ -292,7 +296,7 @@ __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, st
         const size_t len = two ? hn_ll_part_len(&a, &P, q) : P.part, at = two ? (size_t)q * P.part * es : 0;
         for (size_t k = k0; k < k1 && hn_ll_seg_len(&P, len, k) > 0; k++)
 #pragma unroll
-            for (int i = 0; i < HN_LL_SHORT_ROW_UNITS; i++) {
+            for (int i = 0; i < U; i++) {
                 const size_t u = t + (size_t)i * HN_LL_THREADS, off = k * row + HN_LL_VEC * u;
                 if (u < units)
                     push_vec(c,
@@ -304,10 +308,10 @@ __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, st
     STAMP(st, HN_LL_PROBE_PUSHED);
     const size_t mine = two ? (size_t)me * P.part * es : 0;
     for (size_t k = k0; k < k1 && hn_ll_seg_len(&P, hn_ll_part_len(&a, &P, me), k) > 0; k++) { /* REDUCE */
-        uint4 y[HN_LL_SHORT_ROW_UNITS];
+        uint4 y[U];
         float sumsq = 0;
 #pragma unroll
-        for (int i = 0; i < HN_LL_SHORT_ROW_UNITS; i++) {
+        for (int i = 0; i < U; i++) {
             const size_t u = t + (size_t)i * HN_LL_THREADS, off = k * row + HN_LL_VEC * u;
             float acc[HN_LL_VEC / sizeof(T)];
             y[i] = make_uint4(0, 0, 0, 0);
@@ -316,7 +320,7 @@ __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, st
             const bool pre = k == k0 && i == 0 && f.row;
             const uint4 own = fix_vec(pre ? f.in : *(const uint4 *)(send + mine + off), es);
             const uint4 res = pre ? f.res : *(const uint4 *)((const char *)a.residual + mine + off);
-            if (!reduce_vec<T>(c, own, lane_of(c, me, 0, 0) + k * P.seg_wire + HN_LL_VEC * u, acc))
+            if (!reduce_vec<T, NR>(c, own, lane_of(c, me, 0, 0) + k * P.seg_wire + HN_LL_VEC * u, acc))
                 continue;
 #pragma unroll
             for (int e = 0; e < HN_LL_VEC / (int)sizeof(T); e++)
@@ -329,17 +333,19 @@ __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, st
         }
         if (k == k0)
             STAMP(st, HN_LL_PROBE_ARRIVED);
-        norm_out<T, CLUSTER>(c, y, sumsq, units, (char *)a.recv + mine + k * row, f);
+        norm_out<T, CLUSTER, U>(c, y, sumsq, units, (char *)a.recv + mine + k * row, f);
+        if (k == k0)
+            STAMP(st, HN_LL_PROBE_SUMMED);
     }
     for (int q = 0; two && q < a.n; q++) { /* GATHER (two-shot) */
         if (q == me)
             continue;
         const size_t len = hn_ll_part_len(&a, &P, q), at = (size_t)q * P.part * es;
         for (size_t k = k0; k < k1 && hn_ll_seg_len(&P, len, k) > 0; k++) {
-            uint4 y[HN_LL_SHORT_ROW_UNITS];
+            uint4 y[U];
             float sumsq = 0;
 #pragma unroll
-            for (int i = 0; i < HN_LL_SHORT_ROW_UNITS; i++) {
+            for (int i = 0; i < U; i++) {
                 const size_t u = t + (size_t)i * HN_LL_THREADS, off = k * row + HN_LL_VEC * u;
                 y[i] = make_uint4(0, 0, 0, 0);
                 if (u >= units || c.aborted)
@@ -350,14 +356,14 @@ __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, st
                 *(uint4 *)((char *)a.residual_out + at + off) = y[i];
                 sumsq += sum_squares<T>(y[i]);
             }
-            norm_out<T, CLUSTER>(c, y, sumsq, units, (char *)a.recv + at + k * row, f);
+            norm_out<T, CLUSTER, U>(c, y, sumsq, units, (char *)a.recv + at + k * row, f);
         }
     }
 }
 
 /* CLUSTER: a norm whose rows are clusters' (short_shape), of blocks of at
  * most half of HN_LL_THREADS, so that a thread keeps the row in registers */
-template <typename T, bool NORM, bool CLUSTER>
+template <typename T, bool NORM, bool CLUSTER, int NR, int U>
 __global__ void __launch_bounds__(CLUSTER ? HN_LL_THREADS / 2 : HN_LL_THREADS, 1)
     ll_short(const __grid_constant__ hn_ll_args a)
 {
@@ -410,9 +416,9 @@ __global__ void __launch_bounds__(CLUSTER ? HN_LL_THREADS / 2 : HN_LL_THREADS, 1
     c.g = begin_call(a, &s_gen); /* (its cudaGridDependencySynchronize returns at once) */
     STAMP(st, HN_LL_PROBE_LOADED);
     if (NORM)
-        norm_short<T, CLUSTER>(c, k0, k1, f, st);
+        norm_short<T, CLUSTER, NR, U>(c, k0, k1, f, st);
     else
-        allreduce_short<T>(c, k0, k1, first, st);
+        allreduce_short<T, NR>(c, k0, k1, first, st);
     if (CLUSTER && c.sums == 0) /* no row: the start's barrier completed all the same */
         cluster_wait();
     if (__syncthreads_or(c.aborted))
@@ -476,23 +482,45 @@ static hn_ll_short short_shape(const hn_ll_args *a)
     return k;
 }
 
+typedef void (*short_fn)(hn_ll_args);
+
+/* The kernel for a team of n: its loops over members unrolled to 2, 4 or
+ * HN_LL_MAX_RANKS. The code a call runs is fetched anew on every SM it
+ * lands on, so a kernel's size is part of its time: unrolled for 8
+ * members, the norm's kernel was 150 KB of code, and its stretch from the
+ * pushes to the first unit's arrival alone 98 KB. Measured on 2 H100s in
+ * graphs (one-shot, bf16, µs per call, 8 / 16 / 32 / 64 KiB), kernels
+ * for 8 members and rows of up to 4 units a thread against kernels for 2
+ * members and rows of one unit a thread: the plain allreduce 3.91 / 3.81
+ * / 4.28 / 4.51 against 3.64 / 3.79 / 4.01 / 4.28, the norm 5.40 / 5.77
+ * / 5.86 / 6.28 against 4.42 / 4.49 / 5.20 / 5.46 (the first unit's wait
+ * for the peer's data 1.9 µs against 1.1). */
+template <typename T, bool NORM, bool CLUSTER, int U> static short_fn for_team(int n)
+{
+    return n <= 2 ? ll_short<T, NORM, CLUSTER, 2, U>
+           : n <= 4 ? ll_short<T, NORM, CLUSTER, 4, U>
+                    : ll_short<T, NORM, CLUSTER, HN_LL_MAX_RANKS, U>;
+}
+
+/* ... and for the call's kind, the norm's cluster and its units a thread. */
+template <typename T> static short_fn for_call(const hn_ll_args *a, int cluster)
+{
+    const bool one = a->hidden * sizeof(T) <= (size_t)HN_LL_THREADS * HN_LL_VEC;
+    if (a->kind != HN_LL_ALLREDUCE_NORM)
+        return for_team<T, false, false, 1>(a->n);
+    if (cluster == 1)
+        return one ? for_team<T, true, false, 1>(a->n) : for_team<T, true, false, HN_LL_SHORT_ROW_UNITS>(a->n);
+    return one ? for_team<T, true, true, 1>(a->n) : for_team<T, true, true, HN_LL_SHORT_ROW_UNITS>(a->n);
+}
+
 hn_ll_short hn_ll_short_kernel(const hn_ll_args *a)
 {
     hn_ll_short k = {nullptr, 0, 1};
     if (!takes_short_path(a))
         return k;
     k = short_shape(a);
-    if (a->kind != HN_LL_ALLREDUCE_NORM)
-        k.fn = a->dtype == HN_BF16  ? ll_short<__nv_bfloat16, false, false>
-               : a->dtype == HN_F16 ? ll_short<__half, false, false>
-                                    : ll_short<float, false, false>;
-    else if (k.cluster == 1)
-        k.fn = a->dtype == HN_BF16  ? ll_short<__nv_bfloat16, true, false>
-               : a->dtype == HN_F16 ? ll_short<__half, true, false>
-                                    : ll_short<float, true, false>;
-    else
-        k.fn = a->dtype == HN_BF16  ? ll_short<__nv_bfloat16, true, true>
-               : a->dtype == HN_F16 ? ll_short<__half, true, true>
-                                    : ll_short<float, true, true>;
+    k.fn = a->dtype == HN_BF16  ? for_call<__nv_bfloat16>(a, k.cluster)
+           : a->dtype == HN_F16 ? for_call<__half>(a, k.cluster)
+                                : for_call<float>(a, k.cluster);
     return k;
 }
