@@ -357,14 +357,15 @@ static int make_calls(kcall *c, int n)
         x->dt = HN_F32;
         x->algo = HN_ALGO_TWOSHOT;
     }
-    for (int k = 0; k < 4; k++) { /* one row per member, one-shot (a decode step's): rows of 256 to 1024 units */
+    for (int k = 0; k < 6; k++) { /* one row per member, one-shot (a decode step's): rows of 256 to 2048 units,
+                                     1, 2 and 4 a thread of the short path's norm */
         kcall *x = &c[nc++];
         memset(x, 0, sizeof(*x));
         x->kind = HN_LL_ALLREDUCE_NORM;
         x->algo = HN_ALGO_ONESHOT;
         x->dt = k == 2 ? HN_F32 : HN_BF16;
         x->redop = HN_RED_SUM;
-        x->hidden = k == 0 ? 2048 : 4096;
+        x->hidden = k == 0 ? 2048 : k == 4 ? 8192 : k == 5 ? 16384 : 4096;
         x->count = x->hidden;
         x->inplace = k == 3;
         x->skew = k == 2;

@@ -184,7 +184,7 @@ template <typename T, int NR> __device__ void allreduce_short(ctx &c, size_t k0,
 
 /* Most units of a row a thread of the short path holds (rows of at most
  * HN_LL_SHORT_ROW_UNITS x HN_LL_THREADS units take it); a norm's kernel
- * holds U of them, 1 for rows of up to HN_LL_THREADS units. */
+ * holds U of them: 1, 2 or 4 (for_row). */
 #define HN_LL_SHORT_ROW_UNITS 4
 
 /* What a thread of the norm reads first, after the previous kernel ended
@@ -502,15 +502,22 @@ template <typename T, bool NORM, bool CLUSTER, int U> static short_fn for_team(i
                     : ll_short<T, NORM, CLUSTER, HN_LL_MAX_RANKS, U>;
 }
 
-/* ... and for the call's kind, the norm's cluster and its units a thread. */
+/* ... and for the call's kind, the norm's cluster and its row's units a
+ * thread. */
+template <typename T, bool CLUSTER> static short_fn for_row(const hn_ll_args *a)
+{
+    const size_t units = a->hidden * sizeof(T) / HN_LL_VEC;
+    static_assert(HN_LL_SHORT_ROW_UNITS == 4, "rows of 1, 2 or 4 units a thread");
+    return units <= HN_LL_THREADS       ? for_team<T, true, CLUSTER, 1>(a->n)
+           : units <= 2 * HN_LL_THREADS ? for_team<T, true, CLUSTER, 2>(a->n)
+                                        : for_team<T, true, CLUSTER, 4>(a->n);
+}
+
 template <typename T> static short_fn for_call(const hn_ll_args *a, int cluster)
 {
-    const bool one = a->hidden * sizeof(T) <= (size_t)HN_LL_THREADS * HN_LL_VEC;
     if (a->kind != HN_LL_ALLREDUCE_NORM)
         return for_team<T, false, false, 1>(a->n);
-    if (cluster == 1)
-        return one ? for_team<T, true, false, 1>(a->n) : for_team<T, true, false, HN_LL_SHORT_ROW_UNITS>(a->n);
-    return one ? for_team<T, true, true, 1>(a->n) : for_team<T, true, true, HN_LL_SHORT_ROW_UNITS>(a->n);
+    return cluster == 1 ? for_row<T, false>(a) : for_row<T, true>(a);
 }
 
 hn_ll_short hn_ll_short_kernel(const hn_ll_args *a)
