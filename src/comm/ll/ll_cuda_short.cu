@@ -38,17 +38,28 @@ __device__ __forceinline__ char *lane_of(const ctx &c, int r, int sec, int s)
     return hn_ll_lane(c.a, &c.P, c.g, r, sec, s);
 }
 
+/* Clears the unit at base of every peer's lane (sender p's at base + p *
+ * lane) in the member's own slot, once it was read. NR: the most members
+ * of the kernel's teams (its loops unrolled that far). */
+template <int NR> __device__ __forceinline__ void clear_vec(const ctx &c, char *base)
+{
+    const hn_ll_args &a = *c.a;
+#pragma unroll
+    for (int p = 0; p < NR; p++)
+        if (p < a.n && p != a.me)
+            st_volatile_v4(base + (size_t)p * c.P.lane, make_uint4(~0u, ~0u, ~0u, ~0u));
+}
+
 /* One unit from every peer's lane in the member's own slot (sender p's at
- * base + p * lane), own (as sent) for the member itself; the lanes
- * cleared; reduced in team order into acc. false if it gave up waiting.
- * NR: the most members of the kernel's teams (its loops unrolled that far). */
-template <typename T, int NR>
+ * base + p * lane), own (as sent) for the member itself; reduced in team
+ * order into acc; the lanes cleared, unless CLEAR is false (the caller
+ * then clears them with clear_vec). false if it gave up waiting. */
+template <typename T, int NR, bool CLEAR = true>
 __device__ __forceinline__ bool reduce_vec(ctx &c, uint4 own, char *base, float *acc)
 {
     constexpr int V = HN_LL_VEC / sizeof(T);
     const hn_ll_args &a = *c.a;
     const size_t es = sizeof(T), stride = c.P.lane;
-    const uint4 ones = make_uint4(~0u, ~0u, ~0u, ~0u);
     uint4 w[NR];
     unsigned missing = ((1u << a.n) - 1) & ~(1u << a.me), spins = 0;
 #pragma unroll
@@ -68,10 +79,8 @@ __device__ __forceinline__ bool reduce_vec(ctx &c, uint4 own, char *base, float 
         if (missing != 0 && should_leave(c, spins))
             return false;
     }
-#pragma unroll
-    for (int p = 0; p < NR; p++)
-        if (p < a.n && p != a.me)
-            st_volatile_v4(base + (size_t)p * stride, ones);
+    if (CLEAR)
+        clear_vec<NR>(c, base);
 #pragma unroll
     for (int e = 0; e < V; e++)
         acc[e] = to_f<T>(reinterpret_cast<const T *>(&w[0])[e]);
@@ -206,52 +215,131 @@ template <bool CLUSTER> __device__ __forceinline__ int row_thread()
 }
 
 /* A cluster's barrier in two halves: every block arrives as it starts
- * (relaxed: nothing to publish yet) and waits before its first store into
- * another block's shared memory, which may be written only once that
- * block has started. */
+ * (relaxed: the only thing to publish, the row sums' mbarriers, has its
+ * own fence) and waits once its pushes are out (norm_short), before its
+ * first store into another block's shared memory, which may be written
+ * only once that block has started. The row sums then need no barrier:
+ * a cluster's barrier that publishes stores (barrier.cluster.arrive's
+ * default release) is a MEMBAR.ALL.GPU in the SASS, which waits for every
+ * store the thread has in flight, the pushes over NVLink included. */
 __device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 
-/* The sum of every row thread's v, the same bits in every thread of the
- * cluster and as block_sum of one block of HN_LL_THREADS threads would
- * give: warp shuffles, then the warps' sums of the whole row in order.
- * Each warp's sum goes into every block of the cluster (distributed shared
- * memory) before the cluster's barrier; the two arrays alternate as in
- * block_sum. Every thread of the cluster calls it, once per row; the
- * first call completes the barrier the kernel's start arrived at. */
-template <bool CLUSTER> __device__ __forceinline__ float row_sum(ctx &c, float v)
+/* The warps' sums of a row, in every block of the block's cluster (or the
+ * block alone): two arrays, rows alternating between them, and on a
+ * cluster an mbarrier per array that counts the bytes of the sums other
+ * blocks stored into it (st.async). Row j takes array j % 2, its
+ * mbarrier's phase j / 2. */
+struct row_sums {
+    float part[2][HN_LL_THREADS / 32];
+    uint64_t bar[2];
+};
+
+__device__ __forceinline__ row_sums &row_sums_of_block()
 {
-    __shared__ float part[2][HN_LL_THREADS / 32];
-    if (!CLUSTER)
-        return block_sum(c, v);
-    cg::cluster_group cl = cg::this_cluster();
-    const unsigned blocks = cl.num_blocks();
-    if (c.sums == 0)
-        cluster_wait();
-    float *mine = part[c.sums++ & 1u];
-    const int warps = (int)(blocks * blockDim.x / 32);
-    float s = 0;
+    __shared__ row_sums rs;
+    return rs;
+}
+
+__device__ __forceinline__ uint32_t shared_at(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* Bytes of one row's sums a block receives: a float per warp of the row. */
+__device__ __forceinline__ uint32_t row_sum_bytes()
+{
+    return (uint32_t)(cg::this_cluster().num_blocks() * blockDim.x / 32 * sizeof(float));
+}
+
+/* Thread 0, before the cluster's start barrier: both mbarriers set for
+ * one arrival (its own, with the bytes expected) and made visible to the
+ * cluster, whose blocks store into them only after that barrier. */
+__device__ __forceinline__ void row_sums_init()
+{
+    row_sums &rs = row_sums_of_block();
+    for (int b = 0; b < 2; b++) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_at(&rs.bar[b])) : "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_at(&rs.bar[b])),
+                     "r"(row_sum_bytes())
+                     : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+/* A row's sum, first half: this thread's v summed over its warp, and the
+ * warp's sum stored into every block of the cluster (st.async, counted
+ * on that block's mbarrier), or into the block's array. No barrier: the
+ * caller goes on with stores of its own, and row_sum_take waits. Every
+ * thread of the cluster comes here, once per row. */
+template <bool CLUSTER> __device__ __forceinline__ void row_sum_post(ctx &c, float v)
+{
+    row_sums &rs = row_sums_of_block();
+    const unsigned arr = c.sums & 1u;
     for (int o = 16; o > 0; o /= 2)
         v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (threadIdx.x % 32 == 0)
-        for (unsigned b = 0; b < blocks; b++)
-            cl.map_shared_rank(mine, b)[row_thread<true>() / 32] = v;
-    cl.sync();
-    for (int i = 0; i < warps; i++)
-        s += mine[i];
+    if (!CLUSTER) {
+        if (threadIdx.x % 32 == 0)
+            rs.part[arr][threadIdx.x / 32] = v;
+        return;
+    }
+    cg::cluster_group cl = cg::this_cluster();
+    if (threadIdx.x % 32 == 0) {
+        const uint32_t at = shared_at(&rs.part[arr][row_thread<true>() / 32]), bar = shared_at(&rs.bar[arr]);
+        for (unsigned b = 0; b < cl.num_blocks(); b++) {
+            uint32_t rat, rbar;
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rat) : "r"(at), "r"(b));
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rbar) : "r"(bar), "r"(b));
+            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rat),
+                         "r"(__float_as_uint(v)), "r"(rbar)
+                         : "memory");
+        }
+    }
+}
+
+/* A row's sum, second half: once every warp's sum is in the block's
+ * array, their sum in warp order — the same bits in every thread of the
+ * cluster, and as one block of HN_LL_THREADS threads would give. On a
+ * cluster, thread 0 then sets the array's mbarrier for the row two rows
+ * on: before any sum of that row can come, as those come only after
+ * every block has this block's sums of the row in between, which this
+ * thread sends after this. */
+template <bool CLUSTER> __device__ __forceinline__ float row_sum_take(ctx &c)
+{
+    row_sums &rs = row_sums_of_block();
+    const unsigned arr = c.sums & 1u, parity = (c.sums >> 1) & 1u;
+    const int warps = CLUSTER ? (int)(row_sum_bytes() / sizeof(float)) : (int)(blockDim.x + 31) / 32;
+    float s = 0;
+    c.sums++;
+    if (!CLUSTER) {
+        __syncthreads();
+    } else {
+        const uint32_t bar = shared_at(&rs.bar[arr]);
+        uint32_t done = 0;
+        while (!done)
+            asm volatile("{\n\t.reg .pred p;\n\t"
+                         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                         "selp.u32 %0, 1, 0, p;\n\t}"
+                         : "=r"(done)
+                         : "r"(bar), "r"(parity)
+                         : "memory");
+        if (threadIdx.x == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(row_sum_bytes())
+                         : "memory");
+    }
+#pragma unroll
+    for (int i = 0; i < HN_LL_THREADS / 32; i++)
+        if (i < warps)
+            s += rs.part[arr][i];
     return s;
 }
 
 /* y (a row's units this thread holds) to the row's output: y * scale *
- * weight, scale from every thread's sum of squares. Every thread of the
- * cluster comes here. */
+ * weight, scale from the row's sum of squares (row_sum_post came first).
+ * Every thread of the cluster comes here. */
 template <typename T, bool CLUSTER, int U>
-__device__ __forceinline__ void norm_out(ctx &c, const uint4 *y, float sumsq, size_t units, char *out,
-                                         const norm_first &f)
+__device__ __forceinline__ void norm_out(ctx &c, const uint4 *y, size_t units, char *out, const norm_first &f)
 {
     constexpr int V = HN_LL_VEC / sizeof(T);
     const hn_ll_args &a = *c.a;
-    const float scale = hn_norm_scale(row_sum<CLUSTER>(c, sumsq), a.hidden, a.eps);
+    const float scale = hn_norm_scale(row_sum_take<CLUSTER>(c), a.hidden, a.eps);
     const int t = row_thread<CLUSTER>();
 #pragma unroll
     for (int i = 0; i < U; i++) {
@@ -280,7 +368,10 @@ template <typename T> __device__ __forceinline__ float sum_squares(uint4 y)
 }
 
 /* allreduce + residual + RMSNorm, one-shot or two-shot: the segments are
- * rows, row thread t (row_thread) holds units t, t + 512, ... of a row. */
+ * rows, row thread t (row_thread) holds units t, t + 512, ... of a row.
+ * A row's reduce reads the lanes, sends the row on (two-shot) and its sum
+ * of squares (row_sum_post) first; the stores nobody waits for — the
+ * lanes' clearing, residual_out — go while the other warps' sums come. */
 template <typename T, bool CLUSTER, int NR, int U>
 __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, stamps &st)
 {
@@ -306,10 +397,13 @@ __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, st
             }
     }
     STAMP(st, HN_LL_PROBE_PUSHED);
+    if (CLUSTER) /* every block of the cluster has started, its mbarriers set (while the peers' data come) */
+        cluster_wait();
     const size_t mine = two ? (size_t)me * P.part * es : 0;
     for (size_t k = k0; k < k1 && hn_ll_seg_len(&P, hn_ll_part_len(&a, &P, me), k) > 0; k++) { /* REDUCE */
         uint4 y[U];
         float sumsq = 0;
+        char *const lanes = lane_of(c, me, 0, 0) + k * P.seg_wire;
 #pragma unroll
         for (int i = 0; i < U; i++) {
             const size_t u = t + (size_t)i * HN_LL_THREADS, off = k * row + HN_LL_VEC * u;
@@ -320,7 +414,7 @@ __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, st
             const bool pre = k == k0 && i == 0 && f.row;
             const uint4 own = fix_vec(pre ? f.in : *(const uint4 *)(send + mine + off), es);
             const uint4 res = pre ? f.res : *(const uint4 *)((const char *)a.residual + mine + off);
-            if (!reduce_vec<T, NR>(c, own, lane_of(c, me, 0, 0) + k * P.seg_wire + HN_LL_VEC * u, acc))
+            if (!reduce_vec<T, NR, false>(c, own, lanes + HN_LL_VEC * u, acc))
                 continue;
 #pragma unroll
             for (int e = 0; e < HN_LL_VEC / (int)sizeof(T); e++)
@@ -328,12 +422,20 @@ __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, st
             y[i] = fix_vec(y[i], es);
             if (two)
                 push_vec(c, y[i], 1, -1, k * P.seg_wire + HN_LL_VEC * u);
-            *(uint4 *)((char *)a.residual_out + mine + off) = y[i];
             sumsq += sum_squares<T>(y[i]);
         }
         if (k == k0)
             STAMP(st, HN_LL_PROBE_ARRIVED);
-        norm_out<T, CLUSTER, U>(c, y, sumsq, units, (char *)a.recv + mine + k * row, f);
+        row_sum_post<CLUSTER>(c, sumsq);
+#pragma unroll
+        for (int i = 0; i < U; i++) {
+            const size_t u = t + (size_t)i * HN_LL_THREADS;
+            if (u >= units || c.aborted)
+                continue;
+            clear_vec<NR>(c, lanes + HN_LL_VEC * u);
+            *(uint4 *)((char *)a.residual_out + mine + k * row + HN_LL_VEC * u) = y[i];
+        }
+        norm_out<T, CLUSTER, U>(c, y, units, (char *)a.recv + mine + k * row, f);
         if (k == k0)
             STAMP(st, HN_LL_PROBE_SUMMED);
     }
@@ -346,17 +448,22 @@ __device__ void norm_short(ctx &c, size_t k0, size_t k1, const norm_first &f, st
             float sumsq = 0;
 #pragma unroll
             for (int i = 0; i < U; i++) {
-                const size_t u = t + (size_t)i * HN_LL_THREADS, off = k * row + HN_LL_VEC * u;
+                const size_t u = t + (size_t)i * HN_LL_THREADS;
                 y[i] = make_uint4(0, 0, 0, 0);
                 if (u >= units || c.aborted)
                     continue;
                 y[i] = take_vec(c, lane_of(c, me, 1, q) + k * P.seg_wire + HN_LL_VEC * u);
-                if (c.aborted)
-                    continue;
-                *(uint4 *)((char *)a.residual_out + at + off) = y[i];
-                sumsq += sum_squares<T>(y[i]);
+                if (!c.aborted)
+                    sumsq += sum_squares<T>(y[i]);
             }
-            norm_out<T, CLUSTER, U>(c, y, sumsq, units, (char *)a.recv + at + k * row, f);
+            row_sum_post<CLUSTER>(c, sumsq);
+#pragma unroll
+            for (int i = 0; i < U; i++) {
+                const size_t u = t + (size_t)i * HN_LL_THREADS;
+                if (u < units && !c.aborted)
+                    *(uint4 *)((char *)a.residual_out + at + k * row + HN_LL_VEC * u) = y[i];
+            }
+            norm_out<T, CLUSTER, U>(c, y, units, (char *)a.recv + at + k * row, f);
         }
     }
 }
@@ -374,8 +481,12 @@ __global__ void __launch_bounds__(CLUSTER ? HN_LL_THREADS / 2 : HN_LL_THREADS, 1
     uint4 first = make_uint4(0, 0, 0, 0);
     const char *first_at = nullptr;
     norm_first f = {};
-    if (CLUSTER)
+    if (CLUSTER) {
+        if (threadIdx.x == 0)
+            row_sums_init();
+        __syncwarp();
         cluster_arrive_relaxed();
+    }
     st.on = a.probe != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
     STAMP(st, HN_LL_PROBE_ENTRY_NS);
     STAMP(st, HN_LL_PROBE_ENTRY);
@@ -419,8 +530,6 @@ __global__ void __launch_bounds__(CLUSTER ? HN_LL_THREADS / 2 : HN_LL_THREADS, 1
         norm_short<T, CLUSTER, NR, U>(c, k0, k1, f, st);
     else
         allreduce_short<T, NR>(c, k0, k1, first, st);
-    if (CLUSTER && c.sums == 0) /* no row: the start's barrier completed all the same */
-        cluster_wait();
     if (__syncthreads_or(c.aborted))
         return;
     STAMP(st, HN_LL_PROBE_DONE);
