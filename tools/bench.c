@@ -112,25 +112,55 @@ static long count_wrong(hn_coll_kind kind, hn_dtype dt, const char *host, size_t
     return wrong;
 }
 
-/* The norm's outputs on rank 0 after `calls` fused steps from R = 0 (X =
- * rank + 1, W = 1): R, added to the sum n(n + 1)/2 each step and rounded
- * to the dtype as stored, exactly; Y, every row's norm of that R, within
- * the dtype's rounding (the sums of squares go in another order). */
+/* One element of the norm's input X on rank r (iota: r + 1 + e / 64, as
+ * stored in the dtype), so that a row's elements differ and a norm of a
+ * wrong row sum shows. */
+#define NORM_X_STEP (1.0 / 64)
+static float norm_x(hn_dtype dt, int r, size_t e)
+{
+    char cell[8];
+    hn_store(dt, cell, 0, r + 1 + (double)e * NORM_X_STEP);
+    return (float)hn_load(dt, cell, 0);
+}
+
+/* The norm's outputs on rank 0 after `calls` fused steps from R = 0 (W =
+ * 1): R, each step the ranks' X summed in fp32 in rank order, R added and
+ * rounded to the dtype as stored (the latency path's way; within n + 1
+ * units in the last place, as NCCL rounds on the way); Y, every row's
+ * norm of R as stored, within the dtype's rounding (the sums of squares
+ * go in another order). Rows are checked whole, every 97th of a large
+ * tensor. */
 static long count_wrong_norm(hn_dtype dt, const char *y, const char *r, size_t count, size_t hidden, int n,
                              int calls)
 {
-    size_t step = count * (size_t)hn_dtype_size(dt) > (64u << 20) ? 97 : 1;
-    double rel = dt == HN_F32 ? 1e-5 : dt == HN_F16 ? 2e-3 : 8e-3, want_r = 0, want_y;
+    size_t rows = count / hidden, step = count * (size_t)hn_dtype_size(dt) > (64u << 20) ? 97 : 1;
+    double rel = dt == HN_F32 ? 1e-5 : dt == HN_F16 ? 2e-3 : 8e-3;
+    double ulps = (n + 1) * (dt == HN_F32 ? 0x1p-23 : dt == HN_F16 ? 0x1p-10 : 0x1p-7);
     char cell[8];
     long wrong = 0;
-    for (int k = 0; k < calls; k++) {
-        hn_store(dt, cell, 0, (float)(want_r + n * (n + 1) / 2.0));
-        want_r = hn_load(dt, cell, 0);
+    for (size_t row = 0; row < rows; row += step) {
+        double sumsq = 0, scale;
+        for (size_t c = 0; c < hidden; c++) {
+            size_t e = row * hidden + c;
+            double got = hn_load(dt, r, (int64_t)e);
+            float acc, res = 0;
+            for (int k = 0; k < calls; k++) {
+                acc = norm_x(dt, 0, e);
+                for (int q = 1; q < n; q++)
+                    acc += norm_x(dt, q, e);
+                hn_store(dt, cell, 0, acc + res);
+                res = (float)hn_load(dt, cell, 0);
+            }
+            wrong += !(fabs(got - res) <= ulps * fabs(res));
+            sumsq += got * got;
+        }
+        scale = 1.0 / sqrt(sumsq / (double)hidden + 1e-6);
+        for (size_t c = 0; c < hidden; c++) {
+            size_t e = row * hidden + c;
+            double want = hn_load(dt, r, (int64_t)e) * scale;
+            wrong += !(fabs(hn_load(dt, y, (int64_t)e) - want) <= rel * fabs(want));
+        }
     }
-    want_y = want_r / sqrt(want_r * want_r + 1e-6);
-    for (size_t e = 0; e < count; e += step)
-        wrong += hn_load(dt, r, (int64_t)e) != want_r || !(fabs(hn_load(dt, y, (int64_t)e) - want_y) <= rel * want_y);
-    (void)hidden;
     return wrong;
 }
 
@@ -144,8 +174,8 @@ static hn_status_t programs(const bench_opts *o, const bench_op *op, const char 
         size_t R = op->rows, H = op->hidden;
         *init = program("output X : %s[%zu, %zu] replicated\noutput Y : %s[%zu, %zu] replicated\n"
                         "output R : %s[%zu, %zu] replicated\noutput W : %s[%zu] replicated\n"
-                        "fill X <- rank + 1\nfill Y <- -7\nfill R <- 0\nfill W <- 1\n",
-                        dt, R, H, dt, R, H, dt, R, H, dt, H);
+                        "iota X <- rank + 1, %.9g\nfill Y <- -7\nfill R <- 0\nfill W <- 1\n",
+                        dt, R, H, dt, R, H, dt, R, H, dt, H, NORM_X_STEP);
         *main = program("param ITERS = 1\ninput X : %s[%zu, %zu] replicated\ninput W : %s[%zu] replicated\n"
                         "output Y : %s[%zu, %zu] replicated\noutput R : %s[%zu, %zu] replicated\n"
                         "for it in 0 .. ITERS {\n  allreduce_rmsnorm Y, R <- X, R, W eps 1e-6 via %s\n}\n",
