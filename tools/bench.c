@@ -143,11 +143,10 @@ static long count_wrong_norm(hn_dtype dt, const char *y, const char *r, size_t c
         for (size_t c = 0; c < hidden; c++) {
             size_t e = row * hidden + c;
             double got = hn_load(dt, r, (int64_t)e);
-            float acc, res = 0;
+            float acc = norm_x(dt, 0, e), res = 0; /* X is the same every step */
+            for (int q = 1; q < n; q++)
+                acc += norm_x(dt, q, e);
             for (int k = 0; k < calls; k++) {
-                acc = norm_x(dt, 0, e);
-                for (int q = 1; q < n; q++)
-                    acc += norm_x(dt, q, e);
                 hn_store(dt, cell, 0, acc + res);
                 res = (float)hn_load(dt, cell, 0);
             }
