@@ -39,6 +39,17 @@ typedef struct hn_exec {
     int last_comm;        /* number of the last communication, -1 none */
     int last_event;       /* ... and its event, -1 none */
     int comm_next;        /* number of the next communication */
+    /* `via auto` as resolved in this run, by instruction and size: what
+     * it reads (the profile, the settings, the tables) holds for a run,
+     * and an eager loop of small collectives would otherwise pay the
+     * lookups on every call (eval_comm.c, via_of) */
+    struct {
+        int id1; /* instruction id + 1; 0: empty */
+        int n;
+        hn_dtype dtype;
+        size_t count;
+        hn_via via;
+    } via_memo[16];
     /* a real run with `wait`s: the event of each communication instruction
      * (by id; -1 none yet), one per instruction however often it runs: a
      * wait captures the record made just before it, and a later record

@@ -126,6 +126,31 @@ static hn_status_t member_of(hn_exec *x, const hn_instr *in, int *members, int *
     return HN_OK;
 }
 
+/* The communicator a collective of `kind`, count and dt over the team
+ * `members` (n) goes through: `via auto` (and `via default`) resolved by
+ * size as every member resolves it, once per instruction and size in a
+ * run (x->via_memo); then kept off the p2p rings and the latency path
+ * where the team spans nodes. */
+static hn_via via_of(hn_exec *x, const hn_instr *in, hn_coll_kind kind, size_t count, hn_dtype dt,
+                     const int *members, int n)
+{
+    int slot = in->id & (HN_ARRAY_LEN(x->via_memo) - 1);
+    hn_via via;
+    if (x->via_memo[slot].id1 == in->id + 1 && x->via_memo[slot].count == count && x->via_memo[slot].n == n &&
+        x->via_memo[slot].dtype == dt) {
+        via = x->via_memo[slot].via;
+    } else {
+        via = hn_via_resolve_prof(x->rt != NULL ? x->rt->profile : NULL, in->via, !x->dry && x->rt->default_auto,
+                                  x->graph != NULL, kind, count, dt, n);
+        x->via_memo[slot].id1 = in->id + 1;
+        x->via_memo[slot].count = count;
+        x->via_memo[slot].n = n;
+        x->via_memo[slot].dtype = dt;
+        x->via_memo[slot].via = via;
+    }
+    return hn_teams_via(x->rt, in->via, via, members, n);
+}
+
 /* The algorithm a statement hands the communicator `via` resolved to, for
  * a collective of `kind` and count (hn_coll_args) of dt over n ranks:
  * the statement's own where it named this via, else the communicator's
@@ -223,10 +248,7 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         break;
     }
     /* `via auto` picks by size here, the same way on every member */
-    via = hn_teams_via(x->rt, in->via,
-                       hn_via_resolve_prof(x->rt != NULL ? x->rt->profile : NULL, in->via,
-                                           !x->dry && x->rt->default_auto, x->graph != NULL, kind, count, out.dtype, n),
-                       members, n);
+    via = via_of(x, in, kind, count, out.dtype, members, n);
     /* what the communicator cannot run, by its own rules */
     comm = x->dry ? hn_comm_find(hn_via_name(via)) : hn_runtime_comm(x->rt, via)->ops;
     if (comm != NULL && comm->refuses != NULL && comm->refuses(kind, out.dtype, count, n, why, sizeof(why)) != NULL)
@@ -249,7 +271,7 @@ static hn_status_t exec_coll(hn_exec *x, const hn_instr *in, hn_coll_kind kind)
         if (team == NULL)
             return fail(x, in, HN_ERR_RUNTIME, "no communicator for this team (not verified?)");
         if (x->trace != NULL) /* its match keys count the team's collectives */
-            hn_trace_team(x->trace, in, members, n);
+            hn_trace_team(x->trace, in, (int)via, members, n);
         if (cur_stream(x, in, &s) != HN_OK ||
             issued(x, in, hn_runtime_comm(x->rt, via)->ops->collective(team, me, &args, s, &o), what) != HN_OK)
             return x->status;
@@ -345,11 +367,7 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
     count = (size_t)hn_tensor_numel(&t[0]);
     hidden = (size_t)t[0].shape[t[0].ndim - 1];
     /* `via auto` picks by the allreduce's size, the same way on every member */
-    via = hn_teams_via(x->rt, in->via,
-                       hn_via_resolve_prof(x->rt != NULL ? x->rt->profile : NULL, in->via,
-                                           !x->dry && x->rt->default_auto, x->graph != NULL, HN_COLL_ALLREDUCE, count,
-                                           t[0].dtype, n),
-                       members, n);
+    via = via_of(x, in, HN_COLL_ALLREDUCE, count, t[0].dtype, members, n);
     if (via == HN_VIA_LL) {
         const char *r = hn_comm_ll_norm_refuses(t[0].dtype, n);
         if (r != NULL)
@@ -379,7 +397,7 @@ hn_status_t hn_exec_ALLREDUCE_RMSNORM(hn_exec *x, const hn_instr *in)
         if (team == NULL)
             return fail(x, in, HN_ERR_RUNTIME, "no communicator for this team (not verified?)");
         if (x->trace != NULL) /* its match keys count the team's collectives */
-            hn_trace_team(x->trace, in, members, n);
+            hn_trace_team(x->trace, in, (int)via, members, n);
         if (cur_stream(x, in, &s) != HN_OK)
             return x->status;
         if (count == 0) /* rows of no element, or no rows: nothing to move */

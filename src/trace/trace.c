@@ -26,7 +26,8 @@ typedef struct pend {
     int64_t h0, h1; /* host spans: ns from the start of the trace */
     /* communications */
     int coll;     /* 1 collective, 0 messages, -1 a piece on a lane */
-    int via, lane;
+    int via, lane; /* via: as the instruction says it */
+    int comm;      /* the communicator it went through (`via auto` resolved) */
     size_t bytes;
     int info, ninfo; /* ints[info ..]: collective: seq, n, members; messages: (send, peer, k) each */
 } pend;
@@ -238,7 +239,7 @@ void hn_trace_message(hn_trace_rank *t, const hn_trace_step *step, int send, int
     e->bytes += bytes;
 }
 
-void hn_trace_team(hn_trace_rank *t, const hn_instr *in, const int *members, int n)
+void hn_trace_team(hn_trace_rank *t, const hn_instr *in, int via, const int *members, int n)
 {
     int p = t->cur_comm, info[258], off;
     if (p < 0 || t->failed != HN_OK || n > 256)
@@ -250,6 +251,7 @@ void hn_trace_team(hn_trace_rank *t, const hn_instr *in, const int *members, int
         return;
     t->pend[p].coll = 1;
     t->pend[p].via = (int)in->via;
+    t->pend[p].comm = via;
     t->pend[p].info = off;
     t->pend[p].ninfo = n + 2;
 }
@@ -304,7 +306,7 @@ static int device_end(hn_trace_rank *t, const hn_instr *in, int p, hn_dstream *s
     if (hn_op_table[in->op].form != HN_FORM_COLL) { /* messages: hn_trace_message, from the evaluator */
         const hn_instr *first = in->op == HN_OP_GROUP ? (in->body.n > 0 ? in->body.items[0] : NULL) : in;
         e->coll = 0;
-        e->via = first != NULL ? (int)first->via : 0;
+        e->via = e->comm = first != NULL ? (int)first->via : 0;
         e->info = t->nints;
         e->ninfo = 0;
     }
@@ -342,7 +344,7 @@ static void lane_mark(void *ctx, hn_dstream *s, int lane, size_t bytes, int end)
         t->pend[p].track = track;
         t->pend[p].id = t->next_id++;
         t->pend[p].coll = -1;
-        t->pend[p].via = HN_VIA_P2P;
+        t->pend[p].via = t->pend[p].comm = HN_VIA_P2P;
         t->pend[p].lane = lane;
         t->pend[p].bytes = bytes;
         if ((t->pend[p].t0 = take_timer(t, s, t->pend[p].instr)) < 0) {
@@ -487,7 +489,7 @@ static void put_comm(hn_strbuf *sb, const hn_trace_rank *t, const pend *e)
     const char *via = hn_via_name((hn_via)e->via);
     const int *v = t->ints + e->info;
     hn_sb_printf(sb, ",\"via\":\"%s\",\"comm\":\"%s\",\"bytes\":%zu", via,
-                 hn_runtime_comm(rt, (hn_via)e->via)->ops->name, e->bytes);
+                 hn_runtime_comm(rt, (hn_via)e->comm)->ops->name, e->bytes);
     if (e->coll < 0) {
         hn_sb_printf(sb, ",\"lane\":%d", e->lane);
     } else if (e->coll == 1 && e->ninfo >= 2) {

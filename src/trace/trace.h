@@ -72,9 +72,10 @@ void hn_trace_comm_bytes(hn_trace_rank *t, const hn_trace_step *step, size_t byt
  * on communicator via, of `bytes`. */
 void hn_trace_message(hn_trace_rank *t, const hn_trace_step *step, int send, int peer, int via, size_t bytes);
 /* The team of the collective being issued (between hn_trace_step_begin
- * and hn_trace_step_end), handed over by the evaluator once it has
- * evaluated it: its match keys count the team's collectives. */
-void hn_trace_team(hn_trace_rank *t, const hn_instr *in, const int *members, int n);
+ * and hn_trace_step_end) and the communicator it goes through (`via auto`
+ * resolved), handed over by the evaluator once it has evaluated them: its
+ * match keys count the team's collectives. */
+void hn_trace_team(hn_trace_rank *t, const hn_instr *in, int via, const int *members, int n);
 
 /* ---- spans, as read back (trace_read.c) ---- */
 

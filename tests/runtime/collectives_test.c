@@ -5,9 +5,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hirnode/runtime.h"
 #include "model/cost.h"
+#include "ranks/teams.h"
 #include "../test.h"
 
 #define C 1000 /* elements per chunk */
@@ -244,6 +246,94 @@ static void test_all(void)
             run_case(&cases[i], n);
 }
 
+/* ---- `via auto` by size, one instruction ---- */
+
+/* Occurrences of `needle` in the file at path. */
+static int count_in_file(const char *path, const char *needle)
+{
+    size_t len = 0;
+    char *text = hn_test_read_file(path, &len), *at = text;
+    int k = 0;
+    while (at != NULL && (at = strstr(at, needle)) != NULL) {
+        k++;
+        at += strlen(needle);
+    }
+    free(text);
+    return k;
+}
+
+/* One `allgather ... via auto` whose size changes from call to call in a
+ * run (8 MiB gathered, then 32 KiB, in turn): each call goes through the
+ * communicator its own size picks (the rings, the latency path), as the
+ * trace records it, and every output is right. Resolving once per
+ * instruction and size (the evaluator keeps what it resolved for the
+ * run) must not carry one size's pick over to the other. */
+static void test_auto_by_size(void)
+{
+    enum { IN = 1 << 20, CALLS = 6, N = 2 };
+    const char *text = "param S = 6\ninput X : f32[1048576] replicated\noutput Y : f32[1048576 * world] replicated\n"
+                       "for i in 0 .. S {\n  k = 1 + 255 * (i % 2)\n  x = chunk X, 0, k, 0\n  y = chunk Y, 0, k, 0\n"
+                       "  allgather y <- x via auto\n}\n";
+    hn_program *p = hn_test_parse(text, NULL);
+    hn_runtime *rt = hn_test_max_ranks() < N ? NULL : hn_test_runtime(NULL, N, 0, 30, 0);
+    char path[] = "/tmp/hn_auto_by_size_XXXXXX", needle[2][64];
+    size_t in = (size_t)IN * 4, out = in * N, szx[N] = {in, in}, szy[N] = {out, out};
+    void *x[N], *y[N];
+    float *host = malloc(out);
+    hn_binding b[2] = {{"X", x, szx}, {"Y", y, szy}};
+    hn_run_args args = {0, NULL, NULL, 2, b};
+    hn_via big = hn_via_resolve(HN_VIA_AUTO, 1, 0, HN_COLL_ALLGATHER, IN, HN_F32, N);
+    hn_via small = hn_via_resolve(HN_VIA_AUTO, 1, 0, HN_COLL_ALLGATHER, IN / 256, HN_F32, N);
+    int fd = mkstemp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_TRUE_FATAL(fd >= 0 && host != NULL);
+    close(fd);
+    if (rt == NULL) { /* a team of one: nothing to pick between */
+        hn_program_destroy(p);
+        free(host);
+        unlink(path);
+        return;
+    }
+    CU_ASSERT_NOT_EQUAL(big, small); /* what makes the test mean something */
+    for (int r = 0; r < N; r++) {
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, in, &x[r]), HN_OK);
+        CU_ASSERT_EQUAL_FATAL(hn_runtime_alloc(rt, r, out, &y[r]), HN_OK);
+        for (int i = 0; i < IN; i++)
+            host[i] = (float)((r * 37 + i * 11) % 64 - 32);
+        hn_runtime_upload(rt, r, x[r], host, in);
+        for (int i = 0; i < 2 * IN; i++)
+            host[i] = NAN;
+        hn_runtime_upload(rt, r, y[r], host, out);
+    }
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_trace_start(rt, path), HN_OK);
+    CU_ASSERT_EQUAL(hn_runtime_run(rt, p, &args), HN_OK);
+    CU_ASSERT_EQUAL_FATAL(hn_runtime_trace_stop(rt), HN_OK);
+    for (int r = 0; r < N; r++) { /* the last call gathered 32 KiB: Y's first 8192 */
+        int wrong = 0, len = IN / 256;
+        hn_runtime_download(rt, r, host, y[r], out);
+        for (int i = 0; i < 2 * IN && !wrong; i++) {
+            int j = i < 2 * len ? i / len : i / IN, e = i < 2 * len ? i % len : i % IN;
+            wrong = host[i] != (float)((j * 37 + e * 11) % 64 - 32);
+        }
+        CU_ASSERT_FALSE(wrong);
+    }
+    /* one record of each call on each rank */
+    snprintf(needle[0], sizeof(needle[0]), "\"via\":\"auto\",\"comm\":\"%s\",\"bytes\":%zu",
+             hn_runtime_comm(rt, big)->ops->name, out);
+    snprintf(needle[1], sizeof(needle[1]), "\"via\":\"auto\",\"comm\":\"%s\",\"bytes\":%zu",
+             hn_runtime_comm(rt, small)->ops->name, out / 256);
+    CU_ASSERT_EQUAL(count_in_file(path, needle[0]), N * CALLS / 2);
+    CU_ASSERT_EQUAL(count_in_file(path, needle[1]), N * CALLS / 2);
+    unlink(path);
+    for (int r = 0; r < N; r++) {
+        hn_runtime_free(rt, r, x[r]);
+        hn_runtime_free(rt, r, y[r]);
+    }
+    hn_runtime_destroy(rt);
+    hn_program_destroy(p);
+    free(host);
+}
+
 /* ---- allreduce + residual + RMSNorm, fused ---- */
 
 typedef struct norm_case {
@@ -386,6 +476,7 @@ void hn_suite_collectives(void)
     static CU_TestInfo tests[] = {
         {"every collective (nccl or host, and p2p) and rings, 1..max ranks, 8 or 32 repetitions", test_all},
         {"allreduce + residual + RMSNorm through every communicator, 1..max ranks", test_norm},
+        {"one allgather via auto whose size changes within a run: each call by its own size", test_auto_by_size},
         CU_TEST_INFO_NULL,
     };
     hn_test_add_suite("runtime/collectives", tests);
