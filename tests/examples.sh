@@ -131,7 +131,7 @@ out=$("$cli" bench collectives --gpus 2 --op allgather --backend host 2>&1); rc=
 out=$("$cli" tune --backend host --gpus 2 -o "$t/p.json" 2>"$t/tune.err"); rc=$?
 [ $rc = 0 ] && [ -s "$t/p.json" ] && echo "$out" | grep -q "^profile: $t/p.json$" &&
   echo "$out" | grep -q "^the model's largest error on these pipelines: " &&
-  grep -q '^tune: \[1/[0-9]*\] GEMM bf16 32x128x128$' "$t/tune.err" && grep -q "^tune: \[\([0-9]*\)/\1\] the model's fit$" "$t/tune.err" &&
+  grep -q '^tune: \[1/[0-9]*\] GEMM rates in bf16, 5 shapes in rounds$' "$t/tune.err" && grep -q "^tune: \[\([0-9]*\)/\1\] the model's fit$" "$t/tune.err" &&
   ok || bad "tune: rc=$rc $out $(cat "$t/tune.err")"
 # --refit: nothing measured, the model fitted to what the file holds,
 # written where -o says (a file info then takes); it takes no measuring option

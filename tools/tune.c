@@ -118,6 +118,17 @@ static void summary(const hn_cost_profile *p, const char *path)
                p->gemm_tflops_at_1t[d], -p->gemm_gamma[d]);
     printf("a chunk more %.2f us, a stream more %.2f us, local copies %.0f GB/s\n", p->coef.chunk_s * 1e6,
            p->coef.stream_s * 1e6, p->hbm_bytes_per_s / 1e9);
+    /* a shape's splits on one line */
+    for (int i = 0; i < p->nsplits; i++) {
+        const hn_cost_split_point *q = &p->splits[i];
+        int first = i == 0 || q->M != q[-1].M || q->K != q[-1].K || q->N != q[-1].N;
+        int last = i + 1 == p->nsplits || q->M != q[1].M || q->K != q[1].K || q->N != q[1].N;
+        if (first)
+            printf("GEMM %lldx%lldx%lld in chunks, time over the whole:", (long long)q->M, (long long)q->K,
+                   (long long)q->N);
+        printf(" %d on %d stream%s %.3f%s", q->chunks, q->streams, q->streams > 1 ? "s" : "", q->ratio,
+               last ? "\n" : ",");
+    }
     /* interference: GEMM seconds lost per second of traffic beside it, that
      * is the share of its speed lost while they overlap; at 1 and above,
      * overlapping the two gains nothing over running them in turn */

@@ -149,6 +149,71 @@ double hn_cost_gemm_seconds(const hn_cost_profile *prof, double flops, hn_dtype 
     return tflops > 0 ? flops / (tflops * 1e12) : INFINITY;
 }
 
+/* ---- a GEMM in chunks on streams ---- */
+
+/* The split ratio of one measured shape for `chunks` on one stream (two
+ * = 0) or more (two = 1): linear in log2 of the chunks between the counts
+ * measured, one chunk counting as 1; the nearest count beyond them. 0 when
+ * the shape has none of that stream count. */
+static double split_at_shape(const hn_cost_profile *p, const hn_cost_split_point *at, int chunks, int two)
+{
+    double lo_c = 1, lo_r = 1, hi_c = 0, hi_r = 0, f;
+    int any = 0;
+    for (int i = 0; i < p->nsplits; i++) {
+        const hn_cost_split_point *q = &p->splits[i];
+        if (q->M != at->M || q->K != at->K || q->N != at->N || (q->streams > 1) != two || q->chunks < 1)
+            continue;
+        any = 1;
+        if (q->chunks <= chunks && q->chunks >= lo_c) {
+            lo_c = q->chunks;
+            lo_r = q->ratio;
+        }
+        if (q->chunks >= chunks && (hi_c == 0 || q->chunks < hi_c)) {
+            hi_c = q->chunks;
+            hi_r = q->ratio;
+        }
+    }
+    if (!any)
+        return 0;
+    if (hi_c == 0 || hi_c <= lo_c) /* beyond the counts measured, or one of them */
+        return lo_r;
+    f = log2(chunks / lo_c) / log2(hi_c / lo_c);
+    return lo_r + (hi_r - lo_r) * f;
+}
+
+double hn_cost_split_ratio(const hn_cost_profile *prof, int64_t M, int64_t K, int64_t N, int chunks, int streams)
+{
+    const hn_cost_profile *p = prof_or_builtin(prof);
+    const hn_cost_split_point *lo = NULL, *hi = NULL;
+    double flops = 2.0 * M * N * K, flo = 0, fhi = 0, rlo, rhi, f;
+    int two = streams > 1;
+    if (chunks <= 1 && streams <= 1)
+        return 1;
+    /* the measured shapes nearest below and above by flop */
+    for (int i = 0; i < p->nsplits; i++) {
+        const hn_cost_split_point *q = &p->splits[i];
+        double x = 2.0 * q->M * q->N * q->K;
+        if ((q->streams > 1) != two)
+            continue;
+        if (x <= flops && (lo == NULL || x > flo)) {
+            lo = q;
+            flo = x;
+        }
+        if (x >= flops && (hi == NULL || x < fhi)) {
+            hi = q;
+            fhi = x;
+        }
+    }
+    if (lo == NULL && hi == NULL)
+        return 0;
+    rlo = lo != NULL ? split_at_shape(p, lo, chunks, two) : 0;
+    rhi = hi != NULL ? split_at_shape(p, hi, chunks, two) : 0;
+    if (lo == NULL || hi == NULL || fhi <= flo)
+        return lo != NULL ? rlo : rhi;
+    f = log(flops / flo) / log(fhi / flo);
+    return rlo * (1 - f) + rhi * f;
+}
+
 /* ---- pipelines ---- */
 
 static int is_gather(hn_pipe_kind k) { return k == HN_PIPE_AG_MM || k == HN_PIPE_AG; }
@@ -194,6 +259,7 @@ static int on_copy_engines(hn_cost_engine e) { return e == HN_ENGINE_CE_PUT || e
 typedef struct parts {
     double G, C, first, extra;
     int steps, overlap, streams, gather, ce, pipelined;
+    int split; /* G is the GEMM in the plan's chunks on its streams (the profile's splits), not whole */
 } parts;
 
 static void plan_parts(const hn_cost_profile *p, const hn_pipe_shape *sh, const hn_pipe_plan *pl, parts *o)
@@ -210,6 +276,14 @@ static void plan_parts(const hn_cost_profile *p, const hn_pipe_shape *sh, const 
     o->G = has_gemm(sh->kind) ? hn_cost_gemm_seconds(p, 2.0 * sh->M * sh->N * sh->K, sh->dtype) : 0;
     piece = B / o->steps;
     o->pipelined = pl->strategy != HN_STRAT_SEQUENTIAL;
+    if (o->pipelined && o->G > 0) { /* the GEMM as the plan runs it: in chunks, on its streams */
+        double r = hn_cost_split_ratio(p, sh->M, sh->K, sh->N,
+                                       pl->strategy == HN_STRAT_RING ? n : o->steps, o->overlap ? o->streams : 1);
+        if (r > 0) {
+            o->G *= r;
+            o->split = 1;
+        }
+    }
     switch (pl->strategy) {
     case HN_STRAT_RING: {
         /* a ring moves what the whole collective moves; its first step is
@@ -255,15 +329,17 @@ static void plan_parts(const hn_cost_profile *p, const hn_pipe_shape *sh, const 
 static double parts_seconds(const hn_cost_coeffs *c, const parts *o, int n)
 {
     double kappa = c->kappa[!o->gather][o->ce], tau = c->tau_s[!o->gather][o->ce];
-    double base = n > 1 ? c->seq_overhead_s : 0, cut = (o->steps - 1) * c->chunk_s;
+    double base = n > 1 ? c->seq_overhead_s : 0;
+    /* what chunks and streams cost the GEMM: in G where the profile has its splits */
+    double cut = o->split ? 0 : (o->steps - 1) * c->chunk_s, more = o->split ? 0 : (o->streams - 1) * c->stream_s;
     if (o->C < 0) /* no curve for it (the latency path where not measured) */
         return INFINITY;
     if (!o->pipelined)
         return o->G + o->C + base;
     if (!o->overlap)
         return o->G + o->C + o->steps * tau + cut + o->extra + base;
-    return o->first + fmax(o->G + kappa * o->C, o->C - o->first + o->G / o->steps) + o->steps * tau + cut +
-           (o->streams - 1) * c->stream_s + o->extra + base;
+    return o->first + fmax(o->G + kappa * o->C, o->C - o->first + o->G / o->steps) + o->steps * tau + cut + more +
+           o->extra + base;
 }
 
 double hn_pipe_seconds(const hn_pipe_shape *sh, const hn_pipe_plan *plan)
@@ -736,6 +812,8 @@ void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n,
                 plan_parts(curves, &sh, &pl, &o);
                 if (o.ce != ce || o.C < 0)
                     continue;
+                if (o.split) /* the GEMM alone measured with it, in the plan's chunks and streams */
+                    G *= o.G / hn_cost_gemm_seconds(curves, 2.0 * p->M * p->N * p->K, HN_BF16);
                 /* compute-bound: T = first + G + kappa C + steps tau (+ the
                  * measured chunk and stream costs, what follows, and a
                  * statement's overhead);
@@ -744,7 +822,7 @@ void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n,
                 x1[m] = o.C;
                 x2[m] = o.steps;
                 w[m] = 1 / (G * G);
-                y[m++] = T - G - o.first - o.extra - (o.steps - 1) * chunk_s - (o.streams - 1) * stream_s -
+                y[m++] = T - G - o.first - o.extra - (o.split ? 0 : (o.steps - 1) * chunk_s + (o.streams - 1) * stream_s) -
                          out->seq_overhead_s;
             }
             if (m == 0) {

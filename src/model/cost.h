@@ -112,8 +112,9 @@ typedef struct hn_cost_coeffs {
     double seq_overhead_s;    /* a sequential collective + GEMM beyond their parts */
     double kappa[2][2];       /* [gather, reduce][nccl, copy engine]: GEMM time lost per second of overlapped communication */
     double tau_s[2][2];       /* same: seconds per pipeline step */
-    double chunk_s;           /* a GEMM cut in one more chunk (measured; 0 where tau holds it) */
-    double stream_s;          /* one more stream in a pipeline (measured; 0 where tau holds it) */
+    double chunk_s;           /* a GEMM cut in one more chunk (measured; 0 where tau holds it); where
+                                 the profile has splits, they say it by shape instead */
+    double stream_s;          /* one more stream in a pipeline (likewise) */
 } hn_cost_coeffs;
 
 /* What the profile's GEMM rates are fitted from: one shape of one dtype. */
@@ -122,6 +123,20 @@ typedef struct hn_cost_gemm_point {
     int64_t M, K, N;
     double tflops; /* per GPU, every GPU multiplying at once */
 } hn_cost_gemm_point;
+
+/* A GEMM cut in row chunks run back to back on `streams` streams (chunk
+ * j on stream j % streams), as a pipeline runs its GEMM: its time over
+ * the whole GEMM's, measured in the same rounds. What chunks cost is the
+ * shape's own: the last wave of each chunk is part-empty, and two chunks
+ * at once share the SMs. */
+typedef struct hn_cost_split_point {
+    int64_t M, K, N;
+    int chunks, streams;
+    double ratio;
+} hn_cost_split_point;
+
+#define HN_COST_MAX_SPLITS 48
+#define HN_COST_MAX_SPLIT_RATIO 100.0
 
 /* How much a GEMM slows while other traffic runs beside it: GEMM seconds
  * lost per second of that traffic; < 0 where not measured. */
@@ -152,6 +167,8 @@ struct hn_cost_profile {
     double interference[HN_TRAFFIC_COUNT];
     int npipes;
     hn_cost_point pipes[HN_COST_MAX_PIPES];
+    int nsplits;
+    hn_cost_split_point splits[HN_COST_MAX_SPLITS];
 };
 
 /* The built-in default: the measurements of 2 and 4 H200s (cost.c, the
@@ -171,6 +188,13 @@ double hn_cost_curve_at(const hn_cost_curve *c, double bytes);
 /* The model's pieces, for tests, the tuner and `hirnode bench overlap`
  * (prof NULL: the built-in default). */
 double hn_cost_gemm_seconds(const hn_cost_profile *prof, double flops, hn_dtype dtype);
+/* The time of the GEMM M x K x N in `chunks` row chunks on `streams`
+ * streams over the whole GEMM's, from the profile's splits: of the
+ * measured shape nearest by flop (log-log between the two around it),
+ * at the chunk count measured (linear in log2 of chunks between two,
+ * the nearest beyond them), streams 1 or 2 and more; 1 for one chunk on
+ * one stream; 0 where the profile has no split of that stream count. */
+double hn_cost_split_ratio(const hn_cost_profile *prof, int64_t M, int64_t K, int64_t N, int chunks, int streams);
 /* Time of one collective of `bytes` (allgather: output, reduce_scatter:
  * input, allreduce: buffer, broadcast: buffer) over n ranks; < 0 when the
  * profile has no curve for it (the latency path where not measured). */

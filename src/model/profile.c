@@ -147,6 +147,14 @@ void hn_profile_write(const hn_cost_profile *p, hn_strbuf *sb)
         hn_sb_append(sb, i ? ",\n" : "\n");
         write_pipe(sb, &p->pipes[i]);
     }
+    hn_sb_append(sb, "],\n  \"splits\": [");
+    for (int i = 0; i < p->nsplits; i++) {
+        const hn_cost_split_point *q = &p->splits[i];
+        hn_sb_printf(sb, "%s\n    {\"M\": %lld, \"K\": %lld, \"N\": %lld, \"chunks\": %d, \"streams\": %d, \"ratio\": ",
+                     i ? "," : "", (long long)q->M, (long long)q->K, (long long)q->N, q->chunks, q->streams);
+        put_num(sb, q->ratio);
+        hn_sb_append(sb, "}");
+    }
     hn_sb_append(sb, "]\n}\n");
 }
 
@@ -439,6 +447,37 @@ static int read_extras(reader *r, const hn_json *root, hn_cost_profile *p)
     return !r->failed;
 }
 
+/* Optional: the GEMM in chunks on streams, by shape. */
+static int read_splits(reader *r, const hn_json *root, hn_cost_profile *p)
+{
+    const hn_json *a = member(r, root, "", "splits", HN_JSON_ARRAY, 0);
+    if (a == NULL)
+        return !r->failed;
+    if (a->n > HN_COST_MAX_SPLITS)
+        return bad(r, "splits: %d, at most %d", a->n, HN_COST_MAX_SPLITS);
+    for (int i = 0; i < a->n; i++) {
+        const hn_json *e = &a->items[i];
+        hn_cost_split_point *q = &p->splits[i];
+        char path[32];
+        double v[5];
+        snprintf(path, sizeof(path), "splits[%d]", i);
+        if (e->type != HN_JSON_OBJECT)
+            return bad(r, "%s: expected an object", path);
+        if (!num(r, e, path, "M", 1, 1 << 20, 1, &v[0]) || !num(r, e, path, "K", 1, 1 << 20, 1, &v[1]) ||
+            !num(r, e, path, "N", 1, 1 << 20, 1, &v[2]) || !num(r, e, path, "chunks", 1, 4096, 1, &v[3]) ||
+            !num(r, e, path, "streams", 1, HN_MAX_STREAMS, 1, &v[4]) ||
+            !num(r, e, path, "ratio", 1e-3, HN_COST_MAX_SPLIT_RATIO, 0, &q->ratio))
+            return 0;
+        q->M = (int64_t)v[0];
+        q->K = (int64_t)v[1];
+        q->N = (int64_t)v[2];
+        q->chunks = (int)v[3];
+        q->streams = (int)v[4];
+    }
+    p->nsplits = a->n;
+    return 1;
+}
+
 static int read_pipes(reader *r, const hn_json *root, hn_cost_profile *p)
 {
     const hn_json *a = member(r, root, "", "pipelines", HN_JSON_ARRAY, 0);
@@ -540,7 +579,7 @@ hn_status_t hn_profile_parse(const char *text, size_t len, const char *model, in
         goto done;
     }
     if (!read_gemm(&r, root, p) || !read_model(&r, root, p) || !read_curves(&r, root, p) || !read_extras(&r, root, p) ||
-        !read_pipes(&r, root, p))
+        !read_splits(&r, root, p) || !read_pipes(&r, root, p))
         goto done;
     p->builtin = 0;
     p->source[0] = '\0';

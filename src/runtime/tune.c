@@ -34,6 +34,7 @@ typedef struct sizing {
     double coll_lo, coll_hi, ll_lo, ll_hi, step; /* bytes, each size `step` times the last */
     int warmup, reps, iters;
     int pipe_reps; /* rounds of the pipelines (step 6): their differences are a few per cent */
+    double heat_s; /* the GPUs warmed up before the GEMMs are timed (0: not) */
 } sizing;
 
 static const sizing sizings[] = {
@@ -55,7 +56,8 @@ static const sizing sizings[] = {
                      2,
                      7,
                      5,
-                     15},
+                     15,
+                     2.0},
     [HN_TUNE_HOST] = {{{256, 128, 64}, {128, 128, 128}},
                       2,
                       {{32, 128, 128}, {64, 128, 128}, {128, 128, 128}, {256, 128, 64}, {128, 64, 64}},
@@ -72,9 +74,10 @@ static const sizing sizings[] = {
                       1,
                       3,
                       2,
-                      3},
+                      3,
+                      0},
     [HN_TUNE_TINY] = {{{32, 16, 16}}, 1, {{16, 16, 16}, {32, 16, 16}}, 2, 1e18, {2}, 1, 65536, 4096, 16384, 4096,
-                      4096, 4, 0, 1, 1, 1},
+                      4096, 4, 0, 1, 1, 1, 0},
 };
 
 typedef struct tuner {
@@ -296,16 +299,16 @@ static double timed(tuner *t, const bufs *b, const char *text, const char *const
 }
 
 /* The median seconds per call (vals[0] calls per run) of each of n
- * programs, their runs in rounds (hn_tune_time_rounds); the programs are
- * forgotten and destroyed. */
+ * programs, their runs in rounds of `reps` (hn_tune_time_rounds); the
+ * programs are forgotten and destroyed. */
 static void timed_rounds(tuner *t, const bufs *b, hn_program **progs, int n, const char *const *names,
-                         const int64_t *vals, int nv, double *secs)
+                         const int64_t *vals, int nv, int reps, double *secs)
 {
     hn_binding bind[6];
     hn_run_args args = {nv, names, vals, b->k, bind};
     hn_status_t st;
     bind_all(b, bind);
-    if ((st = hn_tune_time_rounds(t->rt, progs, n, &args, t->z->warmup, t->z->pipe_reps, secs)) != HN_OK)
+    if ((st = hn_tune_time_rounds(t->rt, progs, n, &args, t->z->warmup, reps, secs)) != HN_OK)
         failed(t, st, "a pipeline's measuring run");
     for (int j = 0; j < n; j++) {
         if (st != HN_OK || t->st != HN_OK)
@@ -321,96 +324,156 @@ static double flop(const int64_t *s) { return 2.0 * (double)s[0] * (double)s[1] 
 
 /* ---- GEMM rates, chunks and streams, copies ---- */
 
+/* The largest pipeline shape's GEMM back to back for the sizing's
+ * heat_s: a GPU multiplying for a while holds lower clocks than a cold
+ * one, and pipelines and servers run warm, so rates are taken warm. */
+static void heat(tuner *t)
+{
+    const int64_t *s = t->shapes[t->nshapes - 1];
+    const char *names[1] = {"ITERS"};
+    int64_t iters[1] = {1};
+    char text[512];
+    bufs b = {0};
+    double one;
+    if (!(t->z->heat_s > 0) || !begin(t, "the GPUs warmed up for %.1f s", t->z->heat_s))
+        return;
+    if (!(bufs_add(t, &b, "A", HN_BF16, (double)s[0] * s[1]) && bufs_add(t, &b, "B", HN_BF16, (double)s[1] * s[2]) &&
+          bufs_add(t, &b, "C", HN_BF16, (double)s[0] * s[2]))) {
+        bufs_free(t, &b);
+        return;
+    }
+    snprintf(text, sizeof(text),
+             "param ITERS = 1\ninput A : bf16[%lld, %lld] replicated\ninput B : bf16[%lld, %lld] replicated\n"
+             "output C : bf16[%lld, %lld] replicated\nfor it in 0 .. ITERS {\n  matmul C <- A, B\n}\n",
+             (long long)s[0], (long long)s[1], (long long)s[1], (long long)s[2], (long long)s[0], (long long)s[2]);
+    one = timed(t, &b, text, names, iters, 1);
+    if (t->st == HN_OK && one > 0) {
+        iters[0] = (int64_t)fmin(fmax(ceil(t->z->heat_s / one), 1), 1e6);
+        (void)timed(t, &b, text, names, iters, 1);
+    }
+    bufs_free(t, &b);
+}
+
+/* The GEMM rates by shape and dtype, the shapes of a dtype timed in
+ * rounds (every shape in the same state of the GPU's clocks). */
 static void gemm_rates(tuner *t)
 {
     static const hn_dtype dts[] = {HN_BF16, HN_F16, HN_F32};
+    const char *names[1] = {"ITERS"};
+    int64_t iters[1] = {t->z->iters};
     for (int d = 0; d < 3; d++) {
-        double most[3] = {0, 0, 0};
+        double most[3] = {0, 0, 0}, secs[MAX_GEMM];
+        hn_program *progs[MAX_GEMM];
+        int of[MAX_GEMM], n = 0;
         bufs b = {0};
-        int any = 0;
         for (int i = 0; i < t->z->ngemm; i++) /* room for the largest of each operand */
             if (dts[d] != HN_F32 || flop(t->z->gemm[i]) <= t->z->f32_max_flop) {
                 const int64_t *s = t->z->gemm[i];
                 most[0] = fmax(most[0], (double)s[0] * s[1]);
                 most[1] = fmax(most[1], (double)s[1] * s[2]);
                 most[2] = fmax(most[2], (double)s[0] * s[2]);
-                any = 1;
+                of[n++] = i;
             }
-        if (!t->counting && any && t->st == HN_OK)
-            (void)(bufs_add(t, &b, "A", dts[d], most[0]) && bufs_add(t, &b, "B", dts[d], most[1]) &&
-                   bufs_add(t, &b, "C", dts[d], most[2]));
-        for (int i = 0; i < t->z->ngemm; i++) {
-            const int64_t *s = t->z->gemm[i];
-            char text[512];
-            const char *names[1] = {"ITERS"};
-            int64_t iters[1] = {t->z->iters};
-            double sec;
-            if (dts[d] == HN_F32 && flop(s) > t->z->f32_max_flop)
-                continue;
-            if (!begin(t, "GEMM %s %lldx%lldx%lld", hn_dtype_name(dts[d]), (long long)s[0], (long long)s[1],
-                       (long long)s[2]))
-                continue;
-            snprintf(text, sizeof(text),
-                     "param ITERS = 1\ninput A : %s[%lld, %lld] replicated\ninput B : %s[%lld, %lld] replicated\n"
-                     "output C : %s[%lld, %lld] replicated\nfor it in 0 .. ITERS {\n  matmul C <- A, B\n}\n",
-                     hn_dtype_name(dts[d]), (long long)s[0], (long long)s[1], hn_dtype_name(dts[d]), (long long)s[1],
-                     (long long)s[2], hn_dtype_name(dts[d]), (long long)s[0], (long long)s[2]);
-            sec = timed(t, &b, text, names, iters, 1);
-            if (t->st == HN_OK && t->p->ngemm < HN_COST_MAX_PIPES && sec > 0)
-                t->p->gemm[t->p->ngemm++] = (hn_cost_gemm_point){dts[d], s[0], s[1], s[2], flop(s) / sec / 1e12};
+        if (n == 0 || !begin(t, "GEMM rates in %s, %d shapes in rounds", hn_dtype_name(dts[d]), n))
+            continue;
+        if (!(bufs_add(t, &b, "A", dts[d], most[0]) && bufs_add(t, &b, "B", dts[d], most[1]) &&
+              bufs_add(t, &b, "C", dts[d], most[2]))) {
+            bufs_free(t, &b);
+            return;
+        }
+        for (int j = 0; j < n; j++) {
+            const int64_t *s = t->z->gemm[of[j]];
+            progs[j] = program(t,
+                               "param ITERS = 1\ninput A : %s[%lld, %lld] replicated\ninput B : %s[%lld, %lld] "
+                               "replicated\noutput C : %s[%lld, %lld] replicated\nfor it in 0 .. ITERS {\n"
+                               "  matmul C <- A, B\n}\n",
+                               hn_dtype_name(dts[d]), (long long)s[0], (long long)s[1], hn_dtype_name(dts[d]),
+                               (long long)s[1], (long long)s[2], hn_dtype_name(dts[d]), (long long)s[0],
+                               (long long)s[2]);
+        }
+        timed_rounds(t, &b, progs, n, names, iters, 1, t->z->reps, secs);
+        for (int j = 0; j < n && t->st == HN_OK; j++) {
+            const int64_t *s = t->z->gemm[of[j]];
+            if (t->p->ngemm < HN_COST_MAX_PIPES && secs[j] > 0)
+                t->p->gemm[t->p->ngemm++] = (hn_cost_gemm_point){dts[d], s[0], s[1], s[2], flop(s) / secs[j] / 1e12};
         }
         bufs_free(t, &b);
     }
 }
 
-/* The GEMM of the middle pipeline shape whole, then in c row chunks on 1
- * and on 2 streams: what one chunk more and one stream more cost. */
+/* Each pipeline shape's GEMM whole, then in c row chunks on 1 and on 2
+ * streams, the programs of a shape timed in rounds: the splits (time over
+ * the whole GEMM's, by shape: what the model multiplies a pipeline's GEMM
+ * by), and from the middle shape what one chunk more and one stream more
+ * cost where a profile has no splits. */
 static void chunks_and_streams(tuner *t)
 {
-    const int64_t *s = t->shapes[t->nshapes / 2];
-    bufs b = {0};
-    double whole = NAN, chunk = 0, stream = 0;
+    enum { MAX_PROGS = 1 + 2 * 3 };
+    const char *names[1] = {"ITERS"};
+    int64_t iters[1] = {t->z->iters};
+    double chunk = 0, stream = 0;
     int nc = 0, ns = 0;
-    if (!t->counting && t->st == HN_OK)
-        (void)(bufs_add(t, &b, "A", HN_BF16, (double)s[0] * s[1]) && bufs_add(t, &b, "B", HN_BF16, (double)s[1] * s[2]) &&
-               bufs_add(t, &b, "C", HN_BF16, (double)s[0] * s[2]));
-    for (int i = -1; i < t->z->nchunks; i++) {
-        int c = i < 0 ? 1 : t->z->chunks[i];
-        double one = NAN;
-        for (int S = 1; S <= (c > 1 ? 2 : 1); S++) {
-            char text[1024];
-            const char *names[1] = {"ITERS"};
-            int64_t iters[1] = {t->z->iters};
-            double sec;
-            if (!begin(t, "GEMM %lldx%lldx%lld in %d chunk%s on %d stream%s", (long long)s[0], (long long)s[1],
-                       (long long)s[2], c, c > 1 ? "s" : "", S, S > 1 ? "s" : ""))
+    for (int si = 0; si < t->nshapes; si++) {
+        const int64_t *s = t->shapes[si];
+        hn_program *progs[MAX_PROGS];
+        int c_of[MAX_PROGS], s_of[MAX_PROGS], n = 0;
+        double secs[MAX_PROGS];
+        bufs b = {0};
+        if (!t->counting && t->st == HN_OK)
+            (void)(bufs_add(t, &b, "A", HN_BF16, (double)s[0] * s[1]) &&
+                   bufs_add(t, &b, "B", HN_BF16, (double)s[1] * s[2]) &&
+                   bufs_add(t, &b, "C", HN_BF16, (double)s[0] * s[2]));
+        for (int i = -1; i < t->z->nchunks && n < MAX_PROGS; i++) {
+            int c = i < 0 ? 1 : t->z->chunks[i];
+            if (s[0] % c != 0)
                 continue;
-            snprintf(text, sizeof(text),
-                     "param ITERS = 1\ninput A : bf16[%lld, %lld] replicated\ninput B : bf16[%lld, %lld] replicated\n"
-                     "output C : bf16[%lld, %lld] replicated\nAv = view A as [%d, %lld, %lld]\n"
-                     "Cv = view C as [%d, %lld, %lld]\ncaller = current_stream\n"
-                     "for w in 0 .. %d {\n  set_stream stream(w)\n  wait_stream caller\n}\n"
-                     "for it in 0 .. ITERS {\n  for j in 0 .. %d {\n    set_stream stream(j %% %d)\n"
-                     "    matmul Cv[j] <- Av[j], B\n  }\n}\nset_stream caller\n"
-                     "for w in 0 .. %d {\n  wait_stream stream(w)\n}\n",
-                     (long long)s[0], (long long)s[1], (long long)s[1], (long long)s[2], (long long)s[0], (long long)s[2],
-                     c, (long long)(s[0] / c), (long long)s[1], c, (long long)(s[0] / c), (long long)s[2], S, c, S, S);
-            sec = timed(t, &b, text, names, iters, 1);
-            if (t->st != HN_OK)
-                break;
-            if (c == 1) {
-                whole = sec;
-            } else if (S == 1) {
-                one = sec;
-                chunk += (sec - whole) / (c - 1);
+            for (int S = 1; S <= (c > 1 ? 2 : 1) && n < MAX_PROGS; S++) {
+                hn_program *p;
+                if (t->counting || t->st != HN_OK)
+                    continue;
+                p = program(t,
+                            "param ITERS = 1\ninput A : bf16[%lld, %lld] replicated\ninput B : bf16[%lld, %lld] "
+                            "replicated\noutput C : bf16[%lld, %lld] replicated\nAv = view A as [%d, %lld, %lld]\n"
+                            "Cv = view C as [%d, %lld, %lld]\ncaller = current_stream\n"
+                            "for w in 0 .. %d {\n  set_stream stream(w)\n  wait_stream caller\n}\n"
+                            "for it in 0 .. ITERS {\n  for j in 0 .. %d {\n    set_stream stream(j %% %d)\n"
+                            "    matmul Cv[j] <- Av[j], B\n  }\n}\nset_stream caller\n"
+                            "for w in 0 .. %d {\n  wait_stream stream(w)\n}\n",
+                            (long long)s[0], (long long)s[1], (long long)s[1], (long long)s[2], (long long)s[0],
+                            (long long)s[2], c, (long long)(s[0] / c), (long long)s[1], c, (long long)(s[0] / c),
+                            (long long)s[2], S, c, S, S);
+                if (p == NULL)
+                    break;
+                progs[n] = p;
+                c_of[n] = c;
+                s_of[n++] = S;
+            }
+        }
+        if (begin(t, "GEMM %lldx%lldx%lld whole and in chunks on 1 and 2 streams, in rounds", (long long)s[0],
+                  (long long)s[1], (long long)s[2]) &&
+            n > 0) {
+            timed_rounds(t, &b, progs, n, names, iters, 1, t->z->pipe_reps, secs);
+        } else {
+            for (int j = 0; j < n; j++)
+                hn_program_destroy(progs[j]);
+            n = 0;
+        }
+        for (int j = 1; j < n && t->st == HN_OK && c_of[0] == 1 && secs[0] > 0; j++) {
+            if (t->p->nsplits < HN_COST_MAX_SPLITS && secs[j] > 0)
+                t->p->splits[t->p->nsplits++] = (hn_cost_split_point){
+                    s[0], s[1], s[2], c_of[j], s_of[j], fmin(secs[j] / secs[0], HN_COST_MAX_SPLIT_RATIO)};
+            if (si != t->nshapes / 2)
+                continue;
+            if (s_of[j] == 1) {
+                chunk += (secs[j] - secs[0]) / (c_of[j] - 1);
                 nc++;
-            } else if (!isnan(one)) {
-                stream += sec - one;
+            } else if (s_of[j - 1] == 1 && c_of[j - 1] == c_of[j]) {
+                stream += secs[j] - secs[j - 1];
                 ns++;
             }
         }
+        bufs_free(t, &b);
     }
-    bufs_free(t, &b);
     t->p->coef.chunk_s = nc > 0 ? fmin(fmax(chunk / nc, 0), HN_COST_MAX_SECONDS) : 0;
     t->p->coef.stream_s = ns > 0 ? fmin(fmax(stream / ns, 0), HN_COST_MAX_SECONDS) : 0;
 }
@@ -646,7 +709,7 @@ static void pipelines(tuner *t)
         if (begin(t, "%lldx%lldx%lld: the %d programs timed in rounds", (long long)s[0], (long long)s[1],
                   (long long)s[2], n) &&
             n > 0) {
-            timed_rounds(t, &b, progs, n, names, iters, 1, secs);
+            timed_rounds(t, &b, progs, n, names, iters, 1, t->z->pipe_reps, secs);
         } else { /* counting, or after a failure */
             for (int j = 0; j < n; j++)
                 hn_program_destroy(progs[j]);
@@ -736,6 +799,7 @@ static void fit(tuner *t)
 
 static void phases(tuner *t)
 {
+    heat(t);
     gemm_rates(t);
     chunks_and_streams(t);
     copies(t);

@@ -796,6 +796,58 @@ static void test_ll_crossover_runs(void)
 /* Across nodes: the hierarchical allreduce where the network's bytes
  * outweigh the node's two extra collectives (large), one call where the
  * latency does (small); never with one rank a node or one node. */
+/* A GEMM in chunks on streams: the profile's splits by shape, and the
+ * pipelines' GEMM as the plan runs it where there are (no chunk and
+ * stream terms on top). */
+static void test_splits(void)
+{
+    hn_cost_profile *p = malloc(sizeof(*p));
+    const double lg = log2(1.5);
+    hn_pipe_shape sh = {HN_PIPE_MM_RS, 16384, 8192, 8192, HN_BF16, 2, NULL};
+    hn_pipe_plan pl;
+    double whole, plain, split;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    *p = *hn_cost_builtin();
+    p->builtin = 0;
+    p->coef.chunk_s = 5e-6;
+    p->coef.stream_s = 7e-6;
+    CU_ASSERT_EQUAL(hn_cost_split_ratio(p, 4096, 8192, 8192, 4, 2), 0); /* none measured */
+    p->splits[p->nsplits++] = (hn_cost_split_point){4096, 8192, 8192, 2, 1, 1.02};
+    p->splits[p->nsplits++] = (hn_cost_split_point){4096, 8192, 8192, 4, 1, 1.05};
+    p->splits[p->nsplits++] = (hn_cost_split_point){4096, 8192, 8192, 2, 2, 1.04};
+    p->splits[p->nsplits++] = (hn_cost_split_point){4096, 8192, 8192, 4, 2, 1.08};
+    p->splits[p->nsplits++] = (hn_cost_split_point){16384, 8192, 8192, 2, 1, 1.01};
+    p->splits[p->nsplits++] = (hn_cost_split_point){16384, 8192, 8192, 4, 1, 1.02};
+    p->splits[p->nsplits++] = (hn_cost_split_point){16384, 8192, 8192, 2, 2, 1.015};
+    p->splits[p->nsplits++] = (hn_cost_split_point){16384, 8192, 8192, 4, 2, 1.03};
+    /* at a measured shape: one chunk is the whole; between counts linear in log2; beyond, the nearest */
+    CU_ASSERT_EQUAL(hn_cost_split_ratio(p, 4096, 8192, 8192, 1, 1), 1);
+    CU_ASSERT_EQUAL(hn_cost_split_ratio(p, 4096, 8192, 8192, 2, 1), 1.02);
+    CU_ASSERT_EQUAL(hn_cost_split_ratio(p, 4096, 8192, 8192, 4, 2), 1.08);
+    CU_ASSERT_EQUAL(hn_cost_split_ratio(p, 4096, 8192, 8192, 4, 3), 1.08); /* 2 streams and more alike */
+    CU_ASSERT(fabs(hn_cost_split_ratio(p, 4096, 8192, 8192, 3, 1) - (1.02 + 0.03 * lg)) < 1e-12);
+    CU_ASSERT(fabs(hn_cost_split_ratio(p, 4096, 8192, 8192, 8, 2) - 1.08) < 1e-12);
+    CU_ASSERT(fabs(hn_cost_split_ratio(p, 4096, 8192, 8192, 2, 2) - 1.04) < 1e-12);
+    /* between shapes by flop (8192 rows: half way in log), beyond them the nearest */
+    CU_ASSERT(fabs(hn_cost_split_ratio(p, 8192, 8192, 8192, 4, 2) - (1.08 + 1.03) / 2) < 1e-12);
+    CU_ASSERT(fabs(hn_cost_split_ratio(p, 1024, 8192, 8192, 2, 1) - 1.02) < 1e-12);
+    CU_ASSERT(fabs(hn_cost_split_ratio(p, 65536, 8192, 8192, 2, 1) - 1.01) < 1e-12);
+    /* the model: a plan's GEMM is the whole times its split, compute-bound
+     * here, and the chunk and stream costs are not added again */
+    sh.prof = p;
+    memset(&pl, 0, sizeof(pl));
+    pl.strategy = HN_STRAT_COLLECTIVE;
+    pl.chunks = 4;
+    pl.streams = 2;
+    pl.via = HN_VIA_NCCL;
+    split = hn_pipe_seconds(&sh, &pl);
+    whole = hn_cost_gemm_seconds(p, 2.0 * 16384 * 8192 * 8192, HN_BF16);
+    p->nsplits = 0;
+    plain = hn_pipe_seconds(&sh, &pl);
+    CU_ASSERT(fabs((split - plain) - (whole * 0.03 - 3 * 5e-6 - 7e-6)) < 1e-9);
+    free(p);
+}
+
 static void test_hier_allreduce(void)
 {
     CU_ASSERT_FALSE(hn_cost_hier_allreduce(NULL, 8192, 2, 4));
@@ -829,6 +881,7 @@ void hn_suite_cost(void)
         {"via auto: a tuned profile's curves, in their mode and team size", test_via_auto_from_profile},
         {"via auto: the same choice on every rank, runs exact", test_via_auto_runs},
         {"via ll: one-shot below the crossover, two-shot above, both exact", test_ll_crossover_runs},
+        {"a GEMM in chunks on streams: the splits by shape, in the pipelines' GEMM", test_splits},
         {"across nodes: the hierarchical allreduce where the network's bytes outweigh", test_hier_allreduce},
         CU_TEST_INFO_NULL,
     };

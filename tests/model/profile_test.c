@@ -34,6 +34,8 @@ static hn_cost_profile *sample(void)
     p->interference[HN_TRAFFIC_CE] = 0.03125;
     p->interference[HN_TRAFFIC_SM] = 0.5;
     p->gemm[p->ngemm++] = (hn_cost_gemm_point){HN_F32, 1024, 2048, 4096, 51.25};
+    p->splits[p->nsplits++] = (hn_cost_split_point){4096, 8192, 8192, 2, 1, 1.015625};
+    p->splits[p->nsplits++] = (hn_cost_split_point){4096, 8192, 8192, 4, 2, 1.0390625};
     return p;
 }
 
@@ -98,6 +100,8 @@ static void test_round_trip(void)
         CU_ASSERT_EQUAL(q->pipes[i].ratio, p->pipes[i].ratio);
         CU_ASSERT_EQUAL(q->pipes[i].reference, p->pipes[i].reference);
     }
+    CU_ASSERT_EQUAL(q->nsplits, 2);
+    CU_ASSERT_EQUAL(memcmp(q->splits, p->splits, sizeof(p->splits[0]) * 2), 0);
     CU_ASSERT_EQUAL(q->nshapes, p->nshapes);
     CU_ASSERT_EQUAL(memcmp(q->shapes, p->shapes, sizeof(p->shapes[0]) * (size_t)p->nshapes), 0);
     CU_ASSERT_EQUAL(q->interference[HN_TRAFFIC_CE], 0.03125);
@@ -233,6 +237,12 @@ static void test_malformed(void)
         {"\"ratio\": ", "\"ratio\": -", HN_ERR_PARSE, "pipelines[0].ratio"},
         {"\"reference\": false", "\"reference\": 0",
          HN_ERR_PARSE, "pipelines[0].reference: expected true or false, not a number"},
+        {"\"chunks\": 2, \"streams\": 1", "\"chunks\": 0, \"streams\": 1",
+         HN_ERR_PARSE, "splits[0].chunks: expected an integer from 1 to 4096"},
+        {"\"chunks\": 2, \"streams\": 1", "\"chunks\": 2, \"streams\": 17",
+         HN_ERR_PARSE, "splits[0].streams: expected an integer from 1 to 16"},
+        {"\"streams\": 1, \"ratio\": ", "\"streams\": 1, \"ratio\": -", HN_ERR_PARSE, "splits[0].ratio"},
+        {"\"splits\": [", "\"splits\": {}, \"z\": [", HN_ERR_PARSE, "splits: expected an array, not an object"},
     };
     hn_cost_profile *p = sample();
     char *text;

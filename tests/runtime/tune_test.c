@@ -62,7 +62,7 @@ static void tune_at(int n)
     CU_ASSERT_TRUE(s.ordered);
     CU_ASSERT_EQUAL(s.calls, s.total);
     CU_ASSERT(s.total > 5);
-    CU_ASSERT_PTR_NOT_NULL(strstr(s.first, "GEMM bf16"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s.first, "GEMM rates in bf16"));
     /* the machine */
     hn_profile_device_model(hn_device_find(hn_test_backend), model, sizeof(model), cuda, sizeof(cuda));
     CU_ASSERT_STRING_EQUAL(p->model, model);
@@ -82,6 +82,14 @@ static void tune_at(int n)
             CU_ASSERT(p->gemm_tflops_at_1t[d] > 0 && isfinite(p->gemm_gamma[d]));
     }
     CU_ASSERT(p->coef.chunk_s >= 0 && p->coef.stream_s >= 0 && p->hbm_bytes_per_s > 0);
+    /* the shape's GEMM in 2 chunks, on 1 and on 2 streams, over the whole */
+    CU_ASSERT_EQUAL(p->nsplits, 2);
+    for (int i = 0; i < p->nsplits; i++) {
+        const hn_cost_split_point *sp = &p->splits[i];
+        CU_ASSERT(sp->M == 32 && sp->K == 16 && sp->N == 16 && sp->chunks == 2 && sp->streams == i + 1);
+        CU_ASSERT(sp->ratio > 0 && sp->ratio <= HN_COST_MAX_SPLIT_RATIO);
+        CU_ASSERT_EQUAL(hn_cost_split_ratio(p, 32, 16, 16, 2, i + 1), sp->ratio);
+    }
     CU_ASSERT(p->interference[HN_TRAFFIC_SM] >= 0 || p->interference[HN_TRAFFIC_SM] == -1);
     CU_ASSERT_EQUAL(p->nshapes, 1);
     CU_ASSERT(p->shapes[0][0] == 32 && p->shapes[0][1] == 16 && p->shapes[0][2] == 16);
