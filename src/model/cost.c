@@ -259,7 +259,8 @@ static int on_copy_engines(hn_cost_engine e) { return e == HN_ENGINE_CE_PUT || e
 typedef struct parts {
     double G, C, first, extra;
     int steps, overlap, streams, gather, ce, pipelined;
-    int split; /* G is the GEMM in the plan's chunks on its streams (the profile's splits), not whole */
+    double split; /* G is the GEMM in the plan's chunks on its streams: the whole's times this (the
+                     profile's splits); 0: the whole GEMM's */
 } parts;
 
 static void plan_parts(const hn_cost_profile *p, const hn_pipe_shape *sh, const hn_pipe_plan *pl, parts *o)
@@ -281,7 +282,7 @@ static void plan_parts(const hn_cost_profile *p, const hn_pipe_shape *sh, const 
                                        pl->strategy == HN_STRAT_RING ? n : o->steps, o->overlap ? o->streams : 1);
         if (r > 0) {
             o->G *= r;
-            o->split = 1;
+            o->split = r;
         }
     }
     switch (pl->strategy) {
@@ -331,7 +332,8 @@ static double parts_seconds(const hn_cost_coeffs *c, const parts *o, int n)
     double kappa = c->kappa[!o->gather][o->ce], tau = c->tau_s[!o->gather][o->ce];
     double base = n > 1 ? c->seq_overhead_s : 0;
     /* what chunks and streams cost the GEMM: in G where the profile has its splits */
-    double cut = o->split ? 0 : (o->steps - 1) * c->chunk_s, more = o->split ? 0 : (o->streams - 1) * c->stream_s;
+    double cut = o->split > 0 ? 0 : (o->steps - 1) * c->chunk_s;
+    double more = o->split > 0 ? 0 : (o->streams - 1) * c->stream_s;
     if (o->C < 0) /* no curve for it (the latency path where not measured) */
         return INFINITY;
     if (!o->pipelined)
@@ -812,8 +814,8 @@ void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n,
                 plan_parts(curves, &sh, &pl, &o);
                 if (o.ce != ce || o.C < 0)
                     continue;
-                if (o.split) /* the GEMM alone measured with it, in the plan's chunks and streams */
-                    G *= o.G / hn_cost_gemm_seconds(curves, 2.0 * p->M * p->N * p->K, HN_BF16);
+                if (o.split > 0) /* the GEMM alone measured with it, in the plan's chunks and streams */
+                    G *= o.split;
                 /* compute-bound: T = first + G + kappa C + steps tau (+ the
                  * measured chunk and stream costs, what follows, and a
                  * statement's overhead);
@@ -822,8 +824,8 @@ void hn_cost_fit(const hn_cost_profile *curves, const hn_cost_point *pts, int n,
                 x1[m] = o.C;
                 x2[m] = o.steps;
                 w[m] = 1 / (G * G);
-                y[m++] = T - G - o.first - o.extra - (o.split ? 0 : (o.steps - 1) * chunk_s + (o.streams - 1) * stream_s) -
-                         out->seq_overhead_s;
+                y[m++] = T - G - o.first - o.extra - out->seq_overhead_s -
+                         (o.split > 0 ? 0 : (o.steps - 1) * chunk_s + (o.streams - 1) * stream_s);
             }
             if (m == 0) {
                 out->kappa[!gather][ce] = fallback->kappa[!gather][ce];
