@@ -37,8 +37,10 @@ double hn_cost_coll_seconds(const hn_cost_profile *prof, hn_coll_kind kind, hn_c
 {
     const hn_cost_profile *p = prof_or_builtin(prof);
     int ce = engine == HN_ENGINE_CE_PUT || engine == HN_ENGINE_CE_GET;
-    if (n <= 1 || bytes <= 0)
+    if (bytes <= 0 || n < 1)
         return 0;
+    if (n == 1) /* a team of one copies its input to its output */
+        return bytes / (p->hbm_bytes_per_s > 0 ? p->hbm_bytes_per_s : HBM_BYTES_PER_S);
     switch (kind) {
     case HN_COLL_REDUCE_SCATTER:
     case HN_COLL_ALLREDUCE: return curve_seconds(p, kind, engine, n, bytes);
@@ -293,9 +295,9 @@ static void plan_parts(const hn_cost_profile *p, const hn_pipe_shape *sh, const 
          * blocks through its own communicator, exposed */
         hn_coll_kind rk = ck == HN_COLL_ALLREDUCE ? HN_COLL_REDUCE_SCATTER : ck;
         e = engine_of(pl->via, pl->protocol, rk, B, n);
-        o->C = hn_cost_coll_seconds(p, rk, e, n, B);
+        o->C = n > 1 ? hn_cost_coll_seconds(p, rk, e, n, B) : 0; /* one rank: its one step is local */
         o->steps = n;
-        if (sh->kind == HN_PIPE_MM_AR) {
+        if (sh->kind == HN_PIPE_MM_AR && n > 1) {
             hn_via av = pl->ag_via == HN_VIA_AUTO ? pl->via : pl->ag_via;
             hn_coll_algo ap = pl->ag_via == HN_VIA_AUTO ? pl->protocol : pl->ag_protocol;
             o->extra = hn_cost_coll_seconds(p, HN_COLL_ALLGATHER, engine_of(av, ap, HN_COLL_ALLGATHER, B, n), n, B);

@@ -197,7 +197,8 @@ double hn_cost_gemm_seconds(const hn_cost_profile *prof, double flops, hn_dtype 
 double hn_cost_split_ratio(const hn_cost_profile *prof, int64_t M, int64_t K, int64_t N, int chunks, int streams);
 /* Time of one collective of `bytes` (allgather: output, reduce_scatter:
  * input, allreduce: buffer, broadcast: buffer) over n ranks; < 0 when the
- * profile has no curve for it (the latency path where not measured). */
+ * profile has no curve for it (the latency path where not measured); on
+ * one rank, a local copy of `bytes`. */
 double hn_cost_coll_seconds(const hn_cost_profile *prof, hn_coll_kind kind, hn_cost_engine engine, int n,
                             double bytes);
 /* Across nodes, whether an allreduce of `bytes` over nodes x per_node

@@ -845,6 +845,24 @@ static void test_splits(void)
     p->nsplits = 0;
     plain = hn_pipe_seconds(&sh, &pl);
     CU_ASSERT(fabs((split - plain) - (whole * 0.03 - 3 * 5e-6 - 7e-6)) < 1e-9);
+    /* one rank: a collective copies (the sequential plan: the GEMM and a
+     * copy of A), a ring's one step is the GEMM alone; where splitting
+     * costs, auto takes the ring */
+    p->splits[p->nsplits++] = (hn_cost_split_point){16384, 8192, 8192, 2, 2, 1.02};
+    sh.world = 1;
+    sh.kind = HN_PIPE_AG_MM;
+    CU_ASSERT(fabs(hn_cost_coll_seconds(p, HN_COLL_ALLGATHER, HN_ENGINE_NCCL, 1, 1e9) - 1e9 / p->hbm_bytes_per_s) <
+              1e-12);
+    memset(&pl, 0, sizeof(pl));
+    pl.strategy = HN_STRAT_SEQUENTIAL;
+    pl.chunks = pl.streams = 1;
+    pl.via = HN_VIA_NCCL;
+    CU_ASSERT(fabs(hn_pipe_seconds(&sh, &pl) - (whole + 16384.0 * 8192 * 2 / p->hbm_bytes_per_s)) < 1e-12);
+    memset(&pl, 0, sizeof(pl));
+    pl.via = HN_VIA_AUTO;
+    CU_ASSERT_EQUAL(hn_pipe_choose(&sh, HN_OPF_SEQUENTIAL | HN_OPF_RING | HN_OPF_COLLECTIVE, &pl, NULL, 0), HN_OK);
+    CU_ASSERT_EQUAL(pl.strategy, HN_STRAT_RING);
+    CU_ASSERT(fabs(pl.seconds - whole) < 1e-12);
     free(p);
 }
 
