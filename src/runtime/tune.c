@@ -77,7 +77,7 @@ static const sizing sizings[] = {
                       3,
                       0},
     [HN_TUNE_TINY] = {{{32, 16, 16}}, 1, {{16, 16, 16}, {32, 16, 16}}, 2, 1e18, {2}, 1, 65536, 4096, 16384, 4096,
-                      4096, 4, 0, 1, 1, 1, 0},
+                      4096, 4, 0, 1, 1, 1, 0.001},
 };
 
 typedef struct tuner {
@@ -322,6 +322,24 @@ static void timed_rounds(tuner *t, const bufs *b, hn_program **progs, int n, con
 
 static double flop(const int64_t *s) { return 2.0 * (double)s[0] * (double)s[1] * (double)s[2]; }
 
+/* The operands of the GEMM s (M, K, N) on every rank: A, B, C of dtype dt. */
+static int gemm_bufs(tuner *t, bufs *b, hn_dtype dt, const int64_t *s)
+{
+    return bufs_add(t, b, "A", dt, (double)s[0] * s[1]) && bufs_add(t, b, "B", dt, (double)s[1] * s[2]) &&
+           bufs_add(t, b, "C", dt, (double)s[0] * s[2]);
+}
+
+/* The program of ITERS GEMMs s (M, K, N) in dtype dt, C <- A B. */
+static hn_program *gemm_program(tuner *t, hn_dtype dt, const int64_t *s)
+{
+    const char *n = hn_dtype_name(dt);
+    return program(t,
+                   "param ITERS = 1\ninput A : %s[%lld, %lld] replicated\ninput B : %s[%lld, %lld] replicated\n"
+                   "output C : %s[%lld, %lld] replicated\nfor it in 0 .. ITERS {\n  matmul C <- A, B\n}\n",
+                   n, (long long)s[0], (long long)s[1], n, (long long)s[1], (long long)s[2], n, (long long)s[0],
+                   (long long)s[2]);
+}
+
 /* ---- GEMM rates, chunks and streams, copies ---- */
 
 /* The largest pipeline shape's GEMM back to back for the sizing's
@@ -332,24 +350,25 @@ static void heat(tuner *t)
     const int64_t *s = t->shapes[t->nshapes - 1];
     const char *names[1] = {"ITERS"};
     int64_t iters[1] = {1};
-    char text[512];
+    hn_binding bind[6];
+    hn_run_args args = {1, names, iters, 0, bind};
+    hn_program *p;
     bufs b = {0};
     double one;
-    if (!(t->z->heat_s > 0) || !begin(t, "the GPUs warmed up for %.1f s", t->z->heat_s))
+    if (!(t->z->heat_s > 0) || !begin(t, "the GPUs warmed up for %g s", t->z->heat_s))
         return;
-    if (!(bufs_add(t, &b, "A", HN_BF16, (double)s[0] * s[1]) && bufs_add(t, &b, "B", HN_BF16, (double)s[1] * s[2]) &&
-          bufs_add(t, &b, "C", HN_BF16, (double)s[0] * s[2]))) {
-        bufs_free(t, &b);
-        return;
-    }
-    snprintf(text, sizeof(text),
-             "param ITERS = 1\ninput A : bf16[%lld, %lld] replicated\ninput B : bf16[%lld, %lld] replicated\n"
-             "output C : bf16[%lld, %lld] replicated\nfor it in 0 .. ITERS {\n  matmul C <- A, B\n}\n",
-             (long long)s[0], (long long)s[1], (long long)s[1], (long long)s[2], (long long)s[0], (long long)s[2]);
-    one = timed(t, &b, text, names, iters, 1);
-    if (t->st == HN_OK && one > 0) {
-        iters[0] = (int64_t)fmin(fmax(ceil(t->z->heat_s / one), 1), 1e6);
-        (void)timed(t, &b, text, names, iters, 1);
+    if (gemm_bufs(t, &b, HN_BF16, s) && (p = gemm_program(t, HN_BF16, s)) != NULL) {
+        hn_status_t st;
+        bind_all(&b, bind);
+        args.nbindings = b.k;
+        if ((st = hn_tune_time(t->rt, p, &args, 1, 1, &one)) == HN_OK && one > 0) {
+            iters[0] = (int64_t)fmin(fmax(ceil(t->z->heat_s / one), 1), 1e6);
+            st = hn_runtime_run(t->rt, p, &args);
+        }
+        if (st != HN_OK)
+            failed(t, st, "warming the GPUs up");
+        hn_runtime_forget(t->rt, p);
+        hn_program_destroy(p);
     }
     bufs_free(t, &b);
 }
@@ -381,16 +400,8 @@ static void gemm_rates(tuner *t)
             bufs_free(t, &b);
             return;
         }
-        for (int j = 0; j < n; j++) {
-            const int64_t *s = t->z->gemm[of[j]];
-            progs[j] = program(t,
-                               "param ITERS = 1\ninput A : %s[%lld, %lld] replicated\ninput B : %s[%lld, %lld] "
-                               "replicated\noutput C : %s[%lld, %lld] replicated\nfor it in 0 .. ITERS {\n"
-                               "  matmul C <- A, B\n}\n",
-                               hn_dtype_name(dts[d]), (long long)s[0], (long long)s[1], hn_dtype_name(dts[d]),
-                               (long long)s[1], (long long)s[2], hn_dtype_name(dts[d]), (long long)s[0],
-                               (long long)s[2]);
-        }
+        for (int j = 0; j < n; j++)
+            progs[j] = gemm_program(t, dts[d], t->z->gemm[of[j]]);
         timed_rounds(t, &b, progs, n, names, iters, 1, t->z->reps, secs);
         for (int j = 0; j < n && t->st == HN_OK; j++) {
             const int64_t *s = t->z->gemm[of[j]];
@@ -420,9 +431,7 @@ static void chunks_and_streams(tuner *t)
         double secs[MAX_PROGS];
         bufs b = {0};
         if (!t->counting && t->st == HN_OK)
-            (void)(bufs_add(t, &b, "A", HN_BF16, (double)s[0] * s[1]) &&
-                   bufs_add(t, &b, "B", HN_BF16, (double)s[1] * s[2]) &&
-                   bufs_add(t, &b, "C", HN_BF16, (double)s[0] * s[2]));
+            (void)gemm_bufs(t, &b, HN_BF16, s);
         for (int i = -1; i < t->z->nchunks && n < MAX_PROGS; i++) {
             int c = i < 0 ? 1 : t->z->chunks[i];
             if (s[0] % c != 0)
@@ -664,9 +673,7 @@ static void pipelines(tuner *t)
         if (s[0] % t->n != 0)
             continue; /* rows that do not split over the ranks: no pipeline takes them */
         if (!t->counting && t->st == HN_OK)
-            (void)(bufs_add(t, &b, "A", HN_BF16, (double)s[0] * s[1]) &&
-                   bufs_add(t, &b, "B", HN_BF16, (double)s[1] * s[2]) &&
-                   bufs_add(t, &b, "C", HN_BF16, (double)s[0] * s[2]));
+            (void)gemm_bufs(t, &b, HN_BF16, s);
         /* every program of the shape first (the GEMM alone the first),
          * then their runs in rounds */
         for (int op = 0; op < 3 && t->st == HN_OK; op++) {
