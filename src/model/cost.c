@@ -280,8 +280,8 @@ static void plan_parts(const hn_cost_profile *p, const hn_pipe_shape *sh, const 
     piece = B / o->steps;
     o->pipelined = pl->strategy != HN_STRAT_SEQUENTIAL;
     if (o->pipelined && o->G > 0) { /* the GEMM as the plan runs it: in chunks, on its streams */
-        double r = hn_cost_split_ratio(p, sh->M, sh->K, sh->N,
-                                       pl->strategy == HN_STRAT_RING ? n : o->steps, o->overlap ? o->streams : 1);
+        double r = hn_cost_split_ratio(p, sh->M, sh->K, sh->N, pl->strategy == HN_STRAT_RING ? n : o->steps,
+                                       o->streams);
         if (r > 0) {
             o->G *= r;
             o->split = r;
